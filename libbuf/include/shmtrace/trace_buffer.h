@@ -1,0 +1,123 @@
+/*
+ * shmtrace/trace_buffer.h - libbuf's public API: TraceBufferV2.
+ *
+ * The service-side trace buffer. Producers' chunks (untrusted bytes copied
+ * out of shared memory) are appended as records to one large byte array used
+ * as a ring (RING_BUFFER) or filled once (DISCARD). Packets are read back
+ * whole, reassembled across chunks, in per-sequence order, with every loss
+ * reported through previous_packet_dropped (a DataLossReason bitmask) and the
+ * stats counters (Perfetto's TraceStats.BufferStats).
+ *
+ * This header is a contract: the names and types below are fixed.
+ *
+ * Threads: a tb_buffer is not thread-safe; the owner serialises all calls.
+ * Ownership: tb_create / tb_clone_readonly allocate; tb_destroy frees
+ * (tb_destroy(NULL) is a no-op). Packets returned by tb_read_next_packet
+ * point into the buffer and stay valid until the next call on it.
+ */
+#ifndef SHMTRACE_TRACE_BUFFER_H
+#define SHMTRACE_TRACE_BUFFER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <shmtrace/api.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Chunk flags, as in the SMB chunk header (smb-abi.md). */
+#define TB_CHUNK_FIRST_PACKET_CONTINUES_FROM_PREV 0x01u
+#define TB_CHUNK_LAST_PACKET_CONTINUES_ON_NEXT    0x02u
+#define TB_CHUNK_NEEDS_PATCHING                   0x04u
+/* Fragment size a writer stamps when it abandons a packet. */
+#define TB_PACKET_SIZE_DROP_PACKET 0x0FFFFFFFu
+
+enum {                 /* bits of previous_packet_dropped; 0 = no loss */
+    TB_LOSS_PRESENT = 1, TB_LOSS_READ_GAP = 2, TB_LOSS_CHUNK_CORRUPTED = 4,
+    TB_LOSS_ORPHAN_CONTINUATION = 8, TB_LOSS_REASSEMBLY_GAP = 16,
+    TB_LOSS_REASSEMBLY_BROKEN_CHAIN = 32, TB_LOSS_OVERWRITE = 64,
+    TB_LOSS_WRITER_ABORT = 128, TB_LOSS_SMB_FULL = 256,
+};
+
+typedef enum { TB_RING_BUFFER = 0, TB_DISCARD = 1 } tb_fill_policy;
+
+typedef struct tb_buffer tb_buffer;
+
+typedef struct {
+    uint16_t producer_id;
+    uint16_t writer_id;
+    uint32_t uid;
+    int32_t pid;
+} tb_seq_props;
+
+typedef struct {
+    const uint8_t *data;
+    size_t size;
+} tb_slice;
+
+/* Zero-copy packet: valid until the next call on the buffer. */
+typedef struct {
+    const tb_slice *slices;
+    size_t nslices;
+    size_t size;
+} tb_packet;
+
+/* Out-of-band patch; offset from the first byte of the chunk payload. */
+typedef struct {
+    uint32_t offset;
+    uint8_t data[4];
+} tb_patch;
+
+/* Meanings = Perfetto TraceStats.BufferStats (spec trace-buffer.md §10). */
+typedef struct {
+    uint64_t buffer_size, bytes_written, bytes_overwritten, bytes_read,
+             padding_bytes_written, padding_bytes_cleared,
+             chunks_written, chunks_rewritten, chunks_relocated,
+             chunks_overwritten, chunks_discarded, chunks_read,
+             chunks_committed_out_of_order, write_wrap_count,
+             patches_succeeded, patches_failed,
+             readaheads_succeeded, readaheads_failed,
+             abi_violations, trace_writer_packet_loss;
+} tb_stats;
+
+/* size rounded up to 4096; NULL + errno on 0, > 4 GiB, or no memory. */
+SHMTRACE_API tb_buffer *tb_create(size_t size, tb_fill_policy policy);
+SHMTRACE_API void tb_destroy(tb_buffer *);
+
+/* src = chunk payload (no SMB header). Untrusted: every byte is checked. */
+SHMTRACE_API void tb_copy_chunk_untrusted(tb_buffer *, uint16_t producer_id,
+        uint32_t uid, int32_t pid, uint16_t writer_id, uint32_t chunk_id,
+        uint16_t num_fragments, uint8_t chunk_flags, bool chunk_complete,
+        const uint8_t *src, size_t size);
+
+SHMTRACE_API bool tb_try_patch_chunk(tb_buffer *, uint16_t producer_id,
+        uint16_t writer_id, uint32_t chunk_id, const tb_patch *patches,
+        size_t npatches, bool other_patches_pending);
+
+SHMTRACE_API void tb_begin_read(tb_buffer *);
+/* props and previous_packet_dropped may be NULL. */
+SHMTRACE_API bool tb_read_next_packet(tb_buffer *, tb_packet *out,
+        tb_seq_props *props, uint32_t *previous_packet_dropped);
+
+/* Reset read state; writes into a clone are refused (and counted). */
+SHMTRACE_API tb_buffer *tb_clone_readonly(const tb_buffer *);
+
+/* Valid until tb_destroy. */
+SHMTRACE_API const tb_stats *tb_get_stats(const tb_buffer *);
+SHMTRACE_API size_t tb_size(const tb_buffer *);
+SHMTRACE_API size_t tb_used_size(const tb_buffer *);
+SHMTRACE_API tb_fill_policy tb_policy(const tb_buffer *);
+
+/* ProtoVM hook: each whole valid packet a wrap evicts unread, in sequence
+ * order. */
+typedef void (*tb_evict_fn)(void *ctx, const tb_packet *,
+                            const tb_seq_props *);
+SHMTRACE_API void tb_set_evict_callback(tb_buffer *, tb_evict_fn, void *ctx);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* SHMTRACE_TRACE_BUFFER_H */

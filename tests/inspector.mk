@@ -1,0 +1,1 @@
+# tests/inspector.mk - build rules for this part (see top-level Makefile.am).
