@@ -1,0 +1,1 @@
+# bench/inspector.mk - build rules for this part (see top-level Makefile.am).

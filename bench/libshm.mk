@@ -1,0 +1,1 @@
+# bench/libshm.mk - build rules for this part (see top-level Makefile.am).

@@ -1,0 +1,1 @@
+# bench/service.mk - build rules for this part (see top-level Makefile.am).

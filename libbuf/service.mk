@@ -1,0 +1,1 @@
+# libbuf/service.mk - build rules for this part (see top-level Makefile.am).

@@ -1,0 +1,1 @@
+# libshm/ipc.mk - build rules for this part (see top-level Makefile.am).
