@@ -1,0 +1,1 @@
+# tests/ipc.mk - build rules for this part (see top-level Makefile.am).
