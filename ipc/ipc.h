@@ -269,7 +269,7 @@ typedef struct ipc_service {
  * failure with *err (if non-NULL) set to a negative errno. */
 ipc_host *ipc_host_create(ipc_loop *loop, const char *path, mode_t mode,
                           int *err);
-/* Serve on an already listening socket (ownership taken). */
+/* Serve on an already listening socket (ownership taken on success). */
 ipc_host *ipc_host_create_from_fd(ipc_loop *loop, int listen_fd, int *err);
 /* Disconnect every client (on_disconnect runs), close the listening socket,
  * unlink the path it created. NULL is a no-op. */
@@ -278,7 +278,8 @@ void ipc_host_destroy(ipc_host *host);
  * name, -EINVAL for a bad table. */
 int ipc_host_expose_service(ipc_host *host, const ipc_service *svc,
                             void *svc_ctx);
-/* Serve an already connected socket as if accepted (tests, socketpair). */
+/* Serve an already connected socket as if accepted (tests, socketpair);
+ * ownership taken on success. */
 int ipc_host_adopt_client(ipc_host *host, int sock_fd);
 /* Connected clients right now. */
 size_t ipc_host_num_conns(const ipc_host *host);
@@ -346,7 +347,8 @@ ipc_client *ipc_client_connect(ipc_loop *loop, const char *path,
                                const char *service_name,
                                const ipc_client_cbs *cbs, void *ctx,
                                int *err);
-/* Same over an already connected socket (ownership taken). */
+/* Same over an already connected socket (ownership taken, also on
+ * failure). */
 ipc_client *ipc_client_create_from_fd(ipc_loop *loop, int sock_fd,
                                       const char *service_name,
                                       const ipc_client_cbs *cbs, void *ctx,
