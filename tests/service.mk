@@ -1,1 +1,16 @@
-# tests/service.mk - build rules for this part (see top-level Makefile.am).
+# tests/service.mk - Check tests of the tracing service core and the
+# scripted end-to-end tests (real shmtraced, producers, consumer).
+
+svc_test_cflags = $(AM_CFLAGS) $(CHECK_CFLAGS) $(PROTOBUF_C_CFLAGS) \
+	-I$(top_srcdir)/libbuf
+svc_test_ldadd = libbuf/libsvc_internal.la $(CHECK_LIBS)
+
+check_PROGRAMS += tests/check_svc_packet tests/check_svc_session
+tests_check_svc_packet_SOURCES = tests/check_svc_packet.c
+tests_check_svc_packet_CFLAGS = $(svc_test_cflags)
+tests_check_svc_packet_LDADD = $(svc_test_ldadd)
+tests_check_svc_session_SOURCES = tests/check_svc_session.c
+tests_check_svc_session_CFLAGS = $(svc_test_cflags)
+tests_check_svc_session_LDADD = $(svc_test_ldadd)
+
+TESTS += tests/check_svc_packet tests/check_svc_session
