@@ -13,4 +13,9 @@ tests_check_svc_session_SOURCES = tests/check_svc_session.c
 tests_check_svc_session_CFLAGS = $(svc_test_cflags)
 tests_check_svc_session_LDADD = $(svc_test_ldadd)
 
-TESTS += tests/check_svc_packet tests/check_svc_session
+check_PROGRAMS += tests/check_svc_ipc
+tests_check_svc_ipc_SOURCES = tests/check_svc_ipc.c
+tests_check_svc_ipc_CFLAGS = $(svc_test_cflags)
+tests_check_svc_ipc_LDADD = $(svc_test_ldadd)
+
+TESTS += tests/check_svc_packet tests/check_svc_session tests/check_svc_ipc
