@@ -1,1 +1,10 @@
-# tests/ipc.mk - build rules for this part (see top-level Makefile.am).
+# tests/ipc.mk - tests of the IPC layer, the producer client and the CLIs.
+
+check_PROGRAMS += tests/check_ipc
+TESTS += tests/check_ipc
+tests_check_ipc_SOURCES = tests/check_ipc.c
+tests_check_ipc_CPPFLAGS = $(AM_CPPFLAGS) $(IPC_CPPFLAGS)
+tests_check_ipc_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
+tests_check_ipc_LDADD = ipc/libshmtrace_ipc.la protos/libshmtrace_protos.la \
+	$(PROTOBUF_C_LIBS) $(CHECK_LIBS)
+$(tests_check_ipc_OBJECTS): $(PROTO_GEN_H)
