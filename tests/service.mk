@@ -19,3 +19,9 @@ tests_check_svc_ipc_CFLAGS = $(svc_test_cflags)
 tests_check_svc_ipc_LDADD = $(svc_test_ldadd)
 
 TESTS += tests/check_svc_packet tests/check_svc_session tests/check_svc_ipc
+
+# Trace file checker used by the e2e scripts (and handy by hand).
+check_PROGRAMS += tests/svc_tracecheck
+tests_svc_tracecheck_SOURCES = tests/svc_tracecheck.c
+tests_svc_tracecheck_CFLAGS = $(AM_CFLAGS) $(PROTOBUF_C_CFLAGS)
+tests_svc_tracecheck_LDADD = protos/libshmtrace_protos.la $(PROTOBUF_C_LIBS)
