@@ -828,7 +828,11 @@ static void tick(void *vd)
     svc_tick(d->svc, now);
     if (!d->shutting_down)
         return;
-    if (svc_all_sessions_disabled(d->svc) || now >= d->shutdown_deadline_ms)
+    /* Done when every session is disabled (files written) and every
+     * session read over IPC was collected by its consumer. */
+    if ((svc_all_sessions_disabled(d->svc) &&
+         svc_sessions_owing_reads(d->svc) == 0) ||
+        now >= d->shutdown_deadline_ms)
         ipc_loop_quit(d->loop);
 }
 

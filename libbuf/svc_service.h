@@ -115,6 +115,8 @@ size_t svc_session_count(const svc_service *);
 /* Shutdown helpers: disable every running session / are all disabled? */
 void svc_disable_all_sessions(svc_service *);
 bool svc_all_sessions_disabled(const svc_service *);
+/* Sessions not written to a file that are still held by a consumer. */
+size_t svc_sessions_owing_reads(const svc_service *);
 
 /* ---- reading (svc_read.c) ---- */
 /* Emits up to about max_bytes of packets (0 = no limit); *more = true if

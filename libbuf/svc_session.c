@@ -105,6 +105,14 @@ bool svc_all_sessions_disabled(const svc_service *svc)
     return true;
 }
 
+size_t svc_sessions_owing_reads(const svc_service *svc)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < svc->nsessions; i++)
+        n += svc->sessions[i]->out_fd < 0 && svc->sessions[i]->consumer;
+    return n;
+}
+
 uint64_t svc_session_id(const svc_session *s)
 {
     return s->id;
