@@ -369,6 +369,11 @@ int64_t ipc_client_invoke(ipc_client *client, const char *method,
                           const ProtobufCMessage *args, int fd,
                           const ProtobufCMessageDescriptor *reply_desc,
                           ipc_reply_fn cb, void *cb_ctx);
+/* Same with args already serialized (args_len bytes at args; may be 0). */
+int64_t ipc_client_invoke_raw(ipc_client *client, const char *method,
+                              const uint8_t *args, size_t args_len, int fd,
+                              const ProtobufCMessageDescriptor *reply_desc,
+                              ipc_reply_fn cb, void *cb_ctx);
 /* The fd received with the replies handled so far (e.g. the SMB fd with
  * SetupTracing), or -1; caller owns it. Call it from the reply callback. */
 int ipc_client_take_fd(ipc_client *client);

@@ -309,29 +309,23 @@ bool ipc_client_has_method(const ipc_client *client, const char *method)
     return find_method(client, method) != NULL;
 }
 
-int64_t ipc_client_invoke(ipc_client *client, const char *method,
-                          const ProtobufCMessage *args, int fd,
-                          const ProtobufCMessageDescriptor *reply_desc,
-                          ipc_reply_fn cb, void *cb_ctx)
+int64_t ipc_client_invoke_raw(ipc_client *client, const char *method,
+                              const uint8_t *args, size_t args_len, int fd,
+                              const ProtobufCMessageDescriptor *reply_desc,
+                              ipc_reply_fn cb, void *cb_ctx)
 {
     if (!client->bound || !client->connected || client->destroyed)
         return -ENOTCONN;
     const method_info *m = find_method(client, method);
     if (!m)
         return -ENOENT;
-    uint8_t *buf;
-    size_t len;
-    int rc = ipc__pack_msg(args, &buf, &len);
-    if (rc < 0)
-        return rc;
     pending *p = NULL;
     if (cb) {
         p = calloc(1, sizeof *p);
-        if (!p) {
-            free(buf);
+        if (!p)
             return -ENOMEM;
-        }
     }
+    static uint8_t empty[1];
     Perfetto__Protos__IPCFrame f = PERFETTO__PROTOS__IPCFRAME__INIT;
     Perfetto__Protos__IPCFrame__InvokeMethod im =
         PERFETTO__PROTOS__IPCFRAME__INVOKE_METHOD__INIT;
@@ -345,14 +339,13 @@ int64_t ipc_client_invoke(ipc_client *client, const char *method,
     im.has_method_id = true;
     im.method_id = m->id;
     im.has_args_proto = true;
-    im.args_proto.data = buf;
-    im.args_proto.len = len;
+    im.args_proto.data = args ? (uint8_t *)args : empty;
+    im.args_proto.len = args ? args_len : 0;
     if (!cb) {
         im.has_drop_reply = true;
         im.drop_reply = true;
     }
-    rc = ipc_chan_send(client->chan, &f, fd);
-    free(buf);
+    int rc = ipc_chan_send(client->chan, &f, fd);
     if (rc < 0) {
         free(p);
         return rc == -EPIPE ? -ENOTCONN : rc;
@@ -367,6 +360,24 @@ int64_t ipc_client_invoke(ipc_client *client, const char *method,
         client->pend = p;
     }
     return (int64_t)rid;
+}
+
+int64_t ipc_client_invoke(ipc_client *client, const char *method,
+                          const ProtobufCMessage *args, int fd,
+                          const ProtobufCMessageDescriptor *reply_desc,
+                          ipc_reply_fn cb, void *cb_ctx)
+{
+    if (!client->bound || !client->connected || client->destroyed)
+        return -ENOTCONN;
+    uint8_t *buf;
+    size_t len;
+    int rc = ipc__pack_msg(args, &buf, &len);
+    if (rc < 0)
+        return rc;
+    int64_t r = ipc_client_invoke_raw(client, method, buf, len, fd,
+                                      reply_desc, cb, cb_ctx);
+    free(buf);
+    return r;
 }
 
 int ipc_client_take_fd(ipc_client *client)
