@@ -18,11 +18,8 @@ libbuf_svc_sources = \
 	libbuf/svc_ipc.h \
 	libbuf/svc_ipc.c
 
-# ipc/libshmtrace_ipc.la already carries protos/libshmtrace_protos.la
-# (a convenience library linked into a convenience library): listing the
-# protos again would define every message twice.
 libbuf_svc_libadd = ipc/libshmtrace_ipc.la libshm/libsmbreader.la \
-	$(PROTOBUF_C_LIBS)
+	protos/libshmtrace_protos.la $(PROTOBUF_C_LIBS)
 
 libbuf_libbuf_la_SOURCES += $(libbuf_svc_sources)
 libbuf_libbuf_la_LIBADD += $(libbuf_svc_libadd)
@@ -32,6 +29,10 @@ libbuf_libsvc_internal_la_SOURCES = $(libbuf_svc_sources)
 libbuf_libsvc_internal_la_CFLAGS = $(AM_CFLAGS) $(PROTOBUF_C_CFLAGS)
 libbuf_libsvc_internal_la_LIBADD = libbuf/libtb_internal.la \
 	$(libbuf_svc_libadd)
+
+# The generated headers must exist before any service object compiles.
+$(libbuf_libbuf_la_OBJECTS) $(libbuf_libsvc_internal_la_OBJECTS): \
+	$(PROTO_GEN_H)
 
 bin_PROGRAMS += libbuf/shmtraced
 libbuf_shmtraced_SOURCES = libbuf/shmtraced.c
