@@ -25,3 +25,12 @@ check_PROGRAMS += tests/svc_tracecheck
 tests_svc_tracecheck_SOURCES = tests/svc_tracecheck.c
 tests_svc_tracecheck_CFLAGS = $(AM_CFLAGS) $(PROTOBUF_C_CFLAGS)
 tests_svc_tracecheck_LDADD = protos/libshmtrace_protos.la $(PROTOBUF_C_LIBS)
+
+# Scripted end-to-end tests: real shmtraced, real producer processes
+# (tools/shmtrace-producer), real consumer (tools/shmtrace). Each uses
+# private sockets in a temp dir and kills what it started (tests/e2e_lib.sh).
+# Tests that need the tools exit 77 (skip) when they are not built.
+svc_e2e_tests = tests/e2e_daemon.sh
+dist_check_SCRIPTS += $(svc_e2e_tests)
+EXTRA_DIST += tests/e2e_lib.sh
+TESTS += $(svc_e2e_tests)
