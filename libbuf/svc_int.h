@@ -54,12 +54,6 @@ typedef struct {
     bool will_notify_on_stop, will_notify_on_start, no_flush;
 } svc_dsreg;
 
-/* writer_id -> global buffer id (RegisterTraceWriter). */
-typedef struct {
-    uint16_t writer_id;
-    uint32_t buffer_id;
-} svc_writer;
-
 typedef enum {
     SVC_INST_STARTED = 0,        /* Setup + Start sent */
     SVC_INST_STOPPING,           /* Stop sent, waiting for NotifyStopped */
@@ -161,8 +155,8 @@ struct svc_producer {
     void *smb_reader;            /* opaque, see svc_commit.c */
     svc_dsreg *ds;
     size_t nds;
-    svc_writer *writers;
-    size_t nwriters;
+    uint32_t *writer_buf;        /* [32768]: writer_id -> buffer id, 0 =
+                                    unregistered; allocated on first use */
     uint32_t *allowed;           /* global buffer ids it may write */
     size_t nallowed;
     uint64_t last_flush_acked;

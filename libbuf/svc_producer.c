@@ -21,7 +21,6 @@
 
 #define SVC_MAX_DS_NAME 256
 #define SVC_MAX_DS_PER_PRODUCER 1024
-#define SVC_MAX_WRITERS_PER_PRODUCER 32767
 
 static void set_err(char *err, size_t errlen, const char *msg)
 {
@@ -108,7 +107,7 @@ static void producer_free(svc_producer *p)
     for (size_t i = 0; i < p->nds; i++)
         free(p->ds[i].name);
     free(p->ds);
-    free(p->writers);
+    free(p->writer_buf);
     free(p->allowed);
     free(p->name);
     free(p);
@@ -199,22 +198,12 @@ int svc_producer_register_writer(svc_service *svc, svc_producer *p,
     (void)svc;
     if (writer_id == 0 || writer_id > SVC_MAX_WRITER_ID)
         return -EINVAL;
-    for (size_t i = 0; i < p->nwriters; i++) {
-        if (p->writers[i].writer_id == writer_id) {
-            p->writers[i].buffer_id = buffer_id;
-            return 0;
-        }
+    if (!p->writer_buf) {
+        p->writer_buf = calloc(SVC_MAX_WRITER_ID + 1, sizeof(uint32_t));
+        if (!p->writer_buf)
+            return -ENOMEM;
     }
-    if (p->nwriters >= SVC_MAX_WRITERS_PER_PRODUCER)
-        return -ENOSPC;
-    svc_writer *grown = realloc(p->writers,
-                                (p->nwriters + 1) * sizeof(*grown));
-    if (!grown)
-        return -ENOMEM;
-    p->writers = grown;
-    p->writers[p->nwriters].writer_id = (uint16_t)writer_id;
-    p->writers[p->nwriters].buffer_id = buffer_id;
-    p->nwriters++;
+    p->writer_buf[writer_id] = buffer_id;
     return 0;
 }
 
@@ -222,22 +211,19 @@ int svc_producer_unregister_writer(svc_service *svc, svc_producer *p,
                                    uint32_t writer_id)
 {
     (void)svc;
-    for (size_t i = 0; i < p->nwriters; i++) {
-        if (p->writers[i].writer_id == writer_id) {
-            p->writers[i] = p->writers[--p->nwriters];
-            return 0;
-        }
-    }
-    return -ENOENT;
+    if (writer_id == 0 || writer_id > SVC_MAX_WRITER_ID || !p->writer_buf ||
+        !p->writer_buf[writer_id])
+        return -ENOENT;
+    p->writer_buf[writer_id] = 0;
+    return 0;
 }
 
 /* 0 if the writer is unknown (no constraint), else its registered buffer. */
 uint32_t svc__writer_buffer(const svc_producer *p, uint16_t writer_id)
 {
-    for (size_t i = 0; i < p->nwriters; i++)
-        if (p->writers[i].writer_id == writer_id)
-            return p->writers[i].buffer_id;
-    return 0;
+    if (!p->writer_buf || writer_id > SVC_MAX_WRITER_ID)
+        return 0;
+    return p->writer_buf[writer_id];
 }
 
 bool svc__producer_may_write(const svc_producer *p, uint32_t buffer_id)
