@@ -34,3 +34,10 @@ svc_e2e_tests = tests/e2e_daemon.sh
 dist_check_SCRIPTS += $(svc_e2e_tests)
 EXTRA_DIST += tests/e2e_lib.sh
 TESTS += $(svc_e2e_tests)
+
+# A hostile producer (garbage SMB, lying CommitData) for e2e_garbage.sh.
+check_PROGRAMS += tests/svc_evilproducer
+tests_svc_evilproducer_SOURCES = tests/svc_evilproducer.c
+tests_svc_evilproducer_CPPFLAGS = $(AM_CPPFLAGS) $(IPC_CPPFLAGS)
+tests_svc_evilproducer_LDADD = ipc/libshmtrace_ipc.la \
+	protos/libshmtrace_protos.la $(PROTOBUF_C_LIBS)
