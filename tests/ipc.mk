@@ -8,3 +8,12 @@ tests_check_ipc_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 tests_check_ipc_LDADD = ipc/libshmtrace_ipc.la protos/libshmtrace_protos.la \
 	$(PROTOBUF_C_LIBS) $(CHECK_LIBS)
 $(tests_check_ipc_OBJECTS): $(PROTO_GEN_H)
+
+check_PROGRAMS += tests/check_ipc_producer
+TESTS += tests/check_ipc_producer
+tests_check_ipc_producer_SOURCES = tests/check_ipc_producer.c
+tests_check_ipc_producer_CPPFLAGS = $(AM_CPPFLAGS) $(IPC_CPPFLAGS)
+tests_check_ipc_producer_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
+tests_check_ipc_producer_LDADD = libshm/libshm.la ipc/libshmtrace_ipc.la \
+	protos/libshmtrace_protos.la $(PROTOBUF_C_LIBS) $(CHECK_LIBS)
+$(tests_check_ipc_producer_OBJECTS): $(PROTO_GEN_H)
