@@ -782,7 +782,7 @@ void svc__session_instance_stopped(svc_service *svc, svc_producer *p,
             waiting |= in->state == SVC_INST_STOPPING;
         }
         if (hit && !waiting && s->state == SVC_SESSION_DISABLING &&
-            s->nflushes == 0)
+            s->stop_deadline_ms)           /* in the stop phase */
             finalize_disable(svc, s);
     }
 }
