@@ -26,3 +26,9 @@ tests_check_cli_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 tests_check_cli_LDADD = tools/libshmtrace_consumer.la ipc/libshmtrace_ipc.la \
 	protos/libshmtrace_protos.la $(PROTOBUF_C_LIBS) $(CHECK_LIBS)
 $(tests_check_cli_OBJECTS): $(PROTO_GEN_H)
+
+# Scripted: CLI argument handling (no daemon) and a smoke test of
+# record/clone/stats against the real daemon (uses tests/e2e_lib.sh).
+ipc_cli_tests = tests/cli_args.sh tests/cli_smoke.sh
+dist_check_SCRIPTS += $(ipc_cli_tests)
+TESTS += $(ipc_cli_tests)
