@@ -74,7 +74,8 @@ typedef struct {
     size_t nrec;
 } hb;
 
-static tb_buffer *hb_resolve(void *ctx, uint32_t target, uint16_t writer_id)
+static inline tb_buffer *hb_resolve(void *ctx, uint32_t target,
+                                    uint16_t writer_id)
 {
     hb *h = ctx;
     (void)writer_id;
@@ -83,12 +84,12 @@ static tb_buffer *hb_resolve(void *ctx, uint32_t target, uint16_t writer_id)
     return h->buf;
 }
 
-static void hb_apply(hb *h, const smb_commit_batch *b)
+static inline void hb_apply(hb *h, const smb_commit_batch *b)
 {
     smb_reader_commit_batch(h->reader, b, hb_resolve, h);
 }
 
-static void hb_observe(hb *h, const smb_commit_batch *b)
+static inline void hb_observe(hb *h, const smb_commit_batch *b)
 {
     h->batches++;
     h->chunks += b->nchunks;
@@ -107,7 +108,7 @@ static void hb_observe(hb *h, const smb_commit_batch *b)
         h->last_flush_id = b->flush_request_id;
 }
 
-static int hb_commit(void *ctx, const smb_commit_batch *b)
+static inline int hb_commit(void *ctx, const smb_commit_batch *b)
 {
     hb *h = ctx;
     hb_qitem *q;
@@ -149,7 +150,8 @@ static int hb_commit(void *ctx, const smb_commit_batch *b)
     return 0;
 }
 
-static void hb_register(void *ctx, uint16_t id, uint32_t target)
+static inline void hb_register(void *ctx, uint16_t id,
+                               uint32_t target)
 {
     hb *h = ctx;
     (void)id;
@@ -157,14 +159,14 @@ static void hb_register(void *ctx, uint16_t id, uint32_t target)
     h->registered++;
 }
 
-static void hb_unregister(void *ctx, uint16_t id)
+static inline void hb_unregister(void *ctx, uint16_t id)
 {
     hb *h = ctx;
     (void)id;
     h->unregistered++;
 }
 
-static void *hb_reader_main(void *arg)
+static inline void *hb_reader_main(void *arg)
 {
     hb *h = arg;
     pthread_mutex_lock(&h->mu);
@@ -199,7 +201,7 @@ static void *hb_reader_main(void *arg)
     return NULL;
 }
 
-static void hb_init_ex(hb *h, size_t smb_size, uint32_t page_size,
+static inline void hb_init_ex(hb *h, size_t smb_size, uint32_t page_size,
                        uint32_t layout, size_t buf_size, hb_mode mode,
                        uint32_t batch_bytes)
 {
@@ -227,20 +229,20 @@ static void hb_init_ex(hb *h, size_t smb_size, uint32_t page_size,
                          0);
 }
 
-static void hb_init(hb *h, size_t smb_size, uint32_t page_size,
+static inline void hb_init(hb *h, size_t smb_size, uint32_t page_size,
                     size_t buf_size)
 {
     hb_init_ex(h, smb_size, page_size, 0, buf_size, HB_SYNC, 0);
 }
 
-static void hb_pause(hb *h)
+static inline void hb_pause(hb *h)
 {
     pthread_mutex_lock(&h->mu);
     h->paused = true;
     pthread_mutex_unlock(&h->mu);
 }
 
-static void hb_resume(hb *h)
+static inline void hb_resume(hb *h)
 {
     pthread_mutex_lock(&h->mu);
     h->paused = false;
@@ -249,7 +251,7 @@ static void hb_resume(hb *h)
 }
 
 /* Queued mode: apply everything queued, then stop the reader thread. */
-static void hb_drain_and_stop(hb *h)
+static inline void hb_drain_and_stop(hb *h)
 {
     if (h->mode != HB_QUEUED)
         return;
@@ -263,7 +265,7 @@ static void hb_drain_and_stop(hb *h)
     h->mode = HB_SYNC;
 }
 
-static void hb_fini(hb *h)
+static inline void hb_fini(hb *h)
 {
     hb_drain_and_stop(h);
     smb_arbiter_destroy(h->arb);
@@ -288,7 +290,7 @@ typedef struct {
     size_t n, cap;
 } hb_pkts;
 
-static hb_pkts hb_read_all(hb *h)
+static inline hb_pkts hb_read_all(hb *h)
 {
     hb_pkts ps = {NULL, 0, 0};
     tb_packet p;
@@ -320,7 +322,7 @@ static hb_pkts hb_read_all(hb *h)
     return ps;
 }
 
-static void hb_pkts_free(hb_pkts *ps)
+static inline void hb_pkts_free(hb_pkts *ps)
 {
     for (size_t i = 0; i < ps->n; i++)
         free(ps->v[i].data);
@@ -337,7 +339,8 @@ typedef struct {
     const uint8_t *p;      /* length-delimited body */
 } hb_field;
 
-static bool hb_varint(const uint8_t **p, const uint8_t *end, uint64_t *v)
+static inline bool hb_varint(const uint8_t **p, const uint8_t *end,
+                             uint64_t *v)
 {
     uint64_t r = 0;
     for (int s = 0; s < 70 && *p < end; s += 7) {
@@ -352,7 +355,8 @@ static bool hb_varint(const uint8_t **p, const uint8_t *end, uint64_t *v)
 }
 
 /* Next field of [*p, end); false at the end (asserts well-formedness). */
-static bool hb_next_field(const uint8_t **p, const uint8_t *end, hb_field *f)
+static inline bool hb_next_field(const uint8_t **p, const uint8_t *end,
+                                 hb_field *f)
 {
     uint64_t tag;
     if (*p >= end)
@@ -390,7 +394,8 @@ static bool hb_next_field(const uint8_t **p, const uint8_t *end, hb_field *f)
 }
 
 /* Find a top-level varint field; returns false if absent. */
-static bool hb_find_varint(const hb_pkt *k, uint32_t field, uint64_t *v)
+static inline bool hb_find_varint(const hb_pkt *k, uint32_t field,
+                                  uint64_t *v)
 {
     const uint8_t *p = k->data, *end = k->data + k->size;
     hb_field f;
@@ -404,7 +409,7 @@ static bool hb_find_varint(const hb_pkt *k, uint32_t field, uint64_t *v)
 }
 
 /* Deterministic pattern bytes for payloads. */
-static void hb_fill(uint8_t *p, size_t n, uint32_t seed)
+static inline void hb_fill(uint8_t *p, size_t n, uint32_t seed)
 {
     uint32_t x = seed * 2654435761u + 1;
     for (size_t i = 0; i < n; i++) {

@@ -18,3 +18,15 @@ tests_check_tw_CFLAGS = $(libshm_test_cflags)
 tests_check_tw_LDADD = $(libshm_test_ldadd)
 
 TESTS += tests/check_tw
+
+check_PROGRAMS += tests/check_smb
+tests_check_smb_SOURCES = tests/check_smb.c
+tests_check_smb_CFLAGS = $(libshm_test_cflags)
+tests_check_smb_LDADD = $(libshm_test_ldadd)
+TESTS += tests/check_smb
+
+check_PROGRAMS += tests/check_arbiter
+tests_check_arbiter_SOURCES = tests/check_arbiter.c
+tests_check_arbiter_CFLAGS = $(libshm_test_cflags)
+tests_check_arbiter_LDADD = $(libshm_test_ldadd)
+TESTS += tests/check_arbiter
