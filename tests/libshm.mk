@@ -30,3 +30,9 @@ tests_check_arbiter_SOURCES = tests/check_arbiter.c
 tests_check_arbiter_CFLAGS = $(libshm_test_cflags)
 tests_check_arbiter_LDADD = $(libshm_test_ldadd)
 TESTS += tests/check_arbiter
+
+# The README's producer example: built and run by make check.
+check_PROGRAMS += tests/example_producer
+tests_example_producer_SOURCES = tests/example_producer.c
+tests_example_producer_LDADD = libshm/libshm.la
+TESTS += tests/example_producer
