@@ -367,11 +367,11 @@ START_TEST(test_fragment_sizes_1B_to_8MiB)
         8160, 8170, 12240, 65536, 100000, 1 * MiB, 3 * MiB + 17, 8 * MiB,
     };
     const size_t n = sizeof(sizes) / sizeof(sizes[0]);
-    uint8_t *data = malloc(8 * MiB + 16);
+    uint8_t *data = malloc(8 * MiB + 64); /* + i offsets below */
     hb h;
     hb_init(&h, 256 * KiB, 4096, 40 * MiB);
     tw_writer *w = tw_writer_create(h.arb, HB_TARGET, TW_POLICY_DROP);
-    hb_fill(data, 8 * MiB + 16, 5);
+    hb_fill(data, 8 * MiB + 64, 5);
     tw_packet_begin(w);              /* absorb first_packet_on_sequence */
     tw_packet_end(w);
     for (size_t i = 0; i < n; i++) {
@@ -591,19 +591,19 @@ START_TEST(test_threads_8x100k_every_packet_once_in_order)
     for (uint32_t i = 0; i < NTHREADS; i++)
         pthread_join(t[i], NULL);
     hb_pkts ps = hb_read_all(&h);
-    ck_assert_uint_eq(ps.n, NTHREADS * PER_THREAD);
+    HB_CHECK_EQ(ps.n, NTHREADS * PER_THREAD);
     for (size_t i = 0; i < ps.n; i++) {
         uint64_t v;
-        ck_assert(hb_find_varint(&ps.v[i], 8, &v));
+        HB_CHECK(hb_find_varint(&ps.v[i], 8, &v));
         uint32_t th = (uint32_t)(v >> 32), seq = (uint32_t)v;
-        ck_assert_uint_lt(th, NTHREADS);
-        ck_assert_uint_eq(ps.v[i].writer_id, a[th].id);
-        ck_assert_uint_eq(seq, next[th]);
+        HB_CHECK((th) < (NTHREADS));
+        HB_CHECK_EQ(ps.v[i].writer_id, a[th].id);
+        HB_CHECK_EQ(seq, next[th]);
         next[th]++;
-        ck_assert_uint_eq(ps.v[i].dropped, 0);
+        HB_CHECK_EQ(ps.v[i].dropped, 0);
     }
     hb_pkts_free(&ps);
-    ck_assert_uint_eq(tb_get_stats(h.buf)->abi_violations, 0);
+    HB_CHECK_EQ(tb_get_stats(h.buf)->abi_violations, 0);
     hb_fini(&h);
 }
 END_TEST
@@ -625,13 +625,13 @@ static size_t check_losses(hb_pkts *ps, uint16_t wid, uint32_t total,
             continue;
         n++;
         flagged = hb_find_varint(&ps->v[i], 42, &dropped);
-        ck_assert(hb_find_varint(&ps->v[i], 2, &seq));
-        ck_assert_uint_ge(seq, expect);
-        ck_assert_uint_lt(seq, total);
+        HB_CHECK(hb_find_varint(&ps->v[i], 2, &seq));
+        HB_CHECK((seq) >= (expect));
+        HB_CHECK((seq) < (total));
         if (seq > expect) {
             ck_assert_msg(flagged, "packet %llu after a gap not flagged",
                           (unsigned long long)seq);
-            ck_assert_uint_eq(dropped, 257);
+            HB_CHECK_EQ(dropped, 257);
             (*gaps)++;
         } else {
             ck_assert_msg(!flagged, "packet %llu flagged without a gap",
@@ -782,16 +782,16 @@ START_TEST(test_exhaust_stall_policy_loses_nothing)
     tw_writer_destroy(w);
     hb_drain_and_stop(&h);
     hb_pkts ps = hb_read_all(&h);
-    ck_assert_uint_eq(ps.n, total);
+    HB_CHECK_EQ(ps.n, total);
     for (uint32_t i = 0; i < total; i++) {
         uint64_t seq, d;
-        ck_assert(hb_find_varint(&ps.v[i], 2, &seq));
-        ck_assert_uint_eq(seq, i);
-        ck_assert(!hb_find_varint(&ps.v[i], 42, &d));
-        ck_assert_uint_eq(ps.v[i].dropped, 0);
+        HB_CHECK(hb_find_varint(&ps.v[i], 2, &seq));
+        HB_CHECK_EQ(seq, i);
+        HB_CHECK(!hb_find_varint(&ps.v[i], 42, &d));
+        HB_CHECK_EQ(ps.v[i].dropped, 0);
     }
-    ck_assert_uint_eq(st.packets_lost, 0);
-    ck_assert_uint_gt(st.stalls, 0);
+    HB_CHECK_EQ(st.packets_lost, 0);
+    HB_CHECK((st.stalls) > (0));
     hb_pkts_free(&ps);
     hb_fini(&h);
 }
@@ -889,30 +889,30 @@ START_TEST(test_fork_child_writes_parent_drains)
     h.buf = tb_create(32 * MiB, TB_RING_BUFFER);
     smb_commit_chunk cc;
     while (read(pfd[0], &cc, sizeof(cc)) == (ssize_t)sizeof(cc))
-        ck_assert_int_eq(smb_reader_commit_chunk(r, cc.page, cc.chunk,
-                         cc.target_buffer, hb_resolve, &h), 0);
+        HB_CHECK(smb_reader_commit_chunk(r, cc.page, cc.chunk,
+                 cc.target_buffer, hb_resolve, &h) == 0);
     int status;
     ck_assert_int_eq(waitpid(pid, &status, 0), pid);
-    ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    HB_CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
     hb_pkts ps = hb_read_all(&h);
-    ck_assert_uint_eq(ps.n, total);
+    HB_CHECK_EQ(ps.n, total);
     uint8_t data[500];
     hb_fill(data, sizeof(data), 8);
     for (uint32_t i = 0; i < total; i++) {
         const uint8_t *p = ps.v[i].data, *end = p + ps.v[i].size;
         hb_field f;
         if (i == 0) {
-            ck_assert(hb_next_field(&p, end, &f));
-            ck_assert_uint_eq(f.field, 87);
+            HB_CHECK(hb_next_field(&p, end, &f));
+            HB_CHECK_EQ(f.field, 87);
         }
-        ck_assert(hb_next_field(&p, end, &f));
-        ck_assert_uint_eq(f.field, 2);
-        ck_assert_uint_eq(f.v, i);
-        ck_assert(hb_next_field(&p, end, &f));
-        ck_assert_uint_eq(f.v, i % 500);
-        ck_assert(memcmp(f.p, data, i % 500) == 0);
+        HB_CHECK(hb_next_field(&p, end, &f));
+        HB_CHECK_EQ(f.field, 2);
+        HB_CHECK_EQ(f.v, i);
+        HB_CHECK(hb_next_field(&p, end, &f));
+        HB_CHECK_EQ(f.v, i % 500);
+        HB_CHECK(memcmp(f.p, data, i % 500) == 0);
     }
-    ck_assert_uint_eq(smb_reader_get_stats(r)->abi_violations, 0);
+    HB_CHECK_EQ(smb_reader_get_stats(r)->abi_violations, 0);
     hb_pkts_free(&ps);
     smb_reader_destroy(r);
     tb_destroy(h.buf);
