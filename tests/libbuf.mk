@@ -9,5 +9,11 @@ check_PROGRAMS += tests/check_tb_basic
 tests_check_tb_basic_SOURCES = tests/check_tb_basic.c
 tests_check_tb_basic_CFLAGS = $(libbuf_test_cflags)
 tests_check_tb_basic_LDADD = $(libbuf_test_ldadd)
-
 TESTS += tests/check_tb_basic
+
+check_PROGRAMS += tests/check_tb_frag
+tests_check_tb_frag_SOURCES = tests/check_tb_frag.c
+tests_check_tb_frag_CFLAGS = $(libbuf_test_cflags)
+tests_check_tb_frag_LDADD = $(libbuf_test_ldadd)
+TESTS += tests/check_tb_frag
+
