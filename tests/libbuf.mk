@@ -17,3 +17,15 @@ tests_check_tb_frag_CFLAGS = $(libbuf_test_cflags)
 tests_check_tb_frag_LDADD = $(libbuf_test_ldadd)
 TESTS += tests/check_tb_frag
 
+check_PROGRAMS += tests/check_tb_patch
+tests_check_tb_patch_SOURCES = tests/check_tb_patch.c
+tests_check_tb_patch_CFLAGS = $(libbuf_test_cflags)
+tests_check_tb_patch_LDADD = $(libbuf_test_ldadd)
+TESTS += tests/check_tb_patch
+
+check_PROGRAMS += tests/check_tb_recommit
+tests_check_tb_recommit_SOURCES = tests/check_tb_recommit.c
+tests_check_tb_recommit_CFLAGS = $(libbuf_test_cflags)
+tests_check_tb_recommit_LDADD = $(libbuf_test_ldadd)
+TESTS += tests/check_tb_recommit
+
