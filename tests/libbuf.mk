@@ -29,3 +29,9 @@ tests_check_tb_recommit_CFLAGS = $(libbuf_test_cflags)
 tests_check_tb_recommit_LDADD = $(libbuf_test_ldadd)
 TESTS += tests/check_tb_recommit
 
+check_PROGRAMS += tests/check_tb_loss
+tests_check_tb_loss_SOURCES = tests/check_tb_loss.c
+tests_check_tb_loss_CFLAGS = $(libbuf_test_cflags)
+tests_check_tb_loss_LDADD = $(libbuf_test_ldadd)
+TESTS += tests/check_tb_loss
+
