@@ -35,3 +35,9 @@ tests_check_tb_loss_CFLAGS = $(libbuf_test_cflags)
 tests_check_tb_loss_LDADD = $(libbuf_test_ldadd)
 TESTS += tests/check_tb_loss
 
+check_PROGRAMS += tests/check_tb_malicious
+tests_check_tb_malicious_SOURCES = tests/check_tb_malicious.c
+tests_check_tb_malicious_CFLAGS = $(libbuf_test_cflags)
+tests_check_tb_malicious_LDADD = $(libbuf_test_ldadd)
+TESTS += tests/check_tb_malicious
+
