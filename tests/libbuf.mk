@@ -41,3 +41,9 @@ tests_check_tb_malicious_CFLAGS = $(libbuf_test_cflags)
 tests_check_tb_malicious_LDADD = $(libbuf_test_ldadd)
 TESTS += tests/check_tb_malicious
 
+check_PROGRAMS += tests/check_tb_clone
+tests_check_tb_clone_SOURCES = tests/check_tb_clone.c
+tests_check_tb_clone_CFLAGS = $(libbuf_test_cflags)
+tests_check_tb_clone_LDADD = $(libbuf_test_ldadd)
+TESTS += tests/check_tb_clone
+
