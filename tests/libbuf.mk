@@ -47,3 +47,9 @@ tests_check_tb_clone_CFLAGS = $(libbuf_test_cflags)
 tests_check_tb_clone_LDADD = $(libbuf_test_ldadd)
 TESTS += tests/check_tb_clone
 
+check_PROGRAMS += tests/check_tb_random
+tests_check_tb_random_SOURCES = tests/check_tb_random.c
+tests_check_tb_random_CFLAGS = $(libbuf_test_cflags)
+tests_check_tb_random_LDADD = $(libbuf_test_ldadd)
+TESTS += tests/check_tb_random
+
