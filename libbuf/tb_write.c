@@ -214,7 +214,8 @@ SHMTRACE_API void tb_copy_chunk_untrusted(tb_buffer *b, uint16_t producer_id,
     r->payload_size = (uint16_t)frags_size;
     r->payload_avail = (uint16_t)(frags_size - skip);
     r->flags = flags;
-    memcpy(tb__payload(b, off), src, frags_size);
+    if (frags_size > 0)
+        memcpy(tb__payload(b, off), src, frags_size);
     /* Facts from the tokenization above. A producer racing the copy can
      * make them disagree with the stored bytes; that only changes which
      * loss bits its own sequence gets on eviction (reads re-tokenize with
