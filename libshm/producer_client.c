@@ -262,6 +262,7 @@ static void lost(prod_producer *p, int err)
     if (old)
         smb_arbiter_shutdown(old->arb);
     p->n_instances = 0;
+    p->initialized = false;
     ipc_client_destroy(p->client);
     p->client = NULL;
     if (p->cb.on_disconnect)
@@ -324,6 +325,7 @@ static void on_setup_tracing(
 
 static void on_command(ipc_client *c, int status, const ProtobufCMessage *msg,
                        bool has_more, void *ctx);
+static void send_registrations(prod_producer *p);
 
 static void request_commands(prod_producer *p)
 {
@@ -428,8 +430,20 @@ static void on_init_reply(ipc_client *c, int status,
                           void *ctx)
 {
     (void)c; (void)msg; (void)has_more;
-    if (status < 0 && status != -ECONNRESET)
-        lost(ctx, status); /* the service refused us */
+    prod_producer *p = ctx;
+    if (status == -ECONNRESET)
+        return; /* the disconnect callback handles it */
+    if (status < 0) {
+        lost(p, status); /* the service refused us */
+        return;
+    }
+    /* Like Perfetto's client: the producer is "connected" (registers its
+     * data sources) once InitializeConnection succeeded. */
+    p->initialized = true;
+    p->n_dss_sent = 0;
+    send_registrations(p);
+    if (p->cb.on_connect)
+        p->cb.on_connect(p, p->ctx);
 }
 
 static void on_bound(ipc_client *c, bool ok, void *ctx)
@@ -464,12 +478,6 @@ static void on_bound(ipc_client *c, bool ok, void *ctx)
         return;
     }
     request_commands(p);
-    if (!p->client)
-        return;
-    p->n_dss_sent = 0;
-    send_registrations(p);
-    if (p->cb.on_connect)
-        p->cb.on_connect(p, p->ctx);
 }
 
 static void on_disc(ipc_client *c, int err, void *ctx)
@@ -607,11 +615,8 @@ void prod_destroy(prod_producer *p)
 static void register_task(void *ctx)
 {
     prod_producer *p = ctx;
-    pthread_mutex_lock(&p->mu);
-    bool conn = p->connected;
-    pthread_mutex_unlock(&p->mu);
-    if (conn)
-        send_registrations(p); /* else on_bound sends them all */
+    if (p->initialized)
+        send_registrations(p); /* else on_init_reply sends them all */
 }
 
 int prod_register_data_source(prod_producer *p, const prod_data_source *ds)

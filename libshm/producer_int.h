@@ -61,6 +61,7 @@ struct prod_producer {
     ipc_client *client;
     uint64_t reconnect_timer;
     bool stopping;
+    bool initialized;      /* InitializeConnection succeeded */
     size_t n_dss_sent;     /* data sources registered on this connection */
     prod__instance *instances;
     size_t n_instances, cap_instances;
