@@ -2,9 +2,9 @@
 # e2e_basic.sh - N producer processes x M threads through a real shmtraced
 # to a real consumer: every packet read exactly once, in order, per
 # sequence (stall policy: nothing may be lost), plus the service's own
-# packets (config echo, stats).
+# packets (config echo, stats). The consumer is the real `shmtrace record`.
 . "${top_srcdir:-.}/tests/e2e_lib.sh"
-e2e_need_tools
+e2e_need_tools "$CLI"
 
 N=3 M=2 COUNT=2000
 e2e_start_daemon
@@ -15,9 +15,8 @@ while [ $i -lt $N ]; do
     i=$((i + 1))
 done
 e2e_wait_registered $N
-"$CONSUMER" record --out "$E2E_DIR/trace" --duration-ms 3000 \
-    --buffer-kb 32768 >"$E2E_DIR/consumer.log" 2>&1 ||
-    e2e_fail "consumer failed"
+"$CLI" record -q -o "$E2E_DIR/trace" -t 3s -b 32m \
+    >"$E2E_DIR/consumer.log" 2>&1 || e2e_fail "shmtrace record failed"
 e2e_check "$E2E_DIR/trace" --require-stats --expect-sequences $((N * M)) \
     --complete $COUNT --expect-total $((N * M * COUNT))
 [ "$(e2e_value config_packets)" = 1 ] || e2e_fail "no trace_config echo"
