@@ -4,7 +4,7 @@
 # sequence (stall policy: nothing may be lost), plus the service's own
 # packets (config echo, stats). The consumer is the real `shmtrace record`.
 . "${top_srcdir:-.}/tests/e2e_lib.sh"
-e2e_need_tools "$CLI"
+e2e_need_tools
 
 N=3 M=2 COUNT=2000
 e2e_start_daemon

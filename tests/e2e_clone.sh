@@ -3,7 +3,7 @@
 # is a consistent read-only snapshot (no silent gap), and the original
 # session still delivers every packet afterwards.
 . "${top_srcdir:-.}/tests/e2e_lib.sh"
-e2e_need_tools "$CLI"
+e2e_need_tools
 
 COUNT=6000
 e2e_start_daemon

@@ -39,7 +39,7 @@ e2e_fail() {
 }
 
 e2e_need_tools() {
-    for t in "$PRODUCER" "$@"; do
+    for t in "$PRODUCER" "$CLI" "$@"; do
         if [ ! -x "$t" ]; then
             echo "SKIP: $t not built" >&2
             exit 77

@@ -5,7 +5,7 @@
 # nothing although it writes several times the buffer size. Then the
 # same with the consumer reading periodically (shmtrace record --long).
 . "${top_srcdir:-.}/tests/e2e_lib.sh"
-e2e_need_tools "$CLI"
+e2e_need_tools
 
 e2e_start_daemon
 # 2 threads x 2000 packets/s x ~230 B for 1.5 s ~ 1.4 MB >> 256 KB buffer
