@@ -23,4 +23,6 @@ grep -q "count=2000 first=0 last=1999 gaps_flagged=0 gaps_silent=0" \
     "$E2E_DIR/check.out" || e2e_fail "the honest producer lost data"
 [ "$(e2e_value sequences)" -ge 2 ] || e2e_fail "victim wrote nothing"
 "$CONSUMER" stats >/dev/null || e2e_fail "daemon gone after the kill"
+grep -q "disconnected; .* scraped" "$E2E_DIR/daemon.log" ||
+    e2e_fail "the victim's disconnect was not reported"
 echo "ok"
