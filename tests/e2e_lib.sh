@@ -60,7 +60,7 @@ e2e_wait_socket() {
     while [ ! -S "$PERFETTO_CONSUMER_SOCK_NAME" ] ||
           [ ! -S "$PERFETTO_PRODUCER_SOCK_NAME" ]; do
         i=$((i + 1))
-        [ $i -gt 200 ] && e2e_fail "daemon did not create its sockets"
+        [ $i -gt 600 ] && e2e_fail "daemon did not create its sockets"
         sleep 0.05
     done
 }
@@ -79,7 +79,7 @@ e2e_wait_registered() {
             sed -n 's/^data_sources_registered=//p')
         [ "${n:-0}" -ge "$1" ] && return 0
         i=$((i + 1))
-        [ $i -gt 200 ] && e2e_fail "only ${n:-0} of $1 data sources registered"
+        [ $i -gt 600 ] && e2e_fail "only ${n:-0} of $1 data sources registered"
         sleep 0.05
     done
 }
