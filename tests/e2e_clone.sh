@@ -10,7 +10,7 @@ e2e_start_daemon
 e2e_spawn producer "$PRODUCER" -t 2 -c $COUNT -r 4000 -S 100 --policy stall \
     --once
 e2e_wait_registered 1
-e2e_spawn consumer "$CLI" record -q -o "$E2E_DIR/trace" -t 3s -b 32m
+e2e_spawn consumer "$CLI" record -q -o "$E2E_DIR/trace" -t 5s -b 32m
 CONS=$E2E_LAST_PID
 sleep 0.8
 "$CLI" clone -o "$E2E_DIR/clone" >"$E2E_DIR/clone.log" 2>&1 ||

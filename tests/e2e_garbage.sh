@@ -12,7 +12,7 @@ e2e_spawn evil "$EVIL" --seconds 1.5
 e2e_spawn honest "$PRODUCER" -N honest -t 1 -c 2000 -r 2000 -S 100 \
     --policy stall --once
 e2e_wait_registered 2
-"$CONSUMER" record --out "$E2E_DIR/trace" --duration-ms 2000 \
+"$CONSUMER" record --out "$E2E_DIR/trace" --duration-ms 4000 \
     --flush-timeout-ms 500 --buffer-kb 16384 >"$E2E_DIR/consumer.log" 2>&1 ||
     e2e_fail "consumer failed"
 e2e_check "$E2E_DIR/trace" --require-stats --verbose

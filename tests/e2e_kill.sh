@@ -12,7 +12,7 @@ e2e_spawn honest "$PRODUCER" -N honest -t 1 -c 2000 -r 2000 -S 100 \
     --policy stall --once
 e2e_wait_registered 2
 e2e_spawn consumer "$CONSUMER" record --out "$E2E_DIR/trace" \
-    --duration-ms 2500 --flush-timeout-ms 500 --buffer-kb 65536
+    --duration-ms 4000 --flush-timeout-ms 500 --buffer-kb 65536
 CONS=$E2E_LAST_PID
 sleep 0.7
 kill -KILL "$VICTIM"

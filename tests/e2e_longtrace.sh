@@ -12,7 +12,7 @@ e2e_start_daemon
 e2e_spawn producer0 "$PRODUCER" -t 2 -c 3000 -r 2000 -S 200 --policy stall \
     --once
 e2e_wait_registered 1
-"$CONSUMER" record --out "$E2E_DIR/trace" --duration-ms 3000 \
+"$CONSUMER" record --out "$E2E_DIR/trace" --duration-ms 5000 \
     --buffer-kb 256 --file-period-ms 100 >"$E2E_DIR/consumer.log" 2>&1 ||
     e2e_fail "consumer failed"
 e2e_check "$E2E_DIR/trace" --require-stats --expect-sequences 2 \
@@ -26,7 +26,7 @@ size=$(stat -c %s "$E2E_DIR/trace")
 e2e_spawn producer1 "$PRODUCER" -N second -t 2 -c 3000 -r 2000 -S 200 \
     --policy stall --once
 e2e_wait_registered 1
-"$CLI" record -q -o "$E2E_DIR/trace2" -t 3s -b 256k --long -p 100 \
+"$CLI" record -q -o "$E2E_DIR/trace2" -t 5s -b 256k --long -p 100 \
     >"$E2E_DIR/cli.log" 2>&1 || e2e_fail "shmtrace record --long failed"
 e2e_check "$E2E_DIR/trace2" --require-stats --expect-sequences 2 \
     --complete 3000
