@@ -172,6 +172,16 @@ static int read_buffers(cons_t *c)
     return c->failed ? -1 : 0;
 }
 
+static int finish(cons_t *c, int rc)
+{
+    fflush(stdout);
+    ipc_client_destroy(c->c);
+    ipc_loop_destroy(c->loop);
+    free(c->pkt);
+    perfetto__protos__trace_stats__free_unpacked(c->stats, NULL);
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
     static const struct option opts[] = {
@@ -234,17 +244,17 @@ int main(int argc, char **argv)
     if (!c.c) {
         fprintf(stderr, "svc_consumer: cannot connect to %s: %s\n", path,
                 ipc_strerror(err));
-        return 1;
+        return finish(&c, 1);
     }
     run_until(&c, &c.bound, 5000);
     if (!c.bound) {
         fprintf(stderr, "svc_consumer: not bound\n");
-        return 1;
+        return finish(&c, 1);
     }
     int rc = 0;
     if (strcmp(cmd, "stats") == 0) {
         if (get_stats(&c) < 0)
-            return 1;
+            return finish(&c, 1);
         Perfetto__Protos__TraceStats *s = c.stats;
         printf("producers_connected=%u\ndata_sources_registered=%u\n"
                "tracing_sessions=%u\ntotal_buffers=%u\nchunks_discarded=%llu\n"
@@ -256,16 +266,16 @@ int main(int argc, char **argv)
         for (size_t i = 0; i < s->n_buffer_stats; i++)
             abi += s->buffer_stats[i]->abi_violations;
         printf("abi_violations=%llu\n", (unsigned long long)abi);
-        return 0;
+        return finish(&c, 0);
     }
     if (!out) {
         fprintf(stderr, "svc_consumer: --out FILE is required\n");
-        return 2;
+        return finish(&c, 2);
     }
     int fd = open(out, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0) {
         perror(out);
-        return 1;
+        return finish(&c, 1);
     }
     if (strcmp(cmd, "clone") == 0) {
         Perfetto__Protos__CloneSessionRequest req =
@@ -279,22 +289,26 @@ int main(int argc, char **argv)
         run_until(&c, &clone_ok, 5000);
         if (c.failed) {
             fprintf(stderr, "svc_consumer: %s\n", c.error);
-            return 1;
+            close(fd);
+            return finish(&c, 1);
         }
         c.out = fdopen(fd, "wb");
         rc = read_buffers(&c);
         fclose(c.out);
         fprintf(stderr, "svc_consumer: cloned %llu packets, %llu bytes\n",
                 (unsigned long long)c.packets, (unsigned long long)c.bytes);
-        return rc < 0 ? 1 : 0;
+        return finish(&c, rc < 0 ? 1 : 0);
     }
     if (strcmp(cmd, "record") != 0) {
         fprintf(stderr, "svc_consumer: unknown command %s\n", cmd);
-        return 2;
+        close(fd);
+        return finish(&c, 2);
     }
     while (wait_ds && !g_stop) {
-        if (get_stats(&c) < 0)
-            return 1;
+        if (get_stats(&c) < 0) {
+            close(fd);
+            return finish(&c, 1);
+        }
         if (c.stats->data_sources_registered >= wait_ds)
             break;
         usleep(20000);
@@ -346,7 +360,8 @@ int main(int argc, char **argv)
     }
     if (c.error[0]) {
         fprintf(stderr, "svc_consumer: %s\n", c.error);
-        return 1;
+        close(fd);
+        return finish(&c, 1);
     }
     if (!period) {
         c.out = fdopen(fd, "wb");
@@ -360,9 +375,5 @@ int main(int argc, char **argv)
         ipc_loop_run_once(c.loop, 5);
     fprintf(stderr, "svc_consumer: %llu packets, %llu bytes\n",
             (unsigned long long)c.packets, (unsigned long long)c.bytes);
-    ipc_client_destroy(c.c);
-    ipc_loop_destroy(c.loop);
-    free(c.pkt);
-    perfetto__protos__trace_stats__free_unpacked(c.stats, NULL);
-    return rc < 0 ? 1 : 0;
+    return finish(&c, rc < 0 ? 1 : 0);
 }
