@@ -20,4 +20,5 @@ e2e_wait_registered $N
 e2e_check "$E2E_DIR/trace" --require-stats --expect-sequences $((N * M)) \
     --complete $COUNT --expect-total $((N * M * COUNT))
 [ "$(e2e_value config_packets)" = 1 ] || e2e_fail "no trace_config echo"
+e2e_stop_daemon
 echo "ok"

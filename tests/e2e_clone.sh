@@ -20,4 +20,5 @@ e2e_wait_pid "$CONS" 30 || e2e_fail "consumer hung"
 [ "$E2E_RC" = 0 ] || e2e_fail "consumer failed"
 e2e_check "$E2E_DIR/trace" --require-stats --expect-sequences 2 \
     --complete $COUNT
+e2e_stop_daemon
 echo "ok"

@@ -20,4 +20,5 @@ grep -q "first=0 " "$E2E_DIR/check.out" || e2e_fail "prefix does not start at 0"
 if grep "^seq " "$E2E_DIR/check.out" | grep -vq "first=0 "; then
     e2e_fail "a sequence does not start at 0"
 fi
+e2e_stop_daemon
 echo "ok"

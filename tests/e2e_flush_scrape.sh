@@ -23,4 +23,5 @@ kill -CONT "$PROD"
 e2e_check "$E2E_DIR/trace" --require-stats --expect-sequences 1 \
     --min-total $((COUNT - 1))
 [ "$(e2e_value stats_flushes_failed)" -ge 1 ] || e2e_fail "flush did not fail"
+e2e_stop_daemon
 echo "ok"

@@ -23,4 +23,5 @@ rejected=$(( $(e2e_value stats_abi_violations) + \
 [ "$rejected" -gt 0 ] || e2e_fail "garbage was not counted"
 "$CONSUMER" stats >/dev/null || e2e_fail "daemon gone"
 kill -0 "$DAEMON_PID" || e2e_fail "daemon died"
+e2e_stop_daemon
 echo "ok"

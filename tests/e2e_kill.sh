@@ -25,4 +25,5 @@ grep -q "count=2000 first=0 last=1999 gaps_flagged=0 gaps_silent=0" \
 "$CONSUMER" stats >/dev/null || e2e_fail "daemon gone after the kill"
 grep -q "disconnected; .* scraped" "$E2E_DIR/daemon.log" ||
     e2e_fail "the victim's disconnect was not reported"
+e2e_stop_daemon
 echo "ok"

@@ -105,6 +105,17 @@ e2e_wait_pid() {
     return 0
 }
 
+# e2e_stop_daemon: SIGTERM, then the daemon must exit 0 (a sanitizer
+# report, a leak or a crash makes that fail) within 30 s.
+e2e_stop_daemon() {
+    kill -TERM "$DAEMON_PID" 2>/dev/null
+    e2e_wait_pid "$DAEMON_PID" 30 || e2e_fail "daemon did not stop on SIGTERM"
+    [ "$E2E_RC" -eq 0 ] || e2e_fail "daemon exit status $E2E_RC"
+    if grep -q "Sanitizer\|runtime error" "$E2E_DIR/daemon.log"; then
+        e2e_fail "sanitizer report from the daemon"
+    fi
+}
+
 # e2e_check TRACE ARGS...: run the trace checker, keep its output.
 e2e_check() {
     local trace=$1; shift

@@ -30,4 +30,5 @@ e2e_wait_registered 1
     >"$E2E_DIR/cli.log" 2>&1 || e2e_fail "shmtrace record --long failed"
 e2e_check "$E2E_DIR/trace2" --require-stats --expect-sequences 2 \
     --complete 3000
+e2e_stop_daemon
 echo "ok"

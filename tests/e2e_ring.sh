@@ -18,4 +18,5 @@ e2e_check "$E2E_DIR/trace" --require-stats --require-loss --expect-sequences 3
 [ "$(e2e_value stats_write_wrap_count)" -gt 0 ] || e2e_fail "no wrap"
 [ "$(e2e_value stats_chunks_overwritten)" -gt 0 ] || e2e_fail "no overwrite"
 [ "$(e2e_value test_packets)" -lt 30000 ] || e2e_fail "nothing overwritten?"
+e2e_stop_daemon
 echo "ok"

@@ -35,4 +35,5 @@ e2e_check "$E2E_DIR/t1" --require-stats --expect-sequences 3 --complete $COUNT
 e2e_check "$E2E_DIR/t2" --require-stats --expect-sequences 3 --complete $COUNT
 n=$("$CONSUMER" stats | sed -n 's/^tracing_sessions=//p')
 [ "$n" = 0 ] || e2e_fail "$n session(s) left after every consumer went away"
+e2e_stop_daemon
 echo "ok"
