@@ -42,6 +42,10 @@
 #define DEFAULT_BUFFER_KB (32u * 1024)
 #define DEFAULT_DATA_SOURCE "shmtrace.synthetic"
 #define DEFAULT_PERIOD_MS 1000u
+/* How long to wait for the session's end after DisableTracing (the service
+ * waits up to data_source_stop_timeout_ms, default 5 s, plus the final
+ * flush). */
+#define DISABLE_WAIT_MS 30000u
 
 typedef Perfetto__Protos__TraceConfig TraceConfig;
 
@@ -50,6 +54,15 @@ static volatile sig_atomic_t g_stop;
 static void on_signal(int sig)
 {
     (void)sig;
+    if (g_stop) {
+        /* Second Ctrl-C: the user does not want to wait for the final
+         * flush and read. */
+        static const char msg[] = "\nshmtrace: interrupted twice, exiting "
+                                  "without reading the trace\n";
+        ssize_t rc = write(STDERR_FILENO, msg, sizeof msg - 1);
+        (void)rc;
+        _exit(EXIT_FAIL);
+    }
     g_stop = 1;
 }
 
@@ -112,7 +125,8 @@ static void usage_record(FILE *f)
 "  duration_ms: 10000\n"
 "\n"
 "Progress (elapsed, bytes, packets, losses) is shown on a terminal; a\n"
-"one-line loss summary is printed at the end.\n"
+"one-line loss summary is printed at the end. Ctrl-C (or SIGTERM) stops\n"
+"the session and still writes the trace; a second Ctrl-C exits at once.\n"
 "\n%s", exit_codes_help);
 }
 
@@ -549,10 +563,18 @@ static int cmd_record(int argc, char **argv)
     progress pg = { !ro.quiet && isatty(STDERR_FILENO), ipc_now_ms(), 0 };
     uint64_t next_read = ipc_now_ms() + period;
     bool disabled = false;
+    uint64_t disable_deadline = 0;
     const char *end_err = NULL;
     while (!cons_ended(c, &end_err)) {
+        if (disabled && ipc_now_ms() > disable_deadline) {
+            fprintf(stderr, "shmtrace record: the service did not end the "
+                    "session within %u s of DisableTracing; reading what "
+                    "it has\n", DISABLE_WAIT_MS / 1000);
+            break;
+        }
         if (g_stop && !disabled) {
             disabled = true;
+            disable_deadline = ipc_now_ms() + DISABLE_WAIT_MS;
             if (pg.enabled)
                 fputc('\n', stderr);
             rc = cons_disable(c);
