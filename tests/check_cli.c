@@ -287,6 +287,71 @@ START_TEST(test_out_write_error_reported)
 }
 END_TEST
 
+START_TEST(test_out_scan_file)
+{
+    int fd = tmp_fd();
+    cons_out o;
+    ck_assert_int_eq(cons_out_init(&o, fd), 0);
+    static const uint8_t p1[] = { 0x40, 0x05 };
+    static const uint8_t p2[] = { 0x40, 0x06, 0xd0, 0x02, 0x01 };
+    /* a 3 MiB packet: larger than the scanner's first buffer */
+    size_t big_len = 3u << 20;
+    uint8_t *big = calloc(1, big_len);
+    big[0] = 0x92; /* field 18, wt 2, length as a 4-byte varint */
+    big[1] = 0x01;
+    uint32_t inner = (uint32_t)(big_len - 6);
+    big[2] = (uint8_t)(0x80 | (inner & 0x7f));
+    big[3] = (uint8_t)(0x80 | ((inner >> 7) & 0x7f));
+    big[4] = (uint8_t)(0x80 | ((inner >> 14) & 0x7f));
+    big[5] = (uint8_t)(inner >> 21);
+    for (int i = 0; i < 1000; i++)
+        cons_out_packet(i % 2 ? p2 : p1, i % 2 ? sizeof p2 : sizeof p1, &o);
+    cons_out_packet(big, big_len, &o);
+    cons_out_packet(p2, sizeof p2, &o);
+    ck_assert_int_eq(cons_out_flush(&o), 0);
+    uint64_t bytes = o.bytes;
+    cons_out_fini(&o);
+    free(big);
+    cons_out s;
+    memset(&s, 0, sizeof s);
+    ck_assert_int_eq(cons_out_scan_fd(&s, fd), 0);
+    ck_assert_uint_eq(s.packets, 1002);
+    ck_assert_uint_eq(s.flagged_packets, 501);
+    ck_assert_uint_eq(s.malformed, 0);
+    ck_assert_uint_eq(s.bytes, bytes);
+    cons_out_fini(&s);
+    /* truncated: the last record lost its tail */
+    ck_assert_int_eq(ftruncate(fd, (off_t)bytes - 1), 0);
+    memset(&s, 0, sizeof s);
+    ck_assert_int_eq(cons_out_scan_fd(&s, fd), -EBADMSG);
+    ck_assert_uint_eq(s.packets, 1001);
+    cons_out_fini(&s);
+    close(fd);
+    /* not a trace: wrong record tag, overlong varint, absurd length */
+    static const uint8_t junk1[] = { 0x12, 0x01, 0x00 };
+    static const uint8_t junk2[] = { 0x0a, 0xff, 0xff, 0xff, 0xff, 0xff,
+                                     0xff, 0xff, 0xff, 0xff, 0xff, 0x01 };
+    static const uint8_t junk3[] = { 0x0a, 0xff, 0xff, 0xff, 0xff, 0x0f };
+    const uint8_t *junks[] = { junk1, junk2, junk3 };
+    size_t lens[] = { sizeof junk1, sizeof junk2, sizeof junk3 };
+    for (int i = 0; i < 3; i++) {
+        fd = tmp_fd();
+        ck_assert_int_eq(write(fd, junks[i], lens[i]), (ssize_t)lens[i]);
+        memset(&s, 0, sizeof s);
+        ck_assert_int_eq(cons_out_scan_fd(&s, fd), -EBADMSG);
+        ck_assert_uint_eq(s.packets, 0);
+        cons_out_fini(&s);
+        close(fd);
+    }
+    /* empty file: zero packets, no error */
+    fd = tmp_fd();
+    memset(&s, 0, sizeof s);
+    ck_assert_int_eq(cons_out_scan_fd(&s, fd), 0);
+    ck_assert_uint_eq(s.packets, 0);
+    close(fd);
+}
+END_TEST
+
 START_TEST(test_client_no_service)
 {
     int err = 0;
@@ -316,6 +381,7 @@ static Suite *cli_suite(void)
     tcase_add_test(tc, test_out_trace_stats_captured);
     tcase_add_test(tc, test_out_malformed_packets_counted);
     tcase_add_test(tc, test_out_write_error_reported);
+    tcase_add_test(tc, test_out_scan_file);
     suite_add_tcase(s, tc);
     tc = tcase_create("client");
     tcase_add_test(tc, test_client_no_service);

@@ -378,26 +378,27 @@ static void draw_progress(progress *pg, cons_client *c, const cons_out *o,
 {
     if (!pg->enabled)
         return;
+    if (final) {
+        fputs("\r\033[K", stderr); /* the summary line replaces it */
+        return;
+    }
     uint64_t now = ipc_now_ms();
-    if (!final && now - pg->last_ms < 1000)
+    if (now - pg->last_ms < 1000)
         return;
     pg->last_ms = now;
     Perfetto__Protos__TraceStats *st = NULL;
     cons_losses l;
-    if (!final && cons_get_stats(c, &st) == 0)
+    memset(&l, 0, sizeof l);
+    if (cons_get_stats(c, &st) == 0)
         cons_losses_from_stats(st, &l);
-    else
-        memset(&l, 0, sizeof l);
     fprintf(stderr,
-            "\r\033[K[%6.1f s] buffered %.1f MB | file %.1f MB, %" PRIu64
+            "\r\033[K[%6.1f s] traced %.1f MB | file %.1f MB, %" PRIu64
             " packets | losses: %" PRIu64 " flagged, %" PRIu64
             " overwritten, %" PRIu64 " discarded, %" PRIu64 " in producers",
             (double)(now - pg->start_ms) / 1000.0,
             (double)l.bytes_written / 1e6, (double)o->bytes / 1e6,
             o->packets, o->flagged_packets, l.chunks_overwritten,
             l.chunks_discarded, l.trace_writer_packet_loss);
-    if (final)
-        fputc('\n', stderr);
     perfetto__protos__trace_stats__free_unpacked(st, NULL);
 }
 
@@ -541,7 +542,8 @@ static int cmd_record(int argc, char **argv)
         status = EXIT_NO_SERVICE;
         goto out;
     }
-    fd = open(ro.out, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    /* O_RDWR: with write_into_file we read back what the service wrote. */
+    fd = open(ro.out, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0) {
         fprintf(stderr, "shmtrace record: cannot create %s: %s\n", ro.out,
                 strerror(errno));
@@ -625,9 +627,14 @@ static int cmd_record(int argc, char **argv)
         st = fetched;
     cons_free_buffers(c);
     if (service_writes) {
-        struct stat sb;
-        if (fstat(fd, &sb) == 0)
-            o.bytes = (uint64_t)sb.st_size;
+        /* The service wrote the file: count what is in it. */
+        rc = cons_out_scan_fd(&o, fd);
+        if (rc < 0)
+            fprintf(stderr, "shmtrace record: %s: %s\n", ro.out,
+                    rc == -EBADMSG ? "not a well-formed trace file"
+                                   : strerror(-rc));
+        if (!st)
+            st = o.last_stats;
     }
     draw_progress(&pg, c, &o, true);
     print_summary("wrote", ro.out, &o, st,
