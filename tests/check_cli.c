@@ -14,6 +14,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cli_parse.h"
 #include "consumer_client.h"
 #include "textproto.h"
 #include "trace.pb-c.h"
@@ -367,6 +368,54 @@ START_TEST(test_client_no_service)
 }
 END_TEST
 
+START_TEST(test_parse_sizes_and_durations)
+{
+    uint32_t v = 7;
+    ck_assert_int_eq(cli_parse_size_kb("64", &v), 0);
+    ck_assert_uint_eq(v, 64);
+    ck_assert_int_eq(cli_parse_size_kb("32m", &v), 0);
+    ck_assert_uint_eq(v, 32768);
+    ck_assert_int_eq(cli_parse_size_kb("1GB", &v), 0);
+    ck_assert_uint_eq(v, 1048576);
+    ck_assert_int_eq(cli_parse_size_kb("5k", &v), 0);
+    ck_assert_uint_eq(v, 8); /* rounded up to a multiple of 4 KiB */
+    ck_assert_int_eq(cli_parse_size_kb("1b", &v), 0);
+    ck_assert_uint_eq(v, 4);
+    v = 7;
+    ck_assert_int_eq(cli_parse_size_kb("0", &v), -ERANGE);
+    ck_assert_int_eq(cli_parse_size_kb("5000g", &v), -ERANGE);
+    ck_assert_int_eq(cli_parse_size_kb("18446744073709551615g", &v),
+                     -ERANGE);
+    ck_assert_int_eq(cli_parse_size_kb("-4", &v), -EINVAL);
+    ck_assert_int_eq(cli_parse_size_kb("4q", &v), -EINVAL);
+    ck_assert_int_eq(cli_parse_size_kb("", &v), -EINVAL);
+    ck_assert_uint_eq(v, 7); /* untouched on failure */
+    ck_assert_int_eq(cli_parse_duration_ms("10", &v), 0);
+    ck_assert_uint_eq(v, 10000);
+    ck_assert_int_eq(cli_parse_duration_ms("250ms", &v), 0);
+    ck_assert_uint_eq(v, 250);
+    ck_assert_int_eq(cli_parse_duration_ms("2m", &v), 0);
+    ck_assert_uint_eq(v, 120000);
+    ck_assert_int_eq(cli_parse_duration_ms("1h", &v), 0);
+    ck_assert_uint_eq(v, 3600000);
+    ck_assert_int_eq(cli_parse_duration_ms("2000h", &v), -ERANGE);
+    ck_assert_int_eq(cli_parse_duration_ms("99999999999999999999", &v),
+                     -EINVAL);
+    ck_assert_int_eq(cli_parse_duration_ms("5 s", &v), -EINVAL);
+    ck_assert_int_eq(cli_parse_duration_ms("-1s", &v), -EINVAL);
+    uint64_t u = 0;
+    ck_assert_int_eq(cli_parse_u64("0x10", &u), 0);
+    ck_assert_uint_eq(u, 16);
+    ck_assert_int_eq(cli_parse_u64("18446744073709551615", &u), 0);
+    ck_assert_uint_eq(u, UINT64_MAX);
+    ck_assert_int_eq(cli_parse_u64("18446744073709551616", &u), -EINVAL);
+    ck_assert_int_eq(cli_parse_u64("12abc", &u), -EINVAL);
+    int err = 0;
+    ck_assert_ptr_null(cli_read_file("/nonexistent/x.cfg", &err));
+    ck_assert_int_eq(err, -ENOENT);
+}
+END_TEST
+
 static Suite *cli_suite(void)
 {
     Suite *s = suite_create("cli");
@@ -375,6 +424,9 @@ static Suite *cli_suite(void)
     tcase_add_test(tc, test_textproto_empty_and_escapes);
     tcase_add_test(tc, test_textproto_errors);
     tcase_add_test(tc, test_textproto_garbage_never_crashes);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("parse");
+    tcase_add_test(tc, test_parse_sizes_and_durations);
     suite_add_tcase(s, tc);
     tc = tcase_create("out");
     tcase_add_test(tc, test_out_records_and_flags);

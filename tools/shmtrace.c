@@ -31,6 +31,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "cli_parse.h"
 #include "consumer_client.h"
 #include "ipc.h"
 #include "textproto.h"
@@ -158,114 +159,10 @@ static void usage_stats(FILE *f)
 "\n%s", exit_codes_help);
 }
 
-/* NUMBER[k|kb|m|mb|g|gb] -> KiB (plain number = KiB); rounded up to 4. */
-static int parse_size_kb(const char *s, uint32_t *kb)
-{
-    char *end;
-    errno = 0;
-    if (s[0] == '-')
-        return -EINVAL;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (errno || end == s)
-        return -EINVAL;
-    unsigned long long k;
-    if (!*end || !strcasecmp(end, "k") || !strcasecmp(end, "kb"))
-        k = v;
-    else if (!strcasecmp(end, "m") || !strcasecmp(end, "mb"))
-        k = v * 1024;
-    else if (!strcasecmp(end, "g") || !strcasecmp(end, "gb"))
-        k = v * 1024 * 1024;
-    else if (!strcasecmp(end, "b"))
-        k = (v + 1023) / 1024;
-    else
-        return -EINVAL;
-    k = (k + 3) / 4 * 4;
-    if (k == 0 || k > UINT32_MAX)
-        return -ERANGE;
-    *kb = (uint32_t)k;
-    return 0;
-}
-
-/* NUMBER[ms|s|m|h] -> ms (plain number = seconds). */
-static int parse_duration_ms(const char *s, uint32_t *ms)
-{
-    char *end;
-    errno = 0;
-    if (s[0] == '-')
-        return -EINVAL;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (errno || end == s)
-        return -EINVAL;
-    unsigned long long r;
-    if (!strcmp(end, "ms"))
-        r = v;
-    else if (!*end || !strcmp(end, "s"))
-        r = v * 1000;
-    else if (!strcmp(end, "m"))
-        r = v * 60000;
-    else if (!strcmp(end, "h"))
-        r = v * 3600000;
-    else
-        return -EINVAL;
-    if (r > UINT32_MAX)
-        return -ERANGE;
-    *ms = (uint32_t)r;
-    return 0;
-}
-
-static int parse_u64(const char *s, uint64_t *out)
-{
-    char *end;
-    errno = 0;
-    if (s[0] == '-')
-        return -EINVAL;
-    unsigned long long v = strtoull(s, &end, 0);
-    if (errno || end == s || *end)
-        return -EINVAL;
-    *out = v;
-    return 0;
-}
-
 static void bad_value(const char *cmd, const char *opt, const char *val)
 {
     fprintf(stderr, "shmtrace %s: invalid value '%s' for %s (see shmtrace "
             "%s --help)\n", cmd, val, opt, cmd);
-}
-
-static char *read_file(const char *path, int *err)
-{
-    FILE *f = fopen(path, "r");
-    if (!f) {
-        *err = -errno;
-        return NULL;
-    }
-    size_t cap = 4096, len = 0;
-    char *buf = malloc(cap);
-    while (buf) {
-        size_t n = fread(buf + len, 1, cap - len - 1, f);
-        len += n;
-        if (len + 1 < cap)
-            break;
-        if (cap >= 16u * 1024 * 1024) {
-            free(buf);
-            buf = NULL;
-            *err = -EFBIG;
-            break;
-        }
-        char *nb = realloc(buf, cap * 2);
-        if (!nb) {
-            free(buf);
-            buf = NULL;
-            *err = -ENOMEM;
-            break;
-        }
-        buf = nb;
-        cap *= 2;
-    }
-    if (buf)
-        buf[len] = 0;
-    fclose(f);
-    return buf;
 }
 
 static void print_summary(const char *what, const char *path,
@@ -432,7 +329,7 @@ static int cmd_record(int argc, char **argv)
         case 'o': ro.out = optarg; break;
         case 'c': ro.config = optarg; break;
         case 'b':
-            if (parse_size_kb(optarg, &ro.buffer_kb) < 0) {
+            if (cli_parse_size_kb(optarg, &ro.buffer_kb) < 0) {
                 bad_value("record", "--buffer-size", optarg);
                 return EXIT_USAGE;
             }
@@ -448,7 +345,7 @@ static int cmd_record(int argc, char **argv)
             }
             break;
         case 't':
-            if (parse_duration_ms(optarg, &ro.duration_ms) < 0) {
+            if (cli_parse_duration_ms(optarg, &ro.duration_ms) < 0) {
                 bad_value("record", "--duration", optarg);
                 return EXIT_USAGE;
             }
@@ -464,7 +361,7 @@ static int cmd_record(int argc, char **argv)
         case 'n': ro.session_name = optarg; break;
         case 'l': ro.long_mode = true; break;
         case 'p':
-            if (parse_u64(optarg, &v) < 0 || v == 0 || v > 3600000) {
+            if (cli_parse_u64(optarg, &v) < 0 || v == 0 || v > 3600000) {
                 bad_value("record", "--period", optarg);
                 return EXIT_USAGE;
             }
@@ -491,7 +388,7 @@ static int cmd_record(int argc, char **argv)
     TraceConfig *cfg = NULL;
     if (ro.config) {
         int err = 0;
-        char *text = read_file(ro.config, &err);
+        char *text = cli_read_file(ro.config, &err);
         if (!text) {
             fprintf(stderr, "shmtrace record: cannot read config %s: %s\n",
                     ro.config, strerror(-err));
@@ -673,7 +570,7 @@ static int cmd_clone(int argc, char **argv)
         switch (ch) {
         case 'o': out = optarg; break;
         case 'i':
-            if (parse_u64(optarg, &id) < 0) {
+            if (cli_parse_u64(optarg, &id) < 0) {
                 bad_value("clone", "--session-id", optarg);
                 return EXIT_USAGE;
             }
