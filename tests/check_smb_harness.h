@@ -210,8 +210,9 @@ static inline void *hb_reader_main(void *arg)
         free(q->patches);
         free(q);
         if (h->delay_us) {
+            unsigned us = h->delay_us;
             pthread_mutex_unlock(&h->mu);
-            usleep(h->delay_us);
+            usleep(us);
             pthread_mutex_lock(&h->mu);
         }
     }
@@ -257,6 +258,13 @@ static inline void hb_pause(hb *h)
 {
     pthread_mutex_lock(&h->mu);
     h->paused = true;
+    pthread_mutex_unlock(&h->mu);
+}
+
+static inline void hb_set_delay(hb *h, unsigned us)
+{
+    pthread_mutex_lock(&h->mu);
+    h->delay_us = us;
     pthread_mutex_unlock(&h->mu);
 }
 

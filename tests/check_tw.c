@@ -686,7 +686,7 @@ START_TEST(test_exhaust_drop_policy_flags_losses)
     /* 4 chunks of 4 KiB; the service is paused, then slow. */
     hb_init_ex(&h, 16 * KiB, 4096, 0, 16 * MiB, HB_QUEUED, 0);
     hb_pause(&h);
-    h.delay_us = 100;
+    hb_set_delay(&h, 100);
     tw_writer *w = tw_writer_create(h.arb, HB_TARGET, TW_POLICY_DROP);
     uint32_t i = 0;
     /* First a packet bigger than the whole SMB: with nobody draining it
@@ -761,7 +761,7 @@ START_TEST(test_exhaust_stall_policy_loses_nothing)
     hb_fill(data, sizeof(data), 4);
     hb_init_ex(&h, 16 * KiB, 4096, 0, 16 * MiB, HB_QUEUED, 0);
     hb_pause(&h);
-    h.delay_us = 100;
+    hb_set_delay(&h, 100);
     tw_writer *w = tw_writer_create(h.arb, HB_TARGET,
                                     TW_POLICY_STALL_THEN_ABORT);
     pthread_t tr;
