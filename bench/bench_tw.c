@@ -39,7 +39,7 @@ static double now_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-/* ---- instant service ------------------------------------------------------ */
+/* ---- instant service ---------------------------------------------------- */
 
 typedef struct {
     uint8_t *base;
@@ -213,7 +213,7 @@ static void bench_large(unsigned npackets)
     free(dst);
 }
 
-/* ---- 4: end to end ---------------------------------------------------------- */
+/* ---- 4: end to end ------------------------------------------------------ */
 
 typedef struct {
     smb_reader *reader;

@@ -387,7 +387,7 @@ START_TEST(test_shm_shared_across_fork)
 }
 END_TEST
 
-/* --- reader vs hostile memory ------------------------------------------------ */
+/* --- reader vs hostile memory -------------------------------------------- */
 
 typedef struct {
     smb_shm shm;

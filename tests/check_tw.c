@@ -246,7 +246,7 @@ START_TEST(test_encode_misuse_is_counted_not_fatal)
 }
 END_TEST
 
-/* --- chunk bytes ------------------------------------------------------------ */
+/* --- chunk bytes --------------------------------------------------------- */
 
 static smb_chunk_header *chunk_of_page(hb *h, uint32_t page)
 {
@@ -357,7 +357,7 @@ START_TEST(test_chunk_spec_worked_example)
 }
 END_TEST
 
-/* --- fragmentation ---------------------------------------------------------- */
+/* --- fragmentation ------------------------------------------------------- */
 
 START_TEST(test_fragment_sizes_1B_to_8MiB)
 {
@@ -547,7 +547,7 @@ START_TEST(test_ids_create_rejects_bad_arguments)
 }
 END_TEST
 
-/* --- threads ---------------------------------------------------------------- */
+/* --- threads ------------------------------------------------------------- */
 
 #define NTHREADS 8
 #define PER_THREAD 100000u
@@ -836,7 +836,7 @@ START_TEST(test_scrape_then_commit_delivers_each_packet_once)
 }
 END_TEST
 
-/* --- two processes ---------------------------------------------------------- */
+/* --- two processes ------------------------------------------------------- */
 
 /* The child's transport: batches travel over a pipe, like CommitData. */
 static int pipe_commit(void *ctx, const smb_commit_batch *b)
