@@ -797,6 +797,43 @@ START_TEST(test_exhaust_stall_policy_loses_nothing)
 }
 END_TEST
 
+static void *shutdown_later(void *p)
+{
+    usleep(20000);
+    smb_arbiter_shutdown(p);
+    return NULL;
+}
+
+START_TEST(test_exhaust_stall_gives_up_after_shutdown)
+{
+    /* Nobody drains the SMB and then the connection goes away: a stalling
+     * writer must not hang (or abort) but drop from then on. */
+    hb h;
+    pthread_t t;
+    hb_init_ex(&h, 4 * KiB * 4, 4096, 0, MiB, HB_QUEUED, 0);
+    hb_pause(&h);
+    tw_writer *w = tw_writer_create(h.arb, HB_TARGET,
+                                    TW_POLICY_STALL_THEN_ABORT);
+    ck_assert_int_eq(pthread_create(&t, NULL, shutdown_later, h.arb), 0);
+    for (uint32_t i = 0; i < 1000; i++) {
+        tw_packet_begin(w);
+        tw_add_bytes(w, 1, "0123456789012345678901234567890123456789", 40);
+        tw_packet_end(w);
+    }
+    pthread_join(t, NULL);
+    tw_writer_stats st;
+    tw_writer_get_stats(w, &st);
+    ck_assert_uint_gt(st.stalls, 0);
+    ck_assert_uint_gt(st.packets_lost, 0);
+    tw_writer_destroy(w);
+    hb_drain_and_stop(&h);
+    hb_pkts ps = hb_read_all(&h);
+    ck_assert_uint_eq(ps.n + st.packets_lost, 1000);
+    hb_pkts_free(&ps);
+    hb_fini(&h);
+}
+END_TEST
+
 /* --- scraping ------------------------------------------------------------- */
 
 START_TEST(test_scrape_then_commit_delivers_each_packet_once)
@@ -1020,6 +1057,7 @@ static Suite *tw_suite(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_exhaust_drop_policy_flags_losses);
     tcase_add_test(tc, test_exhaust_stall_policy_loses_nothing);
+    tcase_add_test(tc, test_exhaust_stall_gives_up_after_shutdown);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("scrape");
