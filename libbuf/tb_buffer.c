@@ -141,8 +141,9 @@ SHMTRACE_API bool tb_read_next_packet(tb_buffer *b, tb_packet *out,
     if (!b)
         return false;
     tb__walk *w = &b->walk;
-    /* Every step advances rd by >= 16 bytes; bound the loop anyway. */
-    size_t steps = b->used_size / TB__REC_HDR_BYTES + 2;
+    /* At most two steps per record (start a walk, move past it) and every
+     * record is >= 16 bytes: a bound that only a bug could reach. */
+    size_t steps = 2 * (b->used_size / TB__REC_HDR_BYTES) + 4;
     while (steps-- > 0) {
         size_t next;
         if (!w->active) {
