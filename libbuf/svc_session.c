@@ -788,10 +788,9 @@ void svc__session_instance_stopped(svc_service *svc, svc_producer *p,
 }
 
 /* Producer p goes away: keep what it wrote, forget its instances. */
-void svc__producer_gone(svc_service *svc, svc_producer *p)
+size_t svc__producer_gone(svc_service *svc, svc_producer *p)
 {
-    if (p->smb_base)
-        svc__scrape(svc, p, NULL);
+    size_t scraped = p->smb_base ? svc__scrape(svc, p, NULL) : 0;
     for (size_t si = 0; si < svc->nsessions; si++) {
         svc_session *s = svc->sessions[si];
         for (size_t k = 0; k < s->ninst;) {
@@ -814,6 +813,7 @@ void svc__producer_gone(svc_service *svc, svc_producer *p)
             !waiting)
             finalize_disable(svc, s);
     }
+    return scraped;
 }
 
 void svc__session_drop_ds(svc_service *svc, svc_producer *p, const char *name)
