@@ -306,7 +306,12 @@ static void on_setup_tracing(
     prod__make_transport(s, &t);
     smb_arbiter_options o;
     memset(&o, 0, sizeof o);
-    o.batch_bytes = page; /* at most one CommitData per page of chunks */
+    /* Send once the pending chunks exceed one page (a page holds page -
+     * 8 bytes of chunks, so a chunk waits for the next chunk, a patch or a
+     * flush): fewer than one CommitData per filled page. Patches usually
+     * follow a returned chunk (a packet straddling the chunk boundary) and
+     * go out with it. Nothing waits forever: service flushes send it. */
+    o.batch_bytes = page;
     s->arb = smb_arbiter_create_from_fd(fd, page, &t, &o);
     int e = errno;
     close(fd);
