@@ -263,8 +263,11 @@ static bool lap_locked(smb_arbiter *arb, uint16_t writer_id,
                     writer_id, chunk_id, packets);
             if (c == NULL)
                 continue;
-            /* The size must match the layout the CAS saw; re-derive it
-             * from the pointer's position (chunk i of `layout`). */
+            /* Only this arbiter partitions pages, always with
+             * arb->layout, so `layout` is the one the CAS saw. Even if a
+             * hostile peer repartitioned the page in between, chunk i
+             * (i < both chunk counts) plus our payload size stays inside
+             * the page: 8 + i*cs' + cs <= 8 + n*cs <= page_size. */
             out->hdr = c;
             out->payload = smb_chunk_payload(c);
             out->payload_size = smb_chunk_size(arb->page_size, layout) -
