@@ -413,6 +413,55 @@ START_TEST(test_fragment_sizes_1B_to_8MiB)
 }
 END_TEST
 
+START_TEST(test_fragment_nested_field_at_every_chunk_end_offset)
+{
+    /* A nested message whose tag and 4-byte size land on each of the last
+     * bytes of a chunk: the size never straddles two chunks, and a size
+     * left in the old chunk is patched. */
+    uint8_t pre[4100], body[100];
+    hb h;
+    hb_fill(pre, sizeof(pre), 12);
+    hb_fill(body, sizeof(body), 13);
+    hb_init(&h, 64 * KiB, 4096, 4 * MiB);
+    tw_writer *w = tw_writer_create(h.arb, HB_TARGET, TW_POLICY_DROP);
+    tw_packet_begin(w);
+    tw_packet_end(w);
+    for (size_t len = 4055; len <= 4085; len++) {
+        tw_writer_flush(w);          /* each packet starts a fresh chunk */
+        tw_packet_begin(w);
+        tw_append_raw(w, pre, len);
+        tw_begin_nested(w, 900);
+        tw_add_bytes(w, 1, body, sizeof(body));
+        tw_end_nested(w);
+        tw_packet_end(w);
+    }
+    tw_writer_flush(w);
+    hb_pkts ps = hb_read_all(&h);
+    ck_assert_uint_eq(ps.n, 1 + 31);
+    for (size_t k = 0; k < 31; k++) {
+        const hb_pkt *pk = &ps.v[1 + k];
+        size_t len = 4055 + k;
+        HB_CHECK(pk->size > len);
+        HB_CHECK(memcmp(pk->data, pre, len) == 0);
+        const uint8_t *p = pk->data + len, *end = pk->data + pk->size;
+        hb_field f, g;
+        HB_CHECK(hb_next_field(&p, end, &f));
+        HB_CHECK_EQ(f.field, 900);
+        HB_CHECK_EQ(f.v, 102);
+        HB_CHECK(p == end);
+        p = f.p;
+        HB_CHECK(hb_next_field(&p, f.p + f.v, &g));
+        HB_CHECK_EQ(g.v, sizeof(body));
+        HB_CHECK(memcmp(g.p, body, sizeof(body)) == 0);
+    }
+    ck_assert_uint_gt(h.patches, 0);
+    ck_assert_uint_eq(tb_get_stats(h.buf)->patches_failed, 0);
+    hb_pkts_free(&ps);
+    tw_writer_destroy(w);
+    hb_fini(&h);
+}
+END_TEST
+
 START_TEST(test_fragment_other_layouts_and_pages)
 {
     /* Div14 pages of 4 KiB (284-byte payloads) and 64 KiB Div4 pages. */
@@ -1038,6 +1087,7 @@ static Suite *tw_suite(void)
     tc = tcase_create("fragment");
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_fragment_sizes_1B_to_8MiB);
+    tcase_add_test(tc, test_fragment_nested_field_at_every_chunk_end_offset);
     tcase_add_test(tc, test_fragment_other_layouts_and_pages);
     suite_add_tcase(s, tc);
 
