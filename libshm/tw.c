@@ -411,10 +411,11 @@ void tw_packet_begin(tw_writer *w)
         tw_packet_end(w);
     }
     if (UNLIKELY(w->dropping)) {
-        if (w->writer_id != 0 &&
-            (w->retry ||
-             (size_t)(w->end - w->pos) < TW_MIN_BYTES_FOR_PACKET)) {
-            if (acquire(w, 0, &nl)) {
+        /* Retry a real chunk only now and then (garbage nearly full or
+         * wrapped); a null writer (id 0) just wraps its garbage. */
+        if (w->retry ||
+            (size_t)(w->end - w->pos) < TW_MIN_BYTES_FOR_PACKET) {
+            if (w->writer_id != 0 && acquire(w, 0, &nl)) {
                 adopt_chunk(w, &nl, 0, 0);
                 w->dropping = false;
             } else {

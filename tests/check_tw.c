@@ -563,6 +563,12 @@ START_TEST(test_ids_writer_ids_next_fit_and_recycled)
     for (int i = 0; i < 1000; i++)
         tw_append_raw(nw, "0123456789", 10);
     tw_packet_end(nw);
+    for (int i = 0; i < 5000; i++) { /* every garbage fill level */
+        tw_packet_begin(nw);
+        tw_append_raw(nw, "0123456789012345678901234567890123456789",
+                      (size_t)(i % 41));
+        tw_packet_end(nw);
+    }
     ck_assert_int_eq(tw_writer_flush(nw), 0);
     tw_writer_destroy(nw);
     smb_arbiter_stats as;
