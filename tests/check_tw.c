@@ -501,6 +501,174 @@ START_TEST(test_fragment_other_layouts_and_pages)
 }
 END_TEST
 
+/* --- random ------------------------------------------------------------- */
+
+/* Seeded random packets (random fields, nesting up to 6 deep, bodies from
+ * 0 bytes to 20 KB) on random page sizes and layouts. The test keeps a
+ * canonical encoding of what it wrote (1-byte-or-more minimal varint
+ * sizes); what comes back is re-encoded canonically (fields >= 1000 are
+ * nested messages) and must be identical. */
+
+typedef struct {
+    uint8_t *p;
+    size_t n, cap;
+} cbuf;
+
+static void cb_put(cbuf *b, const void *src, size_t n)
+{
+    if (b->n + n > b->cap) {
+        b->cap = (b->n + n) * 2 + 64;
+        b->p = realloc(b->p, b->cap);
+        HB_CHECK(b->p != NULL);
+    }
+    if (n)
+        memcpy(b->p + b->n, src, n);
+    b->n += n;
+}
+
+static void cb_varint(cbuf *b, uint64_t v)
+{
+    uint8_t t[10];
+    size_t k = 0;
+    while (v >= 0x80) {
+        t[k++] = (uint8_t)(v | 0x80);
+        v >>= 7;
+    }
+    t[k++] = (uint8_t)v;
+    cb_put(b, t, k);
+}
+
+static uint32_t rnd(uint32_t *x)
+{
+    *x ^= *x << 13;
+    *x ^= *x >> 17;
+    *x ^= *x << 5;
+    return *x;
+}
+
+/* Write one random message body with tw and canonically into *ref. */
+static void rand_body(tw_writer *w, cbuf *ref, uint32_t *x, int depth,
+                      const uint8_t *blob)
+{
+    int nfields = (int)(rnd(x) % 6);
+    for (int i = 0; i < nfields; i++) {
+        uint32_t kind = rnd(x) % 8;
+        if (kind < 2 && depth < 6) {
+            uint32_t field = 1000 + rnd(x) % 50;
+            cbuf sub = {NULL, 0, 0};
+            tw_begin_nested(w, field);
+            rand_body(w, &sub, x, depth + 1, blob);
+            tw_end_nested(w);
+            cb_varint(ref, (uint64_t)field << 3 | 2);
+            cb_varint(ref, sub.n);
+            cb_put(ref, sub.p, sub.n);
+            free(sub.p);
+        } else if (kind < 5) {
+            uint32_t field = 1 + rnd(x) % 999;
+            uint64_t v = (uint64_t)rnd(x) << (rnd(x) % 33);
+            tw_add_varint(w, field, v);
+            cb_varint(ref, (uint64_t)field << 3);
+            cb_varint(ref, v);
+        } else if (kind < 6) {
+            uint32_t field = 1 + rnd(x) % 999, v = rnd(x);
+            tw_add_fixed32(w, field, v);
+            cb_varint(ref, (uint64_t)field << 3 | 5);
+            cb_put(ref, &v, 4);
+        } else {
+            uint32_t field = 1 + rnd(x) % 999;
+            size_t len = rnd(x) % 8 == 0 ? rnd(x) % 20000 : rnd(x) % 300;
+            const uint8_t *d = blob + rnd(x) % 1000;
+            tw_add_bytes(w, field, d, len);
+            cb_varint(ref, (uint64_t)field << 3 | 2);
+            cb_varint(ref, len);
+            cb_put(ref, d, len);
+        }
+    }
+}
+
+/* Canonical re-encoding of a tw-written message. */
+static void canon(cbuf *out, const uint8_t *p, const uint8_t *end)
+{
+    hb_field f;
+    while (hb_next_field(&p, end, &f)) {
+        cb_varint(out, (uint64_t)f.field << 3 | f.wt);
+        if (f.wt == 2 && f.field >= 1000) {
+            cbuf sub = {NULL, 0, 0};
+            canon(&sub, f.p, f.p + f.v);
+            cb_varint(out, sub.n);
+            cb_put(out, sub.p, sub.n);
+            free(sub.p);
+        } else if (f.wt == 2) {
+            cb_varint(out, f.v);
+            cb_put(out, f.p, f.v);
+        } else if (f.wt == 0) {
+            cb_varint(out, f.v);
+        } else {
+            uint32_t v = (uint32_t)f.v;
+            HB_CHECK_EQ(f.wt, 5);
+            cb_put(out, &v, 4);
+        }
+    }
+}
+
+START_TEST(test_random_packets_roundtrip)
+{
+    static const struct { uint32_t page, layout; } cfg[] = {
+        {4096, SMB_LAYOUT_DIV1}, {4096, SMB_LAYOUT_DIV14},
+        {8192, SMB_LAYOUT_DIV4}, {16384, SMB_LAYOUT_DIV7},
+        {32768, SMB_LAYOUT_DIV2}, {65536, SMB_LAYOUT_DIV1},
+    };
+    uint8_t *blob = malloc(22000);
+    uint32_t x = 0xC0FFEE + (uint32_t)_i;
+    hb_fill(blob, 22000, 77);
+    hb h;
+    hb_init_ex(&h, 4 * cfg[_i].page * 4, cfg[_i].page, cfg[_i].layout,
+               32 * MiB, HB_SYNC, 0);
+    tw_writer *w = tw_writer_create(h.arb, HB_TARGET, TW_POLICY_DROP);
+    const int npk = 1500;
+    cbuf *refs = calloc(npk, sizeof(*refs));
+    tw_packet_begin(w);
+    tw_packet_end(w);
+    for (int i = 0; i < npk; i++) {
+        tw_packet_begin(w);
+        rand_body(w, &refs[i], &x, 0, blob);
+        tw_packet_end(w);
+        if (rnd(&x) % 50 == 0)
+            tw_writer_flush(w);
+    }
+    tw_writer_flush(w);
+    tw_writer_stats st;
+    tw_writer_get_stats(w, &st);
+    HB_CHECK_EQ(st.packets_lost, 0);
+    HB_CHECK_EQ(st.misuse, 0);
+    hb_pkts ps = hb_read_all(&h);
+    size_t k = 1, nonempty = 0;
+    for (int i = 0; i < npk; i++) {
+        cbuf c = {NULL, 0, 0};
+        if (refs[i].n == 0)
+            continue;    /* empty packets are fillers: readers skip them */
+        nonempty++;
+        HB_CHECK(k < ps.n);
+        canon(&c, ps.v[k].data, ps.v[k].data + ps.v[k].size);
+        if (c.n != refs[i].n || (c.n && memcmp(c.p, refs[i].p, c.n) != 0))
+            ck_abort_msg("config %d packet %d differs (%zu vs %zu bytes)",
+                         _i, i, c.n, refs[i].n);
+        k++;
+        free(c.p);
+    }
+    HB_CHECK_EQ(ps.n, 1 + nonempty);
+    for (int i = 0; i < npk; i++)
+        free(refs[i].p);
+    HB_CHECK_EQ(tb_get_stats(h.buf)->abi_violations, 0);
+    HB_CHECK_EQ(tb_get_stats(h.buf)->patches_failed, 0);
+    free(refs);
+    hb_pkts_free(&ps);
+    tw_writer_destroy(w);
+    hb_fini(&h);
+    free(blob);
+}
+END_TEST
+
 /* --- ids ---------------------------------------------------------------- */
 
 START_TEST(test_ids_chunk_id_wraps)
@@ -1095,6 +1263,11 @@ static Suite *tw_suite(void)
     tcase_add_test(tc, test_fragment_sizes_1B_to_8MiB);
     tcase_add_test(tc, test_fragment_nested_field_at_every_chunk_end_offset);
     tcase_add_test(tc, test_fragment_other_layouts_and_pages);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("random");
+    tcase_set_timeout(tc, 120);
+    tcase_add_loop_test(tc, test_random_packets_roundtrip, 0, 6);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("ids");
