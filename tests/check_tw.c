@@ -669,6 +669,80 @@ START_TEST(test_random_packets_roundtrip)
 }
 END_TEST
 
+/* The same random packets through a tiny SMB and a paused-then-slow
+ * service with the drop policy: whatever comes back is intact, gaps are
+ * flagged with 257 on the next packet, and nothing is lost silently. */
+START_TEST(test_random_packets_with_drops)
+{
+    uint8_t *blob = malloc(22000);
+    uint32_t x = 0xBADC0DE + (uint32_t)_i;
+    const uint32_t npk = 3000;
+    hb_fill(blob, 22000, 78);
+    hb h;
+    hb_init_ex(&h, 4 * 4096, 4096, _i % 2 ? SMB_LAYOUT_DIV4 : 0, 32 * MiB,
+               HB_QUEUED, 0);
+    hb_pause(&h);
+    tw_writer *w = tw_writer_create(h.arb, HB_TARGET, TW_POLICY_DROP);
+    cbuf *refs = calloc(npk, sizeof(*refs));
+    for (uint32_t i = 0; i < npk; i++) {
+        if (i == npk / 3)
+            hb_resume(&h);
+        if (i == 2 * npk / 3)
+            hb_drain_and_stop(&h);   /* instant service from here on */
+        tw_packet_begin(w);
+        tw_add_varint(w, 999, i);
+        rand_body(w, &refs[i], &x, 0, blob);
+        tw_packet_end(w);
+    }
+    tw_writer_flush(w);
+    hb_drain_and_stop(&h);
+    tw_writer_stats st;
+    tw_writer_get_stats(w, &st);
+    hb_pkts ps = hb_read_all(&h);
+    uint64_t expect = 0;
+    size_t got = 0, gaps = 0;
+    for (size_t k = 0; k < ps.n; k++) {
+        const uint8_t *p = ps.v[k].data, *end = p + ps.v[k].size;
+        hb_field f;
+        bool flagged = false;
+        HB_CHECK(hb_next_field(&p, end, &f));
+        if (f.field == 87)               /* first packet of the sequence */
+            HB_CHECK(hb_next_field(&p, end, &f));
+        if (f.field == 42) {
+            HB_CHECK_EQ(f.v, 257);
+            flagged = true;
+            HB_CHECK(hb_next_field(&p, end, &f));
+        }
+        HB_CHECK_EQ(f.field, 999);
+        HB_CHECK(f.v >= expect && f.v < npk);
+        if (f.v != expect) {
+            HB_CHECK(flagged);
+            gaps++;
+        } else {
+            HB_CHECK(!flagged);
+        }
+        cbuf c = {NULL, 0, 0};
+        canon(&c, p, end);
+        const cbuf *r = &refs[f.v];
+        if (c.n != r->n || (c.n && memcmp(c.p, r->p, c.n) != 0))
+            ck_abort_msg("packet %llu corrupted", (unsigned long long)f.v);
+        free(c.p);
+        expect = f.v + 1;
+        got++;
+    }
+    HB_CHECK(gaps > 0);
+    HB_CHECK_EQ(got + st.packets_lost, npk);
+    HB_CHECK_EQ(tb_get_stats(h.buf)->abi_violations, 0);
+    for (uint32_t i = 0; i < npk; i++)
+        free(refs[i].p);
+    free(refs);
+    hb_pkts_free(&ps);
+    tw_writer_destroy(w);
+    hb_fini(&h);
+    free(blob);
+}
+END_TEST
+
 /* --- ids ---------------------------------------------------------------- */
 
 START_TEST(test_ids_chunk_id_wraps)
@@ -1268,6 +1342,7 @@ static Suite *tw_suite(void)
     tc = tcase_create("random");
     tcase_set_timeout(tc, 120);
     tcase_add_loop_test(tc, test_random_packets_roundtrip, 0, 6);
+    tcase_add_loop_test(tc, test_random_packets_with_drops, 0, 4);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("ids");
