@@ -64,6 +64,7 @@ SHMTRACE_API void tb_destroy(tb_buffer *b)
     free(b->slices);
     free(b->cfrags);
     free(b->page_hint);
+    free(b->hist);
     munmap(b->mem, b->size);
     free(b);
 }

@@ -22,6 +22,7 @@
  * are refused as ABI violations instead of truncated / taken for padding;
  * flag bits other than 0x1/0x2/0x4 are ignored.
  */
+#include <stdlib.h>
 #include <string.h>
 
 #include "tb_int.h"
@@ -97,6 +98,49 @@ static bool recommit(tb_buffer *b, tb__seq *s, uint32_t idx, uint8_t flags,
     return true;
 }
 
+/* Adds one histogram sample for the sequence's writer (spec §10). The
+ * entry is found once per sequence (linear search: sequences are created
+ * rarely) and cached in it. */
+static void hist_add(tb_buffer *b, tb__seq *s, uint32_t value)
+{
+    static const uint32_t thresholds[] = TB_HIST_THRESHOLDS;
+    if (s->hist_idx == 0) {
+        for (size_t i = 0; i < b->nhist && s->hist_idx == 0; i++)
+            if (b->hist[i].producer_id == s->producer_id &&
+                b->hist[i].writer_id == s->writer_id)
+                s->hist_idx = (uint32_t)i + 1;
+        if (s->hist_idx == 0) {
+            if (b->nhist == b->hist_cap) {
+                size_t cap = b->hist_cap ? b->hist_cap * 2 : 16;
+                tb_writer_stats *h = realloc(b->hist, cap * sizeof(*h));
+                if (!h)
+                    return; /* a sample lost to OOM; nothing else */
+                b->hist = h;
+                b->hist_cap = cap;
+            }
+            tb_writer_stats *e = &b->hist[b->nhist++];
+            memset(e, 0, sizeof(*e));
+            e->producer_id = s->producer_id;
+            e->writer_id = s->writer_id;
+            s->hist_idx = (uint32_t)b->nhist;
+        }
+    }
+    size_t bucket = 0;
+    while (bucket < TB_HIST_BUCKETS - 1 && value > thresholds[bucket])
+        bucket++;
+    tb_writer_stats *e = &b->hist[s->hist_idx - 1];
+    e->count[bucket]++;
+    e->sum[bucket] += value;
+}
+
+SHMTRACE_API const tb_writer_stats *tb_get_writer_stats(const tb_buffer *b,
+                                                        size_t *n)
+{
+    if (n)
+        *n = b ? b->nhist : 0;
+    return (b && b->nhist) ? b->hist : NULL;
+}
+
 SHMTRACE_API void tb_copy_chunk_untrusted(tb_buffer *b, uint16_t producer_id,
         uint32_t uid, int32_t pid, uint16_t writer_id, uint32_t chunk_id,
         uint16_t num_fragments, uint8_t chunk_flags, bool chunk_complete,
@@ -166,6 +210,7 @@ SHMTRACE_API void tb_copy_chunk_untrusted(tb_buffer *b, uint16_t producer_id,
         b->stats.chunks_discarded++; /* out of memory */
         return;
     }
+    hist_add(b, s, frags_size);
     if (writer_abort) {
         b->stats.trace_writer_packet_loss++;
         s->loss |= TB_LOSS_PRESENT | TB_LOSS_WRITER_ABORT;
