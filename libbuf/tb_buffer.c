@@ -30,13 +30,6 @@ static tb_buffer *alloc_buffer(size_t size, tb_fill_policy policy)
         errno = ENOMEM;
         return NULL;
     }
-    b->page_hint = calloc(size / 4096u, sizeof(*b->page_hint));
-    if (!b->page_hint) {
-        munmap(mem, size);
-        free(b);
-        errno = ENOMEM;
-        return NULL;
-    }
     b->mem = mem;
     b->size = size;
     b->policy = policy;
@@ -63,7 +56,6 @@ SHMTRACE_API void tb_destroy(tb_buffer *b)
     tb__seq_free_all(b);
     free(b->slices);
     free(b->cfrags);
-    free(b->page_hint);
     free(b->hist);
     munmap(b->mem, b->size);
     free(b);
@@ -79,8 +71,6 @@ SHMTRACE_API tb_buffer *tb_clone_readonly(const tb_buffer *src)
     if (!b)
         return NULL;
     memcpy(b->mem, src->mem, src->used_size);
-    memcpy(b->page_hint, src->page_hint,
-           (src->size / 4096u) * sizeof(*b->page_hint));
     b->used_size = src->used_size;
     b->wr = src->wr;
     b->rd = (b->wr == b->used_size) ? 0 : b->wr;

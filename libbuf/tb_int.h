@@ -185,11 +185,6 @@ struct tb_buffer {
     tb_writer_stats *hist;  /* per-writer histograms, first-seen order */
     size_t nhist;
     size_t hist_cap;
-
-    /* Prefetch hints only (never trusted): per 4 KiB page of mem, the
-     * offset of the last record header written in it. Lets eviction fetch
-     * the headers it will meet two pages ahead. */
-    uint32_t *page_hint;
 };
 
 static inline size_t tb__outer(size_t payload)

@@ -47,17 +47,6 @@ static void evict(tb_buffer *b, size_t start, size_t n)
         pad->size = (uint16_t)(straddle_end - end - TB__REC_HDR_BYTES);
         b->stats.padding_bytes_written += straddle_end - end;
     }
-    /* Headers met by the next evictions were written one lap ago and are
-     * not cached: start fetching the next one and (by hint) those two and
-     * three pages further. */
-    if (off < b->used_size) {
-        __builtin_prefetch(b->mem + off, 1);
-        size_t page = off >> 12, npages = b->size >> 12;
-        if (page + 2 < npages)
-            __builtin_prefetch(b->mem + b->page_hint[page + 2], 1);
-        if (page + 3 < npages)
-            __builtin_prefetch(b->mem + b->page_hint[page + 3], 1);
-    }
 }
 
 /* Re-commit of a ChunkID still in the buffer (§6). Returns true when the
@@ -269,7 +258,6 @@ SHMTRACE_API void tb_copy_chunk_untrusted(tb_buffer *b, uint16_t producer_id,
                                       nonempty, flags);
     if (b->wr + outer > b->used_size)
         b->used_size = b->wr + outer;
-    b->page_hint[off >> 12] = off;
 
     uint32_t pos = s->count;
     if (pos > 0 &&
@@ -290,6 +278,12 @@ SHMTRACE_API void tb_copy_chunk_untrusted(tb_buffer *b, uint16_t producer_id,
         b->empty_seqs--;
     }
     b->wr += outer;
+    /* The next record most likely goes right here: start owning its lines
+     * now so the memory traffic overlaps the next call's bookkeeping
+     * instead of stalling its copy. */
+    for (size_t a = b->wr, end = b->wr + 4096; a < end && a < b->size;
+         a += 64)
+        __builtin_prefetch(b->mem + a, 1);
     b->stats.chunks_written++;
     b->stats.bytes_written += outer;
     tb__seq_gc(b);
