@@ -124,6 +124,7 @@ struct svc_session {
     uint64_t stop_deadline_ms;   /* waiting for NotifyDataSourceStopped */
     uint64_t next_file_write_ms;
     uint64_t next_periodic_flush_ms;
+    uint32_t flush_period_ms;    /* 0 = no periodic flush */
     /* write_into_file */
     int out_fd;                  /* -1 unless write_into_file; owned */
     uint32_t file_write_period_ms;

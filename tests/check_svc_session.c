@@ -9,6 +9,7 @@
  */
 #include <check.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -758,6 +759,34 @@ START_TEST(test_file_mode_writes_trace_records_and_caps_size)
 }
 END_TEST
 
+START_TEST(test_periodic_flush_by_period_and_file_mode)
+{
+    svc_service *svc = svc_new();
+    add_producer(svc, "one", 11);
+    cfg_t c;
+    cfg_init(&c, 64, 0);
+    c.cfg.has_flush_period_ms = true;
+    c.cfg.flush_period_ms = 200;
+    svc_session *s = svc_session_enable(svc, NULL, &c.cfg, -1, NULL, 0);
+    ck_assert_ptr_nonnull(s);
+    svc_tick(svc, svc_now_ms() + 250);
+    ck_assert_int_eq(R.flush, 1);
+    /* File mode, write_flush_mode unspecified: every 5 s whatever
+     * flush_period_ms says. */
+    cfg_t f;
+    cfg_init(&f, 64, 0);
+    f.cfg.has_write_into_file = true;
+    f.cfg.write_into_file = true;
+    f.cfg.has_flush_period_ms = true;
+    f.cfg.flush_period_ms = 200;
+    int fd = open("/dev/null", O_WRONLY);
+    svc_session *fs = svc_session_enable(svc, NULL, &f.cfg, fd, NULL, 0);
+    ck_assert_ptr_nonnull(fs);
+    ck_assert_uint_eq(fs->flush_period_ms, 5000);
+    svc_destroy(svc);
+}
+END_TEST
+
 START_TEST(test_smb_sizes_clamped)
 {
     svc_service *svc = svc_new();
@@ -797,7 +826,8 @@ int main(void)
                    test_duration_disables_after_failed_final_flush}},
         {"faults", {test_producer_disconnect_scrapes_its_data,
                     test_clone_is_a_snapshot}},
-        {"file", {test_file_mode_writes_trace_records_and_caps_size}},
+        {"file", {test_file_mode_writes_trace_records_and_caps_size,
+                  test_periodic_flush_by_period_and_file_mode}},
     };
     for (size_t g = 0; g < sizeof(groups) / sizeof(groups[0]); g++) {
         TCase *tc = tcase_create(groups[g].name);
