@@ -1,8 +1,8 @@
 /*
  * ins_detect.c - format detection from magic numbers (see ins_detect.h).
  *
- * Order matters: binary magics first, then text classes (JSON and systrace
- * are text too). Only the first 512 bytes are ever looked at.
+ * Order matters: a plausible first record first, then binary magics, then
+ * text classes (JSON and systrace are text too). Only the first 512 bytes are ever looked at.
  */
 #include "ins_detect.h"
 
@@ -28,11 +28,70 @@ static int looks_like_text(const uint8_t *d, size_t n)
     return bad * 32 <= n;
 }
 
+/* Varint at d[*i] (bounded by n); -1 if it runs out, -2 if too long. */
+static int peek_varint(const uint8_t *d, size_t n, size_t *i, uint64_t *out)
+{
+    uint64_t v = 0;
+    for (unsigned shift = 0; shift < 70; shift += 7) {
+        if (*i >= n)
+            return -1;
+        uint8_t b = d[(*i)++];
+        v |= (uint64_t)(b & 0x7f) << shift;
+        if (!(b & 0x80)) {
+            *out = v;
+            return 0;
+        }
+    }
+    return -2;
+}
+
+/* d[0] == 0x0A: does a TracePacket plausibly follow? (A text file that
+ * starts with a newline also starts with 0x0A.) Walk the first packet's
+ * fields as far as the sample goes: every tag needs a field number and a
+ * wire type of 0/1/2/5, and lengths must fit the packet. Running out of
+ * sample counts as plausible. */
+static int plausible_record(const uint8_t *d, size_t n)
+{
+    size_t i = 1;
+    uint64_t len, tag, v;
+    int rc = peek_varint(d, n, &i, &len);
+    if (rc != 0)
+        return rc == -1;
+    size_t pkt_end = len > n - i ? n : i + (size_t)len;
+    uint64_t left = len;
+    while (i < pkt_end) {
+        size_t start = i;
+        if ((rc = peek_varint(d, pkt_end, &i, &tag)) != 0)
+            return rc == -1;
+        unsigned wt = (unsigned)(tag & 7);
+        if (tag >> 3 == 0)
+            return 0;
+        if (wt == 0) {
+            if ((rc = peek_varint(d, pkt_end, &i, &v)) != 0)
+                return rc == -1;
+        } else if (wt == 2) {
+            if ((rc = peek_varint(d, pkt_end, &i, &v)) != 0)
+                return rc == -1;
+            if (v > left - (i - start))
+                return 0;
+            i += (size_t)v;
+        } else if (wt == 1 || wt == 5) {
+            i += wt == 1 ? 8 : 4;
+        } else {
+            return 0;
+        }
+        if (i - start > left)
+            return 0;
+        left -= i - start;
+    }
+    return 1;
+}
+
 ins_format ins_detect_format(const uint8_t *d, size_t n)
 {
     if (n == 0)
         return INS_FORMAT_EMPTY;
-    if (d[0] == 0x0A)
+    if (d[0] == 0x0A && plausible_record(d, n))
         return INS_FORMAT_PROTO_TRACE;
     if (starts_with(d, n, "\x1f\x8b", 2))
         return INS_FORMAT_GZIP;
