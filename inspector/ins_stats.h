@@ -4,7 +4,7 @@
  *
  * Facts (../shared/spec/stats-schema.md; Perfetto's stats.h and
  * proto_trace_reader.cc are the reference):
- * *  - 47 traced_* stats: 32 indexed by buffer, 15 single. Single stats have
+ *  - 47 traced_* stats: 32 indexed by buffer, 15 single. Single stats have
  *    a row with value 0 from the start; indexed ones only once written.
  *  - Each TraceStats packet overwrites what it sets (absent scalar fields
  *    set 0), except traced_final_flush_{succeeded,failed}, incremented.
