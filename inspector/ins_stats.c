@@ -298,16 +298,10 @@ static const struct {
               trace_writer_packet_loss),
 };
 
-static int apply_trace_stats(ins_tracker *t, const ins_packet *p, char *err,
-                             size_t errlen)
+/* Apply a decoded TraceStats (freed by the caller). */
+static int apply_trace_stats(ins_tracker *t,
+                             const Perfetto__Protos__TraceStats *ts)
 {
-    Perfetto__Protos__TraceStats *ts = perfetto__protos__trace_stats__unpack(
-        NULL, p->trace_stats.len, p->trace_stats.data);
-    if (ts == NULL) {
-        snprintf(err, errlen, "packet #%" PRIu64 " at offset %" PRIu64
-                 ": its trace_stats does not decode", p->id, p->offset);
-        return -EBADMSG;
-    }
     int rc = 0;
 #define SET1(stat, v) rc |= stat_set(t, stat, false, 0, (int64_t)(v), false)
     SET1(INS_STAT_PRODUCERS_CONNECTED, ts->producers_connected);
@@ -383,7 +377,6 @@ static int apply_trace_stats(ins_tracker *t, const ins_packet *p, char *err,
             rc |= stat_set(t, (ins_stat_id)(INS_STAT_BUF_DATA_LOSS_READ_GAP + c),
                            true, bk->idx, bk->cause[c], false);
     }
-    perfetto__protos__trace_stats__free_unpacked(ts, NULL);
     return rc ? (rc == -ENOMEM ? -ENOMEM : -EIO) : 0;
 }
 
@@ -462,6 +455,10 @@ static int apply_service_event(ins_tracker *t, const ins_packet *p,
     return rc;
 }
 
+static int on_packet(ins_tracker *t, const ins_packet *p,
+                     const Perfetto__Protos__TraceStats *ts_msg, char *err,
+                     size_t errlen);
+
 static int packet_row(ins_tracker *t, const ins_packet *p)
 {
     char fallback[24];
@@ -499,12 +496,30 @@ static int packet_row(ins_tracker *t, const ins_packet *p)
 int ins_tracker_on_packet(ins_tracker *t, const ins_packet *p, char *err,
                           size_t errlen)
 {
-    int rc;
-    if (t->packet_rows && (rc = packet_row(t, p)) != 0)
-        return rc;
-    if (p->has_timestamp && (int64_t)p->timestamp > t->latest_ts)
-        t->latest_ts = (int64_t)p->timestamp;
+    int rc = 0;
+    /* Validate before changing anything, so a packet that is refused
+     * leaves no trace in the tables or the counters. */
+    Perfetto__Protos__TraceStats *ts_msg = NULL;
+    if (p->trace_stats.present && !p->has_compressed_packets &&
+        !p->has_clock_snapshot) {
+        ts_msg = perfetto__protos__trace_stats__unpack(
+            NULL, p->trace_stats.len, p->trace_stats.data);
+        if (ts_msg == NULL) {
+            snprintf(err, errlen, "packet #%" PRIu64 " at offset %" PRIu64
+                     ": its trace_stats does not decode", p->id, p->offset);
+            return -EBADMSG;
+        }
+    }
+    rc = on_packet(t, p, ts_msg, err, errlen);
+    perfetto__protos__trace_stats__free_unpacked(ts_msg, NULL);
+    return rc;
+}
 
+static int on_packet(ins_tracker *t, const ins_packet *p,
+                     const Perfetto__Protos__TraceStats *ts_msg, char *err,
+                     size_t errlen)
+{
+    int rc;
     ins_seq *s = NULL;
     bool first_seen = false;
     if (p->has_seq_id || !p->has_compressed_packets) {
@@ -516,6 +531,8 @@ int ins_tracker_on_packet(ins_tracker *t, const ins_packet *p, char *err,
             return errno == ENOMEM ? -ENOMEM : -ENOSPC;
         }
     }
+    if (p->has_timestamp && (int64_t)p->timestamp > t->latest_ts)
+        t->latest_ts = (int64_t)p->timestamp;
     uint32_t ppd = p->previous_packet_dropped;
 
     /* Our sequence table and data_loss rows. */
@@ -574,8 +591,7 @@ int ins_tracker_on_packet(ins_tracker *t, const ins_packet *p, char *err,
     }
     if (p->has_clock_snapshot)
         goto loss_row;
-    if (p->trace_stats.present &&
-        (rc = apply_trace_stats(t, p, err, errlen)) != 0)
+    if (ts_msg != NULL && (rc = apply_trace_stats(t, ts_msg)) != 0)
         return rc;
     if ((p->sequence_flags & 2u) && p->seq_id != 0) {
         s->needs_incremental_total++;
@@ -603,6 +619,8 @@ int ins_tracker_on_packet(ins_tracker *t, const ins_packet *p, char *err,
     }
 
 loss_row:
+    if (t->packet_rows && (rc = packet_row(t, p)) != 0)
+        return rc;
     if (ppd) {
         char reasons[160];
         bool counted = p->has_seq_id && !p->has_compressed_packets &&
