@@ -24,7 +24,7 @@
 #if defined(__SANITIZE_ADDRESS__)
 #define RSS_BOUND_KIB (160 * 1024)
 #else
-#define RSS_BOUND_KIB (64 * 1024)
+#define RSS_BOUND_KIB (32 * 1024)
 #endif
 
 static void write_huge_packet(FILE *f)
