@@ -38,8 +38,8 @@ static const char *const STMT_SQL[ST_COUNT] = {
     [ST_COMMIT] = "COMMIT",
     [ST_PACKET] = "INSERT INTO packet(id, file_offset, ts, clock_id, seq_id,"
                   " producer_uid, producer_pid, size, previous_packet_dropped,"
-                  " sequence_flags, first_packet_on_sequence, kind)"
-                  " VALUES(?,?,?,?,?,?,?,?,?,?,?,?)",
+                  " sequence_flags, first_packet_on_sequence, kind,"
+                  " container_id) VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?)",
     [ST_LOSS] = "INSERT INTO data_loss(seq_id, packet_id, ts, bits, reasons,"
                 " counted) VALUES(?,?,?,?,?,?)",
     [ST_SEQ] = "INSERT OR REPLACE INTO sequence(seq_id, uid, pid, packets,"
@@ -228,6 +228,7 @@ int ins_db_insert_packet(ins_db *db, const ins_packet_row *r)
         sqlite3_bind_text(s, 12, r->kind, -1, SQLITE_STATIC);
     else
         sqlite3_bind_null(s, 12);
+    bind_opt_int(s, 13, r->has_container, (int64_t)r->container_id);
     return run(db, ST_PACKET);
 }
 

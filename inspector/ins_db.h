@@ -45,6 +45,8 @@ typedef struct ins_packet_row {
     uint32_t previous_packet_dropped, sequence_flags;
     bool first_packet_on_sequence;
     const char *kind; /* NULL = NULL */
+    bool has_container;
+    uint64_t container_id;
 } ins_packet_row;
 
 /* Create PATH as a fresh database with the schema (SCHEMA_SQL). If PATH

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "ins_db.h"
+#include "ins_inflate.h"
 #include "ins_packet.h"
 #include "ins_reader.h"
 #include "ins_schema.h"
@@ -73,6 +74,75 @@ static ins_exit finish_error(ins_result *res, ins_exit st, const char *fmt,
     res->status = st;
     snprintf(res->message, sizeof(res->message), fmt, a, b);
     return st;
+}
+
+/* Nesting bound for compressed_packets inside compressed_packets. */
+#define INS_MAX_CONTAINER_DEPTH 4
+
+/* Feed the packets inside P's compressed_packets (zlib/gzip DEFLATE of a
+ * Trace) to the tracker, right after P, numbering them on from OUTER's
+ * counter. *PACKETS counts what was fed. Returns 0, -EBADMSG with ERR set
+ * (does not inflate / bad packet inside), or a tracker error. */
+static int expand_container(ins_tracker *t, ins_decoder *outer,
+                            const ins_packet *p, int depth,
+                            uint64_t *packets, char *err, size_t errlen)
+{
+    uint8_t *data = NULL;
+    size_t len = 0;
+    const char *why = NULL;
+    int rc = ins_inflate(p->compressed.data, p->compressed.len, &data, &len,
+                         &why);
+    if (rc == -ENOMEM)
+        return rc;
+    if (rc != 0) {
+        snprintf(err, errlen, "packet #%" PRIu64 " at offset %" PRIu64
+                 ": its compressed_packets do not inflate (%s)", p->id,
+                 p->offset, why);
+        return -EBADMSG;
+    }
+    ins_reader r;
+    ins_reader_init_mem(&r, data, len);
+    ins_decoder d;
+    ins_decoder_init(&d, &r);
+    d.next_id = outer->next_id;
+    ins_packet inner;
+    memset(&inner, 0, sizeof(inner));
+    for (;;) {
+        ins_decode_status st = ins_decoder_next(&d, &inner);
+        if (st == INS_DECODE_END)
+            break;
+        if (st != INS_DECODE_PACKET) {
+            snprintf(err, errlen, "packet #%" PRIu64 " at offset %" PRIu64
+                     ": inside its compressed_packets: %s", p->id, p->offset,
+                     d.error);
+            rc = -EBADMSG;
+            break;
+        }
+        inner.offset = p->offset;
+        inner.in_container = true;
+        inner.container_id = p->id;
+        if (inner.compressed.present && depth >= INS_MAX_CONTAINER_DEPTH) {
+            snprintf(err, errlen, "packet #%" PRIu64 " at offset %" PRIu64
+                     ": compressed packets nested more than %d deep", p->id,
+                     p->offset, INS_MAX_CONTAINER_DEPTH);
+            rc = -EBADMSG;
+            break;
+        }
+        rc = ins_tracker_on_packet(t, &inner, err, errlen);
+        if (rc != 0)
+            break;
+        (*packets)++;
+        if (inner.compressed.present) {
+            rc = expand_container(t, &d, &inner, depth + 1, packets, err,
+                                  errlen);
+            if (rc != 0)
+                break;
+        }
+    }
+    outer->next_id = d.next_id;
+    ins_packet_free(&inner);
+    ins_reader_free(&r);
+    return rc;
 }
 
 static const char *status_word(ins_decode_status st)
@@ -154,6 +224,7 @@ ins_exit ins_inspect_fd(int fd, const char *name, const ins_options *o,
     ins_decode_status st = INS_DECODE_END;
     ins_exit result = INS_EXIT_OK;
     uint32_t in_batch = 0;
+    uint64_t expanded = 0;
     while (rc == 0) {
         st = ins_decoder_next(&dec, &pkt);
         if (st != INS_DECODE_PACKET)
@@ -162,6 +233,13 @@ ins_exit ins_inspect_fd(int fd, const char *name, const ins_options *o,
         if (rc != 0)
             break;
         res->packets++;
+        if (pkt.compressed.present) {
+            rc = expand_container(tracker, &dec, &pkt, 1, &res->packets, err,
+                                  sizeof(err));
+            if (rc != 0)
+                break;
+            expanded++;
+        }
         res->bytes_decoded = ins_reader_offset(&reader);
         if (++in_batch >= batch) {
             in_batch = 0;
@@ -219,6 +297,9 @@ ins_exit ins_inspect_fd(int fd, const char *name, const ins_options *o,
         if (rc == 0)
             rc = ins_db_info_int(db, "compressed_packets_skipped",
                                  (int64_t)res->compressed_skipped);
+        if (rc == 0)
+            rc = ins_db_info_int(db, "compressed_packets_expanded",
+                                 (int64_t)expanded);
         if (rc == 0 && result != INS_EXIT_OK) {
             rc = ins_db_info_text(db, "error", res->message);
             if (rc == 0)

@@ -5,7 +5,9 @@
  * Pipeline: input fd -> ins_reader (1 MiB window) -> ins_detect (first
  * bytes) -> ins_decoder (one TracePacket at a time) -> ins_tracker (rows,
  * stats) -> ins_db (prepared statements, one transaction per batch of
- * packets). Memory is the reader window + a few reusable blobs + the
+ * packets). A packet with compressed_packets is followed by the packets
+ * inside it (ins_inflate, then a decoder over the inflated bytes), in the
+ * order trace processor parses them. Memory is the reader window + a few reusable blobs + the
  * sequence table + SQLite's bounded page cache, whatever the input size.
  *
  * On a truncated or malformed trace everything decoded before the bad

@@ -46,6 +46,7 @@ void ins_packet_free(ins_packet *pkt)
     free(pkt->trace_stats.data);
     free(pkt->trace_config.data);
     free(pkt->service_event.data);
+    free(pkt->compressed.data);
     memset(pkt, 0, sizeof(*pkt));
 }
 
@@ -157,10 +158,13 @@ static int blob_store(ins_blob *b, const uint8_t *src, size_t n)
 static void packet_reset(ins_packet *p)
 {
     ins_blob ts = p->trace_stats, tc = p->trace_config, se = p->service_event;
+    ins_blob cp = p->compressed;
     memset(p, 0, sizeof(*p));
     p->trace_stats = ts;
     p->trace_config = tc;
     p->service_event = se;
+    p->compressed = cp;
+    blob_reset(&p->compressed);
     blob_reset(&p->trace_stats);
     blob_reset(&p->trace_config);
     blob_reset(&p->service_event);
@@ -284,11 +288,15 @@ static ins_decode_status decode_body(ins_decoder *d, ins_packet *p,
                 blob = &p->trace_config;
             else if (field == INS_TP_SERVICE_EVENT)
                 blob = &p->service_event;
-            else if (field == INS_TP_CLOCK_SNAPSHOT)
-                p->has_clock_snapshot = true;
-            else if (field == INS_TP_COMPRESSED_PACKETS ||
-                     field == INS_TP_ZSTD_COMPRESSED_PACKETS)
+            else if (field == INS_TP_COMPRESSED_PACKETS) {
+                blob = &p->compressed;
                 p->has_compressed_packets = true;
+            } else if (field == INS_TP_CLOCK_SNAPSHOT)
+                p->has_clock_snapshot = true;
+            else if (field == INS_TP_ZSTD_COMPRESSED_PACKETS) {
+                p->has_compressed_packets = true;
+                p->has_zstd_packets = true;
+            }
             else if (field == INS_TP_CLONE_SNAPSHOT_TRIGGER)
                 p->has_clone_snapshot_trigger = true;
             if (blob != NULL) {

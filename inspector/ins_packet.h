@@ -8,7 +8,9 @@
  * protobuf-c generated code (ins_stats.c). Reasons: a TracePacket can be
  * larger than any buffer we want to hold (payload fields are skipped
  * without being stored), protobuf-c would allocate every packet, and the
- * hot loop is a handful of varints per packet.
+ * hot loop is a handful of varints per packet. (The same decoder reads the
+ * Trace bytes inside a compressed_packets field, through an in-memory
+ * ins_reader.)
  *
  * Wire facts (../shared/spec/wire-formats.md §1, §2): a trace file is
  * `0A <varint len> <TracePacket>` records; other Trace fields are skipped;
@@ -16,6 +18,9 @@
  * appends. A record whose length runs past the end of input is truncated; a
  * TracePacket whose fields do not parse exactly to its end is malformed.
  * Both stop the decoder with the absolute offset of the problem.
+ *
+ * compressed_packets (50) is copied too and expanded by the caller
+ * (ins_inflate); zstd_compressed_packets (133) is only flagged.
  *
  * Limits: a copied submessage may be at most INS_READER_MAX_BYTES; bigger
  * ones are treated as malformed (no real trace comes close).
@@ -87,10 +92,14 @@ typedef struct ins_packet {
     bool incremental_state_cleared;   /* field 41 */
     bool has_clock_snapshot;          /* field 6 */
     bool has_compressed_packets;      /* field 50 or 133 */
+    bool has_zstd_packets;            /* field 133 (not expanded) */
+    bool in_container;                /* came out of a compressed_packets */
+    uint64_t container_id;            /* ... whose packet id this is */
     bool has_clone_snapshot_trigger;  /* field 113 */
     ins_blob trace_stats;   /* field 35 */
     ins_blob trace_config;  /* field 33 */
     ins_blob service_event; /* field 69 */
+    ins_blob compressed;    /* field 50: zlib/gzip DEFLATE of Trace bytes */
 } ins_packet;
 
 typedef enum ins_decode_status {

@@ -20,6 +20,16 @@ int ins_reader_init(ins_reader *r, int fd, size_t cap)
     return r->buf ? 0 : -ENOMEM;
 }
 
+void ins_reader_init_mem(ins_reader *r, uint8_t *buf, size_t len)
+{
+    memset(r, 0, sizeof(*r));
+    r->fd = -1;
+    r->buf = buf;
+    r->cap = len;
+    r->len = len;
+    r->eof = 1;
+}
+
 void ins_reader_free(ins_reader *r)
 {
     if (r == NULL)
@@ -56,7 +66,7 @@ long ins_reader_ensure(ins_reader *r, size_t n)
         return -EFBIG;
     if (n > r->cap) {
         /* Grow once to the requested window (bounded by the constant). */
-        size_t cap = r->cap;
+        size_t cap = r->cap ? r->cap : 64;
         while (cap < n)
             cap *= 2;
         if (cap > INS_READER_MAX_BYTES)

@@ -38,6 +38,9 @@ typedef struct ins_reader {
 
 /* Prepare R over FD with a CAP-byte buffer (0 = default). 0 or -ENOMEM. */
 int ins_reader_init(ins_reader *r, int fd, size_t cap);
+/* Prepare R over an in-memory stream: takes ownership of BUF (malloc()ed,
+ * LEN bytes), which ins_reader_free() releases. No fd is read. */
+void ins_reader_init_mem(ins_reader *r, uint8_t *buf, size_t len);
 /* Free the buffer. The fd is not closed. NULL-safe. */
 void ins_reader_free(ins_reader *r);
 

@@ -489,6 +489,8 @@ static int packet_row(ins_tracker *t, const ins_packet *p)
         .sequence_flags = p->sequence_flags,
         .first_packet_on_sequence = p->first_packet_on_sequence,
         .kind = kind,
+        .has_container = p->in_container,
+        .container_id = p->container_id,
     };
     return ins_db_insert_packet(t->db, &row);
 }
@@ -567,9 +569,11 @@ static int on_packet(ins_tracker *t, const ins_packet *p,
     }
 
     if (p->has_compressed_packets) {
-        /* Trace processor expands these and parses the inner packets
-         * instead; we cannot (no decompressor), so they are reported. */
-        t->compressed_skipped++;
+        /* Trace processor parses the packets inside instead of this one
+         * (ins_inspect.c feeds them to us after it); zstd ones we cannot
+         * expand, so they are counted and reported. */
+        if (p->has_zstd_packets && !p->compressed.present)
+            t->compressed_skipped++;
         goto loss_row;
     }
 

@@ -20,9 +20,10 @@
  *    of whose such packets were skipped counts in
  *    traced_buf_incremental_sequences_dropped.
  *  - Packets with a clock_snapshot are not looked at past the sequence
- *    bookkeeping (trace processor returns early for them); packets holding
- *    compressed_packets are not expanded (no zlib/zstd here): counted in
- *    trace_info.compressed_packets_skipped and reported.
+ *    bookkeeping (trace processor returns early for them). A packet holding
+ *    compressed_packets only gets its own rows: the packets inside are fed
+ *    in after it, as trace processor does; zstd_compressed_packets cannot
+ *    be expanded here and are counted in trace_info.compressed_packets_skipped.
  *  - Service-event stats (clone timestamps) use the packet's raw timestamp
  *    (BOOTTIME = trace time for the service's packets; a packet without one
  *    uses the latest timestamp seen, as trace processor does).

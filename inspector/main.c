@@ -139,7 +139,8 @@ int main(int argc, char **argv)
     }
     if (res.compressed_skipped && !quiet)
         fprintf(stderr, "shmtrace-inspect: warning: %" PRIu64 " packets hold "
-                "compressed_packets, which this build does not expand; "
+                "zstd_compressed_packets, which shmtrace-inspect does not "
+                "expand (gzip/zlib ones it does); "
                 "stats derived from their contents are missing\n",
                 res.compressed_skipped);
     free(default_out);

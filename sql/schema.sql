@@ -40,7 +40,9 @@ CREATE TABLE packet (
   previous_packet_dropped INTEGER NOT NULL, -- field 42, DataLossReason bits (0 = no loss)
   sequence_flags INTEGER NOT NULL,   -- field 13: 1 = incremental state cleared, 2 = needs it
   first_packet_on_sequence INTEGER NOT NULL, -- field 87 (0/1)
-  kind          TEXT                 -- payload field: 'track_event', 'trace_stats', ... or 'field_N'
+  kind          TEXT,                -- payload field: 'track_event', 'trace_stats', ... or 'field_N'
+  container_id  INTEGER              -- packet.id of the compressed_packets packet it was
+                                     -- inside (file_offset is that packet's); NULL at top level
 );
 
 -- sequence: one row per trusted_packet_sequence_id (1 = the service,
@@ -90,7 +92,8 @@ CREATE TABLE buffer_config (
 -- trace_info: facts about the inspection (key/value).
 --   input, input_bytes, bytes_decoded, packets, status ('complete' |
 --   'truncated' | 'malformed' | 'io_error'), error, error_offset,
---   compressed_packets_skipped, inspector_version, write_into_file, ...
+--   compressed_packets_expanded, compressed_packets_skipped (zstd, not
+--   expanded), inspector_version, write_into_file, duration_ms, ...
 CREATE TABLE trace_info (
   key   TEXT PRIMARY KEY,
   value

@@ -221,6 +221,14 @@ START_TEST(test_fuzz_corruption_ok)
 }
 END_TEST
 
+/* Corrupting compressed containers reaches the inflater and the decoder
+ * of the packets inside them. */
+START_TEST(test_fuzz_corruption_compressed)
+{
+    corruption_run("compressed.pftrace", 300, 0x0123456789abcdefull);
+}
+END_TEST
+
 /* Garbage appended after a valid trace: the valid part is kept. */
 START_TEST(test_fuzz_trailing_garbage)
 {
@@ -266,6 +274,7 @@ static Suite *fuzz_suite(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_fuzz_corruption_discard);
     tcase_add_test(tc, test_fuzz_corruption_ok);
+    tcase_add_test(tc, test_fuzz_corruption_compressed);
     tcase_add_test(tc, test_fuzz_trailing_garbage);
     suite_add_tcase(s, tc);
     return s;

@@ -13,7 +13,7 @@ INS_CHECK_LDADD = inspector/libins.la protos/libshmtrace_protos.la \
 
 INS_CHECKS = tests/check_ins_golden tests/check_ins_detect \
 	tests/check_ins_packet tests/check_ins_stats tests/check_ins_fuzz \
-	tests/check_ins_large tests/check_ins_cli
+	tests/check_ins_large tests/check_ins_cli tests/check_ins_inflate
 check_PROGRAMS += $(INS_CHECKS)
 TESTS += $(INS_CHECKS)
 noinst_HEADERS += tests/check_ins_util.h
@@ -48,6 +48,11 @@ tests_check_ins_large_CPPFLAGS = $(INS_CHECK_CPPFLAGS)
 tests_check_ins_large_CFLAGS = $(INS_CHECK_CFLAGS)
 tests_check_ins_large_LDADD = $(INS_CHECK_LDADD)
 
+tests_check_ins_inflate_SOURCES = tests/check_ins_inflate.c
+tests_check_ins_inflate_CPPFLAGS = $(INS_CHECK_CPPFLAGS)
+tests_check_ins_inflate_CFLAGS = $(INS_CHECK_CFLAGS)
+tests_check_ins_inflate_LDADD = $(INS_CHECK_LDADD)
+
 # The command line, run as a program (finds it via top_builddir).
 tests_check_ins_cli_SOURCES = tests/check_ins_cli.c
 tests_check_ins_cli_CPPFLAGS = $(INS_CHECK_CPPFLAGS)
@@ -60,5 +65,9 @@ INS_GOLDEN_FILES = tests/data/README.perfetto.md \
 	tests/data/ring_loss_v2.pftrace tests/data/ring_loss_v2.stats.csv \
 	tests/data/ring_loss_v2.packets.csv tests/data/ring_loss_v2.pbtxt \
 	tests/data/discard_v2.pftrace tests/data/discard_v2.stats.csv \
-	tests/data/discard_v2.packets.csv tests/data/discard_v2.pbtxt
+	tests/data/discard_v2.packets.csv tests/data/discard_v2.pbtxt \
+	tests/data/make_compressed.py tests/data/compressed.pftrace \
+	tests/data/inflate_text.zdyn tests/data/inflate_text.zfix \
+	tests/data/inflate_text.zsto tests/data/inflate_text.gz \
+	tests/data/bomb.zlib
 EXTRA_DIST += $(INS_GOLDEN_FILES)
