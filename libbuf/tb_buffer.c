@@ -1,0 +1,186 @@
+/*
+ * tb_buffer.c - libbuf buffer lifecycle and the outer read walk
+ * (spec trace-buffer.md §1, §7, §11).
+ *
+ * Memory: one anonymous private mmap per buffer (pages cost nothing until
+ * written); everything inside it is addressed by 32-bit offsets, so a clone
+ * is a copy of [0, used_size) plus the sequence table.
+ *
+ * Outer read walk: from the read cursor, records in buffer order; for each
+ * chunk record an inner walk (tb_walk.c) yields the packets of its sequence
+ * up to it; then the cursor moves past that record. Reading stops at the
+ * write cursor (or at the end when the writer sits at offset 0).
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "tb_int.h"
+
+static tb_buffer *alloc_buffer(size_t size, tb_fill_policy policy)
+{
+    tb_buffer *b = calloc(1, sizeof(*b));
+    if (!b)
+        return NULL;
+    void *mem = mmap(NULL, size, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (mem == MAP_FAILED) {
+        free(b);
+        errno = ENOMEM;
+        return NULL;
+    }
+    b->mem = mem;
+    b->size = size;
+    b->policy = policy;
+    b->generation = 1;
+    b->stats.buffer_size = size;
+    return b;
+}
+
+SHMTRACE_API tb_buffer *tb_create(size_t size, tb_fill_policy policy)
+{
+    if (size == 0 || size > TB__MAX_SIZE ||
+        (policy != TB_RING_BUFFER && policy != TB_DISCARD)) {
+        errno = EINVAL;
+        return NULL;
+    }
+    size = (size + 4095u) & ~(size_t)4095u;
+    return alloc_buffer(size, policy);
+}
+
+SHMTRACE_API void tb_destroy(tb_buffer *b)
+{
+    if (!b)
+        return;
+    tb__seq_free_all(b);
+    free(b->slices);
+    free(b->cfrags);
+    munmap(b->mem, b->size);
+    free(b);
+}
+
+SHMTRACE_API tb_buffer *tb_clone_readonly(const tb_buffer *src)
+{
+    if (!src) {
+        errno = EINVAL;
+        return NULL;
+    }
+    tb_buffer *b = alloc_buffer(src->size, src->policy);
+    if (!b)
+        return NULL;
+    memcpy(b->mem, src->mem, src->used_size);
+    b->used_size = src->used_size;
+    b->wr = src->wr;
+    b->rd = (b->wr == b->used_size) ? 0 : b->wr;
+    b->read_only = true;
+    b->discard_stop = src->discard_stop;
+    b->generation = src->generation;
+    b->empty_seqs = src->empty_seqs;
+    b->seq_age = src->seq_age;
+    b->stats = src->stats;
+    b->stats.bytes_read = 0;
+    b->stats.chunks_read = 0;
+    b->stats.readaheads_succeeded = 0;
+    b->stats.readaheads_failed = 0;
+    if (tb__seq_clone_all(b, src) < 0) {
+        tb_destroy(b);
+        errno = ENOMEM;
+        return NULL;
+    }
+    return b;
+}
+
+SHMTRACE_API void tb_begin_read(tb_buffer *b)
+{
+    if (!b)
+        return;
+    b->rd = (b->wr == b->used_size) ? 0 : b->wr;
+    b->walk.active = false;
+    b->generation++;
+}
+
+SHMTRACE_API bool tb_read_next_packet(tb_buffer *b, tb_packet *out,
+        tb_seq_props *props, uint32_t *previous_packet_dropped)
+{
+    tb_packet dummy;
+    if (!out)
+        out = &dummy;
+    out->slices = NULL;
+    out->nslices = 0;
+    out->size = 0;
+    if (props)
+        memset(props, 0, sizeof(*props));
+    if (previous_packet_dropped)
+        *previous_packet_dropped = 0;
+    if (!b)
+        return false;
+    tb__walk *w = &b->walk;
+    /* Every step advances rd by >= 16 bytes; bound the loop anyway. */
+    size_t steps = b->used_size / TB__REC_HDR_BYTES + 2;
+    while (steps-- > 0) {
+        size_t next;
+        if (!w->active) {
+            tb__rec *r = tb__rec_at(b, b->rd);
+            if (r->pri_wri_id != 0) {
+                tb__seq *s = tb__seq_find(b, r->pri_wri_id);
+                if (s && s->count > 0) {
+                    tb__walk_start(b, w, (uint32_t)(s - b->seqs),
+                                   (uint32_t)b->rd);
+                    continue;
+                }
+            }
+            next = b->rd + tb__outer(r->size);
+        } else {
+            if (tb__walk_next(b, w, TB__READ, out)) {
+                tb__seq *s = &b->seqs[w->seq];
+                if (props) {
+                    props->producer_id = s->producer_id;
+                    props->writer_id = s->writer_id;
+                    props->uid = s->uid;
+                    props->pid = s->pid;
+                }
+                if (previous_packet_dropped)
+                    *previous_packet_dropped = s->loss;
+                s->loss = 0;
+                return true;
+            }
+            next = (size_t)w->target_off + w->target_outer;
+            w->active = false;
+        }
+        bool wrap = next >= b->used_size;
+        if (next == b->wr || (wrap && b->wr == 0))
+            return false;
+        b->rd = wrap ? 0 : next;
+    }
+    return false;
+}
+
+SHMTRACE_API const tb_stats *tb_get_stats(const tb_buffer *b)
+{
+    return b ? &b->stats : NULL;
+}
+
+SHMTRACE_API size_t tb_size(const tb_buffer *b)
+{
+    return b ? b->size : 0;
+}
+
+SHMTRACE_API size_t tb_used_size(const tb_buffer *b)
+{
+    return b ? b->used_size : 0;
+}
+
+SHMTRACE_API tb_fill_policy tb_policy(const tb_buffer *b)
+{
+    return b ? b->policy : TB_RING_BUFFER;
+}
+
+SHMTRACE_API void tb_set_evict_callback(tb_buffer *b, tb_evict_fn fn,
+                                        void *ctx)
+{
+    if (!b)
+        return;
+    b->evict_fn = fn;
+    b->evict_ctx = ctx;
+}

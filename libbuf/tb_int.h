@@ -1,0 +1,241 @@
+/*
+ * tb_int.h - libbuf internals: TraceBufferV2 records, sequences, walks.
+ *
+ * Included only by the libbuf sources and by the Check tests (through the noinst
+ * libtb_internal.la). Nothing here is an ABI: the buffer lives in this
+ * process only.
+ *
+ * MEMORY LAYOUT (spec trace-buffer.md §2)
+ *
+ * b->mem is one anonymous mmap of b->size bytes (a multiple of 4096, at most
+ * 4 GiB). Records tile [0, used_size) back to back, each at a multiple of 16:
+ *
+ *   Off Type Field          Meaning
+ *   0   u32  chunk_id       from the SMB chunk header
+ *   4   u32  pri_wri_id     (producer_id << 16) | writer_id; 0 = padding
+ *   8   u16  size           reserved payload bytes (fixed for life)
+ *   10  u16  payload_size   valid fragment bytes (<= size)
+ *   12  u16  payload_avail  unconsumed bytes; the next unread fragment
+ *                           starts at payload_size - payload_avail
+ *   14  u8   flags          ABI flags 0x1/0x2/0x4 + TB__F_INCOMPLETE (0x80)
+ *   15  u8   facts          TB__FACT_* cache (Perfetto keeps a debug
+ *                           checksum here; we keep copy-time facts instead)
+ *
+ * outer(size) = align_up(16 + size, 16). All-zero memory is a padding record
+ * of outer size 16, so a fresh or erased area needs no special case.
+ * Erasing a record zeroes its header but keeps size and payload_size.
+ * Headers are written only by us; payload bytes come from producers and are
+ * re-tokenized with bounds checks every time they are read.
+ *
+ * SEQUENCES (spec §3)
+ *
+ * b->seqs is a dense array of tb__seq; b->hash maps pri_wri_id -> index + 1
+ * (open addressing, linear probing, 0 = empty slot, rebuilt after GC).
+ * Each sequence keeps its records as a ring of {chunk_id, offset} sorted by
+ * ChunkID (modular order): appends at the tail and erases at the head are
+ * O(1); an out-of-order insert shifts (rare: only SMB scraping does it).
+ * Keeping chunk_id in the ring lets patches find their chunk by index
+ * arithmetic or binary search without touching the buffer.
+ *
+ * WALKS (spec §7)
+ *
+ * The inner walk (tb__walk) visits one sequence in ChunkID order from its
+ * first record up to a target record, in read mode (stalls allowed) or erase
+ * mode (eviction: forced, no stalls). The outer read walk in tb_buffer.c
+ * visits records in buffer order from the read cursor.
+ *
+ * FAST ERASE
+ *
+ * Evicting a record that is the head of its sequence, untouched since its
+ * copy (no patch, nothing consumed) and not ending in a begin fragment has
+ * a result fully determined by facts computed when it was copied (does it
+ * hold a non-empty whole packet, does it start with an orphan continuation).
+ * Eviction then costs O(1) instead of re-tokenizing the payload; the stats
+ * and loss bits are the same as the full erase-mode walk would produce.
+ * With an evict callback installed the full walk always runs.
+ *
+ * Threads: none; the owner serialises every call on a tb_buffer.
+ */
+#ifndef LIBBUF_TB_INT_H
+#define LIBBUF_TB_INT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <shmtrace/trace_buffer.h>
+
+#define TB__REC_HDR_BYTES 16u
+#define TB__ABI_FLAGS 0x07u
+#define TB__F_INCOMPLETE 0x80u
+#define TB__MAX_PAYLOAD 0xFFFFu
+#define TB__MAX_SIZE ((size_t)1 << 32)
+
+/* Sequence GC thresholds (spec §3). */
+#define TB__KEEP_LAST_EMPTY_SEQ 1024u
+#define TB__EMPTY_SEQ_GC_THRESHOLD (TB__KEEP_LAST_EMPTY_SEQ + 128u)
+
+/* facts byte of a record: computed at copy time over [0, payload_size). */
+#define TB__FACT_VALID  0x01u /* facts match the payload (no patch since) */
+#define TB__FACT_WHOLE  0x02u /* >= 1 non-empty whole packet */
+#define TB__FACT_ORPHAN 0x04u /* first fragment is an end/continue */
+#define TB__FACT_BEGIN  0x08u /* last fragment begins a packet */
+
+typedef struct {
+    uint32_t chunk_id;
+    uint32_t pri_wri_id;
+    uint16_t size;
+    uint16_t payload_size;
+    uint16_t payload_avail;
+    uint8_t flags;
+    uint8_t facts;
+} tb__rec;
+_Static_assert(sizeof(tb__rec) == TB__REC_HDR_BYTES, "record header size");
+
+/* Fragment roles (smb-abi.md §6). */
+enum { TB__WHOLE = 0, TB__BEGIN, TB__CONT, TB__END };
+
+/* Result of tokenizing one fragment. */
+enum {
+    TB__FRAG_OK = 1,
+    TB__FRAG_NONE = 0,       /* clean end of the payload */
+    TB__FRAG_CORRUPT = -1,   /* bad varint or size past the end */
+    TB__FRAG_DROP = -2,      /* kPacketSizeDropPacket sentinel */
+};
+
+typedef struct {
+    uint32_t pos;   /* payload offset of the fragment's varint header */
+    uint32_t hdr;   /* varint bytes */
+    uint32_t size;  /* fragment data bytes */
+    int role;
+} tb__frag;
+
+/* A fragment collected during reassembly. */
+typedef struct {
+    uint32_t rec_off;
+    tb__frag frag;
+} tb__cfrag;
+
+typedef struct {
+    uint32_t chunk_id;
+    uint32_t off;
+} tb__centry;
+
+typedef struct {
+    uint32_t key;           /* pri_wri_id */
+    uint16_t producer_id;
+    uint16_t writer_id;
+    uint32_t uid;
+    int32_t pid;
+    tb__centry *ring;       /* records sorted by ChunkID */
+    uint32_t cap;           /* power of two (or 0) */
+    uint32_t head;
+    uint32_t count;
+    uint32_t loss;          /* pending data_loss_reasons */
+    uint32_t last_id;       /* last_consumed, valid if has_last */
+    uint16_t last_payload_size;
+    bool has_last;
+    bool last_incomplete;
+    bool counted_empty;     /* included in b->empty_seqs */
+    uint64_t skip_gen;      /* stalled in this read generation */
+    uint64_t age;           /* when it last became empty */
+} tb__seq;
+
+typedef struct {
+    bool active;
+    uint32_t seq;           /* index into b->seqs */
+    uint32_t target_off;
+    uint32_t target_outer;
+    uint32_t cur_off;       /* head record being tokenized */
+    uint32_t frag_off;      /* next fragment position in cur */
+} tb__walk;
+
+enum { TB__READ = 0, TB__ERASE = 1 };
+
+struct tb_buffer {
+    uint8_t *mem;
+    size_t size;
+    size_t used_size;
+    size_t wr;
+    size_t rd;
+    tb_fill_policy policy;
+    bool read_only;
+    bool discard_stop;
+    uint64_t generation;
+    tb_stats stats;
+
+    tb__seq *seqs;
+    uint32_t nseqs;
+    uint32_t seqs_cap;
+    uint32_t *hash;         /* index + 1, 0 = empty */
+    uint32_t hash_cap;      /* power of two */
+    uint32_t empty_seqs;
+    uint64_t seq_age;
+
+    tb__walk walk;          /* the read walk */
+    tb_slice *slices;       /* slices of the packet last returned */
+    size_t slices_cap;
+    tb__cfrag *cfrags;      /* reassembly scratch */
+    size_t cfrags_cap;
+
+    tb_evict_fn evict_fn;
+    void *evict_ctx;
+};
+
+static inline size_t tb__outer(size_t payload)
+{
+    return (TB__REC_HDR_BYTES + payload + 15u) & ~(size_t)15u;
+}
+
+static inline tb__rec *tb__rec_at(const tb_buffer *b, size_t off)
+{
+    return (tb__rec *)(void *)(b->mem + off);
+}
+
+static inline uint8_t *tb__payload(const tb_buffer *b, size_t off)
+{
+    return b->mem + off + TB__REC_HDR_BYTES;
+}
+
+/* Modular ChunkID order: <0 if a precedes b. */
+static inline int tb__id_cmp(uint32_t a, uint32_t b)
+{
+    if (a == b)
+        return 0;
+    return ((int32_t)(a - b) < 0) ? -1 : 1;
+}
+
+static inline tb__centry *tb__ring_at(const tb__seq *s, uint32_t i)
+{
+    return &s->ring[(s->head + i) & (s->cap - 1)];
+}
+
+/* tb_frag.c */
+int tb__next_frag(const uint8_t *payload, uint32_t payload_size,
+                  uint32_t *off, uint8_t flags, tb__frag *out);
+uint8_t tb__compute_facts(const uint8_t *payload, uint32_t payload_size,
+                          uint8_t flags);
+
+/* tb_seq.c */
+tb__seq *tb__seq_find(const tb_buffer *b, uint32_t key);
+tb__seq *tb__seq_get_or_create(tb_buffer *b, uint32_t key,
+                               uint16_t producer_id, uint16_t writer_id,
+                               uint32_t uid, int32_t pid);
+int tb__seq_insert(tb__seq *s, uint32_t pos, uint32_t chunk_id,
+                   uint32_t off);
+uint32_t tb__seq_lower_bound(const tb__seq *s, uint32_t chunk_id);
+bool tb__seq_find_chunk(const tb__seq *s, uint32_t chunk_id,
+                        uint32_t *idx);
+void tb__seq_erase_head(tb_buffer *b, tb__seq *s);
+void tb__seq_gc(tb_buffer *b);
+void tb__seq_free_all(tb_buffer *b);
+int tb__seq_clone_all(tb_buffer *dst, const tb_buffer *src);
+uint32_t tb__num_sequences(const tb_buffer *b);
+
+/* tb_walk.c */
+void tb__walk_start(tb_buffer *b, tb__walk *w, uint32_t seq_idx,
+                    uint32_t target_off);
+bool tb__walk_next(tb_buffer *b, tb__walk *w, int mode, tb_packet *out);
+void tb__erase_target(tb_buffer *b, uint32_t off);
+
+#endif /* LIBBUF_TB_INT_H */

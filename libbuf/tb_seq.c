@@ -1,0 +1,278 @@
+/*
+ * tb_seq.c - libbuf sequence table: pri_wri_id -> tb__seq, ChunkID rings,
+ * lazy GC of empty sequences (spec trace-buffer.md §3).
+ *
+ * Lookup is an open-addressing hash (linear probing, load <= 1/2) holding
+ * index + 1 into the dense b->seqs array; entries are never deleted one by
+ * one, the GC compacts the array and rebuilds the hash. Each sequence's
+ * records form a power-of-two ring of {chunk_id, offset}, kept sorted by
+ * modular ChunkID order.
+ *
+ * Failure: allocation failures return NULL / -ENOMEM and leave the table
+ * unchanged.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tb_int.h"
+
+static uint32_t hash_slot(uint32_t key, uint32_t cap)
+{
+    return (uint32_t)((key * 0x9E3779B1u) >> 7) & (cap - 1);
+}
+
+static void hash_put(uint32_t *hash, uint32_t cap, uint32_t key,
+                     uint32_t idx)
+{
+    uint32_t i = hash_slot(key, cap);
+    while (hash[i] != 0)
+        i = (i + 1) & (cap - 1);
+    hash[i] = idx + 1;
+}
+
+static int hash_rebuild(tb_buffer *b, uint32_t cap)
+{
+    uint32_t *h = calloc(cap, sizeof(*h));
+    if (!h)
+        return -ENOMEM;
+    for (uint32_t i = 0; i < b->nseqs; i++)
+        hash_put(h, cap, b->seqs[i].key, i);
+    free(b->hash);
+    b->hash = h;
+    b->hash_cap = cap;
+    return 0;
+}
+
+tb__seq *tb__seq_find(const tb_buffer *b, uint32_t key)
+{
+    if (b->hash_cap == 0)
+        return NULL;
+    uint32_t i = hash_slot(key, b->hash_cap);
+    for (;;) {
+        uint32_t v = b->hash[i];
+        if (v == 0)
+            return NULL;
+        if (b->seqs[v - 1].key == key)
+            return &b->seqs[v - 1];
+        i = (i + 1) & (b->hash_cap - 1);
+    }
+}
+
+tb__seq *tb__seq_get_or_create(tb_buffer *b, uint32_t key,
+                               uint16_t producer_id, uint16_t writer_id,
+                               uint32_t uid, int32_t pid)
+{
+    tb__seq *s = tb__seq_find(b, key);
+    if (s)
+        return s;
+    if ((uint64_t)(b->nseqs + 1) * 2 > b->hash_cap) {
+        uint32_t cap = b->hash_cap ? b->hash_cap * 2 : 64;
+        if (hash_rebuild(b, cap) < 0)
+            return NULL;
+    }
+    if (b->nseqs == b->seqs_cap) {
+        uint32_t cap = b->seqs_cap ? b->seqs_cap * 2 : 16;
+        tb__seq *n = realloc(b->seqs, (size_t)cap * sizeof(*n));
+        if (!n)
+            return NULL;
+        b->seqs = n;
+        b->seqs_cap = cap;
+    }
+    s = &b->seqs[b->nseqs];
+    memset(s, 0, sizeof(*s));
+    s->key = key;
+    s->producer_id = producer_id;
+    s->writer_id = writer_id;
+    s->uid = uid;
+    s->pid = pid;
+    hash_put(b->hash, b->hash_cap, key, b->nseqs);
+    b->nseqs++;
+    return s;
+}
+
+static int ring_grow(tb__seq *s)
+{
+    uint32_t cap = s->cap ? s->cap * 2 : 16;
+    tb__centry *n = malloc((size_t)cap * sizeof(*n));
+    if (!n)
+        return -ENOMEM;
+    for (uint32_t i = 0; i < s->count; i++)
+        n[i] = *tb__ring_at(s, i);
+    free(s->ring);
+    s->ring = n;
+    s->cap = cap;
+    s->head = 0;
+    return 0;
+}
+
+/* Inserts {chunk_id, off} at list position pos (0 = head, count = tail). */
+int tb__seq_insert(tb__seq *s, uint32_t pos, uint32_t chunk_id,
+                   uint32_t off)
+{
+    if (s->count == s->cap && ring_grow(s) < 0)
+        return -ENOMEM;
+    for (uint32_t i = s->count; i > pos; i--)
+        *tb__ring_at(s, i) = *tb__ring_at(s, i - 1);
+    tb__centry *e = tb__ring_at(s, pos);
+    e->chunk_id = chunk_id;
+    e->off = off;
+    s->count++;
+    return 0;
+}
+
+/* First list position whose ChunkID does not precede chunk_id. */
+uint32_t tb__seq_lower_bound(const tb__seq *s, uint32_t chunk_id)
+{
+    uint32_t lo = 0, hi = s->count;
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (tb__id_cmp(tb__ring_at(s, mid)->chunk_id, chunk_id) < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+/* O(1) when ChunkIDs are contiguous up to the tail (the common case),
+ * O(log n) otherwise. */
+bool tb__seq_find_chunk(const tb__seq *s, uint32_t chunk_id, uint32_t *idx)
+{
+    if (s->count == 0)
+        return false;
+    uint32_t dist = tb__ring_at(s, s->count - 1)->chunk_id - chunk_id;
+    if (dist < s->count) {
+        uint32_t guess = s->count - 1 - dist;
+        if (tb__ring_at(s, guess)->chunk_id == chunk_id) {
+            *idx = guess;
+            return true;
+        }
+    }
+    uint32_t i = tb__seq_lower_bound(s, chunk_id);
+    if (i < s->count && tb__ring_at(s, i)->chunk_id == chunk_id) {
+        *idx = i;
+        return true;
+    }
+    return false;
+}
+
+/* Erases the first record of s: last_consumed := it, header zeroed with size
+ * and payload_size kept. No stats: callers account reads/overwrites. */
+void tb__seq_erase_head(tb_buffer *b, tb__seq *s)
+{
+    tb__centry *e = tb__ring_at(s, 0);
+    tb__rec *r = tb__rec_at(b, e->off);
+    s->has_last = true;
+    s->last_id = r->chunk_id;
+    s->last_payload_size = r->payload_size;
+    s->last_incomplete = (r->flags & TB__F_INCOMPLETE) != 0;
+    s->head = (s->head + 1) & (s->cap - 1);
+    s->count--;
+    if (s->count == 0) {
+        s->age = ++b->seq_age;
+        if (!s->counted_empty) {
+            s->counted_empty = true;
+            b->empty_seqs++;
+        }
+    }
+    uint16_t size = r->size, payload_size = r->payload_size;
+    memset(r, 0, sizeof(*r));
+    r->size = size;
+    r->payload_size = payload_size;
+}
+
+static int cmp_age(const void *a, const void *b)
+{
+    const tb__seq *x = *(tb__seq *const *)a, *y = *(tb__seq *const *)b;
+    return (x->age > y->age) - (x->age < y->age);
+}
+
+/* Deletes the oldest-emptied sequences, keeping the newest 1024 empty ones,
+ * once more than 1152 are empty. Runs only at the end of a copy. */
+void tb__seq_gc(tb_buffer *b)
+{
+    if (b->empty_seqs <= TB__EMPTY_SEQ_GC_THRESHOLD)
+        return;
+    uint32_t n = 0;
+    tb__seq **empty = malloc((size_t)b->nseqs * sizeof(*empty));
+    if (!empty)
+        return; /* retried on the next copy */
+    for (uint32_t i = 0; i < b->nseqs; i++)
+        if (b->seqs[i].count == 0)
+            empty[n++] = &b->seqs[i];
+    if (n < TB__EMPTY_SEQ_GC_THRESHOLD) {
+        free(empty);
+        return;
+    }
+    qsort(empty, n, sizeof(*empty), cmp_age);
+    uint32_t n_delete = n - TB__KEEP_LAST_EMPTY_SEQ;
+    for (uint32_t i = 0; i < n_delete; i++) {
+        free(empty[i]->ring);
+        empty[i]->ring = NULL;
+        empty[i]->key = 0; /* mark: no live sequence has key 0 */
+    }
+    for (uint32_t i = n_delete; i < n; i++)
+        empty[i]->counted_empty = true;
+    free(empty);
+    uint32_t j = 0;
+    for (uint32_t i = 0; i < b->nseqs; i++)
+        if (b->seqs[i].key != 0)
+            b->seqs[j++] = b->seqs[i];
+    b->nseqs = j;
+    b->empty_seqs = TB__KEEP_LAST_EMPTY_SEQ;
+    memset(b->hash, 0, (size_t)b->hash_cap * sizeof(*b->hash));
+    for (uint32_t i = 0; i < b->nseqs; i++)
+        hash_put(b->hash, b->hash_cap, b->seqs[i].key, i);
+    b->walk.active = false; /* it may hold a stale index */
+}
+
+void tb__seq_free_all(tb_buffer *b)
+{
+    for (uint32_t i = 0; i < b->nseqs; i++)
+        free(b->seqs[i].ring);
+    free(b->seqs);
+    free(b->hash);
+    b->seqs = NULL;
+    b->hash = NULL;
+    b->nseqs = b->seqs_cap = b->hash_cap = 0;
+}
+
+int tb__seq_clone_all(tb_buffer *dst, const tb_buffer *src)
+{
+    if (src->nseqs == 0)
+        return 0;
+    dst->seqs = calloc(src->seqs_cap, sizeof(*dst->seqs));
+    dst->hash = malloc((size_t)src->hash_cap * sizeof(*dst->hash));
+    if (!dst->seqs || !dst->hash)
+        return -ENOMEM;
+    dst->seqs_cap = src->seqs_cap;
+    dst->hash_cap = src->hash_cap;
+    memcpy(dst->hash, src->hash, (size_t)src->hash_cap * sizeof(*src->hash));
+    for (uint32_t i = 0; i < src->nseqs; i++) {
+        tb__seq *d = &dst->seqs[i];
+        const tb__seq *s = &src->seqs[i];
+        *d = *s;
+        d->ring = NULL;
+        d->cap = d->head = d->count = 0;
+        dst->nseqs = i + 1;
+        if (s->count == 0)
+            continue;
+        uint32_t cap = 16;
+        while (cap < s->count)
+            cap *= 2;
+        d->ring = malloc((size_t)cap * sizeof(*d->ring));
+        if (!d->ring)
+            return -ENOMEM;
+        d->cap = cap;
+        for (uint32_t k = 0; k < s->count; k++)
+            d->ring[k] = *tb__ring_at(s, k);
+        d->count = s->count;
+    }
+    return 0;
+}
+
+uint32_t tb__num_sequences(const tb_buffer *b)
+{
+    return b->nseqs;
+}

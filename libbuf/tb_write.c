@@ -1,0 +1,253 @@
+/*
+ * tb_write.c - libbuf write side: CopyChunkUntrusted, eviction, patches
+ * (spec trace-buffer.md §4, §5, §6, §8).
+ *
+ * Copy path, in order: refuse (clone / DISCARD stopped); tokenize the
+ * untrusted payload to find F = bytes of the valid fragments (stop at the
+ * drop sentinel or at the first malformed fragment); reserve R = F bytes
+ * (complete) or the whole payload (scraped); find the sequence (hash);
+ * check against last_consumed; re-commit in place / relocate if the ChunkID
+ * is still in the buffer; wrap if R does not fit before the end; evict the
+ * range the record will occupy; write the header and copy F bytes; insert
+ * {chunk_id, offset} into the sequence's ring (append at the tail unless
+ * out of order). Copy-time facts (TB__FACT_*) are computed from the stored
+ * copy, so a producer racing the copy cannot make them lie.
+ *
+ * Eviction of [wr, wr + n): every chunk record starting in the range is
+ * erased through its sequence (tb__erase_target); a record straddling the
+ * range end leaves a padding record behind.
+ *
+ * Deviations from Perfetto (none reachable by a well-formed producer): a
+ * payload larger than 65535 bytes and pri_wri_id 0 (producer 0, writer 0)
+ * are refused as ABI violations instead of truncated / taken for padding;
+ * flag bits other than 0x1/0x2/0x4 are ignored.
+ */
+#include <string.h>
+
+#include "tb_int.h"
+
+static void evict(tb_buffer *b, size_t start, size_t n)
+{
+    size_t end = start + n, off = start, straddle_end = 0;
+    while (off < end && off < b->used_size) {
+        tb__rec *r = tb__rec_at(b, off);
+        size_t outer = tb__outer(r->size);
+        if (r->pri_wri_id == 0)
+            b->stats.padding_bytes_cleared += outer;
+        else
+            tb__erase_target(b, (uint32_t)off);
+        if (off + outer > end)
+            straddle_end = off + outer;
+        off += outer;
+    }
+    if (straddle_end) {
+        tb__rec *pad = tb__rec_at(b, end);
+        memset(pad, 0, sizeof(*pad));
+        pad->size = (uint16_t)(straddle_end - end - TB__REC_HDR_BYTES);
+        b->stats.padding_bytes_written += straddle_end - end;
+    }
+}
+
+/* Re-commit of a ChunkID still in the buffer (§6). Returns true when the
+ * chunk was handled (rewritten in place or rejected); false when E was
+ * relocated: the caller writes a new record skipping *skip bytes. */
+static bool recommit(tb_buffer *b, tb__seq *s, uint32_t idx, uint8_t flags,
+                     bool complete, const uint8_t *src, uint32_t frags_size,
+                     uint32_t *skip)
+{
+    uint32_t off = tb__ring_at(s, idx)->off;
+    tb__rec *e = tb__rec_at(b, off);
+    uint8_t old_abi = e->flags & TB__ABI_FLAGS;
+    if (frags_size < e->payload_size || frags_size > e->size ||
+        (old_abi & flags) != old_abi) {
+        b->stats.abi_violations++;
+        return true;
+    }
+    if ((e->flags & TB__F_INCOMPLETE) && e->payload_avail == 0 && complete &&
+        frags_size > e->payload_size && idx == 0 &&
+        b->policy == TB_RING_BUFFER) {
+        b->stats.chunks_relocated++;
+        *skip = e->payload_size;
+        tb__seq_erase_head(b, s);
+        return false;
+    }
+    if (complete)
+        e->flags &= (uint8_t)~TB__F_INCOMPLETE;
+    if (frags_size == e->payload_size)
+        return true;
+    uint32_t consumed = (uint32_t)e->payload_size - e->payload_avail;
+    e->payload_size = (uint16_t)frags_size;
+    e->payload_avail = (uint16_t)(frags_size - consumed);
+    memcpy(tb__payload(b, off), src, frags_size);
+    e->flags |= flags;
+    e->facts = tb__compute_facts(tb__payload(b, off), e->payload_size,
+                                 e->flags);
+    b->stats.chunks_rewritten++;
+    return true;
+}
+
+SHMTRACE_API void tb_copy_chunk_untrusted(tb_buffer *b, uint16_t producer_id,
+        uint32_t uid, int32_t pid, uint16_t writer_id, uint32_t chunk_id,
+        uint16_t num_fragments, uint8_t chunk_flags, bool chunk_complete,
+        const uint8_t *src, size_t size)
+{
+    if (!b)
+        return;
+    if (b->read_only || b->discard_stop) {
+        b->stats.chunks_discarded++;
+        return;
+    }
+    /* Any write restarts reading (tb_begin_read() is expected next). */
+    b->walk.active = false;
+    b->rd = (b->wr == b->used_size) ? 0 : b->wr;
+    if (!src)
+        size = 0;
+
+    uint8_t flags = chunk_flags & TB__ABI_FLAGS;
+    if (!chunk_complete) {
+        flags |= TB__F_INCOMPLETE;
+        if (num_fragments > 0) {
+            num_fragments--;
+            flags &= (uint8_t)~(TB_CHUNK_LAST_PACKET_CONTINUES_ON_NEXT |
+                                TB_CHUNK_NEEDS_PATCHING);
+        }
+    }
+
+    /* Tokenize the untrusted payload: F = valid prefix. Roles do not matter
+     * here; the stored copy is tokenized again for its facts. */
+    uint32_t tok_size = size > TB__MAX_PAYLOAD ? TB__MAX_PAYLOAD + 1u
+                                               : (uint32_t)size;
+    uint32_t frags_size = 0;
+    bool writer_abort = false;
+    for (uint32_t i = 0; i < num_fragments; i++) {
+        tb__frag f;
+        int t = tb__next_frag(src, tok_size, &frags_size, flags, &f);
+        if (t == TB__FRAG_OK)
+            continue;
+        if (t == TB__FRAG_DROP)
+            writer_abort = true;
+        else
+            b->stats.abi_violations++;
+        break;
+    }
+    size_t reserved = chunk_complete ? frags_size : size;
+    size_t outer = tb__outer(reserved);
+    uint32_t key = ((uint32_t)producer_id << 16) | writer_id;
+    if (reserved > TB__MAX_PAYLOAD || outer > b->size || key == 0) {
+        b->stats.abi_violations++;
+        return;
+    }
+
+    tb__seq *s = tb__seq_get_or_create(b, key, producer_id, writer_id, uid,
+                                       pid);
+    if (!s) {
+        b->stats.chunks_discarded++; /* out of memory */
+        return;
+    }
+    if (writer_abort) {
+        b->stats.trace_writer_packet_loss++;
+        s->loss |= TB_LOSS_PRESENT | TB_LOSS_WRITER_ABORT;
+    }
+
+    uint32_t skip = 0;
+    if (s->has_last) {
+        if (chunk_id == s->last_id && s->last_incomplete &&
+            s->last_payload_size < frags_size) {
+            skip = s->last_payload_size; /* re-admit */
+        } else if (tb__id_cmp(chunk_id, s->last_id) <= 0) {
+            b->stats.chunks_discarded++;
+            return;
+        }
+    }
+
+    uint32_t idx;
+    if (s->count > 0 &&
+        tb__id_cmp(chunk_id, tb__ring_at(s, s->count - 1)->chunk_id) <= 0 &&
+        tb__seq_find_chunk(s, chunk_id, &idx)) {
+        if (recommit(b, s, idx, flags, chunk_complete, src, frags_size,
+                     &skip))
+            return;
+    }
+
+    if (outer > b->size - b->wr) {
+        if (b->policy == TB_DISCARD) {
+            b->discard_stop = true;
+            b->stats.chunks_discarded++;
+            return;
+        }
+        if (b->wr < b->size)
+            evict(b, b->wr, b->size - b->wr);
+        b->wr = 0;
+        b->stats.write_wrap_count++;
+    }
+    evict(b, b->wr, outer);
+
+    /* The sequences array may have moved? No: eviction never creates
+     * sequences, so s is still valid. */
+    uint32_t off = (uint32_t)b->wr;
+    tb__rec *r = tb__rec_at(b, off);
+    r->chunk_id = chunk_id;
+    r->pri_wri_id = key;
+    r->size = (uint16_t)reserved;
+    r->payload_size = (uint16_t)frags_size;
+    r->payload_avail = (uint16_t)(frags_size - skip);
+    r->flags = flags;
+    memcpy(tb__payload(b, off), src, frags_size);
+    r->facts = tb__compute_facts(tb__payload(b, off), frags_size, flags);
+    if (b->wr + outer > b->used_size)
+        b->used_size = b->wr + outer;
+
+    uint32_t pos = s->count;
+    if (pos > 0 &&
+        tb__id_cmp(chunk_id, tb__ring_at(s, pos - 1)->chunk_id) < 0) {
+        pos = tb__seq_lower_bound(s, chunk_id);
+        b->stats.chunks_committed_out_of_order++;
+    }
+    if (tb__seq_insert(s, pos, chunk_id, off) < 0) {
+        /* Out of memory: the record cannot be indexed; make it padding. */
+        memset(r, 0, sizeof(*r));
+        r->size = (uint16_t)reserved;
+        b->stats.chunks_discarded++;
+        b->wr += outer;
+        return;
+    }
+    if (s->count == 1 && s->counted_empty) {
+        s->counted_empty = false;
+        b->empty_seqs--;
+    }
+    b->wr += outer;
+    b->stats.chunks_written++;
+    b->stats.bytes_written += outer;
+    tb__seq_gc(b);
+}
+
+SHMTRACE_API bool tb_try_patch_chunk(tb_buffer *b, uint16_t producer_id,
+        uint16_t writer_id, uint32_t chunk_id, const tb_patch *patches,
+        size_t npatches, bool other_patches_pending)
+{
+    if (!b)
+        return false;
+    tb__seq *s = b->read_only ? NULL :
+        tb__seq_find(b, ((uint32_t)producer_id << 16) | writer_id);
+    uint32_t idx;
+    if (!s || !tb__seq_find_chunk(s, chunk_id, &idx) ||
+        (npatches > 0 && !patches)) {
+        b->stats.patches_failed++;
+        return false;
+    }
+    uint32_t off = tb__ring_at(s, idx)->off;
+    tb__rec *r = tb__rec_at(b, off);
+    uint32_t payload_size = r->payload_size;
+    for (size_t i = 0; i < npatches; i++) {
+        if (payload_size < 4 || patches[i].offset > payload_size - 4) {
+            b->stats.patches_failed++;
+            return false;
+        }
+        memcpy(tb__payload(b, off) + patches[i].offset, patches[i].data, 4);
+        r->facts = 0; /* bytes changed: facts no longer trusted */
+    }
+    b->stats.patches_succeeded += npatches;
+    if (!other_patches_pending)
+        r->flags &= (uint8_t)~TB_CHUNK_NEEDS_PATCHING;
+    return true;
+}

@@ -1,0 +1,355 @@
+/*
+ * check_tb_basic.c - libbuf: creation, the basic copy/read path, ring
+ * wrap-around and DISCARD (spec trace-buffer.md §1, §2, §4, §7).
+ */
+#include <errno.h>
+#include <stdlib.h>
+
+#include "tb_testutil.h"
+
+/* --- create ------------------------------------------------------------ */
+
+START_TEST(test_create_rounds_up_to_page)
+{
+    tb_buffer *b = tb_create(1, TB_RING_BUFFER);
+    ck_assert_ptr_nonnull(b);
+    ck_assert_uint_eq(tb_size(b), 4096);
+    ck_assert_uint_eq(TBT_STAT(b, buffer_size), 4096);
+    ck_assert_uint_eq(tb_used_size(b), 0);
+    ck_assert_int_eq(tb_policy(b), TB_RING_BUFFER);
+    tb_destroy(b);
+    b = tb_create(4097, TB_DISCARD);
+    ck_assert_uint_eq(tb_size(b), 8192);
+    ck_assert_int_eq(tb_policy(b), TB_DISCARD);
+    tb_destroy(b);
+}
+END_TEST
+
+START_TEST(test_create_rejects_zero_and_huge)
+{
+    errno = 0;
+    ck_assert_ptr_null(tb_create(0, TB_RING_BUFFER));
+    ck_assert_int_eq(errno, EINVAL);
+    errno = 0;
+    ck_assert_ptr_null(tb_create(((size_t)4 << 30) + 1, TB_RING_BUFFER));
+    ck_assert_int_eq(errno, EINVAL);
+    tb_destroy(NULL); /* no-op */
+}
+END_TEST
+
+START_TEST(test_create_empty_buffer_reads_nothing)
+{
+    tb_buffer *b = tb_create(4096, TB_RING_BUFFER);
+    tb_begin_read(b);
+    tb_packet pkt;
+    ck_assert(!tb_read_next_packet(b, &pkt, NULL, NULL));
+    ck_assert(!tb_read_next_packet(b, &pkt, NULL, NULL));
+    tb_destroy(b);
+}
+END_TEST
+
+/* --- read -------------------------------------------------------------- */
+
+START_TEST(test_read_single_chunk_packets_in_order)
+{
+    tb_buffer *b = tb_create(4096, TB_RING_BUFFER);
+    uint32_t sizes[] = {10, 200, 1, 127};
+    tbt_commit_sizes(b, 7, 100, 0, sizes, 4, 0x10);
+    tbt_pkts ps = tbt_read_all(b);
+    ck_assert_uint_eq(ps.n, 4);
+    for (size_t i = 0; i < 4; i++) {
+        ck_assert_uint_eq(ps.p[i].size, sizes[i]);
+        ck_assert_uint_eq(ps.p[i].nslices, 1);
+        ck_assert(tbt_pattern_ok(ps.p[i].data, sizes[i],
+                                 (uint8_t)(0x10 + i)));
+        ck_assert_uint_eq(ps.p[i].props.producer_id, 1);
+        ck_assert_uint_eq(ps.p[i].props.writer_id, 7);
+        ck_assert_uint_eq(ps.p[i].props.uid, 1000);
+        ck_assert_int_eq(ps.p[i].props.pid, 42);
+        ck_assert_uint_eq(ps.p[i].loss, 0);
+    }
+    tbt_free(&ps);
+    /* Reads are destructive. */
+    ps = tbt_read_all(b);
+    ck_assert_uint_eq(ps.n, 0);
+    const tb_stats *st = tb_get_stats(b);
+    ck_assert_uint_eq(st->chunks_written, 1);
+    ck_assert_uint_eq(st->chunks_read, 1);
+    ck_assert_uint_eq(st->bytes_written, st->bytes_read);
+    tb_destroy(b);
+}
+END_TEST
+
+START_TEST(test_read_record_size_is_fragments_aligned_to_16)
+{
+    tb_buffer *b = tb_create(4096, TB_RING_BUFFER);
+    tbt_chunk c;
+    tbt_reset(&c);
+    tbt_frag(&c, 10, 1);              /* 11 bytes of fragments */
+    memset(c.data + c.size, 0xEE, 50); /* garbage after the fragments */
+    c.size += 50;
+    tbt_commit(b, 1, 1, 0, &c);
+    ck_assert_uint_eq(TBT_STAT(b, bytes_written), 32); /* 16 + 11 -> 32 */
+    ck_assert_uint_eq(tb_used_size(b), 32);
+    ck_assert_uint_eq(TBT_STAT(b, abi_violations), 0);
+    tb_destroy(b);
+}
+END_TEST
+
+START_TEST(test_read_null_props_and_loss)
+{
+    tb_buffer *b = tb_create(4096, TB_RING_BUFFER);
+    uint32_t sizes[] = {5};
+    tbt_commit_sizes(b, 1, 1, 0, sizes, 1, 0);
+    tb_begin_read(b);
+    tb_packet pkt;
+    ck_assert(tb_read_next_packet(b, &pkt, NULL, NULL));
+    ck_assert_uint_eq(pkt.size, 5);
+    ck_assert(!tb_read_next_packet(b, &pkt, NULL, NULL));
+    tb_destroy(b);
+}
+END_TEST
+
+START_TEST(test_read_empty_packets_skipped)
+{
+    tb_buffer *b = tb_create(4096, TB_RING_BUFFER);
+    uint32_t sizes[] = {0, 3, 0, 0, 4, 0};
+    tbt_commit_sizes(b, 1, 1, 0, sizes, 6, 0);
+    tbt_pkts ps = tbt_read_all(b);
+    ck_assert_uint_eq(ps.n, 2);
+    ck_assert_uint_eq(ps.p[0].size, 3);
+    ck_assert_uint_eq(ps.p[1].size, 4);
+    tbt_free(&ps);
+    ck_assert_uint_eq(TBT_STAT(b, chunks_read), 1);
+    tb_destroy(b);
+}
+END_TEST
+
+START_TEST(test_read_two_sequences_buffer_order)
+{
+    tb_buffer *b = tb_create(4096, TB_RING_BUFFER);
+    uint32_t one[] = {8};
+    tbt_commit_sizes(b, 1, 1, 0, one, 1, 1); /* A1 */
+    tbt_commit_sizes(b, 2, 1, 0, one, 1, 2); /* B1 */
+    tbt_commit_sizes(b, 1, 2, 0, one, 1, 3); /* A2 */
+    tbt_commit_sizes(b, 2, 2, 0, one, 1, 4); /* B2 */
+    tbt_pkts ps = tbt_read_all(b);
+    ck_assert_uint_eq(ps.n, 4);
+    for (size_t i = 0; i < 4; i++)
+        ck_assert_uint_eq(ps.p[i].data[0], (uint8_t)(i + 1));
+    ck_assert_uint_eq(ps.p[0].props.writer_id, 1);
+    ck_assert_uint_eq(ps.p[1].props.writer_id, 2);
+    tbt_free(&ps);
+    tb_destroy(b);
+}
+END_TEST
+
+START_TEST(test_read_interleaved_with_writes)
+{
+    tb_buffer *b = tb_create(4096, TB_RING_BUFFER);
+    uint32_t one[] = {8};
+    for (uint32_t id = 1; id <= 5; id++) {
+        tbt_commit_sizes(b, 1, id, 0, one, 1, (uint8_t)id);
+        tbt_pkts ps = tbt_read_all(b);
+        ck_assert_uint_eq(ps.n, 1);
+        ck_assert_uint_eq(ps.p[0].data[0], (uint8_t)id);
+        ck_assert_uint_eq(ps.p[0].loss, 0);
+        tbt_free(&ps);
+    }
+    tb_destroy(b);
+}
+END_TEST
+
+/* --- ring -------------------------------------------------------------- */
+
+/* 4096-byte buffer, chunks of 1000 fragment bytes -> outer 1024: four fit. */
+static void commit_kb(tb_buffer *b, uint16_t w, uint32_t id, uint8_t seed)
+{
+    tbt_chunk c;
+    tbt_reset(&c);
+    tbt_frag4(&c, 996, seed);
+    tbt_commit(b, w, id, 0, &c);
+}
+
+START_TEST(test_ring_exact_fill_then_wrap_overwrites_oldest)
+{
+    tb_buffer *b = tb_create(4096, TB_RING_BUFFER);
+    for (uint32_t id = 1; id <= 4; id++)
+        commit_kb(b, 1, id, (uint8_t)id);
+    ck_assert_uint_eq(TBT_STAT(b, write_wrap_count), 0);
+    ck_assert_uint_eq(tb_used_size(b), 4096);
+    commit_kb(b, 1, 5, 5);
+    ck_assert_uint_eq(TBT_STAT(b, write_wrap_count), 1);
+    ck_assert_uint_eq(TBT_STAT(b, chunks_overwritten), 1);
+    ck_assert_uint_eq(TBT_STAT(b, bytes_overwritten), 1024);
+    tbt_pkts ps = tbt_read_all(b);
+    ck_assert_uint_eq(ps.n, 4);
+    for (size_t i = 0; i < 4; i++)
+        ck_assert_uint_eq(ps.p[i].data[0], (uint8_t)(i + 2));
+    ck_assert_uint_eq(ps.p[0].loss, TB_LOSS_PRESENT | TB_LOSS_OVERWRITE);
+    for (size_t i = 1; i < 4; i++)
+        ck_assert_uint_eq(ps.p[i].loss, 0);
+    tbt_free(&ps);
+    tb_destroy(b);
+}
+END_TEST
+
+START_TEST(test_ring_many_laps_keeps_newest)
+{
+    tb_buffer *b = tb_create(4096, TB_RING_BUFFER);
+    for (uint32_t id = 1; id <= 103; id++)
+        commit_kb(b, 1, id, (uint8_t)id);
+    tbt_pkts ps = tbt_read_all(b);
+    ck_assert_uint_eq(ps.n, 4);
+    for (size_t i = 0; i < 4; i++)
+        ck_assert_uint_eq(ps.p[i].data[0], (uint8_t)(100 + i));
+    ck_assert_uint_eq(ps.p[0].loss, TB_LOSS_PRESENT | TB_LOSS_OVERWRITE);
+    tbt_free(&ps);
+    ck_assert_uint_eq(TBT_STAT(b, chunks_overwritten), 99);
+    ck_assert_uint_eq(TBT_STAT(b, chunks_written), 103);
+    tb_destroy(b);
+}
+END_TEST
+
+START_TEST(test_ring_partial_overlap_leaves_padding)
+{
+    tb_buffer *b = tb_create(4096, TB_RING_BUFFER);
+    for (uint32_t id = 1; id <= 4; id++)
+        commit_kb(b, 1, id, (uint8_t)id);
+    /* 4 + 1516 fragment bytes: outer 1536 covers record 1 and half of 2. */
+    tbt_chunk c;
+    tbt_reset(&c);
+    tbt_frag4(&c, 1516, 9);
+    tbt_commit(b, 2, 1, 0, &c);
+    ck_assert_uint_eq(TBT_STAT(b, chunks_overwritten), 2);
+    ck_assert_uint_eq(TBT_STAT(b, padding_bytes_written), 512);
+    tbt_pkts ps = tbt_read_all(b);
+    ck_assert_uint_eq(ps.n, 3);
+    ck_assert_uint_eq(ps.p[0].data[0], 3);
+    ck_assert_uint_eq(ps.p[0].loss, TB_LOSS_PRESENT | TB_LOSS_OVERWRITE);
+    ck_assert_uint_eq(ps.p[1].data[0], 4);
+    ck_assert_uint_eq(ps.p[2].data[0], 9);
+    ck_assert_uint_eq(ps.p[2].props.writer_id, 2);
+    ck_assert_uint_eq(ps.p[2].loss, 0);
+    tbt_free(&ps);
+    tb_destroy(b);
+}
+END_TEST
+
+START_TEST(test_ring_overwrite_of_read_chunks_is_no_loss)
+{
+    tb_buffer *b = tb_create(4096, TB_RING_BUFFER);
+    for (uint32_t id = 1; id <= 4; id++)
+        commit_kb(b, 1, id, (uint8_t)id);
+    tbt_pkts ps = tbt_read_all(b);
+    ck_assert_uint_eq(ps.n, 4);
+    tbt_free(&ps);
+    commit_kb(b, 1, 5, 5);
+    ck_assert_uint_eq(TBT_STAT(b, chunks_overwritten), 0);
+    ck_assert_uint_eq(TBT_STAT(b, padding_bytes_cleared), 1024);
+    ps = tbt_read_all(b);
+    ck_assert_uint_eq(ps.n, 1);
+    ck_assert_uint_eq(ps.p[0].loss, 0);
+    tbt_free(&ps);
+    tb_destroy(b);
+}
+END_TEST
+
+START_TEST(test_ring_chunk_larger_than_buffer_rejected)
+{
+    tb_buffer *b = tb_create(4096, TB_RING_BUFFER);
+    tbt_chunk c;
+    tbt_reset(&c);
+    tbt_frag4(&c, 4080, 1); /* 4084 + 16 > 4096 */
+    tbt_commit(b, 1, 1, 0, &c);
+    ck_assert_uint_eq(TBT_STAT(b, abi_violations), 1);
+    ck_assert_uint_eq(TBT_STAT(b, chunks_written), 0);
+    tbt_reset(&c);
+    tbt_frag4(&c, 4076, 1); /* exactly 4096 */
+    tbt_commit(b, 1, 1, 0, &c);
+    ck_assert_uint_eq(TBT_STAT(b, chunks_written), 1);
+    tbt_pkts ps = tbt_read_all(b);
+    ck_assert_uint_eq(ps.n, 1);
+    tbt_free(&ps);
+    tb_destroy(b);
+}
+END_TEST
+
+/* --- discard ----------------------------------------------------------- */
+
+START_TEST(test_discard_stops_at_end_even_if_read)
+{
+    tb_buffer *b = tb_create(4096, TB_DISCARD);
+    for (uint32_t id = 1; id <= 4; id++)
+        commit_kb(b, 1, id, (uint8_t)id);
+    tbt_pkts ps = tbt_read_all(b);
+    ck_assert_uint_eq(ps.n, 4);
+    tbt_free(&ps);
+    commit_kb(b, 1, 5, 5);
+    commit_kb(b, 1, 6, 6);
+    ck_assert_uint_eq(TBT_STAT(b, chunks_discarded), 2);
+    ck_assert_uint_eq(TBT_STAT(b, write_wrap_count), 0);
+    ps = tbt_read_all(b);
+    ck_assert_uint_eq(ps.n, 0);
+    tbt_free(&ps);
+    tb_destroy(b);
+}
+END_TEST
+
+START_TEST(test_discard_small_chunk_after_stop_also_dropped)
+{
+    tb_buffer *b = tb_create(4096, TB_DISCARD);
+    for (uint32_t id = 1; id <= 3; id++)
+        commit_kb(b, 1, id, (uint8_t)id);
+    tbt_chunk c;
+    tbt_reset(&c);
+    tbt_frag4(&c, 1496, 9); /* does not fit in the last 1024 */
+    tbt_commit(b, 1, 4, 0, &c);
+    uint32_t one[] = {8};
+    tbt_commit_sizes(b, 1, 5, 0, one, 1, 5); /* would fit, stopped */
+    ck_assert_uint_eq(TBT_STAT(b, chunks_discarded), 2);
+    tbt_pkts ps = tbt_read_all(b);
+    ck_assert_uint_eq(ps.n, 3);
+    tbt_free(&ps);
+    tb_destroy(b);
+}
+END_TEST
+
+static Suite *tb_basic_suite(void)
+{
+    Suite *s = suite_create("tb_basic");
+    TCase *tc = tcase_create("create");
+    tcase_add_test(tc, test_create_rounds_up_to_page);
+    tcase_add_test(tc, test_create_rejects_zero_and_huge);
+    tcase_add_test(tc, test_create_empty_buffer_reads_nothing);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("read");
+    tcase_add_test(tc, test_read_single_chunk_packets_in_order);
+    tcase_add_test(tc, test_read_record_size_is_fragments_aligned_to_16);
+    tcase_add_test(tc, test_read_null_props_and_loss);
+    tcase_add_test(tc, test_read_empty_packets_skipped);
+    tcase_add_test(tc, test_read_two_sequences_buffer_order);
+    tcase_add_test(tc, test_read_interleaved_with_writes);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("ring");
+    tcase_add_test(tc, test_ring_exact_fill_then_wrap_overwrites_oldest);
+    tcase_add_test(tc, test_ring_many_laps_keeps_newest);
+    tcase_add_test(tc, test_ring_partial_overlap_leaves_padding);
+    tcase_add_test(tc, test_ring_overwrite_of_read_chunks_is_no_loss);
+    tcase_add_test(tc, test_ring_chunk_larger_than_buffer_rejected);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("discard");
+    tcase_add_test(tc, test_discard_stops_at_end_even_if_read);
+    tcase_add_test(tc, test_discard_small_chunk_after_stop_also_dropped);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(tb_basic_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

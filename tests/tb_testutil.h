@@ -1,0 +1,165 @@
+/*
+ * tb_testutil.h - helpers for the libbuf Check tests: build chunk payloads
+ * (fragments with 1- or 4-byte varint headers, recognisable contents) and
+ * read whole buffers back into owned copies.
+ *
+ * Packet contents: fragment data bytes are filled with (seed + i) & 0xFF, so
+ * a test can check a reassembled packet is the right bytes in the right
+ * order with tbt_pattern_ok().
+ */
+#ifndef TESTS_TB_TESTUTIL_H
+#define TESTS_TB_TESTUTIL_H
+
+#include <check.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <shmtrace/trace_buffer.h>
+
+#define TBT_MAX_CHUNK 65536
+
+/* A chunk being assembled. */
+typedef struct {
+    uint8_t data[TBT_MAX_CHUNK];
+    size_t size;
+    uint16_t nfrags;
+} tbt_chunk;
+
+static inline void tbt_reset(tbt_chunk *c)
+{
+    c->size = 0;
+    c->nfrags = 0;
+}
+
+/* Appends a 4-byte redundant varint (what the writer emits). */
+static inline void tbt_put_varint4(tbt_chunk *c, uint32_t v)
+{
+    for (int i = 0; i < 4; i++)
+        c->data[c->size++] = (uint8_t)(((v >> (7 * i)) & 0x7Fu) |
+                                       (i < 3 ? 0x80u : 0u));
+}
+
+/* Appends a canonical varint. */
+static inline void tbt_put_varint(tbt_chunk *c, uint64_t v)
+{
+    do {
+        uint8_t byte = v & 0x7Fu;
+        v >>= 7;
+        c->data[c->size++] = (uint8_t)(byte | (v ? 0x80u : 0u));
+    } while (v);
+}
+
+/* Appends one fragment of `size` bytes filled from `seed`. */
+static inline void tbt_frag(tbt_chunk *c, uint32_t size, uint8_t seed)
+{
+    if (size < 127)
+        tbt_put_varint(c, size);
+    else
+        tbt_put_varint4(c, size);
+    for (uint32_t i = 0; i < size; i++)
+        c->data[c->size++] = (uint8_t)(seed + i);
+    c->nfrags++;
+}
+
+/* Same, with a 4-byte header whatever the size. */
+static inline void tbt_frag4(tbt_chunk *c, uint32_t size, uint8_t seed)
+{
+    tbt_put_varint4(c, size);
+    for (uint32_t i = 0; i < size; i++)
+        c->data[c->size++] = (uint8_t)(seed + i);
+    c->nfrags++;
+}
+
+/* Copies a complete chunk of producer 1 (uid 1000, pid 42). */
+static inline void tbt_commit(tb_buffer *b, uint16_t writer, uint32_t id,
+                              uint8_t flags, const tbt_chunk *c)
+{
+    tb_copy_chunk_untrusted(b, 1, 1000, 42, writer, id, c->nfrags, flags,
+                            true, c->data, c->size);
+}
+
+/* One-fragment-per-packet chunk, fragments of the given sizes. */
+static inline void tbt_commit_sizes(tb_buffer *b, uint16_t writer,
+                                    uint32_t id, uint8_t flags,
+                                    const uint32_t *sizes, size_t n,
+                                    uint8_t seed)
+{
+    static tbt_chunk c;
+    tbt_reset(&c);
+    for (size_t i = 0; i < n; i++)
+        tbt_frag(&c, sizes[i], (uint8_t)(seed + i));
+    tbt_commit(b, writer, id, flags, &c);
+}
+
+/* A packet read back, copied out of the buffer. */
+typedef struct {
+    uint8_t *data;
+    size_t size;
+    size_t nslices;
+    tb_seq_props props;
+    uint32_t loss;
+} tbt_pkt;
+
+typedef struct {
+    tbt_pkt *p;
+    size_t n;
+} tbt_pkts;
+
+static inline void tbt_free(tbt_pkts *ps)
+{
+    for (size_t i = 0; i < ps->n; i++)
+        free(ps->p[i].data);
+    free(ps->p);
+    ps->p = NULL;
+    ps->n = 0;
+}
+
+/* Reads until tb_read_next_packet returns false (no tb_begin_read). */
+static inline tbt_pkts tbt_read_more(tb_buffer *b)
+{
+    tbt_pkts ps = {NULL, 0};
+    tb_packet pkt;
+    tb_seq_props props;
+    uint32_t loss;
+    while (tb_read_next_packet(b, &pkt, &props, &loss)) {
+        ps.p = realloc(ps.p, (ps.n + 1) * sizeof(*ps.p));
+        ck_assert_ptr_nonnull(ps.p);
+        tbt_pkt *o = &ps.p[ps.n++];
+        o->data = malloc(pkt.size + 1);
+        ck_assert_ptr_nonnull(o->data);
+        size_t pos = 0;
+        for (size_t i = 0; i < pkt.nslices; i++) {
+            ck_assert_uint_gt(pkt.slices[i].size, 0);
+            memcpy(o->data + pos, pkt.slices[i].data, pkt.slices[i].size);
+            pos += pkt.slices[i].size;
+        }
+        ck_assert_uint_eq(pos, pkt.size);
+        o->size = pkt.size;
+        o->nslices = pkt.nslices;
+        o->props = props;
+        o->loss = loss;
+    }
+    return ps;
+}
+
+/* tb_begin_read + read everything. */
+static inline tbt_pkts tbt_read_all(tb_buffer *b)
+{
+    tb_begin_read(b);
+    return tbt_read_more(b);
+}
+
+/* True if data is the fill pattern of one fragment of `seed`. */
+static inline int tbt_pattern_ok(const uint8_t *data, size_t size,
+                                 uint8_t seed)
+{
+    for (size_t i = 0; i < size; i++)
+        if (data[i] != (uint8_t)(seed + i))
+            return 0;
+    return 1;
+}
+
+#define TBT_STAT(b, field) (tb_get_stats(b)->field)
+
+#endif /* TESTS_TB_TESTUTIL_H */
