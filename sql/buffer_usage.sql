@@ -5,7 +5,7 @@
 -- chunks_overwritten (RING_BUFFER) and chunks_discarded (DISCARD) are the
 -- central-buffer losses of docs/concepts/buffers.md.
 .headers on
-.mode column
+.mode line
 
 SELECT idx, size, fill_policy, mode, used, used_pct,
        bytes_written, bytes_read, bytes_overwritten,
