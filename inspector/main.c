@@ -5,6 +5,7 @@
  * All the work is in ins_inspect.c; this file parses the command line,
  * prints the outcome and maps it to the documented exit codes.
  */
+#include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -12,6 +13,7 @@
 #include <string.h>
 
 #include "ins_inspect.h"
+#include "ins_live.h"
 
 #ifndef INS_VERSION
 #define INS_VERSION "unknown"
@@ -24,6 +26,7 @@ static void usage(FILE *out)
 {
     fprintf(out,
 "Usage: shmtrace-inspect [OPTIONS] TRACE\n"
+"       shmtrace-inspect [OPTIONS] --live -o FILE [--session-name S]\n"
 "Turn a Perfetto-format trace (a shmtrace or Perfetto trace file) into an\n"
 "SQLite database whose `stats` table matches Perfetto trace processor's,\n"
 "plus packet, sequence, data_loss, buffer_config and the buffer view.\n"
@@ -37,6 +40,16 @@ static void usage(FILE *out)
 "      --no-progress     never show progress (default: on a terminal,\n"
 "                        for inputs taking more than a second)\n"
 "  -q, --quiet           no summary line\n"
+"\n"
+"Live sessions (a snapshot through CloneSession; the session goes on):\n"
+"      --live            inspect a running session instead of a file\n"
+"      --session-name S  the session with unique_session_name S\n"
+"      --session-id N    the session with id N (default: the service\n"
+"                        picks, e.g. the only one)\n"
+"      --socket PATH     consumer socket (default $PERFETTO_CONSUMER_SOCK_NAME,\n"
+"                        else Perfetto's default path)\n"
+"      --keep-trace F    also keep the cloned trace in F\n"
+"\n"
 "  -h, --help            this text\n"
 "  -V, --version         print the version\n"
 "\n"
@@ -53,13 +66,16 @@ static void usage(FILE *out)
 "     looks like: gzip, SQLite, JSON, text...); no database written\n"
 "  3  truncated or malformed trace: the database holds every packet before\n"
 "     the problem, whose byte offset is printed (and in trace_info)\n"
-"  4  the database could not be written\n",
+"  4  the database could not be written\n"
+"  5  --live: the session could not be cloned (no service, no session)\n",
             INS_DEFAULT_BATCH_PACKETS, INS_PKGDATADIR, INS_PKGDATADIR);
 }
 
 int main(int argc, char **argv)
 {
-    enum { OPT_NO_PACKETS = 256, OPT_BATCH, OPT_PROGRESS, OPT_NO_PROGRESS };
+    enum { OPT_NO_PACKETS = 256, OPT_BATCH, OPT_PROGRESS, OPT_NO_PROGRESS,
+           OPT_LIVE, OPT_SESSION_NAME, OPT_SESSION_ID, OPT_SOCKET,
+           OPT_KEEP_TRACE };
     static const struct option longopts[] = {
         {"output", required_argument, NULL, 'o'},
         {"force", no_argument, NULL, 'f'},
@@ -68,11 +84,17 @@ int main(int argc, char **argv)
         {"progress", no_argument, NULL, OPT_PROGRESS},
         {"no-progress", no_argument, NULL, OPT_NO_PROGRESS},
         {"quiet", no_argument, NULL, 'q'},
+        {"live", no_argument, NULL, OPT_LIVE},
+        {"session-name", required_argument, NULL, OPT_SESSION_NAME},
+        {"session-id", required_argument, NULL, OPT_SESSION_ID},
+        {"socket", required_argument, NULL, OPT_SOCKET},
+        {"keep-trace", required_argument, NULL, OPT_KEEP_TRACE},
         {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, 'V'},
         {NULL, 0, NULL, 0}};
     ins_options o = {.progress = -1};
-    bool quiet = false;
+    ins_live_options lo = {.session_id = UINT64_MAX};
+    bool quiet = false, live = false;
     int c;
     while ((c = getopt_long(argc, argv, "o:fqhV", longopts, NULL)) != -1) {
         switch (c) {
@@ -91,6 +113,23 @@ int main(int argc, char **argv)
             o.batch_packets = (uint32_t)v;
             break;
         }
+        case OPT_LIVE: live = true; break;
+        case OPT_SESSION_NAME: lo.session_name = optarg; live = true; break;
+        case OPT_SESSION_ID: {
+            char *end;
+            errno = 0;
+            unsigned long long v = strtoull(optarg, &end, 10);
+            if (*end || end == optarg || errno) {
+                fprintf(stderr, "shmtrace-inspect: --session-id wants a "
+                        "number, not '%s'\n", optarg);
+                return INS_EXIT_USAGE;
+            }
+            lo.session_id = v;
+            live = true;
+            break;
+        }
+        case OPT_SOCKET: lo.socket = optarg; break;
+        case OPT_KEEP_TRACE: lo.keep_trace = optarg; break;
         case OPT_PROGRESS: o.progress = 1; break;
         case OPT_NO_PROGRESS: o.progress = 0; break;
         case 'h': usage(stdout); return INS_EXIT_OK;
@@ -100,6 +139,32 @@ int main(int argc, char **argv)
             fprintf(stderr, "Try 'shmtrace-inspect --help'.\n");
             return INS_EXIT_USAGE;
         }
+    }
+    if (live) {
+        if (optind != argc || o.output_path == NULL) {
+            fprintf(stderr, "shmtrace-inspect: --live takes no TRACE and "
+                    "needs -o FILE\nTry 'shmtrace-inspect --help'.\n");
+            return INS_EXIT_USAGE;
+        }
+        if (lo.session_name && lo.session_id != UINT64_MAX) {
+            fprintf(stderr, "shmtrace-inspect: give --session-name or "
+                    "--session-id, not both\n");
+            return INS_EXIT_USAGE;
+        }
+        ins_result res;
+        ins_exit st = ins_live(&lo, &o, &res);
+        if (st != INS_EXIT_OK)
+            fprintf(stderr, "shmtrace-inspect: %s\n", res.message);
+        else if (!quiet)
+            fprintf(stderr, "shmtrace-inspect: wrote %s: %" PRIu64
+                    " packets from the live session\n", o.output_path,
+                    res.packets);
+        return (int)st;
+    }
+    if (lo.socket || lo.keep_trace) {
+        fprintf(stderr, "shmtrace-inspect: --socket and --keep-trace go "
+                "with --live\n");
+        return INS_EXIT_USAGE;
     }
     if (optind != argc - 1) {
         fprintf(stderr, "shmtrace-inspect: %s\nTry 'shmtrace-inspect "

@@ -71,3 +71,8 @@ INS_GOLDEN_FILES = tests/data/README.perfetto.md \
 	tests/data/inflate_text.zsto tests/data/inflate_text.gz \
 	tests/data/bomb.zlib
 EXTRA_DIST += $(INS_GOLDEN_FILES)
+
+# --live against the real daemon, producer and `shmtrace record`
+# (scripted; uses the service's tests/e2e_lib.sh; skips if not built).
+dist_check_SCRIPTS += tests/check_ins_live.sh
+TESTS += tests/check_ins_live.sh
