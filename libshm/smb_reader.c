@@ -1,0 +1,286 @@
+/*
+ * smb_reader.c - service-side SMB reader (see smb_reader.h for the rules).
+ *
+ * Design: the reader keeps only trusted geometry plus a 64 KiB scratch
+ * buffer. For each chunk it (1) bounds the indices against the trusted page
+ * count and the layout read ONCE from the live page word, (2) wins the chunk
+ * with the ABI's CAS (Complete -> BeingRead), (3) reads the header fields
+ * once into locals, (4) copies the payload into scratch so that libbuf
+ * tokenizes bytes the producer can no longer change, (5) frees the chunk.
+ * A scrape does (1), (3), (4) without touching states.
+ *
+ * What counts as an ABI violation here (the fragment-level checks are
+ * libbuf's): reserved bit 31 of a page word set, state bits set for chunk
+ * indices beyond the layout, a reserved layout (6/7) with chunk bits, a
+ * header whose writer_id is outside 1..32767 or whose flags use bits 3..5.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <shmtrace/smb_abi.h>
+
+#include "smb_reader.h"
+
+_Static_assert(sizeof(smb_patch) == sizeof(tb_patch), "patch layouts");
+_Static_assert(offsetof(smb_patch, data) == offsetof(tb_patch, data),
+               "patch layouts");
+
+#define MAX_PATCHES_PER_GROUP 1024u
+
+struct smb_reader {
+    uint8_t *base;            /* borrowed mapping (untrusted contents) */
+    size_t num_pages;
+    uint32_t page_size;
+    uint16_t producer_id;     /* trusted identity of the peer */
+    uint32_t uid;
+    int32_t pid;
+    smb_reader_stats stats;
+    uint8_t scratch[SMB_MAX_CHUNK_SIZE];  /* private copy of one payload */
+};
+
+smb_reader *smb_reader_create(uint8_t *base, size_t size, uint32_t page_size,
+                              uint16_t producer_id, uint32_t uid, int32_t pid)
+{
+    smb_reader *r;
+    if (base == NULL || !smb_page_size_valid(page_size) || size == 0 ||
+        size % page_size != 0) {
+        errno = EINVAL;
+        return NULL;
+    }
+    r = calloc(1, sizeof(*r));
+    if (r == NULL)
+        return NULL;
+    r->base = base;
+    r->num_pages = size / page_size;
+    r->page_size = page_size;
+    r->producer_id = producer_id;
+    r->uid = uid;
+    r->pid = pid;
+    return r;
+}
+
+void smb_reader_destroy(smb_reader *r)
+{
+    free(r);
+}
+
+const smb_reader_stats *smb_reader_get_stats(const smb_reader *r)
+{
+    return &r->stats;
+}
+
+/* Checks on a page word that do not depend on one chunk: 0 or -EPROTO. */
+static int check_word(uint32_t word)
+{
+    uint32_t n = smb_layout_num_chunks(smb_word_layout(word));
+    uint32_t used = n == 0 ? 0 : (SMB_ALL_CHUNKS_MASK &
+                                  ((1u << (2u * n)) - 1u));
+    if (word & 0x80000000u)
+        return -EPROTO;
+    if ((word & SMB_ALL_CHUNKS_MASK & ~used) != 0)
+        return -EPROTO;
+    return 0;
+}
+
+/* Header fields read once; 0 or -EPROTO. */
+typedef struct {
+    uint32_t chunk_id;
+    uint16_t writer_id;
+    uint16_t count;
+    uint8_t flags;
+} header_copy;
+
+static int read_header(smb_chunk_header *c, memory_order packets_order,
+                       header_copy *out)
+{
+    uint16_t packets = atomic_load_explicit(&c->packets, packets_order);
+    out->writer_id = atomic_load_explicit(&c->writer_id,
+                                          memory_order_relaxed);
+    out->chunk_id = atomic_load_explicit(&c->chunk_id, memory_order_relaxed);
+    out->count = (uint16_t)smb_packets_count(packets);
+    out->flags = (uint8_t)smb_packets_flags(packets);
+    if (out->writer_id == 0 || out->writer_id > SMB_MAX_WRITER_ID)
+        return -EPROTO;
+    if (out->flags & ~SMB_FLAGS_MASK)
+        return -EPROTO;
+    return 0;
+}
+
+/* Copy the payload out of shared memory and hand it to libbuf. */
+static void copy_into(smb_reader *r, tb_buffer *buf, smb_chunk_header *c,
+                      uint32_t chunk_size, const header_copy *h,
+                      bool complete)
+{
+    size_t payload = chunk_size - SMB_CHUNK_HEADER_SIZE;
+    memcpy(r->scratch, smb_chunk_payload(c), payload);
+    tb_copy_chunk_untrusted(buf, r->producer_id, r->uid, r->pid,
+                            h->writer_id, h->chunk_id, h->count, h->flags,
+                            complete, r->scratch, payload);
+}
+
+int smb_reader_commit_chunk(smb_reader *r, uint32_t page, uint32_t chunk,
+                            uint32_t target_buffer, smb_resolve_fn resolve,
+                            void *ctx)
+{
+    smb_page_header *ph;
+    smb_chunk_header *c;
+    uint32_t word, layout, chunk_size;
+    header_copy h;
+    tb_buffer *buf;
+    int rc = 0;
+
+    if (page >= r->num_pages) {
+        r->stats.bad_requests++;
+        return -ERANGE;
+    }
+    ph = smb_page_at(r->base, r->page_size, page);
+    word = atomic_load_explicit(&ph->header_bitmap, memory_order_acquire);
+    layout = smb_word_layout(word);
+    if (chunk >= smb_layout_num_chunks(layout)) {
+        r->stats.bad_requests++;
+        return -ERANGE;
+    }
+    if (check_word(word) != 0)
+        r->stats.abi_violations++;      /* counted; the chunk may be fine */
+    c = smb_try_acquire_chunk_for_reading(ph, r->page_size, chunk,
+                                          &chunk_size);
+    if (c == NULL) {
+        r->stats.not_complete++;
+        return -EAGAIN;
+    }
+    if (read_header(c, memory_order_relaxed, &h) != 0) {
+        r->stats.abi_violations++;
+        rc = -EPROTO;
+    } else if ((buf = resolve(ctx, target_buffer, h.writer_id)) == NULL) {
+        r->stats.chunks_discarded++;
+        rc = -ENOENT;
+    } else {
+        copy_into(r, buf, c, chunk_size, &h, true);
+        r->stats.chunks_moved++;
+    }
+    if (smb_release_chunk_as_free(ph, r->page_size, chunk) != 0)
+        r->stats.abi_violations++;      /* someone changed our chunk */
+    return rc;
+}
+
+int smb_reader_commit_data(smb_reader *r, const uint8_t *data, size_t len,
+                           bool complete, uint32_t target_buffer,
+                           smb_resolve_fn resolve, void *ctx)
+{
+    header_copy h;
+    uint16_t packets;
+    tb_buffer *buf;
+
+    if (data == NULL || len < SMB_CHUNK_HEADER_SIZE ||
+        len >= SMB_MAX_CHUNK_SIZE) {
+        r->stats.bad_requests++;
+        return -EINVAL;
+    }
+    /* Little-endian header fields, read from the (private) IPC copy. */
+    h.chunk_id = (uint32_t)data[0] | (uint32_t)data[1] << 8 |
+                 (uint32_t)data[2] << 16 | (uint32_t)data[3] << 24;
+    h.writer_id = (uint16_t)(data[4] | data[5] << 8);
+    packets = (uint16_t)(data[6] | data[7] << 8);
+    h.count = (uint16_t)smb_packets_count(packets);
+    h.flags = (uint8_t)smb_packets_flags(packets);
+    if (h.writer_id == 0 || h.writer_id > SMB_MAX_WRITER_ID ||
+        (h.flags & ~SMB_FLAGS_MASK) != 0) {
+        r->stats.abi_violations++;
+        return -EPROTO;
+    }
+    buf = resolve(ctx, target_buffer, h.writer_id);
+    if (buf == NULL) {
+        r->stats.chunks_discarded++;
+        return -ENOENT;
+    }
+    tb_copy_chunk_untrusted(buf, r->producer_id, r->uid, r->pid, h.writer_id,
+                            h.chunk_id, h.count, h.flags, complete,
+                            data + SMB_CHUNK_HEADER_SIZE,
+                            len - SMB_CHUNK_HEADER_SIZE);
+    r->stats.chunks_moved++;
+    return 0;
+}
+
+int smb_reader_apply_patches(smb_reader *r, const smb_chunk_patches *g,
+                             smb_resolve_fn resolve, void *ctx)
+{
+    tb_buffer *buf;
+    if (g->writer_id == 0 || g->writer_id > SMB_MAX_WRITER_ID ||
+        g->npatches == 0 || g->npatches > MAX_PATCHES_PER_GROUP ||
+        g->patches == NULL) {
+        r->stats.patches_discarded++;
+        return -EPROTO;
+    }
+    buf = resolve(ctx, g->target_buffer, g->writer_id);
+    if (buf == NULL) {
+        r->stats.patches_discarded++;
+        return -ENOENT;
+    }
+    if (!tb_try_patch_chunk(buf, r->producer_id, g->writer_id, g->chunk_id,
+                            (const tb_patch *)(const void *)g->patches,
+                            g->npatches, g->has_more_patches != 0)) {
+        r->stats.patches_failed++;
+        return -ESRCH;
+    }
+    return 0;
+}
+
+size_t smb_reader_commit_batch(smb_reader *r, const smb_commit_batch *b,
+                               smb_resolve_fn resolve, void *ctx)
+{
+    size_t moved = 0;
+    for (size_t i = 0; i < b->nchunks; i++)
+        if (smb_reader_commit_chunk(r, b->chunks[i].page, b->chunks[i].chunk,
+                                    b->chunks[i].target_buffer, resolve,
+                                    ctx) == 0)
+            moved++;
+    for (size_t i = 0; i < b->npatch_groups; i++)
+        smb_reader_apply_patches(r, &b->patch_groups[i], resolve, ctx);
+    return moved;
+}
+
+size_t smb_reader_scrape(smb_reader *r, smb_resolve_fn resolve, void *ctx)
+{
+    size_t copied = 0;
+    for (size_t p = 0; p < r->num_pages; p++) {
+        smb_page_header *ph = smb_page_at(r->base, r->page_size, p);
+        uint32_t word = atomic_load_explicit(&ph->header_bitmap,
+                                             memory_order_acquire);
+        uint32_t layout = smb_word_layout(word);
+        uint32_t n = smb_layout_num_chunks(layout);
+        uint32_t chunk_size = smb_chunk_size(r->page_size, layout);
+
+        if (word == 0)
+            continue;
+        if (check_word(word) != 0)
+            r->stats.abi_violations++;
+        for (uint32_t i = 0; i < n; i++) {
+            uint32_t state = smb_word_chunk_state(word, i);
+            smb_chunk_header *c;
+            header_copy h;
+            tb_buffer *buf;
+            bool complete;
+
+            if (state == SMB_CHUNK_FREE || state == SMB_CHUNK_BEING_READ)
+                continue;
+            complete = state == SMB_CHUNK_COMPLETE;
+            c = smb_chunk_at(ph, r->page_size, layout, i);
+            if (read_header(c, memory_order_acquire, &h) != 0) {
+                r->stats.abi_violations++;
+                continue;
+            }
+            if (!complete && h.count < 2)
+                continue;
+            buf = resolve(ctx, 0, h.writer_id);
+            if (buf == NULL)
+                continue;
+            copy_into(r, buf, c, chunk_size, &h, complete);
+            r->stats.chunks_scraped++;
+            copied++;
+        }
+    }
+    return copied;
+}

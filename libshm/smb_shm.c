@@ -1,0 +1,154 @@
+/*
+ * smb_shm.c - creating and mapping the shared-memory object of an SMB.
+ *
+ * Creation: memfd_create("shmtrace_smb", MFD_CLOEXEC | MFD_ALLOW_SEALING),
+ * fchmod 0600 (memfds start as 0777), ftruncate, seal F_SEAL_SHRINK |
+ * F_SEAL_GROW | F_SEAL_SEAL (so the peer can trust the size it maps), mmap
+ * MAP_SHARED. Without memfd (or if the kernel
+ * refuses it) a POSIX shm object is created with a random name, O_EXCL,
+ * mode 0600, and unlinked at once: the fd is the only handle, so nothing
+ * outlives the processes. Memory from ftruncate reads as zeros, which the
+ * ABI defines as "all pages free".
+ *
+ * Mapping: fstat gives the size, which must be a non-zero multiple of 4096.
+ * With SMB_SHM_REQUIRE_SEALS a memfd must carry the shrink and grow seals
+ * (a non-memfd fd, where F_GET_SEALS fails with EINVAL, is accepted: it is
+ * protocol-compatible).
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <shmtrace/smb_shm.h>
+
+static int map_fd(int fd, size_t size, smb_shm *out)
+{
+    void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (p == MAP_FAILED)
+        return -errno;
+    out->base = p;
+    out->size = size;
+    out->fd = fd;
+    return 0;
+}
+
+#ifdef HAVE_MEMFD_CREATE
+static int create_memfd(size_t size, smb_shm *out)
+{
+    int fd = memfd_create("shmtrace_smb", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    int rc;
+    if (fd < 0)
+        return -errno;
+    if (fchmod(fd, 0600) != 0 || ftruncate(fd, (off_t)size) != 0 ||
+        fcntl(fd, F_ADD_SEALS,
+              F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
+        rc = -errno;
+        close(fd);
+        return rc;
+    }
+    rc = map_fd(fd, size, out);
+    if (rc != 0)
+        close(fd);
+    return rc;
+}
+#endif
+
+static int create_posix_shm(size_t size, smb_shm *out)
+{
+    char name[64];
+    struct timespec ts;
+    int fd = -1, rc;
+
+    for (int attempt = 0; attempt < 16; attempt++) {
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        snprintf(name, sizeof(name), "/shmtrace-%ld-%ld-%d", (long)getpid(),
+                 (long)ts.tv_nsec, attempt);
+        fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+        if (fd >= 0 || errno != EEXIST)
+            break;
+    }
+    if (fd < 0)
+        return -errno;
+    shm_unlink(name);                /* the fd is now the only handle */
+    if (ftruncate(fd, (off_t)size) != 0) {
+        rc = -errno;
+        close(fd);
+        return rc;
+    }
+    rc = map_fd(fd, size, out);
+    if (rc != 0)
+        close(fd);
+    return rc;
+}
+
+int smb_shm_create(size_t size_bytes, smb_shm *out)
+{
+    if (out == NULL || size_bytes == 0 || size_bytes % 4096 != 0)
+        return -EINVAL;
+#ifdef HAVE_MEMFD_CREATE
+    if (create_memfd(size_bytes, out) == 0)
+        return 0;
+#endif
+    return create_posix_shm(size_bytes, out);
+}
+
+int smb_shm_map(int fd, unsigned flags, smb_shm *out)
+{
+    struct stat st;
+    int dupfd, rc;
+
+    if (out == NULL || fd < 0)
+        return -EINVAL;
+    if (fstat(fd, &st) != 0)
+        return -errno;
+    if (st.st_size <= 0 || st.st_size % 4096 != 0)
+        return -EINVAL;
+#ifdef F_GET_SEALS
+    if (flags & SMB_SHM_REQUIRE_SEALS) {
+        int seals = fcntl(fd, F_GET_SEALS);
+        const int need = F_SEAL_SHRINK | F_SEAL_GROW;
+        if (seals >= 0 && (seals & need) != need)
+            return -EPERM;
+    }
+#endif
+    dupfd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+    if (dupfd < 0)
+        return -errno;
+    rc = map_fd(dupfd, (size_t)st.st_size, out);
+    if (rc != 0)
+        close(dupfd);
+    return rc;
+}
+
+void smb_shm_unmap(smb_shm *shm)
+{
+    if (shm == NULL || shm->base == NULL)
+        return;
+    munmap(shm->base, shm->size);
+    if (shm->fd >= 0)
+        close(shm->fd);
+    shm->base = NULL;
+    shm->size = 0;
+    shm->fd = -1;
+}
+
+const char *smb_strerror(int err)
+{
+    if (err == 0)
+        return "success";
+    if (err < 0)
+        err = -err;
+    return strerror(err);
+}
+
+const char *smb_version(void)
+{
+    return PACKAGE_VERSION;
+}

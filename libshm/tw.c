@@ -1,0 +1,658 @@
+/*
+ * tw.c - TraceWriter: chunk ownership, fragmentation, patches, drop mode,
+ * and the zero-copy protobuf encoder (trace-writer.md §3-§10).
+ *
+ * Packet framing inside a chunk (smb-abi.md §6):
+ *
+ *   [size:4][packet bytes...][size:4][packet bytes...] ... [00]
+ *    ^ fragment size field, reserved zeroed at packet begin, back-filled at
+ *      packet end: compacted to 1 byte when the fragment started in this
+ *      chunk and is < 127 bytes (the bytes move back 3), else a 4-byte
+ *      redundant varint. The trailing 00 is the empty fragment appended when
+ *      a chunk is handed back "inflated" (below).
+ *
+ * Packet count: +1 when a fragment is started (release store of the whole
+ * `packets` word from a local mirror: single writer, no RMW). When a packet
+ * ends with room left the count is bumped once more ("inflated") so that a
+ * scraper, which distrusts the last counted fragment of an uncommitted
+ * chunk, still takes the finished packet; the next packet reuses that slot.
+ * A chunk takes at most 1022 packets, leaving room for that slot.
+ *
+ * Crossing a chunk (next_buffer): acquire chunk next_chunk_id with {count 1,
+ * FirstPacketContinuesFromPrev} FIRST; then close the old chunk's fragment
+ * (4-byte varint, LastPacketContinuesOnNext), turn every open nested size
+ * field still inside it into a patch entry (NeedsPatching), hand it back.
+ * If no chunk can be had: stamp the open fragment with the drop sentinel
+ * FF FF FF 7F, detach the open size fields, hand the chunk back and write
+ * the rest of the packet into a 1 KiB garbage buffer (drop mode). Drop mode
+ * is left at a later packet begin; that packet carries
+ * previous_packet_dropped = 257.
+ *
+ * Fast path (tw_add_* with room in the chunk): a few stores and a pointer
+ * bump; no lock, no atomic RMW, no allocation, no indirect call.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "tw_int.h"
+
+#define LIKELY(x)   __builtin_expect(!!(x), 1)
+#define UNLIKELY(x) __builtin_expect(!!(x), 0)
+
+#define FIELD_PREVIOUS_PACKET_DROPPED  42u
+#define FIELD_FIRST_PACKET_ON_SEQUENCE 87u
+#define LOSS_PRESENT_SMB_FULL          257u   /* 1 | 256 */
+
+#define WT_VARINT  0u
+#define WT_FIXED64 1u
+#define WT_LEN     2u
+#define WT_FIXED32 5u
+
+#define MAX_FIELD  0x1FFFFFFFu
+
+static void next_buffer(tw_writer *w);
+
+/* ---- small helpers ----------------------------------------------------- */
+
+static inline uint64_t logical_pos(const tw_writer *w)
+{
+    return w->anchor_logical + (uint64_t)(w->pos - w->anchor);
+}
+
+static inline uint8_t *enc_varint(uint8_t *p, uint64_t v)
+{
+    while (v >= 0x80) {
+        *p++ = (uint8_t)(v | 0x80);
+        v >>= 7;
+    }
+    *p++ = (uint8_t)v;
+    return p;
+}
+
+static inline void publish_packets(tw_writer *w)
+{
+    atomic_store_explicit(&w->hdr->packets,
+                          smb_make_packets(w->count, w->flags),
+                          memory_order_release);
+}
+
+static void put_slow(tw_writer *w, const uint8_t *src, size_t n)
+{
+    while (n > 0) {
+        size_t room = (size_t)(w->end - w->pos), k;
+        if (room == 0) {
+            next_buffer(w);
+            continue;
+        }
+        k = room < n ? room : n;
+        memcpy(w->pos, src, k);
+        w->pos += k;
+        src += k;
+        n -= k;
+    }
+}
+
+static inline void put(tw_writer *w, const void *src, size_t n)
+{
+    if (LIKELY((size_t)(w->end - w->pos) >= n)) {
+        memcpy(w->pos, src, n);
+        w->pos += n;
+    } else {
+        put_slow(w, src, n);
+    }
+}
+
+static inline bool field_ok(tw_writer *w, uint32_t field)
+{
+    if (UNLIKELY(!w->in_packet || field == 0 || field > MAX_FIELD)) {
+        w->stats.misuse++;
+        return false;
+    }
+    return true;
+}
+
+/* ---- patches ------------------------------------------------------------ */
+
+static tw_patch_entry *patch_entry(tw_writer *w, uint32_t seq)
+{
+    return &w->patches[seq - w->patches_base_seq];
+}
+
+static inline bool patch_ready(const tw_writer *w)
+{
+    return w->patches_head < w->patches_n &&
+           w->patches[w->patches_head].data[0] != 0;
+}
+
+/* New patch entry for a size field at payload offset `off` of chunk
+ * `chunk_id`; returns its sequence number, or false if out of memory. */
+static bool patch_add(tw_writer *w, uint32_t chunk_id, uint32_t off,
+                      uint32_t *seq)
+{
+    tw_patch_entry *e;
+    if (w->patches_n == w->patches_cap) {
+        uint32_t ncap = w->patches_cap ? w->patches_cap * 2 : 16;
+        tw_patch_entry *p = realloc(w->patches, ncap * sizeof(*p));
+        if (p == NULL)
+            return false;
+        w->patches = p;
+        w->patches_cap = ncap;
+    }
+    e = &w->patches[w->patches_n];
+    e->chunk_id = chunk_id;
+    e->offset = (uint16_t)off;
+    memset(e->data, 0, sizeof(e->data));
+    *seq = w->patches_base_seq + w->patches_n;
+    w->patches_n++;
+    w->stats.patches_created++;
+    return true;
+}
+
+/* Hand back the held chunk (if `with_chunk`) together with the ready patch
+ * entries at the front of the FIFO, grouped per chunk (trace-writer.md §6).
+ */
+static void hand_back(tw_writer *w, bool with_chunk)
+{
+    enum { MAX_P = 64, MAX_G = 8 };
+    smb_patch tmp[MAX_P];
+    smb_chunk_patches groups[MAX_G];
+    const smb__chunk_loc *loc = with_chunk ? &w->loc : NULL;
+
+    do {
+        size_t np = 0, ng = 0;
+        while (patch_ready(w) && np < MAX_P) {
+            tw_patch_entry *e = &w->patches[w->patches_head];
+            if (ng == 0 || groups[ng - 1].chunk_id != e->chunk_id) {
+                if (ng == MAX_G)
+                    break;
+                groups[ng].target_buffer = w->target_buffer;
+                groups[ng].chunk_id = e->chunk_id;
+                groups[ng].writer_id = w->writer_id;
+                groups[ng].has_more_patches = 0;
+                groups[ng].reserved = 0;
+                groups[ng].npatches = 0;
+                groups[ng].patches = &tmp[np];
+                ng++;
+            }
+            tmp[np].offset = e->offset;
+            memcpy(tmp[np].data, e->data, 4);
+            np++;
+            groups[ng - 1].npatches++;
+            w->patches_head++;
+        }
+        if (ng > 0 && w->patches_head < w->patches_n &&
+            w->patches[w->patches_head].chunk_id == groups[ng - 1].chunk_id)
+            groups[ng - 1].has_more_patches = 1;
+        if (w->patches_head == w->patches_n) {
+            w->patches_base_seq += w->patches_n;
+            w->patches_head = w->patches_n = 0;
+        }
+        if (loc != NULL || ng > 0)
+            smb__arbiter_return_chunk(w->arb, loc, w->target_buffer,
+                                      groups, ng);
+        loc = NULL;
+    } while (patch_ready(w));
+}
+
+/* ---- chunks ------------------------------------------------------------- */
+
+static void stall_sleep(uint32_t us)
+{
+    struct timespec ts;
+    if (us == 0) {
+        sched_yield();
+        return;
+    }
+    ts.tv_sec = us / 1000000u;
+    ts.tv_nsec = (long)(us % 1000000u) * 1000L;
+    nanosleep(&ts, NULL);
+}
+
+/* Get chunk next_chunk_id into *loc under the writer's policy. */
+static bool acquire(tw_writer *w, uint16_t packets, smb__chunk_loc *loc)
+{
+    uint32_t sleep_us = 0;
+    for (unsigned stalls = 0;; stalls++) {
+        if (smb__arbiter_acquire_chunk(w->arb, w->writer_id,
+                                       w->next_chunk_id, packets, loc)) {
+            w->next_chunk_id++;          /* wraps at 2^32 */
+            w->stats.chunks_used++;
+            return true;
+        }
+        if (w->policy == TW_POLICY_DROP || smb__arbiter_is_shut_down(w->arb))
+            return false;
+        if (w->policy == TW_POLICY_STALL_THEN_DROP &&
+            (w->dropping || stalls >= TW_MAX_STALLS))
+            return false;
+        if (stalls >= TW_MAX_STALLS) {
+            fprintf(stderr, "shmtrace: writer %u found no free SMB chunk "
+                    "after %d stalls (policy stall-then-abort): the service "
+                    "is not draining the shared memory; aborting\n",
+                    (unsigned)w->writer_id, TW_MAX_STALLS);
+            abort();
+        }
+        stall_sleep(sleep_us);
+        sleep_us = (sleep_us + 1) * 8;
+        if (sleep_us > 100000u)
+            sleep_us = 100000u;
+        w->stats.stalls++;
+        smb__arbiter_count_stall(w->arb);
+    }
+}
+
+static void adopt_chunk(tw_writer *w, const smb__chunk_loc *loc,
+                        uint16_t count, uint8_t flags)
+{
+    w->loc = *loc;
+    w->hdr = loc->hdr;
+    w->count = count;
+    w->flags = flags;
+    w->inflated = false;
+    w->pos = loc->payload;
+    w->end = loc->payload + loc->payload_size;
+}
+
+/* Return the held chunk (inflated: append the empty fragment first). */
+static void return_chunk(tw_writer *w)
+{
+    if (w->inflated) {
+        *w->pos++ = 0;               /* room is guaranteed: see packet_end */
+        w->inflated = false;
+    }
+    hand_back(w, true);
+    w->hdr = NULL;
+    w->loc.hdr = NULL;
+    w->pos = w->end = w->garbage;
+}
+
+static void to_garbage(tw_writer *w)
+{
+    w->pos = w->garbage;
+    w->end = w->garbage + TW_GARBAGE_SIZE;
+}
+
+static void enter_drop(tw_writer *w)
+{
+    w->dropping = true;
+    w->signal_loss = true;
+    w->retry = false;
+    w->stats.drop_episodes++;
+    to_garbage(w);
+}
+
+/* Out of room inside a packet: move on to the next chunk (§4) or drop (§9).
+ */
+static void next_buffer(tw_writer *w)
+{
+    uint64_t logical = logical_pos(w);
+    smb__chunk_loc nl;
+
+    if (w->dropping) {
+        to_garbage(w);               /* wrap; retry a chunk at next packet */
+        w->retry = true;
+    } else if (acquire(w, smb_make_packets(1,
+                       SMB_FLAG_FIRST_PACKET_CONTINUES_FROM_PREV), &nl)) {
+        uint32_t old_id = w->next_chunk_id - 2;  /* id of the held chunk */
+        smb_write_redundant_varint(w->frag_field,
+                (uint32_t)(w->pos - (w->frag_field + 4)));
+        w->flags |= SMB_FLAG_LAST_PACKET_CONTINUES_ON_NEXT;
+        for (uint32_t i = 0; i < w->depth; i++) {
+            tw_nested *n = &w->stack[i];
+            uint32_t seq;
+            if (n->kind != SF_CHUNK)
+                continue;
+            if (patch_add(w, old_id, (uint32_t)(n->field - w->loc.payload),
+                          &seq)) {
+                n->kind = SF_PATCH;
+                n->patch_seq = seq;
+                w->flags |= SMB_FLAG_NEEDS_PATCHING;
+            } else {
+                n->kind = SF_DETACHED;   /* OOM: size lost, chunk stays */
+                w->stats.misuse++;
+            }
+        }
+        publish_packets(w);
+        return_chunk(w);
+        adopt_chunk(w, &nl, 1, SMB_FLAG_FIRST_PACKET_CONTINUES_FROM_PREV);
+        w->frag_field = w->pos;
+        memset(w->pos, 0, 4);
+        w->pos += 4;
+        w->frag_continues = true;
+    } else {
+        smb_write_redundant_varint(w->frag_field,
+                                   SMB_PACKET_SIZE_DROP_PACKET);
+        for (uint32_t i = 0; i < w->depth; i++)
+            if (w->stack[i].kind == SF_CHUNK)
+                w->stack[i].kind = SF_DETACHED;
+        return_chunk(w);
+        enter_drop(w);
+        w->stats.packets_lost++;
+    }
+    w->anchor = w->pos;
+    w->anchor_logical = logical;
+}
+
+/* ---- lifecycle ---------------------------------------------------------- */
+
+tw_writer *tw_writer_create(smb_arbiter *arb, uint32_t target_buffer,
+                            tw_policy policy)
+{
+    tw_writer *w;
+    if (arb == NULL || target_buffer == 0 ||
+        (policy != TW_POLICY_DROP && policy != TW_POLICY_STALL_THEN_ABORT &&
+         policy != TW_POLICY_STALL_THEN_DROP)) {
+        errno = EINVAL;
+        return NULL;
+    }
+    w = calloc(1, sizeof(*w));
+    if (w == NULL)
+        return NULL;
+    w->arb = arb;
+    w->target_buffer = target_buffer;
+    w->policy = policy;
+    w->writer_id = smb__arbiter_alloc_writer(arb, target_buffer);
+    to_garbage(w);
+    w->anchor = w->pos;
+    if (w->writer_id == 0)
+        w->dropping = true;          /* null writer: never gets a chunk */
+    return w;
+}
+
+void tw_writer_destroy(tw_writer *w)
+{
+    if (w == NULL)
+        return;
+    if (w->in_packet)
+        tw_packet_end(w);
+    if (w->hdr != NULL || patch_ready(w))
+        tw_writer_flush(w);
+    smb__arbiter_free_writer(w->arb, w->writer_id);
+    free(w->patches);
+    free(w);
+}
+
+uint16_t tw_writer_id(const tw_writer *w)
+{
+    return w->writer_id;
+}
+
+void tw_writer_get_stats(const tw_writer *w, tw_writer_stats *out)
+{
+    *out = w->stats;
+}
+
+int tw_writer_flush(tw_writer *w)
+{
+    if (w->in_packet)
+        return -EBUSY;
+    if (w->writer_id == 0)
+        return 0;
+    if (w->hdr != NULL)
+        return_chunk(w);
+    else if (patch_ready(w))
+        hand_back(w, false);
+    return smb_arbiter_flush(w->arb, 0);
+}
+
+/* ---- packets ------------------------------------------------------------ */
+
+void tw_packet_begin(tw_writer *w)
+{
+    smb__chunk_loc nl;
+
+    if (UNLIKELY(w->in_packet)) {
+        w->stats.misuse++;
+        tw_packet_end(w);
+    }
+    if (UNLIKELY(w->dropping)) {
+        if (w->writer_id != 0 &&
+            (w->retry ||
+             (size_t)(w->end - w->pos) < TW_MIN_BYTES_FOR_PACKET)) {
+            if (acquire(w, 0, &nl)) {
+                adopt_chunk(w, &nl, 0, 0);
+                w->dropping = false;
+            } else {
+                to_garbage(w);
+            }
+            w->retry = false;
+        }
+    } else if (UNLIKELY(w->hdr == NULL ||
+                        (size_t)(w->end - w->pos) < TW_MIN_BYTES_FOR_PACKET ||
+                        w->count >= TW_MAX_PACKETS_PER_CHUNK)) {
+        if (w->hdr != NULL)
+            return_chunk(w);
+        if (acquire(w, 0, &nl))
+            adopt_chunk(w, &nl, 0, 0);
+        else
+            enter_drop(w);
+    }
+    if (UNLIKELY(patch_ready(w)) && !w->dropping)
+        hand_back(w, false);
+
+    w->frag_field = w->pos;
+    memset(w->pos, 0, 4);
+    w->pos += 4;
+    w->frag_continues = false;
+    w->anchor = w->pos;
+    w->anchor_logical = 0;
+    w->depth = 0;
+    w->overflow_depth = 0;
+    w->in_packet = true;
+    if (LIKELY(!w->dropping)) {
+        if (w->inflated) {
+            w->inflated = false;
+        } else {
+            w->count++;
+            publish_packets(w);
+        }
+        w->stats.packets_written++;
+        if (UNLIKELY(w->signal_loss)) {
+            tw_add_varint(w, FIELD_PREVIOUS_PACKET_DROPPED,
+                          LOSS_PRESENT_SMB_FULL);
+            w->signal_loss = false;
+        }
+    } else {
+        w->stats.packets_lost++;
+    }
+    if (UNLIKELY(!w->first_done)) {
+        tw_add_varint(w, FIELD_FIRST_PACKET_ON_SEQUENCE, 1);
+        w->first_done = true;
+    }
+}
+
+void tw_packet_end(tw_writer *w)
+{
+    uint32_t len;
+
+    if (UNLIKELY(!w->in_packet)) {
+        w->stats.misuse++;
+        return;
+    }
+    while (w->depth > 0 || w->overflow_depth > 0)
+        tw_end_nested(w);
+    w->in_packet = false;
+    if (UNLIKELY(w->dropping))
+        return;
+    len = (uint32_t)(w->pos - (w->frag_field + 4));
+    if (LIKELY(len < 127 && !w->frag_continues)) {
+        w->frag_field[0] = (uint8_t)len;
+        memmove(w->frag_field + 1, w->frag_field + 4, len);
+        w->pos -= 3;
+    } else {
+        smb_write_redundant_varint(w->frag_field, len);
+    }
+    if (w->pos == w->end) {
+        return_chunk(w);
+    } else {
+        w->count++;                  /* inflate: see the file comment */
+        w->inflated = true;
+        publish_packets(w);
+    }
+    if (UNLIKELY(patch_ready(w)))
+        hand_back(w, false);
+}
+
+/* ---- fields ------------------------------------------------------------- */
+
+void tw_add_varint(tw_writer *w, uint32_t field, uint64_t v)
+{
+    if (!field_ok(w, field))
+        return;
+    if (LIKELY(w->end - w->pos >= 16)) {
+        uint8_t *p = enc_varint(w->pos, ((uint64_t)field << 3) | WT_VARINT);
+        w->pos = enc_varint(p, v);
+    } else {
+        uint8_t tmp[16], *p = enc_varint(tmp, ((uint64_t)field << 3));
+        p = enc_varint(p, v);
+        put_slow(w, tmp, (size_t)(p - tmp));
+    }
+}
+
+void tw_add_int64(tw_writer *w, uint32_t field, int64_t v)
+{
+    tw_add_varint(w, field, (uint64_t)v);
+}
+
+void tw_add_sint64(tw_writer *w, uint32_t field, int64_t v)
+{
+    tw_add_varint(w, field, ((uint64_t)v << 1) ^ (uint64_t)(v >> 63));
+}
+
+static void add_fixed(tw_writer *w, uint32_t field, uint32_t wt,
+                      uint64_t v, size_t n)
+{
+    uint8_t tmp[16], *p;
+    if (!field_ok(w, field))
+        return;
+    p = enc_varint(tmp, ((uint64_t)field << 3) | wt);
+    for (size_t i = 0; i < n; i++)
+        *p++ = (uint8_t)(v >> (8 * i));
+    put(w, tmp, (size_t)(p - tmp));
+}
+
+void tw_add_fixed32(tw_writer *w, uint32_t field, uint32_t v)
+{
+    add_fixed(w, field, WT_FIXED32, v, 4);
+}
+
+void tw_add_fixed64(tw_writer *w, uint32_t field, uint64_t v)
+{
+    add_fixed(w, field, WT_FIXED64, v, 8);
+}
+
+void tw_add_double(tw_writer *w, uint32_t field, double v)
+{
+    uint64_t bits;
+    memcpy(&bits, &v, sizeof(bits));
+    add_fixed(w, field, WT_FIXED64, bits, 8);
+}
+
+void tw_add_bytes(tw_writer *w, uint32_t field, const void *data,
+                  size_t size)
+{
+    if (!field_ok(w, field))
+        return;
+    if (size > 0 && data == NULL) {
+        w->stats.misuse++;
+        return;
+    }
+    if (LIKELY((size_t)(w->end - w->pos) >= size + 15)) {
+        uint8_t *p = enc_varint(w->pos, ((uint64_t)field << 3) | WT_LEN);
+        p = enc_varint(p, size);
+        if (size > 0)
+            memcpy(p, data, size);
+        w->pos = p + size;
+    } else {
+        uint8_t tmp[16], *p = enc_varint(tmp, ((uint64_t)field << 3) | WT_LEN);
+        p = enc_varint(p, size);
+        put_slow(w, tmp, (size_t)(p - tmp));
+        if (size > 0)
+            put_slow(w, data, size);
+    }
+}
+
+void tw_add_string(tw_writer *w, uint32_t field, const char *str)
+{
+    if (str == NULL) {
+        w->stats.misuse++;
+        return;
+    }
+    tw_add_bytes(w, field, str, strlen(str));
+}
+
+void tw_append_raw(tw_writer *w, const void *data, size_t size)
+{
+    if (UNLIKELY(!w->in_packet || (size > 0 && data == NULL))) {
+        w->stats.misuse++;
+        return;
+    }
+    if (size > 0)
+        put(w, data, size);
+}
+
+void tw_begin_nested(tw_writer *w, uint32_t field)
+{
+    uint8_t tmp[8], *p;
+    tw_nested *n;
+
+    if (!field_ok(w, field))
+        return;
+    if (UNLIKELY(w->depth == TW_MAX_NESTING || w->overflow_depth > 0)) {
+        w->overflow_depth++;         /* body gets written flat */
+        w->stats.misuse++;
+        return;
+    }
+    p = enc_varint(tmp, ((uint64_t)field << 3) | WT_LEN);
+    put(w, tmp, (size_t)(p - tmp));
+    if (UNLIKELY(w->end - w->pos < 4))
+        next_buffer(w);              /* a size field never straddles */
+    n = &w->stack[w->depth++];
+    n->kind = SF_CHUNK;
+    n->field = w->pos;
+    w->pos += 4;
+    n->body_start = logical_pos(w);
+}
+
+void tw_end_nested(tw_writer *w)
+{
+    tw_nested *n;
+    uint64_t len;
+
+    if (UNLIKELY(w->overflow_depth > 0)) {
+        w->overflow_depth--;
+        return;
+    }
+    if (UNLIKELY(!w->in_packet || w->depth == 0)) {
+        w->stats.misuse++;
+        return;
+    }
+    n = &w->stack[--w->depth];
+    len = logical_pos(w) - n->body_start;
+    if (UNLIKELY(len > SMB_MAX_MESSAGE_LENGTH)) {
+        w->stats.misuse++;           /* cannot be encoded in 4 bytes */
+        len = SMB_MAX_MESSAGE_LENGTH;
+    }
+    switch (n->kind) {
+    case SF_CHUNK:
+        if (len <= 127 && !w->dropping) {
+            n->field[0] = (uint8_t)len;
+            memmove(n->field + 1, n->field + 4, (size_t)len);
+            w->pos -= 3;
+        } else {
+            smb_write_redundant_varint(n->field, (uint32_t)len);
+        }
+        break;
+    case SF_PATCH:
+        smb_write_redundant_varint(patch_entry(w, n->patch_seq)->data,
+                                   (uint32_t)len);
+        break;
+    default:
+        break;
+    }
+}

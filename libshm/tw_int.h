@@ -1,0 +1,88 @@
+/*
+ * tw_int.h - TraceWriter internals (private to tw*.c).
+ *
+ * Byte cursor. `pos`/`end` bound the buffer packet bytes go to: the payload
+ * of the chunk the writer holds, or the 1 KiB garbage buffer while the
+ * writer drops (or is a null writer). The logical offset of a byte address
+ * p inside the open packet is  anchor_logical + (p - anchor): it is what
+ * nested message sizes are computed from, across chunk boundaries.
+ *
+ * Nested messages: a stack of open size fields. A size field lives in the
+ * chunk it was reserved in (kind SF_CHUNK, address valid while the writer
+ * holds that chunk), in a patch entry (SF_PATCH: the chunk was handed back
+ * mid-packet, trace-writer.md §4) or nowhere (SF_DETACHED: the packet was
+ * lost; the size is computed and thrown away).
+ *
+ * Patch entries form a FIFO in creation order (`patches[head..n)`). An
+ * entry is ready once data[0] != 0 (every redundant varint starts with a
+ * non-zero byte).
+ *
+ * Threads: a writer belongs to one thread; nothing here is shared.
+ */
+#ifndef SHMTRACE_TW_INT_H
+#define SHMTRACE_TW_INT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <shmtrace/trace_writer.h>
+
+#include "arbiter_int.h"
+
+#define TW_GARBAGE_SIZE         1024u
+#define TW_MIN_BYTES_FOR_PACKET 12u     /* 4 (size) + 8, trace-writer.md §3 */
+#define TW_MAX_PACKETS_PER_CHUNK 1022u  /* 1023 - 1 for the inflated slot */
+
+enum { SF_CHUNK = 0, SF_PATCH = 1, SF_DETACHED = 2 };
+
+typedef struct tw_nested {
+    uint64_t body_start;     /* logical offset of the first body byte */
+    uint8_t *field;          /* SF_CHUNK: the 4 bytes in the chunk */
+    uint32_t patch_seq;      /* SF_PATCH: sequence number of the entry */
+    uint8_t kind;            /* SF_* */
+} tw_nested;
+
+typedef struct tw_patch_entry {
+    uint32_t chunk_id;
+    uint16_t offset;         /* from the chunk payload start */
+    uint8_t data[4];         /* 0 0 0 0 until the size is known */
+} tw_patch_entry;
+
+struct tw_writer {
+    /* --- hot: the packet path --- */
+    uint8_t *pos;
+    uint8_t *end;
+    uint8_t *anchor;
+    uint64_t anchor_logical;
+    uint8_t *frag_field;         /* 4-byte size field of the open fragment */
+    smb_chunk_header *hdr;       /* == loc.hdr; NULL: no chunk */
+    uint16_t count;              /* mirror of the header's packet count */
+    uint8_t flags;               /* mirror of the header's flags */
+    bool inflated;               /* count already includes the next packet */
+    bool in_packet;
+    bool dropping;               /* writing into garbage */
+    bool frag_continues;         /* open fragment continues a packet */
+    bool signal_loss;            /* next packet carries 257 */
+    bool first_done;             /* first_packet_on_sequence written */
+    bool retry;                  /* garbage wrapped: retry a chunk */
+    uint32_t depth;              /* open nested messages (stack size) */
+    uint32_t overflow_depth;     /* nested beyond TW_MAX_NESTING (ignored) */
+    uint32_t patches_head;       /* FIFO of patch entries */
+    uint32_t patches_n;
+    uint32_t patches_base_seq;   /* sequence number of patches[0] */
+
+    /* --- cold --- */
+    smb_arbiter *arb;
+    uint32_t target_buffer;
+    uint32_t next_chunk_id;
+    uint16_t writer_id;          /* 0: null writer */
+    tw_policy policy;
+    smb__chunk_loc loc;
+    tw_patch_entry *patches;
+    uint32_t patches_cap;
+    tw_writer_stats stats;
+    tw_nested stack[TW_MAX_NESTING];
+    uint8_t garbage[TW_GARBAGE_SIZE];
+};
+
+#endif /* SHMTRACE_TW_INT_H */
