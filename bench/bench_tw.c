@@ -12,7 +12,8 @@
  *
  * In 1-3 the "service" is instant: the commit callback frees each chunk
  * (Complete -> BeingRead -> Free) without copying, so the figures are the
- * producer's own cost. Usage: bench_tw [--quick] [--help].
+ * producer's own cost. Figure 1 is the best of 3 runs (the machine may be
+ * shared). Usage: bench_tw [--quick] [--help].
  */
 #include "config.h"
 
@@ -39,7 +40,7 @@ static double now_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-/* ---- instant service ------------------------------------------------------ */
+/* ---- instant service ---------------------------------------------------- */
 
 typedef struct {
     uint8_t *base;
@@ -145,17 +146,22 @@ static void bench_small(uint64_t n)
     rig r;
     thr t[2];
     pthread_t th[2];
-    double base = memcpy_small_ns(n);
+    double base = 1e30, best = 1e30;
 
     rig_init(&r, 256 * 1024);
-    t[0].arb = r.arb;
-    t[0].n = n;
-    thr_main(&t[0]);
+    for (int rep = 0; rep < 3; rep++) {    /* best of 3: a shared machine */
+        double b = memcpy_small_ns(n);
+        base = b < base ? b : base;
+        t[0].arb = r.arb;
+        t[0].n = n;
+        thr_main(&t[0]);
+        if (t[0].secs < best)
+            best = t[0].secs;
+    }
     printf("small packet (ts + 32 B), 1 thread : %7.1f ns/packet "
            "(memcpy of the encoded bytes: %.1f ns, ratio %.1fx; "
            "Perfetto C SDK: 136-147 ns)\n",
-           t[0].secs * 1e9 / (double)n, base,
-           t[0].secs * 1e9 / (double)n / base);
+           best * 1e9 / (double)n, base, best * 1e9 / (double)n / base);
     for (int i = 0; i < 2; i++) {
         t[i].arb = r.arb;
         t[i].n = n;
@@ -213,7 +219,7 @@ static void bench_large(unsigned npackets)
     free(dst);
 }
 
-/* ---- 4: end to end ---------------------------------------------------------- */
+/* ---- 4: end to end ------------------------------------------------------ */
 
 typedef struct {
     smb_reader *reader;

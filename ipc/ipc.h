@@ -77,7 +77,7 @@ extern "C" {
 
 const char *ipc_strerror(int err);
 
-/* Monotonic clock in milliseconds / nanoseconds (CLOCK_MONOTONIC). */
+/* Monotonic clock (CLOCK_MONOTONIC) in milliseconds. */
 uint64_t ipc_now_ms(void);
 
 /* ------------------------------------------------------------------ */

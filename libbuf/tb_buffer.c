@@ -30,13 +30,6 @@ static tb_buffer *alloc_buffer(size_t size, tb_fill_policy policy)
         errno = ENOMEM;
         return NULL;
     }
-    b->page_hint = calloc(size / 4096u, sizeof(*b->page_hint));
-    if (!b->page_hint) {
-        munmap(mem, size);
-        free(b);
-        errno = ENOMEM;
-        return NULL;
-    }
     b->mem = mem;
     b->size = size;
     b->policy = policy;
@@ -63,7 +56,7 @@ SHMTRACE_API void tb_destroy(tb_buffer *b)
     tb__seq_free_all(b);
     free(b->slices);
     free(b->cfrags);
-    free(b->page_hint);
+    free(b->hist);
     munmap(b->mem, b->size);
     free(b);
 }
@@ -78,8 +71,6 @@ SHMTRACE_API tb_buffer *tb_clone_readonly(const tb_buffer *src)
     if (!b)
         return NULL;
     memcpy(b->mem, src->mem, src->used_size);
-    memcpy(b->page_hint, src->page_hint,
-           (src->size / 4096u) * sizeof(*b->page_hint));
     b->used_size = src->used_size;
     b->wr = src->wr;
     b->rd = (b->wr == b->used_size) ? 0 : b->wr;
@@ -141,8 +132,9 @@ SHMTRACE_API bool tb_read_next_packet(tb_buffer *b, tb_packet *out,
     if (!b)
         return false;
     tb__walk *w = &b->walk;
-    /* Every step advances rd by >= 16 bytes; bound the loop anyway. */
-    size_t steps = b->used_size / TB__REC_HDR_BYTES + 2;
+    /* At most two steps per record (start a walk, move past it) and every
+     * record is >= 16 bytes: a bound that only a bug could reach. */
+    size_t steps = 2 * (b->used_size / TB__REC_HDR_BYTES) + 4;
     while (steps-- > 0) {
         size_t next;
         if (!w->active) {

@@ -137,6 +137,7 @@ typedef struct {
     bool has_last;
     bool last_incomplete;
     bool counted_empty;     /* included in b->empty_seqs */
+    uint32_t hist_idx;      /* index + 1 into b->hist, 0 = not looked up */
     uint64_t skip_gen;      /* stalled in this read generation */
     uint64_t age;           /* when it last became empty */
 } tb__seq;
@@ -181,10 +182,9 @@ struct tb_buffer {
     tb_evict_fn evict_fn;
     void *evict_ctx;
 
-    /* Prefetch hints only (never trusted): per 4 KiB page of mem, the
-     * offset of the last record header written in it. Lets eviction fetch
-     * the headers it will meet two pages ahead. */
-    uint32_t *page_hint;
+    tb_writer_stats *hist;  /* per-writer histograms, first-seen order */
+    size_t nhist;
+    size_t hist_cap;
 };
 
 static inline size_t tb__outer(size_t payload)

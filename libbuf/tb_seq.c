@@ -253,6 +253,7 @@ int tb__seq_clone_all(tb_buffer *dst, const tb_buffer *src)
         tb__seq *d = &dst->seqs[i];
         const tb__seq *s = &src->seqs[i];
         *d = *s;
+        d->hist_idx = 0; /* the histogram is not cloned */
         d->ring = NULL;
         d->cap = d->head = d->count = 0;
         dst->nseqs = i + 1;

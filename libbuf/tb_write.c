@@ -22,6 +22,7 @@
  * are refused as ABI violations instead of truncated / taken for padding;
  * flag bits other than 0x1/0x2/0x4 are ignored.
  */
+#include <stdlib.h>
 #include <string.h>
 
 #include "tb_int.h"
@@ -45,17 +46,6 @@ static void evict(tb_buffer *b, size_t start, size_t n)
         memset(pad, 0, sizeof(*pad));
         pad->size = (uint16_t)(straddle_end - end - TB__REC_HDR_BYTES);
         b->stats.padding_bytes_written += straddle_end - end;
-    }
-    /* Headers met by the next evictions were written one lap ago and are
-     * not cached: start fetching the next one and (by hint) those two and
-     * three pages further. */
-    if (off < b->used_size) {
-        __builtin_prefetch(b->mem + off, 1);
-        size_t page = off >> 12, npages = b->size >> 12;
-        if (page + 2 < npages)
-            __builtin_prefetch(b->mem + b->page_hint[page + 2], 1);
-        if (page + 3 < npages)
-            __builtin_prefetch(b->mem + b->page_hint[page + 3], 1);
     }
 }
 
@@ -95,6 +85,49 @@ static bool recommit(tb_buffer *b, tb__seq *s, uint32_t idx, uint8_t flags,
                                  e->flags);
     b->stats.chunks_rewritten++;
     return true;
+}
+
+/* Adds one histogram sample for the sequence's writer (spec §10). The
+ * entry is found once per sequence (linear search: sequences are created
+ * rarely) and cached in it. */
+static void hist_add(tb_buffer *b, tb__seq *s, uint32_t value)
+{
+    static const uint32_t thresholds[] = TB_HIST_THRESHOLDS;
+    if (s->hist_idx == 0) {
+        for (size_t i = 0; i < b->nhist && s->hist_idx == 0; i++)
+            if (b->hist[i].producer_id == s->producer_id &&
+                b->hist[i].writer_id == s->writer_id)
+                s->hist_idx = (uint32_t)i + 1;
+        if (s->hist_idx == 0) {
+            if (b->nhist == b->hist_cap) {
+                size_t cap = b->hist_cap ? b->hist_cap * 2 : 16;
+                tb_writer_stats *h = realloc(b->hist, cap * sizeof(*h));
+                if (!h)
+                    return; /* a sample lost to OOM; nothing else */
+                b->hist = h;
+                b->hist_cap = cap;
+            }
+            tb_writer_stats *e = &b->hist[b->nhist++];
+            memset(e, 0, sizeof(*e));
+            e->producer_id = s->producer_id;
+            e->writer_id = s->writer_id;
+            s->hist_idx = (uint32_t)b->nhist;
+        }
+    }
+    size_t bucket = 0;
+    while (bucket < TB_HIST_BUCKETS - 1 && value > thresholds[bucket])
+        bucket++;
+    tb_writer_stats *e = &b->hist[s->hist_idx - 1];
+    e->count[bucket]++;
+    e->sum[bucket] += value;
+}
+
+SHMTRACE_API const tb_writer_stats *tb_get_writer_stats(const tb_buffer *b,
+                                                        size_t *n)
+{
+    if (n)
+        *n = b ? b->nhist : 0;
+    return (b && b->nhist) ? b->hist : NULL;
 }
 
 SHMTRACE_API void tb_copy_chunk_untrusted(tb_buffer *b, uint16_t producer_id,
@@ -166,6 +199,7 @@ SHMTRACE_API void tb_copy_chunk_untrusted(tb_buffer *b, uint16_t producer_id,
         b->stats.chunks_discarded++; /* out of memory */
         return;
     }
+    hist_add(b, s, frags_size);
     if (writer_abort) {
         b->stats.trace_writer_packet_loss++;
         s->loss |= TB_LOSS_PRESENT | TB_LOSS_WRITER_ABORT;
@@ -224,7 +258,6 @@ SHMTRACE_API void tb_copy_chunk_untrusted(tb_buffer *b, uint16_t producer_id,
                                       nonempty, flags);
     if (b->wr + outer > b->used_size)
         b->used_size = b->wr + outer;
-    b->page_hint[off >> 12] = off;
 
     uint32_t pos = s->count;
     if (pos > 0 &&
@@ -245,6 +278,12 @@ SHMTRACE_API void tb_copy_chunk_untrusted(tb_buffer *b, uint16_t producer_id,
         b->empty_seqs--;
     }
     b->wr += outer;
+    /* The next record most likely goes right here: start owning its lines
+     * now so the memory traffic overlaps the next call's bookkeeping
+     * instead of stalling its copy. */
+    for (size_t a = b->wr, end = b->wr + 4096; a < end && a < b->size;
+         a += 64)
+        __builtin_prefetch(b->mem + a, 1);
     b->stats.chunks_written++;
     b->stats.bytes_written += outer;
     tb__seq_gc(b);

@@ -290,10 +290,11 @@ static void on_setup_tracing(
             close(fd);
         return;
     }
-    uint32_t page = st->has_shared_buffer_page_size_kb &&
-                            st->shared_buffer_page_size_kb
-                        ? st->shared_buffer_page_size_kb * 1024u
-                        : SMB_DEFAULT_PAGE_SIZE;
+    uint32_t kb = st->has_shared_buffer_page_size_kb
+                      ? st->shared_buffer_page_size_kb : 0;
+    if (kb > SMB_MAX_PAGE_SIZE / 1024u)
+        kb = 1; /* hostile: refused below as an invalid page size */
+    uint32_t page = kb ? kb * 1024u : SMB_DEFAULT_PAGE_SIZE;
     prod__smb *s = calloc(1, sizeof *s);
     if (!s) {
         close(fd);
@@ -305,7 +306,12 @@ static void on_setup_tracing(
     prod__make_transport(s, &t);
     smb_arbiter_options o;
     memset(&o, 0, sizeof o);
-    o.batch_bytes = page; /* at most one CommitData per page of chunks */
+    /* Send once the pending chunks exceed one page (a page holds page -
+     * 8 bytes of chunks, so a chunk waits for the next chunk, a patch or a
+     * flush): fewer than one CommitData per filled page. Patches usually
+     * follow a returned chunk (a packet straddling the chunk boundary) and
+     * go out with it. Nothing waits forever: service flushes send it. */
+    o.batch_bytes = page;
     s->arb = smb_arbiter_create_from_fd(fd, page, &t, &o);
     int e = errno;
     close(fd);

@@ -47,7 +47,8 @@ static int create_memfd(size_t size, smb_shm *out)
     if (fd < 0)
         return -errno;
     if (fchmod(fd, 0600) != 0 || ftruncate(fd, (off_t)size) != 0 ||
-        fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
+        fcntl(fd, F_ADD_SEALS,
+              F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
         rc = -errno;
         close(fd);
         return rc;

@@ -225,7 +225,7 @@ static bool acquire(tw_writer *w, uint16_t packets, smb__chunk_loc *loc)
             w->stats.chunks_used++;
             return true;
         }
-        if (w->policy == TW_POLICY_DROP)
+        if (w->policy == TW_POLICY_DROP || smb__arbiter_is_shut_down(w->arb))
             return false;
         if (w->policy == TW_POLICY_STALL_THEN_DROP &&
             (w->dropping || stalls >= TW_MAX_STALLS))
@@ -411,10 +411,11 @@ void tw_packet_begin(tw_writer *w)
         tw_packet_end(w);
     }
     if (UNLIKELY(w->dropping)) {
-        if (w->writer_id != 0 &&
-            (w->retry ||
-             (size_t)(w->end - w->pos) < TW_MIN_BYTES_FOR_PACKET)) {
-            if (acquire(w, 0, &nl)) {
+        /* Retry a real chunk only now and then (garbage nearly full or
+         * wrapped); a null writer (id 0) just wraps its garbage. */
+        if (w->retry ||
+            (size_t)(w->end - w->pos) < TW_MIN_BYTES_FOR_PACKET) {
+            if (w->writer_id != 0 && acquire(w, 0, &nl)) {
                 adopt_chunk(w, &nl, 0, 0);
                 w->dropping = false;
             } else {

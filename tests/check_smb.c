@@ -387,7 +387,7 @@ START_TEST(test_shm_shared_across_fork)
 }
 END_TEST
 
-/* --- reader vs hostile memory ------------------------------------------------ */
+/* --- reader vs hostile memory -------------------------------------------- */
 
 typedef struct {
     smb_shm shm;
@@ -578,6 +578,40 @@ START_TEST(test_reader_patch_validation)
 }
 END_TEST
 
+START_TEST(test_reader_emulation_data)
+{
+    rfix f;
+    rfix_init(&f, 4096, 4096);
+    const smb_reader_stats *st = smb_reader_get_stats(f.r);
+    /* chunk_id 1, writer 5, count 1, then one 5-byte packet */
+    uint8_t chunk[14] = {1, 0, 0, 0, 5, 0, 1, 0,
+                         0x05, 0x40, 0x01, 0x50, 0x02, 0x00};
+    ck_assert_int_eq(smb_reader_commit_data(f.r, chunk, 7, true, 1,
+                     rfix_resolve, &f), -EINVAL);
+    ck_assert_int_eq(smb_reader_commit_data(f.r, chunk, 65536, true, 1,
+                     rfix_resolve, &f), -EINVAL);
+    ck_assert_int_eq(smb_reader_commit_data(f.r, NULL, 14, true, 1,
+                     rfix_resolve, &f), -EINVAL);
+    ck_assert_uint_eq(st->bad_requests, 3);
+    ck_assert_int_eq(smb_reader_commit_data(f.r, chunk, 14, true, 9,
+                     rfix_resolve, &f), -ENOENT);
+    chunk[5] = 0x80;                                 /* writer 32773 */
+    ck_assert_int_eq(smb_reader_commit_data(f.r, chunk, 14, true, 1,
+                     rfix_resolve, &f), -EPROTO);
+    ck_assert_uint_eq(st->abi_violations, 1);
+    chunk[5] = 0;
+    ck_assert_int_eq(smb_reader_commit_data(f.r, chunk, 14, true, 1,
+                     rfix_resolve, &f), 0);
+    tb_begin_read(f.buf);
+    tb_packet p;
+    tb_seq_props props;
+    ck_assert(tb_read_next_packet(f.buf, &p, &props, NULL));
+    ck_assert_uint_eq(p.size, 5);
+    ck_assert_uint_eq(props.writer_id, 5);
+    rfix_fini(&f);
+}
+END_TEST
+
 /* Random garbage everywhere: page words, headers, payloads. The reader
  * may copy some of it (libbuf judges the fragments) but must not crash,
  * and every malformed header or word must be counted. */
@@ -690,6 +724,7 @@ static Suite *smb_suite(void)
     tcase_add_test(tc, test_reader_commit_validates_requests);
     tcase_add_test(tc, test_reader_bad_headers_are_violations);
     tcase_add_test(tc, test_reader_patch_validation);
+    tcase_add_test(tc, test_reader_emulation_data);
     tcase_add_test(tc, test_reader_garbage_pages_counted_no_crash);
     tcase_add_test(tc, test_reader_lying_page_words);
     suite_add_tcase(s, tc);

@@ -59,6 +59,19 @@
 
 typedef enum { HB_SYNC, HB_QUEUED } hb_mode;
 
+typedef struct {
+    uint8_t *data;
+    size_t size;
+    uint16_t writer_id;
+    uint32_t dropped;     /* libbuf's previous_packet_dropped */
+} hb_pkt;
+
+typedef struct {
+    hb_pkt *v;
+    size_t n, cap;
+} hb_pkts;
+
+
 typedef struct hb_qitem {
     struct hb_qitem *next;
     smb_commit_chunk *chunks;
@@ -83,6 +96,10 @@ typedef struct {
     hb_qitem *head, *tail;
     bool stop, paused;
     unsigned delay_us;
+    unsigned scrape_us;           /* scrape after this much idle time */
+    bool read_live;               /* read the buffer after each scrape */
+    uint64_t scrapes;
+    hb_pkts live;                 /* packets read by the service thread */
     /* observed */
     uint64_t batches, chunks, patch_groups, patches, last_flush_id;
     uint64_t registered, unregistered;
@@ -184,6 +201,11 @@ static inline void hb_unregister(void *ctx, uint16_t id)
     h->unregistered++;
 }
 
+static inline void hb_collect(hb *h, hb_pkts *ps);
+
+/* Queued mode's service thread. With scrape_us set it also scrapes the SMB
+ * whenever no batch arrived for scrape_us, and (with read_live) reads the
+ * buffer after each scrape into `live`, like a streaming consumer. */
 static inline void *hb_reader_main(void *arg)
 {
     hb *h = arg;
@@ -191,10 +213,27 @@ static inline void *hb_reader_main(void *arg)
     for (;;) {
         hb_qitem *q;
         smb_commit_batch b;
-        while (!h->stop && (h->paused || h->head == NULL))
-            pthread_cond_wait(&h->cv, &h->mu);
-        if (h->head == NULL || (h->paused && h->stop))
+        if (h->stop && !h->paused && h->head == NULL)
             break;
+        if (h->paused || h->head == NULL) {
+            if (h->scrape_us && !h->paused && !h->stop) {
+                struct timespec ts;
+                clock_gettime(CLOCK_REALTIME, &ts);
+                ts.tv_nsec += (long)h->scrape_us * 1000L;
+                ts.tv_sec += ts.tv_nsec / 1000000000L;
+                ts.tv_nsec %= 1000000000L;
+                pthread_cond_timedwait(&h->cv, &h->mu, &ts);
+                if (h->head == NULL && !h->paused && !h->stop) {
+                    smb_reader_scrape(h->reader, hb_resolve, h);
+                    h->scrapes++;
+                    if (h->read_live)
+                        hb_collect(h, &h->live);
+                }
+            } else {
+                pthread_cond_wait(&h->cv, &h->mu);
+            }
+            continue;
+        }
         q = h->head;
         h->head = q->next;
         if (h->head == NULL)
@@ -210,8 +249,9 @@ static inline void *hb_reader_main(void *arg)
         free(q->patches);
         free(q);
         if (h->delay_us) {
+            unsigned us = h->delay_us;
             pthread_mutex_unlock(&h->mu);
-            usleep(h->delay_us);
+            usleep(us);
             pthread_mutex_lock(&h->mu);
         }
     }
@@ -260,6 +300,22 @@ static inline void hb_pause(hb *h)
     pthread_mutex_unlock(&h->mu);
 }
 
+static inline void hb_set_delay(hb *h, unsigned us)
+{
+    pthread_mutex_lock(&h->mu);
+    h->delay_us = us;
+    pthread_mutex_unlock(&h->mu);
+}
+
+static inline void hb_set_scrape(hb *h, unsigned idle_us, bool read_live)
+{
+    pthread_mutex_lock(&h->mu);
+    h->scrape_us = idle_us;
+    h->read_live = read_live;
+    pthread_cond_broadcast(&h->cv);
+    pthread_mutex_unlock(&h->mu);
+}
+
 static inline void hb_resume(hb *h)
 {
     pthread_mutex_lock(&h->mu);
@@ -283,9 +339,12 @@ static inline void hb_drain_and_stop(hb *h)
     h->mode = HB_SYNC;
 }
 
+static inline void hb_pkts_free(hb_pkts *ps);
+
 static inline void hb_fini(hb *h)
 {
     hb_drain_and_stop(h);
+    hb_pkts_free(&h->live);
     smb_arbiter_destroy(h->arb);
     smb_reader_destroy(h->reader);
     tb_destroy(h->buf);
@@ -296,21 +355,9 @@ static inline void hb_fini(hb *h)
 
 /* ---- reading back ------------------------------------------------------ */
 
-typedef struct {
-    uint8_t *data;
-    size_t size;
-    uint16_t writer_id;
-    uint32_t dropped;     /* libbuf's previous_packet_dropped */
-} hb_pkt;
-
-typedef struct {
-    hb_pkt *v;
-    size_t n, cap;
-} hb_pkts;
-
-static inline hb_pkts hb_read_all(hb *h)
+/* Append every packet the buffer yields now to *ps. */
+static inline void hb_collect(hb *h, hb_pkts *ps)
 {
-    hb_pkts ps = {NULL, 0, 0};
     tb_packet p;
     tb_seq_props props;
     uint32_t dropped;
@@ -319,12 +366,12 @@ static inline hb_pkts hb_read_all(hb *h)
     while (tb_read_next_packet(h->buf, &p, &props, &dropped)) {
         hb_pkt *k;
         size_t off = 0;
-        if (ps.n == ps.cap) {
-            ps.cap = ps.cap ? ps.cap * 2 : 64;
-            ps.v = realloc(ps.v, ps.cap * sizeof(*ps.v));
-            HB_CHECK(ps.v != NULL);
+        if (ps->n == ps->cap) {
+            ps->cap = ps->cap ? ps->cap * 2 : 64;
+            ps->v = realloc(ps->v, ps->cap * sizeof(*ps->v));
+            HB_CHECK(ps->v != NULL);
         }
-        k = &ps.v[ps.n++];
+        k = &ps->v[ps->n++];
         k->data = malloc(p.size + 1);
         HB_CHECK(k->data != NULL);
         for (size_t i = 0; i < p.nslices; i++) {
@@ -337,6 +384,12 @@ static inline hb_pkts hb_read_all(hb *h)
         k->dropped = dropped;
         HB_CHECK_EQ(props.producer_id, HB_PRODUCER);
     }
+}
+
+static inline hb_pkts hb_read_all(hb *h)
+{
+    hb_pkts ps = {NULL, 0, 0};
+    hb_collect(h, &ps);
     return ps;
 }
 

@@ -144,6 +144,25 @@ START_TEST(test_read_two_sequences_buffer_order)
 }
 END_TEST
 
+START_TEST(test_read_past_many_empty_records)
+{
+    tb_buffer *b = tb_create(8192, TB_RING_BUFFER);
+    tbt_chunk c;
+    tbt_reset(&c);
+    for (uint32_t id = 0; id < 400; id++) /* 400 x 16-byte records */
+        tb_copy_chunk_untrusted(b, 1, 0, 0, (uint16_t)(1 + id % 3), id / 3,
+                                0, 0, true, c.data, 0);
+    uint32_t one[] = {8};
+    tbt_commit_sizes(b, 9, 0, 0, one, 1, 7);
+    ck_assert_uint_eq(tb_used_size(b), 400 * 16 + 32);
+    tbt_pkts ps = tbt_read_all(b);
+    ck_assert_uint_eq(ps.n, 1);
+    ck_assert_uint_eq(ps.p[0].data[0], 7);
+    tbt_free(&ps);
+    tb_destroy(b);
+}
+END_TEST
+
 START_TEST(test_read_interleaved_with_writes)
 {
     tb_buffer *b = tb_create(4096, TB_RING_BUFFER);
@@ -315,6 +334,60 @@ START_TEST(test_discard_small_chunk_after_stop_also_dropped)
 }
 END_TEST
 
+/* --- writer histogram ------------------------------------------------ */
+
+static void commit_f(tb_buffer *b, uint16_t p, uint16_t w, uint32_t id,
+                     uint32_t frag_bytes)
+{
+    static tbt_chunk c;
+    tbt_reset(&c);
+    tbt_frag4(&c, frag_bytes - 4, 1); /* F = frag_bytes */
+    tb_copy_chunk_untrusted(b, p, 0, 0, w, id, 1, 0, true, c.data, c.size);
+}
+
+START_TEST(test_hist_buckets_per_writer)
+{
+    tb_buffer *b = tb_create(1 << 20, TB_RING_BUFFER);
+    size_t n = 99;
+    ck_assert_ptr_null(tb_get_writer_stats(b, &n));
+    ck_assert_uint_eq(n, 0);
+    commit_f(b, 1, 1, 0, 8);     /* bucket 0: <= 8 */
+    commit_f(b, 1, 1, 1, 9);     /* bucket 1: (8, 32] */
+    commit_f(b, 1, 1, 2, 32);    /* bucket 1 */
+    commit_f(b, 1, 1, 3, 16384); /* bucket 9: (12288, 16384] */
+    commit_f(b, 1, 1, 4, 16385); /* bucket 10: overflow */
+    commit_f(b, 2, 7, 0, 4096);  /* another writer: bucket 6 */
+    commit_f(b, 1, 1, 0, 100);   /* stale (discarded) still sampled: 2 */
+    tbt_chunk c;
+    tbt_reset(&c);
+    tb_copy_chunk_untrusted(b, 1, 0, 0, 1, 9, 0, 0, true, c.data, 0);
+    const tb_writer_stats *h = tb_get_writer_stats(b, &n);
+    ck_assert_uint_eq(n, 2);
+    ck_assert_uint_eq(h[0].producer_id, 1);
+    ck_assert_uint_eq(h[0].writer_id, 1);
+    ck_assert_uint_eq(h[0].count[0], 2); /* 8 and the empty chunk (0) */
+    ck_assert_uint_eq(h[0].sum[0], 8);
+    ck_assert_uint_eq(h[0].count[1], 2);
+    ck_assert_uint_eq(h[0].sum[1], 41);
+    ck_assert_uint_eq(h[0].count[2], 1); /* (32, 128] */
+    ck_assert_uint_eq(h[0].count[9], 1);
+    ck_assert_uint_eq(h[0].sum[9], 16384);
+    ck_assert_uint_eq(h[0].count[10], 1);
+    ck_assert_uint_eq(h[1].producer_id, 2);
+    ck_assert_uint_eq(h[1].writer_id, 7);
+    ck_assert_uint_eq(h[1].count[6], 1);
+    /* too large for the buffer: rejected before the sample */
+    tb_buffer *small = tb_create(4096, TB_RING_BUFFER);
+    commit_f(small, 1, 1, 0, 8000);
+    ck_assert_ptr_null(tb_get_writer_stats(small, &n));
+    tb_buffer *snap = tb_clone_readonly(b);
+    ck_assert_ptr_null(tb_get_writer_stats(snap, &n)); /* not cloned */
+    tb_destroy(snap);
+    tb_destroy(small);
+    tb_destroy(b);
+}
+END_TEST
+
 static Suite *tb_basic_suite(void)
 {
     Suite *s = suite_create("tb_basic");
@@ -330,6 +403,7 @@ static Suite *tb_basic_suite(void)
     tcase_add_test(tc, test_read_empty_packets_skipped);
     tcase_add_test(tc, test_read_two_sequences_buffer_order);
     tcase_add_test(tc, test_read_interleaved_with_writes);
+    tcase_add_test(tc, test_read_past_many_empty_records);
     suite_add_tcase(s, tc);
     tc = tcase_create("ring");
     tcase_add_test(tc, test_ring_exact_fill_then_wrap_overwrites_oldest);
@@ -337,6 +411,9 @@ static Suite *tb_basic_suite(void)
     tcase_add_test(tc, test_ring_partial_overlap_leaves_padding);
     tcase_add_test(tc, test_ring_overwrite_of_read_chunks_is_no_loss);
     tcase_add_test(tc, test_ring_chunk_larger_than_buffer_rejected);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("histogram");
+    tcase_add_test(tc, test_hist_buckets_per_writer);
     suite_add_tcase(s, tc);
     tc = tcase_create("discard");
     tcase_add_test(tc, test_discard_stops_at_end_even_if_read);

@@ -246,7 +246,7 @@ START_TEST(test_encode_misuse_is_counted_not_fatal)
 }
 END_TEST
 
-/* --- chunk bytes ------------------------------------------------------------ */
+/* --- chunk bytes --------------------------------------------------------- */
 
 static smb_chunk_header *chunk_of_page(hb *h, uint32_t page)
 {
@@ -357,7 +357,7 @@ START_TEST(test_chunk_spec_worked_example)
 }
 END_TEST
 
-/* --- fragmentation ---------------------------------------------------------- */
+/* --- fragmentation ------------------------------------------------------- */
 
 START_TEST(test_fragment_sizes_1B_to_8MiB)
 {
@@ -413,6 +413,55 @@ START_TEST(test_fragment_sizes_1B_to_8MiB)
 }
 END_TEST
 
+START_TEST(test_fragment_nested_field_at_every_chunk_end_offset)
+{
+    /* A nested message whose tag and 4-byte size land on each of the last
+     * bytes of a chunk: the size never straddles two chunks, and a size
+     * left in the old chunk is patched. */
+    uint8_t pre[4100], body[100];
+    hb h;
+    hb_fill(pre, sizeof(pre), 12);
+    hb_fill(body, sizeof(body), 13);
+    hb_init(&h, 64 * KiB, 4096, 4 * MiB);
+    tw_writer *w = tw_writer_create(h.arb, HB_TARGET, TW_POLICY_DROP);
+    tw_packet_begin(w);
+    tw_packet_end(w);
+    for (size_t len = 4055; len <= 4085; len++) {
+        tw_writer_flush(w);          /* each packet starts a fresh chunk */
+        tw_packet_begin(w);
+        tw_append_raw(w, pre, len);
+        tw_begin_nested(w, 900);
+        tw_add_bytes(w, 1, body, sizeof(body));
+        tw_end_nested(w);
+        tw_packet_end(w);
+    }
+    tw_writer_flush(w);
+    hb_pkts ps = hb_read_all(&h);
+    ck_assert_uint_eq(ps.n, 1 + 31);
+    for (size_t k = 0; k < 31; k++) {
+        const hb_pkt *pk = &ps.v[1 + k];
+        size_t len = 4055 + k;
+        HB_CHECK(pk->size > len);
+        HB_CHECK(memcmp(pk->data, pre, len) == 0);
+        const uint8_t *p = pk->data + len, *end = pk->data + pk->size;
+        hb_field f, g;
+        HB_CHECK(hb_next_field(&p, end, &f));
+        HB_CHECK_EQ(f.field, 900);
+        HB_CHECK_EQ(f.v, 102);
+        HB_CHECK(p == end);
+        p = f.p;
+        HB_CHECK(hb_next_field(&p, f.p + f.v, &g));
+        HB_CHECK_EQ(g.v, sizeof(body));
+        HB_CHECK(memcmp(g.p, body, sizeof(body)) == 0);
+    }
+    ck_assert_uint_gt(h.patches, 0);
+    ck_assert_uint_eq(tb_get_stats(h.buf)->patches_failed, 0);
+    hb_pkts_free(&ps);
+    tw_writer_destroy(w);
+    hb_fini(&h);
+}
+END_TEST
+
 START_TEST(test_fragment_other_layouts_and_pages)
 {
     /* Div14 pages of 4 KiB (284-byte payloads) and 64 KiB Div4 pages. */
@@ -449,6 +498,248 @@ START_TEST(test_fragment_other_layouts_and_pages)
         tw_writer_destroy(w);
         hb_fini(&h);
     }
+}
+END_TEST
+
+/* --- random ------------------------------------------------------------- */
+
+/* Seeded random packets (random fields, nesting up to 6 deep, bodies from
+ * 0 bytes to 20 KB) on random page sizes and layouts. The test keeps a
+ * canonical encoding of what it wrote (1-byte-or-more minimal varint
+ * sizes); what comes back is re-encoded canonically (fields >= 1000 are
+ * nested messages) and must be identical. */
+
+typedef struct {
+    uint8_t *p;
+    size_t n, cap;
+} cbuf;
+
+static void cb_put(cbuf *b, const void *src, size_t n)
+{
+    if (b->n + n > b->cap) {
+        b->cap = (b->n + n) * 2 + 64;
+        b->p = realloc(b->p, b->cap);
+        HB_CHECK(b->p != NULL);
+    }
+    if (n)
+        memcpy(b->p + b->n, src, n);
+    b->n += n;
+}
+
+static void cb_varint(cbuf *b, uint64_t v)
+{
+    uint8_t t[10];
+    size_t k = 0;
+    while (v >= 0x80) {
+        t[k++] = (uint8_t)(v | 0x80);
+        v >>= 7;
+    }
+    t[k++] = (uint8_t)v;
+    cb_put(b, t, k);
+}
+
+static uint32_t rnd(uint32_t *x)
+{
+    *x ^= *x << 13;
+    *x ^= *x >> 17;
+    *x ^= *x << 5;
+    return *x;
+}
+
+/* Write one random message body with tw and canonically into *ref. */
+static void rand_body(tw_writer *w, cbuf *ref, uint32_t *x, int depth,
+                      const uint8_t *blob)
+{
+    int nfields = (int)(rnd(x) % 6);
+    for (int i = 0; i < nfields; i++) {
+        uint32_t kind = rnd(x) % 8;
+        if (kind < 2 && depth < 6) {
+            uint32_t field = 1000 + rnd(x) % 50;
+            cbuf sub = {NULL, 0, 0};
+            tw_begin_nested(w, field);
+            rand_body(w, &sub, x, depth + 1, blob);
+            tw_end_nested(w);
+            cb_varint(ref, (uint64_t)field << 3 | 2);
+            cb_varint(ref, sub.n);
+            cb_put(ref, sub.p, sub.n);
+            free(sub.p);
+        } else if (kind < 5) {
+            uint32_t field = 1 + rnd(x) % 999;
+            uint64_t v = (uint64_t)rnd(x) << (rnd(x) % 33);
+            tw_add_varint(w, field, v);
+            cb_varint(ref, (uint64_t)field << 3);
+            cb_varint(ref, v);
+        } else if (kind < 6) {
+            uint32_t field = 1 + rnd(x) % 999, v = rnd(x);
+            tw_add_fixed32(w, field, v);
+            cb_varint(ref, (uint64_t)field << 3 | 5);
+            cb_put(ref, &v, 4);
+        } else {
+            uint32_t field = 1 + rnd(x) % 999;
+            size_t len = rnd(x) % 8 == 0 ? rnd(x) % 20000 : rnd(x) % 300;
+            const uint8_t *d = blob + rnd(x) % 1000;
+            tw_add_bytes(w, field, d, len);
+            cb_varint(ref, (uint64_t)field << 3 | 2);
+            cb_varint(ref, len);
+            cb_put(ref, d, len);
+        }
+    }
+}
+
+/* Canonical re-encoding of a tw-written message. */
+static void canon(cbuf *out, const uint8_t *p, const uint8_t *end)
+{
+    hb_field f;
+    while (hb_next_field(&p, end, &f)) {
+        cb_varint(out, (uint64_t)f.field << 3 | f.wt);
+        if (f.wt == 2 && f.field >= 1000) {
+            cbuf sub = {NULL, 0, 0};
+            canon(&sub, f.p, f.p + f.v);
+            cb_varint(out, sub.n);
+            cb_put(out, sub.p, sub.n);
+            free(sub.p);
+        } else if (f.wt == 2) {
+            cb_varint(out, f.v);
+            cb_put(out, f.p, f.v);
+        } else if (f.wt == 0) {
+            cb_varint(out, f.v);
+        } else {
+            uint32_t v = (uint32_t)f.v;
+            HB_CHECK_EQ(f.wt, 5);
+            cb_put(out, &v, 4);
+        }
+    }
+}
+
+START_TEST(test_random_packets_roundtrip)
+{
+    static const struct { uint32_t page, layout; } cfg[] = {
+        {4096, SMB_LAYOUT_DIV1}, {4096, SMB_LAYOUT_DIV14},
+        {8192, SMB_LAYOUT_DIV4}, {16384, SMB_LAYOUT_DIV7},
+        {32768, SMB_LAYOUT_DIV2}, {65536, SMB_LAYOUT_DIV1},
+    };
+    uint8_t *blob = malloc(22000);
+    uint32_t x = 0xC0FFEE + (uint32_t)_i;
+    hb_fill(blob, 22000, 77);
+    hb h;
+    hb_init_ex(&h, 4 * cfg[_i].page * 4, cfg[_i].page, cfg[_i].layout,
+               32 * MiB, HB_SYNC, 0);
+    tw_writer *w = tw_writer_create(h.arb, HB_TARGET, TW_POLICY_DROP);
+    const int npk = 1500;
+    cbuf *refs = calloc(npk, sizeof(*refs));
+    tw_packet_begin(w);
+    tw_packet_end(w);
+    for (int i = 0; i < npk; i++) {
+        tw_packet_begin(w);
+        rand_body(w, &refs[i], &x, 0, blob);
+        tw_packet_end(w);
+        if (rnd(&x) % 50 == 0)
+            tw_writer_flush(w);
+    }
+    tw_writer_flush(w);
+    tw_writer_stats st;
+    tw_writer_get_stats(w, &st);
+    HB_CHECK_EQ(st.packets_lost, 0);
+    HB_CHECK_EQ(st.misuse, 0);
+    hb_pkts ps = hb_read_all(&h);
+    size_t k = 1, nonempty = 0;
+    for (int i = 0; i < npk; i++) {
+        cbuf c = {NULL, 0, 0};
+        if (refs[i].n == 0)
+            continue;    /* empty packets are fillers: readers skip them */
+        nonempty++;
+        HB_CHECK(k < ps.n);
+        canon(&c, ps.v[k].data, ps.v[k].data + ps.v[k].size);
+        if (c.n != refs[i].n || (c.n && memcmp(c.p, refs[i].p, c.n) != 0))
+            ck_abort_msg("config %d packet %d differs (%zu vs %zu bytes)",
+                         _i, i, c.n, refs[i].n);
+        k++;
+        free(c.p);
+    }
+    HB_CHECK_EQ(ps.n, 1 + nonempty);
+    for (int i = 0; i < npk; i++)
+        free(refs[i].p);
+    HB_CHECK_EQ(tb_get_stats(h.buf)->abi_violations, 0);
+    HB_CHECK_EQ(tb_get_stats(h.buf)->patches_failed, 0);
+    free(refs);
+    hb_pkts_free(&ps);
+    tw_writer_destroy(w);
+    hb_fini(&h);
+    free(blob);
+}
+END_TEST
+
+/* The same random packets through a tiny SMB and a paused-then-slow
+ * service with the drop policy: whatever comes back is intact, gaps are
+ * flagged with 257 on the next packet, and nothing is lost silently. */
+START_TEST(test_random_packets_with_drops)
+{
+    uint8_t *blob = malloc(22000);
+    uint32_t x = 0xBADC0DE + (uint32_t)_i;
+    const uint32_t npk = 3000;
+    hb_fill(blob, 22000, 78);
+    hb h;
+    hb_init_ex(&h, 4 * 4096, 4096, _i % 2 ? SMB_LAYOUT_DIV4 : 0, 32 * MiB,
+               HB_QUEUED, 0);
+    hb_pause(&h);
+    tw_writer *w = tw_writer_create(h.arb, HB_TARGET, TW_POLICY_DROP);
+    cbuf *refs = calloc(npk, sizeof(*refs));
+    for (uint32_t i = 0; i < npk; i++) {
+        if (i == npk / 3)
+            hb_resume(&h);
+        if (i == 2 * npk / 3)
+            hb_drain_and_stop(&h);   /* instant service from here on */
+        tw_packet_begin(w);
+        tw_add_varint(w, 999, i);
+        rand_body(w, &refs[i], &x, 0, blob);
+        tw_packet_end(w);
+    }
+    tw_writer_flush(w);
+    hb_drain_and_stop(&h);
+    tw_writer_stats st;
+    tw_writer_get_stats(w, &st);
+    hb_pkts ps = hb_read_all(&h);
+    uint64_t expect = 0;
+    size_t got = 0, gaps = 0;
+    for (size_t k = 0; k < ps.n; k++) {
+        const uint8_t *p = ps.v[k].data, *end = p + ps.v[k].size;
+        hb_field f;
+        bool flagged = false;
+        HB_CHECK(hb_next_field(&p, end, &f));
+        if (f.field == 87)               /* first packet of the sequence */
+            HB_CHECK(hb_next_field(&p, end, &f));
+        if (f.field == 42) {
+            HB_CHECK_EQ(f.v, 257);
+            flagged = true;
+            HB_CHECK(hb_next_field(&p, end, &f));
+        }
+        HB_CHECK_EQ(f.field, 999);
+        HB_CHECK(f.v >= expect && f.v < npk);
+        if (f.v != expect) {
+            HB_CHECK(flagged);
+            gaps++;
+        } else {
+            HB_CHECK(!flagged);
+        }
+        cbuf c = {NULL, 0, 0};
+        canon(&c, p, end);
+        const cbuf *r = &refs[f.v];
+        if (c.n != r->n || (c.n && memcmp(c.p, r->p, c.n) != 0))
+            ck_abort_msg("packet %llu corrupted", (unsigned long long)f.v);
+        free(c.p);
+        expect = f.v + 1;
+        got++;
+    }
+    HB_CHECK(gaps > 0);
+    HB_CHECK_EQ(got + st.packets_lost, npk);
+    HB_CHECK_EQ(tb_get_stats(h.buf)->abi_violations, 0);
+    for (uint32_t i = 0; i < npk; i++)
+        free(refs[i].p);
+    free(refs);
+    hb_pkts_free(&ps);
+    tw_writer_destroy(w);
+    hb_fini(&h);
+    free(blob);
 }
 END_TEST
 
@@ -514,6 +805,12 @@ START_TEST(test_ids_writer_ids_next_fit_and_recycled)
     for (int i = 0; i < 1000; i++)
         tw_append_raw(nw, "0123456789", 10);
     tw_packet_end(nw);
+    for (int i = 0; i < 5000; i++) { /* every garbage fill level */
+        tw_packet_begin(nw);
+        tw_append_raw(nw, "0123456789012345678901234567890123456789",
+                      (size_t)(i % 41));
+        tw_packet_end(nw);
+    }
     ck_assert_int_eq(tw_writer_flush(nw), 0);
     tw_writer_destroy(nw);
     smb_arbiter_stats as;
@@ -547,7 +844,7 @@ START_TEST(test_ids_create_rejects_bad_arguments)
 }
 END_TEST
 
-/* --- threads ---------------------------------------------------------------- */
+/* --- threads ------------------------------------------------------------- */
 
 #define NTHREADS 8
 #define PER_THREAD 100000u
@@ -686,7 +983,7 @@ START_TEST(test_exhaust_drop_policy_flags_losses)
     /* 4 chunks of 4 KiB; the service is paused, then slow. */
     hb_init_ex(&h, 16 * KiB, 4096, 0, 16 * MiB, HB_QUEUED, 0);
     hb_pause(&h);
-    h.delay_us = 100;
+    hb_set_delay(&h, 100);
     tw_writer *w = tw_writer_create(h.arb, HB_TARGET, TW_POLICY_DROP);
     uint32_t i = 0;
     /* First a packet bigger than the whole SMB: with nobody draining it
@@ -761,7 +1058,7 @@ START_TEST(test_exhaust_stall_policy_loses_nothing)
     hb_fill(data, sizeof(data), 4);
     hb_init_ex(&h, 16 * KiB, 4096, 0, 16 * MiB, HB_QUEUED, 0);
     hb_pause(&h);
-    h.delay_us = 100;
+    hb_set_delay(&h, 100);
     tw_writer *w = tw_writer_create(h.arb, HB_TARGET,
                                     TW_POLICY_STALL_THEN_ABORT);
     pthread_t tr;
@@ -792,6 +1089,43 @@ START_TEST(test_exhaust_stall_policy_loses_nothing)
     }
     HB_CHECK_EQ(st.packets_lost, 0);
     HB_CHECK((st.stalls) > (0));
+    hb_pkts_free(&ps);
+    hb_fini(&h);
+}
+END_TEST
+
+static void *shutdown_later(void *p)
+{
+    usleep(20000);
+    smb_arbiter_shutdown(p);
+    return NULL;
+}
+
+START_TEST(test_exhaust_stall_gives_up_after_shutdown)
+{
+    /* Nobody drains the SMB and then the connection goes away: a stalling
+     * writer must not hang (or abort) but drop from then on. */
+    hb h;
+    pthread_t t;
+    hb_init_ex(&h, 4 * KiB * 4, 4096, 0, MiB, HB_QUEUED, 0);
+    hb_pause(&h);
+    tw_writer *w = tw_writer_create(h.arb, HB_TARGET,
+                                    TW_POLICY_STALL_THEN_ABORT);
+    ck_assert_int_eq(pthread_create(&t, NULL, shutdown_later, h.arb), 0);
+    for (uint32_t i = 0; i < 1000; i++) {
+        tw_packet_begin(w);
+        tw_add_bytes(w, 1, "0123456789012345678901234567890123456789", 40);
+        tw_packet_end(w);
+    }
+    pthread_join(t, NULL);
+    tw_writer_stats st;
+    tw_writer_get_stats(w, &st);
+    ck_assert_uint_gt(st.stalls, 0);
+    ck_assert_uint_gt(st.packets_lost, 0);
+    tw_writer_destroy(w);
+    hb_drain_and_stop(&h);
+    hb_pkts ps = hb_read_all(&h);
+    ck_assert_uint_eq(ps.n + st.packets_lost, 1000);
     hb_pkts_free(&ps);
     hb_fini(&h);
 }
@@ -836,7 +1170,67 @@ START_TEST(test_scrape_then_commit_delivers_each_packet_once)
 }
 END_TEST
 
-/* --- two processes ---------------------------------------------------------- */
+/* A live service: commits and scrapes interleave with the writer at
+ * random points, and a consumer reads while packets are still being
+ * written (scraped chunks re-committed later). Every packet must come out
+ * exactly once, in order: what the inflated packet count is for. */
+START_TEST(test_scrape_concurrent_with_writer_and_reader)
+{
+    hb h;
+    uint8_t data[6000];
+    const uint32_t total = 20000;
+    hb_fill(data, sizeof(data), 6);
+    hb_init_ex(&h, 64 * KiB, 4096, 0, 32 * MiB, HB_QUEUED, 0);
+    hb_set_scrape(&h, 50, true);
+    tw_writer *w = tw_writer_create(h.arb, HB_TARGET,
+                                    TW_POLICY_STALL_THEN_ABORT);
+    for (uint32_t i = 0; i < total; i++) {
+        tw_packet_begin(w);
+        tw_add_varint(w, 2, i);
+        if (i % 100 == 99) {         /* now and then a multi-chunk one */
+            tw_begin_nested(w, 900);
+            tw_add_bytes(w, 1, data, sizeof(data));
+            tw_end_nested(w);
+        } else {
+            tw_add_bytes(w, 1, data, i % 64);
+        }
+        tw_packet_end(w);
+        if (i % 1000 == 0)
+            usleep(1000);            /* give the scraper idle windows */
+        if (i == total / 2) {        /* surely scraped mid-chunk once */
+            uint64_t s0, s1;
+            pthread_mutex_lock(&h.mu);
+            s0 = h.scrapes;
+            pthread_mutex_unlock(&h.mu);
+            do {
+                usleep(100);
+                pthread_mutex_lock(&h.mu);
+                s1 = h.scrapes;
+                pthread_mutex_unlock(&h.mu);
+            } while (s1 < s0 + 2);
+        }
+    }
+    tw_writer_flush(w);
+    tw_writer_destroy(w);
+    hb_drain_and_stop(&h);
+    hb_collect(&h, &h.live);
+    HB_CHECK(smb_reader_get_stats(h.reader)->chunks_scraped > 0);
+    uint32_t expect = 0;
+    for (size_t k = 0; k < h.live.n; k++) {
+        uint64_t seq;
+        HB_CHECK(hb_find_varint(&h.live.v[k], 2, &seq));
+        if (seq != expect)
+            ck_abort_msg("packet %zu: seq %llu, expected %u", k,
+                         (unsigned long long)seq, expect);
+        expect++;
+    }
+    HB_CHECK_EQ(h.live.n, total);
+    HB_CHECK_EQ(tb_get_stats(h.buf)->abi_violations, 0);
+    hb_fini(&h);
+}
+END_TEST
+
+/* --- two processes ------------------------------------------------------- */
 
 /* The child's transport: batches travel over a pipe, like CommitData. */
 static int pipe_commit(void *ctx, const smb_commit_batch *b)
@@ -941,7 +1335,14 @@ static Suite *tw_suite(void)
     tc = tcase_create("fragment");
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_fragment_sizes_1B_to_8MiB);
+    tcase_add_test(tc, test_fragment_nested_field_at_every_chunk_end_offset);
     tcase_add_test(tc, test_fragment_other_layouts_and_pages);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("random");
+    tcase_set_timeout(tc, 120);
+    tcase_add_loop_test(tc, test_random_packets_roundtrip, 0, 6);
+    tcase_add_loop_test(tc, test_random_packets_with_drops, 0, 4);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("ids");
@@ -960,10 +1361,12 @@ static Suite *tw_suite(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_exhaust_drop_policy_flags_losses);
     tcase_add_test(tc, test_exhaust_stall_policy_loses_nothing);
+    tcase_add_test(tc, test_exhaust_stall_gives_up_after_shutdown);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("scrape");
     tcase_add_test(tc, test_scrape_then_commit_delivers_each_packet_once);
+    tcase_add_test(tc, test_scrape_concurrent_with_writer_and_reader);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("fork");

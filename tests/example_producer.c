@@ -7,6 +7,7 @@
 /* Whoever moves chunks (the IPC client, in a real producer): print it. */
 static int commit(void *ctx, const smb_commit_batch *batch)
 {
+    (void)ctx;
     printf("commit: %zu chunk(s), %zu patch group(s)\n", batch->nchunks,
            batch->npatch_groups);
     return 0;

@@ -111,8 +111,28 @@ SHMTRACE_API size_t tb_size(const tb_buffer *);
 SHMTRACE_API size_t tb_used_size(const tb_buffer *);
 SHMTRACE_API tb_fill_policy tb_policy(const tb_buffer *);
 
+/* Per-writer chunk-usage histogram (TraceStats.WriterStats, spec
+ * trace-buffer.md §10), an addition to the contract. Every copy that passes
+ * the size check adds the chunk's valid fragment bytes F to its writer's
+ * entry: bucket i < 10 counts TB_HIST_THRESHOLDS[i-1] < F <= [i], bucket 10
+ * the values above 16384. Entries are never dropped; clones start empty. */
+#define TB_HIST_BUCKETS 11
+#define TB_HIST_THRESHOLDS {8, 32, 128, 512, 1024, 2048, 4096, 8192, \
+                            12288, 16384}
+typedef struct {
+    uint16_t producer_id;
+    uint16_t writer_id;
+    uint64_t count[TB_HIST_BUCKETS];
+    uint64_t sum[TB_HIST_BUCKETS];
+} tb_writer_stats;
+
+/* Array of *n entries in first-seen order, owned by the buffer, valid until
+ * the next tb_copy_chunk_untrusted or tb_destroy. NULL with *n = 0 if none. */
+SHMTRACE_API const tb_writer_stats *tb_get_writer_stats(const tb_buffer *,
+                                                        size_t *n);
+
 /* ProtoVM hook: each whole valid packet a wrap evicts unread, in sequence
- * order. */
+ * order. The callback must not call into the buffer. */
 typedef void (*tb_evict_fn)(void *ctx, const tb_packet *,
                             const tb_seq_props *);
 SHMTRACE_API void tb_set_evict_callback(tb_buffer *, tb_evict_fn, void *ctx);

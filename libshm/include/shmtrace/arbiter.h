@@ -18,8 +18,9 @@
  *
  * When batches are sent: a batch is started when a writer returns a chunk
  * or queues patches. It is sent (1) as soon as it holds patches, (2) when
- * its chunks add up to >= options.batch_bytes (default 0: every returned
- * chunk is sent at once), (3) on smb_arbiter_flush / tw_writer_flush, and
+ * its chunks add up to >= options.batch_bytes, counting each chunk's size
+ * header included (4088 bytes for a Div1 chunk of a 4 KiB page; default
+ * 0: every returned chunk is sent at once), (3) on smb_arbiter_flush / tw_writer_flush, and
  * (4) before a writer gives up on finding a free chunk (the service may be
  * waiting for exactly those chunks).
  *
@@ -152,7 +153,10 @@ SHMTRACE_API uint32_t smb_arbiter_page_size(const smb_arbiter *arb);
 SHMTRACE_API int smb_arbiter_flush(smb_arbiter *arb,
                                    uint64_t flush_request_id);
 
-/* From now on new writers are null writers (see trace_writer.h). */
+/* The connection is gone: from now on new writers are null writers (see
+ * trace_writer.h) and existing writers never stall (nobody will free
+ * chunks any more): with no free chunk they drop, whatever their policy.
+ * Thread-safe. */
 SHMTRACE_API void smb_arbiter_shutdown(smb_arbiter *arb);
 
 SHMTRACE_API void smb_arbiter_get_stats(smb_arbiter *arb,
