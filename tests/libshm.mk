@@ -36,3 +36,9 @@ check_PROGRAMS += tests/example_producer
 tests_example_producer_SOURCES = tests/example_producer.c
 tests_example_producer_LDADD = libshm/libshm.la
 TESTS += tests/example_producer
+
+check_PROGRAMS += tests/check_tw_flow
+tests_check_tw_flow_SOURCES = tests/check_tw_flow.c
+tests_check_tw_flow_CFLAGS = $(libshm_test_cflags)
+tests_check_tw_flow_LDADD = $(libshm_test_ldadd)
+TESTS += tests/check_tw_flow
