@@ -1,1 +1,8 @@
-# bench/libshm.mk - build rules for this part (see top-level Makefile.am).
+# bench/libshm.mk - TraceWriter benchmark (not part of make check).
+#   ./bench/bench_tw [--quick]
+
+noinst_PROGRAMS += bench/bench_tw
+bench_bench_tw_SOURCES = bench/bench_tw.c
+bench_bench_tw_CFLAGS = $(AM_CFLAGS) -I$(top_srcdir)/libshm
+bench_bench_tw_LDADD = libshm/libshm.la libshm/libsmbreader.la \
+	libbuf/libbuf.la

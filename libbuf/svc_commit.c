@@ -251,10 +251,11 @@ int svc_producer_commit(svc_service *svc, svc_producer *p,
 
 /* ---------------------------------------------------------------- scrape */
 
-void svc__scrape(svc_service *svc, svc_producer *p, const svc_session *only)
+size_t svc__scrape(svc_service *svc, svc_producer *p,
+                   const svc_session *only)
 {
     if (!p->smb_reader || !p->scraping_enabled)
-        return;
+        return 0;
     svc_resolve_ctx c = { .svc = svc, .p = p, .only = only, .scraping = true };
-    smb_reader_scrape(p->smb_reader, resolve, &c);
+    return smb_reader_scrape(p->smb_reader, resolve, &c);
 }

@@ -124,6 +124,7 @@ struct svc_session {
     uint64_t stop_deadline_ms;   /* waiting for NotifyDataSourceStopped */
     uint64_t next_file_write_ms;
     uint64_t next_periodic_flush_ms;
+    uint32_t flush_period_ms;    /* 0 = no periodic flush */
     /* write_into_file */
     int out_fd;                  /* -1 unless write_into_file; owned */
     uint32_t file_write_period_ms;
@@ -190,7 +191,7 @@ tb_buffer *svc__buffer(svc_service *, uint32_t buffer_id,
 svc_producer *svc__producer_by_id(svc_service *, uint16_t id);
 bool svc__producer_may_write(const svc_producer *, uint32_t buffer_id);
 void svc__flush_ack(svc_service *, svc_producer *, uint64_t flush_id);
-void svc__producer_gone(svc_service *, svc_producer *);
+size_t svc__producer_gone(svc_service *, svc_producer *);
 
 /* svc_producer.c */
 uint32_t svc__writer_buffer(const svc_producer *, uint16_t writer_id);
@@ -215,6 +216,6 @@ int svc__smb_setup(svc_producer *, const Perfetto__Protos__TraceConfig *);
 void svc__smb_sizes(const svc_producer *, const Perfetto__Protos__TraceConfig *,
                     size_t *page_out, size_t *size_out);
 void svc__smb_teardown(svc_producer *);
-void svc__scrape(svc_service *, svc_producer *, const svc_session *only);
+size_t svc__scrape(svc_service *, svc_producer *, const svc_session *only);
 
 #endif /* SHMTRACE_SVC_INT_H */

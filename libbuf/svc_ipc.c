@@ -253,6 +253,10 @@ static void p_initialize(ipc_call *call, const ProtobufCMessage *args,
         ipc_conn_close(conn);
         return;
     }
+    fprintf(stderr, "shmtraced: producer %u \"%s\" connected (pid %ld, uid "
+            "%ld)\n", svc_producer_id(pc->p),
+            req->producer_name ? req->producer_name : "",
+            (long)ipc_conn_pid(conn), (long)ipc_conn_uid(conn));
     ipc_conn_set_data(conn, pc);
     Perfetto__Protos__InitializeConnectionResponse r =
         PERFETTO__PROTOS__INITIALIZE_CONNECTION_RESPONSE__INIT;
@@ -362,8 +366,13 @@ static void p_disconnect(ipc_conn *conn, void *vd)
     if (!pc)
         return;
     pc->async_call = NULL;            /* freed by the host */
-    if (pc->p)
-        svc_producer_disconnect(d->svc, pc->p);
+    if (pc->p) {
+        uint16_t id = svc_producer_id(pc->p);
+        size_t n = svc_producer_disconnect(d->svc, pc->p);
+        fprintf(stderr, "shmtraced: producer %u (pid %ld) disconnected; "
+                "%zu unfinished chunk(s) scraped from its shared memory\n",
+                id, (long)ipc_conn_pid(conn), n);
+    }
     for (size_t i = 0; i < pc->nqueue; i++) {
         if (pc->queue[i].fd >= 0)
             close(pc->queue[i].fd);
@@ -486,8 +495,14 @@ static void c_enable(ipc_call *call, const ProtobufCMessage *args, void *vd)
     cc->enable_call = call;
     cc->s = svc_session_enable(d->svc, cc, req->trace_config, fd, err,
                                sizeof(err));
-    if (!cc->s)
+    if (!cc->s) {
+        fprintf(stderr, "shmtraced: EnableTracing refused: %s\n", err);
         send_disabled(cc, err[0] ? err : "EnableTracing failed");
+    } else {
+        fprintf(stderr, "shmtraced: session %llu started (consumer pid "
+                "%ld)\n", (unsigned long long)svc_session_id(cc->s),
+                (long)ipc_conn_pid(cc->conn));
+    }
 }
 
 static void c_disable(ipc_call *call, const ProtobufCMessage *args, void *vd)

@@ -113,11 +113,11 @@ static void producer_free(svc_producer *p)
     free(p);
 }
 
-void svc_producer_disconnect(svc_service *svc, svc_producer *p)
+size_t svc_producer_disconnect(svc_service *svc, svc_producer *p)
 {
     if (!p)
-        return;
-    svc__producer_gone(svc, p);       /* scrape, end instances, acks */
+        return 0;
+    size_t scraped = svc__producer_gone(svc, p);  /* + instances, acks */
     svc__smb_teardown(p);
     for (size_t i = 0; i < svc->nproducers; i++) {
         if (svc->producers[i] == p) {
@@ -126,6 +126,7 @@ void svc_producer_disconnect(svc_service *svc, svc_producer *p)
         }
     }
     producer_free(p);
+    return scraped;
 }
 
 static svc_dsreg *find_ds(svc_producer *p, const char *name)

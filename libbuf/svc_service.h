@@ -72,8 +72,9 @@ typedef struct {
 /* NULL + errno (EAGAIN: no free producer id). */
 svc_producer *svc_producer_connect(svc_service *, void *conn, uid_t uid,
         pid_t pid, const svc_producer_params *);
-/* Scrapes its SMB, ends its instances, frees it. */
-void svc_producer_disconnect(svc_service *, svc_producer *);
+/* Scrapes its SMB, ends its instances, frees it. Returns the number of
+ * chunks recovered by the scrape (its unfinished data). */
+size_t svc_producer_disconnect(svc_service *, svc_producer *);
 uint16_t svc_producer_id(const svc_producer *);
 int svc_producer_register_ds(svc_service *, svc_producer *,
         const Perfetto__Protos__DataSourceDescriptor *, char *err,

@@ -564,8 +564,20 @@ svc_session *svc_session_enable(svc_service *svc, void *consumer,
         s->max_file_size_bytes = cfg->has_max_file_size_bytes ?
                                  cfg->max_file_size_bytes : 0;
     }
-    if (cfg->has_flush_period_ms && cfg->flush_period_ms)
-        s->next_periodic_flush_ms = now + cfg->flush_period_ms;
+    s->flush_period_ms = cfg->has_flush_period_ms ? cfg->flush_period_ms : 0;
+    if (to_file) {
+        /* write_flush_mode (file mode only): AUTO/UNSPECIFIED flush every
+         * 5 s (or at each write when writes are rarer), ENABLED at each
+         * write, DISABLED falls back to flush_period_ms. */
+        int mode = cfg->has_write_flush_mode ? (int)cfg->write_flush_mode : 0;
+        if (mode == 0 || mode == 1)
+            s->flush_period_ms = s->file_write_period_ms <= 5000 ?
+                                 5000 : s->file_write_period_ms;
+        else if (mode == 3)
+            s->flush_period_ms = s->file_write_period_ms;
+    }
+    if (s->flush_period_ms)
+        s->next_periodic_flush_ms = now + s->flush_period_ms;
     s->state = SVC_SESSION_STARTED;
     for (size_t i = 0; i < svc->nproducers; i++)
         match_producer(svc, s, svc->producers[i], NULL);
@@ -788,10 +800,9 @@ void svc__session_instance_stopped(svc_service *svc, svc_producer *p,
 }
 
 /* Producer p goes away: keep what it wrote, forget its instances. */
-void svc__producer_gone(svc_service *svc, svc_producer *p)
+size_t svc__producer_gone(svc_service *svc, svc_producer *p)
 {
-    if (p->smb_base)
-        svc__scrape(svc, p, NULL);
+    size_t scraped = p->smb_base ? svc__scrape(svc, p, NULL) : 0;
     for (size_t si = 0; si < svc->nsessions; si++) {
         svc_session *s = svc->sessions[si];
         for (size_t k = 0; k < s->ninst;) {
@@ -814,6 +825,7 @@ void svc__producer_gone(svc_service *svc, svc_producer *p)
             !waiting)
             finalize_disable(svc, s);
     }
+    return scraped;
 }
 
 void svc__session_drop_ds(svc_service *svc, svc_producer *p, const char *name)
@@ -958,7 +970,7 @@ void svc_tick(svc_service *svc, uint64_t now)
         if (due(s->duration_deadline_ms, now))
             svc_session_disable(svc, s);
         if (due(s->next_periodic_flush_ms, now)) {
-            s->next_periodic_flush_ms = now + s->cfg->flush_period_ms;
+            s->next_periodic_flush_ms = now + s->flush_period_ms;
             flush_start(svc, s, SVC_FLUSH_PERIODIC, 0,
                         SVC_FLUSH_FLAGS_PERIODIC, 0);
         }

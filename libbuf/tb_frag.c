@@ -12,58 +12,29 @@
  */
 #include "tb_int.h"
 
-/* Parses a varint of at most 10 bytes from [p, end). Returns the number of
- * bytes used, or 0 if it is truncated or longer than 10 bytes. */
-static uint32_t parse_varint(const uint8_t *p, const uint8_t *end,
-                             uint64_t *value)
+/* Facts of a payload that tiles into n fragments: first/last sizes and the
+ * number of non-empty fragments. Same result as tb__compute_facts. */
+uint8_t tb__facts_from_summary(uint32_t n, uint32_t first_size,
+                               uint32_t last_size, uint32_t nonempty,
+                               uint8_t flags)
 {
-    uint64_t v = 0;
-    for (uint32_t i = 0; i < 10 && p + i < end; i++) {
-        uint8_t byte = p[i];
-        v |= (uint64_t)(byte & 0x7Fu) << (7u * i);
-        if (!(byte & 0x80u)) {
-            *value = v;
-            return i + 1;
-        }
-    }
-    return 0;
-}
-
-static int frag_role(bool first, bool last, uint8_t flags)
-{
-    bool cont_from_prev = flags & TB_CHUNK_FIRST_PACKET_CONTINUES_FROM_PREV;
-    bool cont_on_next = flags & TB_CHUNK_LAST_PACKET_CONTINUES_ON_NEXT;
-    if (last && cont_on_next)
-        return (first && cont_from_prev) ? TB__CONT : TB__BEGIN;
-    if (first && cont_from_prev)
-        return TB__END;
-    return TB__WHOLE;
-}
-
-/* Tokenizes the fragment at *off. On TB__FRAG_OK advances *off past it and
- * fills *out; otherwise leaves *off unchanged. */
-int tb__next_frag(const uint8_t *payload, uint32_t payload_size,
-                  uint32_t *off, uint8_t flags, tb__frag *out)
-{
-    uint32_t pos = *off;
-    if (pos >= payload_size)
-        return TB__FRAG_NONE;
-    const uint8_t *end = payload + payload_size;
-    uint64_t size = 0;
-    uint32_t hdr = parse_varint(payload + pos, end, &size);
-    if (hdr == 0)
-        return TB__FRAG_CORRUPT;
-    if (size == TB_PACKET_SIZE_DROP_PACKET)
-        return TB__FRAG_DROP;
-    if (size > (uint64_t)(payload_size - pos - hdr))
-        return TB__FRAG_CORRUPT;
-    uint32_t next = pos + hdr + (uint32_t)size;
-    out->pos = pos;
-    out->hdr = hdr;
-    out->size = (uint32_t)size;
-    out->role = frag_role(pos == 0, next >= payload_size, flags);
-    *off = next;
-    return TB__FRAG_OK;
+    uint8_t facts = TB__FACT_VALID;
+    if (n == 0)
+        return facts;
+    int first = tb__frag_role(true, n == 1, flags);
+    int last = tb__frag_role(n == 1, true, flags);
+    uint32_t whole = nonempty;
+    if (first != TB__WHOLE && first_size > 0)
+        whole--;
+    if (n > 1 && last != TB__WHOLE && last_size > 0)
+        whole--;
+    if (whole > 0)
+        facts |= TB__FACT_WHOLE;
+    if (first == TB__END || first == TB__CONT)
+        facts |= TB__FACT_ORPHAN;
+    if (last == TB__BEGIN)
+        facts |= TB__FACT_BEGIN;
+    return facts;
 }
 
 /* Facts (TB__FACT_*) of a payload whose fragments tile [0, payload_size)

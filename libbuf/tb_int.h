@@ -180,6 +180,11 @@ struct tb_buffer {
 
     tb_evict_fn evict_fn;
     void *evict_ctx;
+
+    /* Prefetch hints only (never trusted): per 4 KiB page of mem, the
+     * offset of the last record header written in it. Lets eviction fetch
+     * the headers it will meet two pages ahead. */
+    uint32_t *page_hint;
 };
 
 static inline size_t tb__outer(size_t payload)
@@ -210,9 +215,71 @@ static inline tb__centry *tb__ring_at(const tb__seq *s, uint32_t i)
     return &s->ring[(s->head + i) & (s->cap - 1)];
 }
 
+/* Fragment tokenizer (untrusted bytes; every read bounded by
+ * payload_size). Inline: it is the inner loop of both copy and read. */
+/* Parses a varint of at most 10 bytes from [p, end). Returns the number of
+ * bytes used, or 0 if it is truncated or longer than 10 bytes. */
+static inline uint32_t tb__parse_varint(const uint8_t *p, const uint8_t *end,
+                             uint64_t *value)
+{
+    if (p < end && !(p[0] & 0x80u)) { /* 1-byte fast path */
+        *value = p[0];
+        return 1;
+    }
+    uint64_t v = 0;
+    for (uint32_t i = 0; i < 10 && p + i < end; i++) {
+        uint8_t byte = p[i];
+        v |= (uint64_t)(byte & 0x7Fu) << (7u * i);
+        if (!(byte & 0x80u)) {
+            *value = v;
+            return i + 1;
+        }
+    }
+    return 0;
+}
+
+static inline int tb__frag_role(bool first, bool last, uint8_t flags)
+{
+    bool cont_from_prev = flags & TB_CHUNK_FIRST_PACKET_CONTINUES_FROM_PREV;
+    bool cont_on_next = flags & TB_CHUNK_LAST_PACKET_CONTINUES_ON_NEXT;
+    if (last && cont_on_next)
+        return (first && cont_from_prev) ? TB__CONT : TB__BEGIN;
+    if (first && cont_from_prev)
+        return TB__END;
+    return TB__WHOLE;
+}
+
+/* Tokenizes the fragment at *off. On TB__FRAG_OK advances *off past it and
+ * fills *out; otherwise leaves *off unchanged. */
+static inline int tb__next_frag(const uint8_t *payload, uint32_t payload_size,
+                  uint32_t *off, uint8_t flags, tb__frag *out)
+{
+    uint32_t pos = *off;
+    if (pos >= payload_size)
+        return TB__FRAG_NONE;
+    const uint8_t *end = payload + payload_size;
+    uint64_t size = 0;
+    uint32_t hdr = tb__parse_varint(payload + pos, end, &size);
+    if (hdr == 0)
+        return TB__FRAG_CORRUPT;
+    if (size == TB_PACKET_SIZE_DROP_PACKET)
+        return TB__FRAG_DROP;
+    if (size > (uint64_t)(payload_size - pos - hdr))
+        return TB__FRAG_CORRUPT;
+    uint32_t next = pos + hdr + (uint32_t)size;
+    out->pos = pos;
+    out->hdr = hdr;
+    out->size = (uint32_t)size;
+    out->role = tb__frag_role(pos == 0, next >= payload_size, flags);
+    *off = next;
+    return TB__FRAG_OK;
+}
+
+
 /* tb_frag.c */
-int tb__next_frag(const uint8_t *payload, uint32_t payload_size,
-                  uint32_t *off, uint8_t flags, tb__frag *out);
+uint8_t tb__facts_from_summary(uint32_t n, uint32_t first_size,
+                               uint32_t last_size, uint32_t nonempty,
+                               uint8_t flags);
 uint8_t tb__compute_facts(const uint8_t *payload, uint32_t payload_size,
                           uint8_t flags);
 

@@ -55,7 +55,7 @@ struct smb_arbiter {
     pthread_mutex_t mu;
     /* --- guarded by mu --- */
     uint32_t cursor;              /* page where the next search starts */
-    bool shut_down;
+    _Atomic bool shut_down;       /* also read without mu (writers) */
     uint16_t last_writer_id;      /* next-fit start */
     uint64_t ids_in_use[ID_WORDS];
     smb_commit_chunk *chunks;     /* pending batch */
@@ -263,8 +263,11 @@ static bool lap_locked(smb_arbiter *arb, uint16_t writer_id,
                     writer_id, chunk_id, packets);
             if (c == NULL)
                 continue;
-            /* The size must match the layout the CAS saw; re-derive it
-             * from the pointer's position (chunk i of `layout`). */
+            /* Only this arbiter partitions pages, always with
+             * arb->layout, so `layout` is the one the CAS saw. Even if a
+             * hostile peer repartitioned the page in between, chunk i
+             * (i < both chunk counts) plus our payload size stays inside
+             * the page: 8 + i*cs' + cs <= 8 + n*cs <= page_size. */
             out->hdr = c;
             out->payload = smb_chunk_payload(c);
             out->payload_size = smb_chunk_size(arb->page_size, layout) -
@@ -355,9 +358,7 @@ int smb_arbiter_flush(smb_arbiter *arb, uint64_t flush_request_id)
 
 void smb_arbiter_shutdown(smb_arbiter *arb)
 {
-    pthread_mutex_lock(&arb->mu);
-    arb->shut_down = true;
-    pthread_mutex_unlock(&arb->mu);
+    atomic_store(&arb->shut_down, true);
 }
 
 void smb_arbiter_get_stats(smb_arbiter *arb, smb_arbiter_stats *out)
@@ -376,7 +377,7 @@ uint16_t smb__arbiter_alloc_writer(smb_arbiter *arb, uint32_t target_buffer)
 {
     uint16_t id = 0;
     pthread_mutex_lock(&arb->mu);
-    if (!arb->shut_down) {
+    if (!atomic_load(&arb->shut_down)) {
         uint32_t cand = arb->last_writer_id;
         for (uint32_t n = 0; n < SMB_MAX_WRITER_ID; n++) {
             cand = cand >= SMB_MAX_WRITER_ID ? 1 : cand + 1;
@@ -409,6 +410,11 @@ void smb__arbiter_free_writer(smb_arbiter *arb, uint16_t writer_id)
     if (arb->transport.unregister_writer != NULL)
         arb->transport.unregister_writer(arb->transport.ctx, writer_id);
     pthread_mutex_unlock(&arb->mu);
+}
+
+bool smb__arbiter_is_shut_down(smb_arbiter *arb)
+{
+    return atomic_load_explicit(&arb->shut_down, memory_order_relaxed);
 }
 
 void smb__arbiter_count_stall(smb_arbiter *arb)

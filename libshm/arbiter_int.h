@@ -46,4 +46,8 @@ void smb__arbiter_free_writer(smb_arbiter *arb, uint16_t writer_id);
 
 void smb__arbiter_count_stall(smb_arbiter *arb);
 
+/* smb_arbiter_shutdown was called: writers stop stalling (nobody will free
+ * chunks any more) and drop instead. */
+bool smb__arbiter_is_shut_down(smb_arbiter *arb);
+
 #endif /* SHMTRACE_ARBITER_INT_H */

@@ -290,10 +290,11 @@ static void on_setup_tracing(
             close(fd);
         return;
     }
-    uint32_t page = st->has_shared_buffer_page_size_kb &&
-                            st->shared_buffer_page_size_kb
-                        ? st->shared_buffer_page_size_kb * 1024u
-                        : SMB_DEFAULT_PAGE_SIZE;
+    uint32_t kb = st->has_shared_buffer_page_size_kb
+                      ? st->shared_buffer_page_size_kb : 0;
+    if (kb > SMB_MAX_PAGE_SIZE / 1024u)
+        kb = 1; /* hostile: refused below as an invalid page size */
+    uint32_t page = kb ? kb * 1024u : SMB_DEFAULT_PAGE_SIZE;
     prod__smb *s = calloc(1, sizeof *s);
     if (!s) {
         close(fd);

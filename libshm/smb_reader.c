@@ -166,6 +166,44 @@ int smb_reader_commit_chunk(smb_reader *r, uint32_t page, uint32_t chunk,
     return rc;
 }
 
+int smb_reader_commit_data(smb_reader *r, const uint8_t *data, size_t len,
+                           bool complete, uint32_t target_buffer,
+                           smb_resolve_fn resolve, void *ctx)
+{
+    header_copy h;
+    uint16_t packets;
+    tb_buffer *buf;
+
+    if (data == NULL || len < SMB_CHUNK_HEADER_SIZE ||
+        len >= SMB_MAX_CHUNK_SIZE) {
+        r->stats.bad_requests++;
+        return -EINVAL;
+    }
+    /* Little-endian header fields, read from the (private) IPC copy. */
+    h.chunk_id = (uint32_t)data[0] | (uint32_t)data[1] << 8 |
+                 (uint32_t)data[2] << 16 | (uint32_t)data[3] << 24;
+    h.writer_id = (uint16_t)(data[4] | data[5] << 8);
+    packets = (uint16_t)(data[6] | data[7] << 8);
+    h.count = (uint16_t)smb_packets_count(packets);
+    h.flags = (uint8_t)smb_packets_flags(packets);
+    if (h.writer_id == 0 || h.writer_id > SMB_MAX_WRITER_ID ||
+        (h.flags & ~SMB_FLAGS_MASK) != 0) {
+        r->stats.abi_violations++;
+        return -EPROTO;
+    }
+    buf = resolve(ctx, target_buffer, h.writer_id);
+    if (buf == NULL) {
+        r->stats.chunks_discarded++;
+        return -ENOENT;
+    }
+    tb_copy_chunk_untrusted(buf, r->producer_id, r->uid, r->pid, h.writer_id,
+                            h.chunk_id, h.count, h.flags, complete,
+                            data + SMB_CHUNK_HEADER_SIZE,
+                            len - SMB_CHUNK_HEADER_SIZE);
+    r->stats.chunks_moved++;
+    return 0;
+}
+
 int smb_reader_apply_patches(smb_reader *r, const smb_chunk_patches *g,
                              smb_resolve_fn resolve, void *ctx)
 {

@@ -20,6 +20,8 @@
  *   (chunk_size - 8 bytes) is copied out and handed to
  *   tb_copy_chunk_untrusted(..., count, flags, complete=true, ...); the
  *   chunk is then released BeingRead -> Free (the service frees chunks).
+ * Emulation (smb_reader_commit_data): the chunk came inside the IPC
+ *   message; only its length and header are checked, then libbuf.
  * Patches (smb_reader_apply_patches): writer_id 1..32767, 1..1024 patches,
  *   then tb_try_patch_chunk.
  * Scrape (smb_reader_scrape), per smb-abi.md §7: every page, every chunk
@@ -75,6 +77,14 @@ void smb_reader_destroy(smb_reader *r);
 int smb_reader_commit_chunk(smb_reader *r, uint32_t page, uint32_t chunk,
                             uint32_t target_buffer, smb_resolve_fn resolve,
                             void *ctx);
+
+/* Emulation mode (ChunksToMove.data: the chunk, header included, carried
+ * inside the IPC message instead of shared memory). len must be 8..65535
+ * (else -EINVAL, counted as bad_requests); complete = !chunk_incomplete.
+ * Returns as smb_reader_commit_chunk. No SMB state is touched. */
+int smb_reader_commit_data(smb_reader *r, const uint8_t *data, size_t len,
+                           bool complete, uint32_t target_buffer,
+                           smb_resolve_fn resolve, void *ctx);
 
 /* Apply one ChunkToPatch. 0 applied; -EPROTO refused (counted);
  * -ENOENT resolve said NULL; -ESRCH libbuf could not apply. */

@@ -2,8 +2,9 @@
  * smb_shm.c - creating and mapping the shared-memory object of an SMB.
  *
  * Creation: memfd_create("shmtrace_smb", MFD_CLOEXEC | MFD_ALLOW_SEALING),
- * ftruncate, seal F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL (so the peer can
- * trust the size it maps), mmap MAP_SHARED. Without memfd (or if the kernel
+ * fchmod 0600 (memfds start as 0777), ftruncate, seal F_SEAL_SHRINK |
+ * F_SEAL_GROW | F_SEAL_SEAL (so the peer can trust the size it maps), mmap
+ * MAP_SHARED. Without memfd (or if the kernel
  * refuses it) a POSIX shm object is created with a random name, O_EXCL,
  * mode 0600, and unlinked at once: the fd is the only handle, so nothing
  * outlives the processes. Memory from ftruncate reads as zeros, which the
@@ -45,8 +46,9 @@ static int create_memfd(size_t size, smb_shm *out)
     int rc;
     if (fd < 0)
         return -errno;
-    if (ftruncate(fd, (off_t)size) != 0 ||
-        fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
+    if (fchmod(fd, 0600) != 0 || ftruncate(fd, (off_t)size) != 0 ||
+        fcntl(fd, F_ADD_SEALS,
+              F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
         rc = -errno;
         close(fd);
         return rc;

@@ -225,7 +225,7 @@ static bool acquire(tw_writer *w, uint16_t packets, smb__chunk_loc *loc)
             w->stats.chunks_used++;
             return true;
         }
-        if (w->policy == TW_POLICY_DROP)
+        if (w->policy == TW_POLICY_DROP || smb__arbiter_is_shut_down(w->arb))
             return false;
         if (w->policy == TW_POLICY_STALL_THEN_DROP &&
             (w->dropping || stalls >= TW_MAX_STALLS))

@@ -14,6 +14,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cli_parse.h"
 #include "consumer_client.h"
 #include "textproto.h"
 #include "trace.pb-c.h"
@@ -287,6 +288,71 @@ START_TEST(test_out_write_error_reported)
 }
 END_TEST
 
+START_TEST(test_out_scan_file)
+{
+    int fd = tmp_fd();
+    cons_out o;
+    ck_assert_int_eq(cons_out_init(&o, fd), 0);
+    static const uint8_t p1[] = { 0x40, 0x05 };
+    static const uint8_t p2[] = { 0x40, 0x06, 0xd0, 0x02, 0x01 };
+    /* a 3 MiB packet: larger than the scanner's first buffer */
+    size_t big_len = 3u << 20;
+    uint8_t *big = calloc(1, big_len);
+    big[0] = 0x92; /* field 18, wt 2, length as a 4-byte varint */
+    big[1] = 0x01;
+    uint32_t inner = (uint32_t)(big_len - 6);
+    big[2] = (uint8_t)(0x80 | (inner & 0x7f));
+    big[3] = (uint8_t)(0x80 | ((inner >> 7) & 0x7f));
+    big[4] = (uint8_t)(0x80 | ((inner >> 14) & 0x7f));
+    big[5] = (uint8_t)(inner >> 21);
+    for (int i = 0; i < 1000; i++)
+        cons_out_packet(i % 2 ? p2 : p1, i % 2 ? sizeof p2 : sizeof p1, &o);
+    cons_out_packet(big, big_len, &o);
+    cons_out_packet(p2, sizeof p2, &o);
+    ck_assert_int_eq(cons_out_flush(&o), 0);
+    uint64_t bytes = o.bytes;
+    cons_out_fini(&o);
+    free(big);
+    cons_out s;
+    memset(&s, 0, sizeof s);
+    ck_assert_int_eq(cons_out_scan_fd(&s, fd), 0);
+    ck_assert_uint_eq(s.packets, 1002);
+    ck_assert_uint_eq(s.flagged_packets, 501);
+    ck_assert_uint_eq(s.malformed, 0);
+    ck_assert_uint_eq(s.bytes, bytes);
+    cons_out_fini(&s);
+    /* truncated: the last record lost its tail */
+    ck_assert_int_eq(ftruncate(fd, (off_t)bytes - 1), 0);
+    memset(&s, 0, sizeof s);
+    ck_assert_int_eq(cons_out_scan_fd(&s, fd), -EBADMSG);
+    ck_assert_uint_eq(s.packets, 1001);
+    cons_out_fini(&s);
+    close(fd);
+    /* not a trace: wrong record tag, overlong varint, absurd length */
+    static const uint8_t junk1[] = { 0x12, 0x01, 0x00 };
+    static const uint8_t junk2[] = { 0x0a, 0xff, 0xff, 0xff, 0xff, 0xff,
+                                     0xff, 0xff, 0xff, 0xff, 0xff, 0x01 };
+    static const uint8_t junk3[] = { 0x0a, 0xff, 0xff, 0xff, 0xff, 0x0f };
+    const uint8_t *junks[] = { junk1, junk2, junk3 };
+    size_t lens[] = { sizeof junk1, sizeof junk2, sizeof junk3 };
+    for (int i = 0; i < 3; i++) {
+        fd = tmp_fd();
+        ck_assert_int_eq(write(fd, junks[i], lens[i]), (ssize_t)lens[i]);
+        memset(&s, 0, sizeof s);
+        ck_assert_int_eq(cons_out_scan_fd(&s, fd), -EBADMSG);
+        ck_assert_uint_eq(s.packets, 0);
+        cons_out_fini(&s);
+        close(fd);
+    }
+    /* empty file: zero packets, no error */
+    fd = tmp_fd();
+    memset(&s, 0, sizeof s);
+    ck_assert_int_eq(cons_out_scan_fd(&s, fd), 0);
+    ck_assert_uint_eq(s.packets, 0);
+    close(fd);
+}
+END_TEST
+
 START_TEST(test_client_no_service)
 {
     int err = 0;
@@ -302,6 +368,54 @@ START_TEST(test_client_no_service)
 }
 END_TEST
 
+START_TEST(test_parse_sizes_and_durations)
+{
+    uint32_t v = 7;
+    ck_assert_int_eq(cli_parse_size_kb("64", &v), 0);
+    ck_assert_uint_eq(v, 64);
+    ck_assert_int_eq(cli_parse_size_kb("32m", &v), 0);
+    ck_assert_uint_eq(v, 32768);
+    ck_assert_int_eq(cli_parse_size_kb("1GB", &v), 0);
+    ck_assert_uint_eq(v, 1048576);
+    ck_assert_int_eq(cli_parse_size_kb("5k", &v), 0);
+    ck_assert_uint_eq(v, 8); /* rounded up to a multiple of 4 KiB */
+    ck_assert_int_eq(cli_parse_size_kb("1b", &v), 0);
+    ck_assert_uint_eq(v, 4);
+    v = 7;
+    ck_assert_int_eq(cli_parse_size_kb("0", &v), -ERANGE);
+    ck_assert_int_eq(cli_parse_size_kb("5000g", &v), -ERANGE);
+    ck_assert_int_eq(cli_parse_size_kb("18446744073709551615g", &v),
+                     -ERANGE);
+    ck_assert_int_eq(cli_parse_size_kb("-4", &v), -EINVAL);
+    ck_assert_int_eq(cli_parse_size_kb("4q", &v), -EINVAL);
+    ck_assert_int_eq(cli_parse_size_kb("", &v), -EINVAL);
+    ck_assert_uint_eq(v, 7); /* untouched on failure */
+    ck_assert_int_eq(cli_parse_duration_ms("10", &v), 0);
+    ck_assert_uint_eq(v, 10000);
+    ck_assert_int_eq(cli_parse_duration_ms("250ms", &v), 0);
+    ck_assert_uint_eq(v, 250);
+    ck_assert_int_eq(cli_parse_duration_ms("2m", &v), 0);
+    ck_assert_uint_eq(v, 120000);
+    ck_assert_int_eq(cli_parse_duration_ms("1h", &v), 0);
+    ck_assert_uint_eq(v, 3600000);
+    ck_assert_int_eq(cli_parse_duration_ms("2000h", &v), -ERANGE);
+    ck_assert_int_eq(cli_parse_duration_ms("99999999999999999999", &v),
+                     -EINVAL);
+    ck_assert_int_eq(cli_parse_duration_ms("5 s", &v), -EINVAL);
+    ck_assert_int_eq(cli_parse_duration_ms("-1s", &v), -EINVAL);
+    uint64_t u = 0;
+    ck_assert_int_eq(cli_parse_u64("0x10", &u), 0);
+    ck_assert_uint_eq(u, 16);
+    ck_assert_int_eq(cli_parse_u64("18446744073709551615", &u), 0);
+    ck_assert_uint_eq(u, UINT64_MAX);
+    ck_assert_int_eq(cli_parse_u64("18446744073709551616", &u), -EINVAL);
+    ck_assert_int_eq(cli_parse_u64("12abc", &u), -EINVAL);
+    int err = 0;
+    ck_assert_ptr_null(cli_read_file("/nonexistent/x.cfg", &err));
+    ck_assert_int_eq(err, -ENOENT);
+}
+END_TEST
+
 static Suite *cli_suite(void)
 {
     Suite *s = suite_create("cli");
@@ -311,11 +425,15 @@ static Suite *cli_suite(void)
     tcase_add_test(tc, test_textproto_errors);
     tcase_add_test(tc, test_textproto_garbage_never_crashes);
     suite_add_tcase(s, tc);
+    tc = tcase_create("parse");
+    tcase_add_test(tc, test_parse_sizes_and_durations);
+    suite_add_tcase(s, tc);
     tc = tcase_create("out");
     tcase_add_test(tc, test_out_records_and_flags);
     tcase_add_test(tc, test_out_trace_stats_captured);
     tcase_add_test(tc, test_out_malformed_packets_counted);
     tcase_add_test(tc, test_out_write_error_reported);
+    tcase_add_test(tc, test_out_scan_file);
     suite_add_tcase(s, tc);
     tc = tcase_create("client");
     tcase_add_test(tc, test_client_no_service);

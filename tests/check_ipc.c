@@ -1111,6 +1111,51 @@ START_TEST(test_fdpass_host_dies_client_notified)
 }
 END_TEST
 
+/* Frames with fds sent back to back: each handler gets its own fd. */
+static int fd_values[4];
+static int n_fd_values;
+static void m_take_fd_rec(ipc_call *call, const ProtobufCMessage *args,
+                          void *ctx)
+{
+    m_take_fd(call, args, ctx);
+    fd_values[n_fd_values++ & 3] = ((test_svc *)ctx)->last_fd_value;
+}
+
+START_TEST(test_fdpass_back_to_back_fds_not_mixed)
+{
+    static const ipc_method methods[] = { { "TakeFd", NULL, m_take_fd_rec } };
+    static const ipc_service svc = { "FdPort", methods, 1, NULL };
+    ipc_loop *loop = ipc_loop_create();
+    ipc_host *host = ipc_host_create_from_fd(loop, -1, NULL);
+    test_svc ts = { 0 };
+    ipc_host_expose_service(host, &svc, &ts);
+    int sv[2];
+    ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+    ck_assert_int_eq(ipc_host_adopt_client(host, sv[0]), 0);
+    cli_state cs = { 0 };
+    ipc_client *c = ipc_client_create_from_fd(loop, sv[1], "FdPort",
+                                              &client_cbs, &cs, NULL);
+    pump(loop, &cs.bound_cb);
+    n_fd_values = 0;
+    for (int i = 0; i < 3; i++) {
+        int fd = memfile_with(100 + i);
+        /* no reply wanted: the frames go out back to back */
+        ck_assert_int_gt(ipc_client_invoke(c, "TakeFd", NULL, fd, NULL,
+                                           NULL, NULL), 0);
+        close(fd);
+    }
+    for (int i = 0; i < 200 && n_fd_values < 3; i++)
+        ipc_loop_run_once(loop, 10);
+    ck_assert_int_eq(n_fd_values, 3);
+    ck_assert_int_eq(fd_values[0], 100);
+    ck_assert_int_eq(fd_values[1], 101);
+    ck_assert_int_eq(fd_values[2], 102);
+    ipc_client_destroy(c);
+    ipc_host_destroy(host);
+    ipc_loop_destroy(loop);
+}
+END_TEST
+
 static Suite *ipc_suite(void)
 {
     Suite *s = suite_create("ipc");
@@ -1152,6 +1197,7 @@ static Suite *ipc_suite(void)
     tcase_add_test(tc, test_fdpass_client_to_host_process);
     tcase_add_test(tc, test_fdpass_host_to_client_process);
     tcase_add_test(tc, test_fdpass_host_dies_client_notified);
+    tcase_add_test(tc, test_fdpass_back_to_back_fds_not_mixed);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -293,6 +293,7 @@ static const prod_callbacks app_cbs = {
 };
 
 static bool has_cmd_stream(fake *f) { return f->cmd_stream && f->registers; }
+static bool has_cmd_stream_only(fake *f) { return f->cmd_stream != NULL; }
 static bool got_flush(fake *f) { return f->last_flush_id == 99; }
 static bool got_stop(fake *f) { return f->stopped_id == 5; }
 static bool got_disconnect(fake *f) { return f->disconnects == 1; }
@@ -503,6 +504,89 @@ START_TEST(test_producer_no_service)
 }
 END_TEST
 
+/* A hostile service: every bad command costs the producer its connection
+ * (reported through on_disconnect), never a crash. */
+static void hostile_round(int kind)
+{
+    fake f;
+    fake_start(&f);
+    app a = { 0 };
+    prod_options o = { 0 };
+    o.socket_path = sock_path;
+    prod_producer *p = prod_create(&o, &app_cbs, &a);
+    ck_assert_ptr_nonnull(p);
+    pump_until(&f, has_cmd_stream_only);
+    Perfetto__Protos__GetAsyncCommandResponse c =
+        PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__INIT;
+    Perfetto__Protos__GetAsyncCommandResponse__SetupTracing st =
+        PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__SETUP_TRACING__INIT;
+    c.cmd_case = PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__CMD_SETUP_TRACING;
+    c.setup_tracing = &st;
+    int pp[2] = { -1, -1 };
+    if (kind == 0) {
+        /* an fd that cannot be mapped as an SMB */
+        ck_assert_int_eq(pipe(pp), 0);
+        send_cmd(&f, &c, pp[0]);
+    } else if (kind == 1) {
+        /* a real SMB with an impossible page size */
+        ck_assert_int_eq(smb_shm_create(16 * 4096, &f.shm), 0);
+        st.has_shared_buffer_page_size_kb = true;
+        /* 3 KiB is no page size */
+        st.shared_buffer_page_size_kb = 3;
+        send_cmd(&f, &c, f.shm.fd);
+    } else if (kind == 3) {
+        /* 4194305 KiB would wrap to 1 KiB in 32-bit arithmetic */
+        ck_assert_int_eq(smb_shm_create(16 * 4096, &f.shm), 0);
+        st.has_shared_buffer_page_size_kb = true;
+        st.shared_buffer_page_size_kb = 4194305;
+        send_cmd(&f, &c, f.shm.fd);
+    } else if (kind == 2) {
+        /* a reply that does not decode as GetAsyncCommandResponse: field 1
+         * (start_data_source, a message) arrives as a varint */
+        Perfetto__Protos__RegisterTraceWriterRequest junk =
+            PERFETTO__PROTOS__REGISTER_TRACE_WRITER_REQUEST__INIT;
+        junk.has_trace_writer_id = true;
+        junk.trace_writer_id = 5;
+        ck_assert_int_eq(ipc_call_reply(f.cmd_stream, &junk.base, true), 0);
+    }
+    for (int i = 0; i < 500 && atomic_load(&a.disconnects) == 0; i++)
+        ipc_loop_run_once(f.loop, 10);
+    ck_assert_int_eq(atomic_load(&a.disconnects), 1);
+    ck_assert_int_eq(prod_is_connected(p), 0);
+    /* no SMB was ever attached */
+    ck_assert_ptr_null(prod_create_writer(p, 7, TW_POLICY_DROP));
+    prod_destroy(p);
+    if (pp[0] >= 0) {
+        close(pp[0]);
+        close(pp[1]);
+    }
+    fake_stop(&f);
+}
+
+START_TEST(test_producer_hostile_service_bad_smb_fd)
+{
+    hostile_round(0);
+}
+END_TEST
+
+START_TEST(test_producer_hostile_service_bad_page_size)
+{
+    hostile_round(1);
+}
+END_TEST
+
+START_TEST(test_producer_hostile_service_huge_page_size)
+{
+    hostile_round(3);
+}
+END_TEST
+
+START_TEST(test_producer_hostile_service_undecodable_command)
+{
+    hostile_round(2);
+}
+END_TEST
+
 static Suite *producer_suite(void)
 {
     Suite *s = suite_create("ipc_producer");
@@ -515,6 +599,13 @@ static Suite *producer_suite(void)
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, test_producer_reconnects_after_service_restart);
     tcase_add_test(tc, test_producer_no_service);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("hostile");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_test(tc, test_producer_hostile_service_bad_smb_fd);
+    tcase_add_test(tc, test_producer_hostile_service_bad_page_size);
+    tcase_add_test(tc, test_producer_hostile_service_huge_page_size);
+    tcase_add_test(tc, test_producer_hostile_service_undecodable_command);
     suite_add_tcase(s, tc);
     return s;
 }

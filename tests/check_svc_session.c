@@ -9,6 +9,7 @@
  */
 #include <check.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -692,6 +693,100 @@ START_TEST(test_clone_is_a_snapshot)
 }
 END_TEST
 
+static long file_size(int fd)
+{
+    return (long)lseek(fd, 0, SEEK_END);
+}
+
+START_TEST(test_file_mode_writes_trace_records_and_caps_size)
+{
+    svc_service *svc = svc_new();
+    svc_producer *p = add_producer(svc, "one", 11);
+    char path[] = "/tmp/svcfileXXXXXX";
+    int fd = mkstemp(path);
+    ck_assert_int_ge(fd, 0);
+    unlink(path);
+    int mine = dup(fd);
+    cfg_t c;
+    cfg_init(&c, 64, 0);
+    c.cfg.has_write_into_file = true;
+    c.cfg.write_into_file = true;
+    c.cfg.has_file_write_period_ms = true;
+    c.cfg.file_write_period_ms = 1;            /* clamped to 100 */
+    c.cfg.has_max_file_size_bytes = true;
+    c.cfg.max_file_size_bytes = 4000;
+    svc_session *s = svc_session_enable(svc, NULL, &c.cfg, fd, NULL, 0);
+    ck_assert_ptr_nonnull(s);
+    ck_assert(svc_session_writes_file(s));
+    ck_assert_uint_eq(s->file_write_period_ms, 100);
+    for (uint32_t i = 0; i < 40; i++) {
+        write_chunk(p, i % 8, 1, i, i * 10, 10, 3);
+        commit(svc, p, i % 8, 0, s->buf_ids[0], 0);
+    }
+    svc_tick(svc, svc_now_ms() + 150);         /* a periodic file write */
+    long size = file_size(mine);
+    ck_assert_int_gt(size, 0);
+    ck_assert_int_lt(size, 4000);              /* whole packets, < limit */
+    ck_assert(s->file_full);
+    ck_assert_int_eq(R.flush, 1);              /* file full: disabling */
+    /* The file is a sequence of Trace.packet records. */
+    uint8_t *buf = malloc((size_t)size);
+    ck_assert_int_eq(pread(mine, buf, (size_t)size, 0), size);
+    long off = 0;
+    int records = 0;
+    while (off < size) {
+        ck_assert_uint_eq(buf[off], 0x0A);
+        off++;
+        uint64_t len = 0;
+        int shift = 0;
+        while (buf[off] & 0x80) {
+            len |= (uint64_t)(buf[off++] & 0x7f) << shift;
+            shift += 7;
+        }
+        len |= (uint64_t)buf[off++] << shift;
+        Perfetto__Protos__TracePacket *pk =
+            perfetto__protos__trace_packet__unpack(NULL, len, buf + off);
+        ck_assert_ptr_nonnull(pk);
+        perfetto__protos__trace_packet__free_unpacked(pk, NULL);
+        off += (long)len;
+        records++;
+    }
+    ck_assert_int_eq(off, size);
+    ck_assert_int_gt(records, 3);
+    free(buf);
+    close(mine);
+    svc_destroy(svc);
+}
+END_TEST
+
+START_TEST(test_periodic_flush_by_period_and_file_mode)
+{
+    svc_service *svc = svc_new();
+    add_producer(svc, "one", 11);
+    cfg_t c;
+    cfg_init(&c, 64, 0);
+    c.cfg.has_flush_period_ms = true;
+    c.cfg.flush_period_ms = 200;
+    svc_session *s = svc_session_enable(svc, NULL, &c.cfg, -1, NULL, 0);
+    ck_assert_ptr_nonnull(s);
+    svc_tick(svc, svc_now_ms() + 250);
+    ck_assert_int_eq(R.flush, 1);
+    /* File mode, write_flush_mode unspecified: every 5 s whatever
+     * flush_period_ms says. */
+    cfg_t f;
+    cfg_init(&f, 64, 0);
+    f.cfg.has_write_into_file = true;
+    f.cfg.write_into_file = true;
+    f.cfg.has_flush_period_ms = true;
+    f.cfg.flush_period_ms = 200;
+    int fd = open("/dev/null", O_WRONLY);
+    svc_session *fs = svc_session_enable(svc, NULL, &f.cfg, fd, NULL, 0);
+    ck_assert_ptr_nonnull(fs);
+    ck_assert_uint_eq(fs->flush_period_ms, 5000);
+    svc_destroy(svc);
+}
+END_TEST
+
 START_TEST(test_smb_sizes_clamped)
 {
     svc_service *svc = svc_new();
@@ -731,6 +826,8 @@ int main(void)
                    test_duration_disables_after_failed_final_flush}},
         {"faults", {test_producer_disconnect_scrapes_its_data,
                     test_clone_is_a_snapshot}},
+        {"file", {test_file_mode_writes_trace_records_and_caps_size,
+                  test_periodic_flush_by_period_and_file_mode}},
     };
     for (size_t g = 0; g < sizeof(groups) / sizeof(groups[0]); g++) {
         TCase *tc = tcase_create(groups[g].name);

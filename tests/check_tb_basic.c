@@ -144,6 +144,25 @@ START_TEST(test_read_two_sequences_buffer_order)
 }
 END_TEST
 
+START_TEST(test_read_past_many_empty_records)
+{
+    tb_buffer *b = tb_create(8192, TB_RING_BUFFER);
+    tbt_chunk c;
+    tbt_reset(&c);
+    for (uint32_t id = 0; id < 400; id++) /* 400 x 16-byte records */
+        tb_copy_chunk_untrusted(b, 1, 0, 0, (uint16_t)(1 + id % 3), id / 3,
+                                0, 0, true, c.data, 0);
+    uint32_t one[] = {8};
+    tbt_commit_sizes(b, 9, 0, 0, one, 1, 7);
+    ck_assert_uint_eq(tb_used_size(b), 400 * 16 + 32);
+    tbt_pkts ps = tbt_read_all(b);
+    ck_assert_uint_eq(ps.n, 1);
+    ck_assert_uint_eq(ps.p[0].data[0], 7);
+    tbt_free(&ps);
+    tb_destroy(b);
+}
+END_TEST
+
 START_TEST(test_read_interleaved_with_writes)
 {
     tb_buffer *b = tb_create(4096, TB_RING_BUFFER);
@@ -330,6 +349,7 @@ static Suite *tb_basic_suite(void)
     tcase_add_test(tc, test_read_empty_packets_skipped);
     tcase_add_test(tc, test_read_two_sequences_buffer_order);
     tcase_add_test(tc, test_read_interleaved_with_writes);
+    tcase_add_test(tc, test_read_past_many_empty_records);
     suite_add_tcase(s, tc);
     tc = tcase_create("ring");
     tcase_add_test(tc, test_ring_exact_fill_then_wrap_overwrites_oldest);

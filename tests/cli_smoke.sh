@@ -82,4 +82,26 @@ e2e_wait_pid "$R3" 20 || e2e_fail "record did not stop on SIGINT"
 [ "$E2E_RC" -eq 0 ] || e2e_fail "record c exited $E2E_RC"
 e2e_check "$E2E_DIR/c.pftrace" --complete 500 --expect-sequences 1
 e2e_wait_pid "$P3" 10 || e2e_fail "producer 3 did not exit"
+# 4. write_into_file: the service writes the file through the fd passed
+# with EnableTracing; the CLI counts what it wrote.
+cat >"$E2E_DIR/wif.cfg" <<'CFG'
+buffers { size_kb: 1024 }
+data_sources { config { name: "smoke.wif" } }
+duration_ms: 1000
+write_into_file: true
+file_write_period_ms: 200
+CFG
+e2e_spawn prod4 "$PRODUCER" -n smoke.wif -t 2 -c 400 -S 40 --once
+P4=$E2E_LAST_PID
+i=0
+until "$CLI" stats 2>/dev/null | grep -q 'data_sources_registered  1'; do
+    i=$((i + 1)); [ $i -gt 200 ] && e2e_fail "producer 4 did not register"
+    sleep 0.05
+done
+"$CLI" record -c "$E2E_DIR/wif.cfg" -o "$E2E_DIR/d.pftrace" -q \
+    2>"$E2E_DIR/rec_d.log" || e2e_fail "record d: rc=$?"
+grep -q 'wrote 8[0-9][0-9] packets' "$E2E_DIR/rec_d.log" ||
+    e2e_fail "write_into_file summary: $(cat "$E2E_DIR/rec_d.log")"
+e2e_check "$E2E_DIR/d.pftrace" --complete 400 --expect-sequences 2
+e2e_wait_pid "$P4" 10 || e2e_fail "producer 4 did not exit"
 echo "cli_smoke: all checks passed"

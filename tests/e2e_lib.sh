@@ -13,6 +13,8 @@ SHMTRACED="$top_builddir/libbuf/shmtraced"
 PRODUCER="$top_builddir/tools/shmtrace-producer"
 CLI="$top_builddir/tools/shmtrace"
 TRACECHECK="$top_builddir/tests/svc_tracecheck"
+CONSUMER="$top_builddir/tests/svc_consumer"
+EVIL="$top_builddir/tests/svc_evilproducer"
 
 E2E_DIR=$(mktemp -d "${TMPDIR:-/tmp}/shmtrace-e2e.XXXXXX") || exit 99
 E2E_PIDS=""
@@ -37,7 +39,7 @@ e2e_fail() {
 }
 
 e2e_need_tools() {
-    for t in "$PRODUCER" "$CLI"; do
+    for t in "$PRODUCER" "$CLI" "$@"; do
         if [ ! -x "$t" ]; then
             echo "SKIP: $t not built" >&2
             exit 77
@@ -58,7 +60,7 @@ e2e_wait_socket() {
     while [ ! -S "$PERFETTO_CONSUMER_SOCK_NAME" ] ||
           [ ! -S "$PERFETTO_PRODUCER_SOCK_NAME" ]; do
         i=$((i + 1))
-        [ $i -gt 200 ] && e2e_fail "daemon did not create its sockets"
+        [ $i -gt 600 ] && e2e_fail "daemon did not create its sockets"
         sleep 0.05
     done
 }
@@ -67,6 +69,19 @@ e2e_start_daemon() {
     e2e_spawn daemon "$SHMTRACED"
     DAEMON_PID=$E2E_LAST_PID
     e2e_wait_socket
+}
+
+# e2e_wait_registered N: until N data sources are registered.
+e2e_wait_registered() {
+    local i=0 n
+    while :; do
+        n=$("$CONSUMER" stats 2>/dev/null |
+            sed -n 's/^data_sources_registered=//p')
+        [ "${n:-0}" -ge "$1" ] && return 0
+        i=$((i + 1))
+        [ $i -gt 600 ] && e2e_fail "only ${n:-0} of $1 data sources registered"
+        sleep 0.05
+    done
 }
 
 # e2e_wait_pid PID SECONDS: wait for a child to end, SIGKILL it after

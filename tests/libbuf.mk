@@ -9,5 +9,47 @@ check_PROGRAMS += tests/check_tb_basic
 tests_check_tb_basic_SOURCES = tests/check_tb_basic.c
 tests_check_tb_basic_CFLAGS = $(libbuf_test_cflags)
 tests_check_tb_basic_LDADD = $(libbuf_test_ldadd)
-
 TESTS += tests/check_tb_basic
+
+check_PROGRAMS += tests/check_tb_frag
+tests_check_tb_frag_SOURCES = tests/check_tb_frag.c
+tests_check_tb_frag_CFLAGS = $(libbuf_test_cflags)
+tests_check_tb_frag_LDADD = $(libbuf_test_ldadd)
+TESTS += tests/check_tb_frag
+
+check_PROGRAMS += tests/check_tb_patch
+tests_check_tb_patch_SOURCES = tests/check_tb_patch.c
+tests_check_tb_patch_CFLAGS = $(libbuf_test_cflags)
+tests_check_tb_patch_LDADD = $(libbuf_test_ldadd)
+TESTS += tests/check_tb_patch
+
+check_PROGRAMS += tests/check_tb_recommit
+tests_check_tb_recommit_SOURCES = tests/check_tb_recommit.c
+tests_check_tb_recommit_CFLAGS = $(libbuf_test_cflags)
+tests_check_tb_recommit_LDADD = $(libbuf_test_ldadd)
+TESTS += tests/check_tb_recommit
+
+check_PROGRAMS += tests/check_tb_loss
+tests_check_tb_loss_SOURCES = tests/check_tb_loss.c
+tests_check_tb_loss_CFLAGS = $(libbuf_test_cflags)
+tests_check_tb_loss_LDADD = $(libbuf_test_ldadd)
+TESTS += tests/check_tb_loss
+
+check_PROGRAMS += tests/check_tb_malicious
+tests_check_tb_malicious_SOURCES = tests/check_tb_malicious.c
+tests_check_tb_malicious_CFLAGS = $(libbuf_test_cflags)
+tests_check_tb_malicious_LDADD = $(libbuf_test_ldadd)
+TESTS += tests/check_tb_malicious
+
+check_PROGRAMS += tests/check_tb_clone
+tests_check_tb_clone_SOURCES = tests/check_tb_clone.c
+tests_check_tb_clone_CFLAGS = $(libbuf_test_cflags)
+tests_check_tb_clone_LDADD = $(libbuf_test_ldadd)
+TESTS += tests/check_tb_clone
+
+check_PROGRAMS += tests/check_tb_random
+tests_check_tb_random_SOURCES = tests/check_tb_random.c
+tests_check_tb_random_CFLAGS = $(libbuf_test_cflags)
+tests_check_tb_random_LDADD = $(libbuf_test_ldadd)
+TESTS += tests/check_tb_random
+

@@ -1,1 +1,38 @@
-# tests/libshm.mk - build rules for this part (see top-level Makefile.am).
+# tests/libshm.mk - Check tests of libshm (SMB ABI, shared memory, reader,
+# arbiter, TraceWriter) and the README's producer example.
+#
+# The tests link libshm.la, the service-side reader (libsmbreader.la) and
+# libbuf, so packets go the whole way: writer -> SMB -> reader -> buffer.
+
+libshm_test_cflags = $(AM_CFLAGS) $(CHECK_CFLAGS) $(PROTOBUF_C_CFLAGS) \
+	-I$(top_srcdir)/libshm -I$(top_srcdir)/tests
+libshm_test_ldadd = libshm/libshm.la libshm/libsmbreader.la \
+	libbuf/libbuf.la protos/libshmtrace_protos.la $(PROTOBUF_C_LIBS) \
+	$(CHECK_LIBS)
+
+noinst_HEADERS += tests/check_smb_harness.h
+
+check_PROGRAMS += tests/check_tw
+tests_check_tw_SOURCES = tests/check_tw.c
+tests_check_tw_CFLAGS = $(libshm_test_cflags)
+tests_check_tw_LDADD = $(libshm_test_ldadd)
+
+TESTS += tests/check_tw
+
+check_PROGRAMS += tests/check_smb
+tests_check_smb_SOURCES = tests/check_smb.c
+tests_check_smb_CFLAGS = $(libshm_test_cflags)
+tests_check_smb_LDADD = $(libshm_test_ldadd)
+TESTS += tests/check_smb
+
+check_PROGRAMS += tests/check_arbiter
+tests_check_arbiter_SOURCES = tests/check_arbiter.c
+tests_check_arbiter_CFLAGS = $(libshm_test_cflags)
+tests_check_arbiter_LDADD = $(libshm_test_ldadd)
+TESTS += tests/check_arbiter
+
+# The README's producer example: built and run by make check.
+check_PROGRAMS += tests/example_producer
+tests_example_producer_SOURCES = tests/example_producer.c
+tests_example_producer_LDADD = libshm/libshm.la
+TESTS += tests/example_producer

@@ -30,7 +30,10 @@ tests_svc_tracecheck_LDADD = protos/libshmtrace_protos.la $(PROTOBUF_C_LIBS)
 # (tools/shmtrace-producer), real consumer (tools/shmtrace). Each uses
 # private sockets in a temp dir and kills what it started (tests/e2e_lib.sh).
 # Tests that need the tools exit 77 (skip) when they are not built.
-svc_e2e_tests = tests/e2e_daemon.sh
+svc_e2e_tests = tests/e2e_daemon.sh tests/e2e_basic.sh tests/e2e_ring.sh \
+	tests/e2e_discard.sh tests/e2e_longtrace.sh tests/e2e_flush_scrape.sh \
+	tests/e2e_kill.sh tests/e2e_garbage.sh tests/e2e_clone.sh \
+	tests/e2e_sigterm.sh tests/e2e_sessions.sh
 dist_check_SCRIPTS += $(svc_e2e_tests)
 EXTRA_DIST += tests/e2e_lib.sh
 TESTS += $(svc_e2e_tests)
@@ -40,4 +43,11 @@ check_PROGRAMS += tests/svc_evilproducer
 tests_svc_evilproducer_SOURCES = tests/svc_evilproducer.c
 tests_svc_evilproducer_CPPFLAGS = $(AM_CPPFLAGS) $(IPC_CPPFLAGS)
 tests_svc_evilproducer_LDADD = ipc/libshmtrace_ipc.la \
+	protos/libshmtrace_protos.la $(PROTOBUF_C_LIBS)
+
+# A minimal consumer (record / clone / stats) for e2e tests and the bench.
+check_PROGRAMS += tests/svc_consumer
+tests_svc_consumer_SOURCES = tests/svc_consumer.c
+tests_svc_consumer_CPPFLAGS = $(AM_CPPFLAGS) $(IPC_CPPFLAGS)
+tests_svc_consumer_LDADD = ipc/libshmtrace_ipc.la \
 	protos/libshmtrace_protos.la $(PROTOBUF_C_LIBS)

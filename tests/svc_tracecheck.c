@@ -40,6 +40,7 @@ static void usage(FILE *f)
 "  --min-total N           at least N test packets\n"
 "  --require-loss          some loss must be visible (flag or stats)\n"
 "  --require-stats         a trace_stats packet must be present\n"
+"  --verbose               one line per sequence\n"
 "  -h, --help              this help\n"
 "Exit: 0 ok, 1 check failed, 2 usage/unreadable file.\n");
 }
@@ -69,12 +70,13 @@ int main(int argc, char **argv)
         {"min-total", required_argument, NULL, 'm'},
         {"require-loss", no_argument, NULL, 'l'},
         {"require-stats", no_argument, NULL, 'r'},
+        {"verbose", no_argument, NULL, 'v'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     long long expect_total = -1, expect_seqs = -1, complete = -1,
               min_total = -1;
-    int require_loss = 0, require_stats = 0, o;
+    int require_loss = 0, require_stats = 0, verbose = 0, o;
     while ((o = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         switch (o) {
         case 't': expect_total = atoll(optarg); break;
@@ -83,6 +85,7 @@ int main(int argc, char **argv)
         case 'm': min_total = atoll(optarg); break;
         case 'l': require_loss = 1; break;
         case 'r': require_stats = 1; break;
+        case 'v': verbose = 1; break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
         }
@@ -204,6 +207,15 @@ int main(int argc, char **argv)
                               seqs[i].first != 0))
             incomplete++;
     }
+    for (size_t i = 0; verbose && i < nseqs; i++)
+        printf("seq %u: count=%llu first=%llu last=%lld gaps_flagged=%llu "
+               "gaps_silent=%llu lost=%llu flagged=%llu\n", seqs[i].seq_id,
+               (unsigned long long)seqs[i].count,
+               (unsigned long long)seqs[i].first, (long long)seqs[i].last,
+               (unsigned long long)seqs[i].gaps_flagged,
+               (unsigned long long)seqs[i].gaps_silent,
+               (unsigned long long)seqs[i].lost,
+               (unsigned long long)seqs[i].flagged_packets);
     uint64_t abi = 0, overwritten = 0, discarded = 0, wl = 0, wraps = 0;
     if (last_stats) {
         for (size_t i = 0; i < last_stats->n_buffer_stats; i++) {

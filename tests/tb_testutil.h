@@ -92,6 +92,21 @@ static inline void tbt_commit_sizes(tb_buffer *b, uint16_t writer,
     tbt_commit(b, writer, id, flags, &c);
 }
 
+/* Full control: producer, completeness, payload size passed (>= c->size;
+ * bytes past c->size are zero, like unwritten SMB space). */
+static inline void tbt_commit_ex(tb_buffer *b, uint16_t producer,
+                                 uint16_t writer, uint32_t id, uint8_t flags,
+                                 bool complete, tbt_chunk *c, size_t pad_to)
+{
+    size_t size = c->size;
+    if (pad_to > size) {
+        memset(c->data + size, 0, pad_to - size);
+        size = pad_to;
+    }
+    tb_copy_chunk_untrusted(b, producer, 1000u + producer, 42, writer, id,
+                            c->nfrags, flags, complete, c->data, size);
+}
+
 /* A packet read back, copied out of the buffer. */
 typedef struct {
     uint8_t *data;
@@ -160,6 +175,41 @@ static inline int tbt_pattern_ok(const uint8_t *data, size_t size,
     return 1;
 }
 
+/* True if p is the concatenation of fragments (sizes[i], seeds[i]). */
+static inline int tbt_pkt_is(const tbt_pkt *p, size_t n,
+                             const uint32_t *sizes, const uint8_t *seeds)
+{
+    size_t pos = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (pos + sizes[i] > p->size ||
+            !tbt_pattern_ok(p->data + pos, sizes[i], seeds[i]))
+            return 0;
+        pos += sizes[i];
+    }
+    return pos == p->size;
+}
+
+/* Single-fragment packet check. */
+static inline int tbt_pkt_is1(const tbt_pkt *p, uint32_t size, uint8_t seed)
+{
+    return tbt_pkt_is(p, 1, &size, &seed);
+}
+
 #define TBT_STAT(b, field) (tb_get_stats(b)->field)
+
+/* main() running one suite; exit status = failures. */
+#define TBT_MAIN(suite_fn)                                                 \
+    int main(void)                                                         \
+    {                                                                      \
+        SRunner *sr = srunner_create(suite_fn());                          \
+        srunner_run_all(sr, CK_NORMAL);                                    \
+        int failed = srunner_ntests_failed(sr);                            \
+        srunner_free(sr);                                                  \
+        return failed ? EXIT_FAILURE : EXIT_SUCCESS;                       \
+    }
+
+#define TB_F1 TB_CHUNK_FIRST_PACKET_CONTINUES_FROM_PREV
+#define TB_F2 TB_CHUNK_LAST_PACKET_CONTINUES_ON_NEXT
+#define TB_F4 TB_CHUNK_NEEDS_PATCHING
 
 #endif /* TESTS_TB_TESTUTIL_H */

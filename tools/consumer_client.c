@@ -16,6 +16,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -537,6 +538,80 @@ int cons_out_packet(const uint8_t *packet, size_t len, void *ctx)
     o->packets++;
     scan_packet(o, packet, len);
     return 0;
+}
+
+int cons_out_scan_fd(cons_out *o, int fd)
+{
+    o->packets = o->bytes = o->flagged_packets = o->malformed = 0;
+    size_t cap = 1u << 20, len = 0;
+    uint8_t *buf = malloc(cap);
+    if (!buf)
+        return -ENOMEM;
+    off_t pos = 0;
+    int rc = 0;
+    bool eof = false;
+    for (;;) {
+        /* Refill behind whatever is left of a partial record. */
+        if (!eof && len < cap) {
+            ssize_t n = pread(fd, buf + len, cap - len, pos);
+            if (n < 0) {
+                if (errno == EINTR)
+                    continue;
+                rc = -errno;
+                break;
+            }
+            if (n == 0)
+                eof = true;
+            pos += n;
+            len += (size_t)n;
+        }
+        size_t off = 0;
+        while (off < len) {
+            const uint8_t *p = buf + off, *end = buf + len;
+            uint64_t plen = 0;
+            if (*p != 0x0a) {
+                rc = -EBADMSG;
+                break;
+            }
+            p++;
+            ptrdiff_t avail = end - p;
+            if (!get_varint(&p, end, &plen)) {
+                if (eof || avail >= 10)
+                    rc = -EBADMSG; /* truncated or overlong varint */
+                break;             /* else: need more bytes */
+            }
+            if (plen > CONS_MAX_PACKET_BYTES) {
+                rc = -EBADMSG;
+                break;
+            }
+            if (plen > (uint64_t)(end - p)) {
+                if (eof)
+                    rc = -EBADMSG; /* truncated record */
+                break;
+            }
+            scan_packet(o, p, (size_t)plen);
+            o->packets++;
+            o->bytes += (size_t)(p - (buf + off)) + plen;
+            off = (size_t)(p - buf) + plen;
+        }
+        memmove(buf, buf + off, len - off);
+        len -= off;
+        if (rc < 0 || (eof && len == 0))
+            break;
+        if (len == cap) { /* one record larger than the buffer */
+            size_t ncap = cap * 2;
+            uint8_t *nb = ncap <= 2 * (size_t)CONS_MAX_PACKET_BYTES
+                              ? realloc(buf, ncap) : NULL;
+            if (!nb) {
+                rc = -EBADMSG;
+                break;
+            }
+            buf = nb;
+            cap = ncap;
+        }
+    }
+    free(buf);
+    return rc;
 }
 
 void cons_out_fini(cons_out *o)

@@ -94,6 +94,11 @@ int cons_out_packet(const uint8_t *packet, size_t len, void *out);
 /* Write buffered bytes; returns o->error. */
 int cons_out_flush(cons_out *o);
 void cons_out_fini(cons_out *o);
+/* Count the packets of an existing trace file (e.g. one the service wrote
+ * with write_into_file) into o, without writing: packets, bytes,
+ * flagged_packets, malformed, last_stats. -EBADMSG if a record header is
+ * broken (counting stops there), or the read error. */
+int cons_out_scan_fd(cons_out *o, int fd);
 
 /* Sum of the losses in a TraceStats (for the one-line summary). */
 typedef struct cons_losses {

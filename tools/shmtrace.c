@@ -31,6 +31,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "cli_parse.h"
 #include "consumer_client.h"
 #include "ipc.h"
 #include "textproto.h"
@@ -42,6 +43,10 @@
 #define DEFAULT_BUFFER_KB (32u * 1024)
 #define DEFAULT_DATA_SOURCE "shmtrace.synthetic"
 #define DEFAULT_PERIOD_MS 1000u
+/* How long to wait for the session's end after DisableTracing (the service
+ * waits up to data_source_stop_timeout_ms, default 5 s, plus the final
+ * flush). */
+#define DISABLE_WAIT_MS 30000u
 
 typedef Perfetto__Protos__TraceConfig TraceConfig;
 
@@ -50,6 +55,15 @@ static volatile sig_atomic_t g_stop;
 static void on_signal(int sig)
 {
     (void)sig;
+    if (g_stop) {
+        /* Second Ctrl-C: the user does not want to wait for the final
+         * flush and read. */
+        static const char msg[] = "\nshmtrace: interrupted twice, exiting "
+                                  "without reading the trace\n";
+        ssize_t rc = write(STDERR_FILENO, msg, sizeof msg - 1);
+        (void)rc;
+        _exit(EXIT_FAIL);
+    }
     g_stop = 1;
 }
 
@@ -112,7 +126,8 @@ static void usage_record(FILE *f)
 "  duration_ms: 10000\n"
 "\n"
 "Progress (elapsed, bytes, packets, losses) is shown on a terminal; a\n"
-"one-line loss summary is printed at the end.\n"
+"one-line loss summary is printed at the end. Ctrl-C (or SIGTERM) stops\n"
+"the session and still writes the trace; a second Ctrl-C exits at once.\n"
 "\n%s", exit_codes_help);
 }
 
@@ -144,114 +159,10 @@ static void usage_stats(FILE *f)
 "\n%s", exit_codes_help);
 }
 
-/* NUMBER[k|kb|m|mb|g|gb] -> KiB (plain number = KiB); rounded up to 4. */
-static int parse_size_kb(const char *s, uint32_t *kb)
-{
-    char *end;
-    errno = 0;
-    if (s[0] == '-')
-        return -EINVAL;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (errno || end == s)
-        return -EINVAL;
-    unsigned long long k;
-    if (!*end || !strcasecmp(end, "k") || !strcasecmp(end, "kb"))
-        k = v;
-    else if (!strcasecmp(end, "m") || !strcasecmp(end, "mb"))
-        k = v * 1024;
-    else if (!strcasecmp(end, "g") || !strcasecmp(end, "gb"))
-        k = v * 1024 * 1024;
-    else if (!strcasecmp(end, "b"))
-        k = (v + 1023) / 1024;
-    else
-        return -EINVAL;
-    k = (k + 3) / 4 * 4;
-    if (k == 0 || k > UINT32_MAX)
-        return -ERANGE;
-    *kb = (uint32_t)k;
-    return 0;
-}
-
-/* NUMBER[ms|s|m|h] -> ms (plain number = seconds). */
-static int parse_duration_ms(const char *s, uint32_t *ms)
-{
-    char *end;
-    errno = 0;
-    if (s[0] == '-')
-        return -EINVAL;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (errno || end == s)
-        return -EINVAL;
-    unsigned long long r;
-    if (!strcmp(end, "ms"))
-        r = v;
-    else if (!*end || !strcmp(end, "s"))
-        r = v * 1000;
-    else if (!strcmp(end, "m"))
-        r = v * 60000;
-    else if (!strcmp(end, "h"))
-        r = v * 3600000;
-    else
-        return -EINVAL;
-    if (r > UINT32_MAX)
-        return -ERANGE;
-    *ms = (uint32_t)r;
-    return 0;
-}
-
-static int parse_u64(const char *s, uint64_t *out)
-{
-    char *end;
-    errno = 0;
-    if (s[0] == '-')
-        return -EINVAL;
-    unsigned long long v = strtoull(s, &end, 0);
-    if (errno || end == s || *end)
-        return -EINVAL;
-    *out = v;
-    return 0;
-}
-
 static void bad_value(const char *cmd, const char *opt, const char *val)
 {
     fprintf(stderr, "shmtrace %s: invalid value '%s' for %s (see shmtrace "
             "%s --help)\n", cmd, val, opt, cmd);
-}
-
-static char *read_file(const char *path, int *err)
-{
-    FILE *f = fopen(path, "r");
-    if (!f) {
-        *err = -errno;
-        return NULL;
-    }
-    size_t cap = 4096, len = 0;
-    char *buf = malloc(cap);
-    while (buf) {
-        size_t n = fread(buf + len, 1, cap - len - 1, f);
-        len += n;
-        if (len + 1 < cap)
-            break;
-        if (cap >= 16u * 1024 * 1024) {
-            free(buf);
-            buf = NULL;
-            *err = -EFBIG;
-            break;
-        }
-        char *nb = realloc(buf, cap * 2);
-        if (!nb) {
-            free(buf);
-            buf = NULL;
-            *err = -ENOMEM;
-            break;
-        }
-        buf = nb;
-        cap *= 2;
-    }
-    if (buf)
-        buf[len] = 0;
-    fclose(f);
-    return buf;
 }
 
 static void print_summary(const char *what, const char *path,
@@ -364,26 +275,27 @@ static void draw_progress(progress *pg, cons_client *c, const cons_out *o,
 {
     if (!pg->enabled)
         return;
+    if (final) {
+        fputs("\r\033[K", stderr); /* the summary line replaces it */
+        return;
+    }
     uint64_t now = ipc_now_ms();
-    if (!final && now - pg->last_ms < 1000)
+    if (now - pg->last_ms < 1000)
         return;
     pg->last_ms = now;
     Perfetto__Protos__TraceStats *st = NULL;
     cons_losses l;
-    if (!final && cons_get_stats(c, &st) == 0)
+    memset(&l, 0, sizeof l);
+    if (cons_get_stats(c, &st) == 0)
         cons_losses_from_stats(st, &l);
-    else
-        memset(&l, 0, sizeof l);
     fprintf(stderr,
-            "\r\033[K[%6.1f s] buffered %.1f MB | file %.1f MB, %" PRIu64
+            "\r\033[K[%6.1f s] traced %.1f MB | file %.1f MB, %" PRIu64
             " packets | losses: %" PRIu64 " flagged, %" PRIu64
             " overwritten, %" PRIu64 " discarded, %" PRIu64 " in producers",
             (double)(now - pg->start_ms) / 1000.0,
             (double)l.bytes_written / 1e6, (double)o->bytes / 1e6,
             o->packets, o->flagged_packets, l.chunks_overwritten,
             l.chunks_discarded, l.trace_writer_packet_loss);
-    if (final)
-        fputc('\n', stderr);
     perfetto__protos__trace_stats__free_unpacked(st, NULL);
 }
 
@@ -417,7 +329,7 @@ static int cmd_record(int argc, char **argv)
         case 'o': ro.out = optarg; break;
         case 'c': ro.config = optarg; break;
         case 'b':
-            if (parse_size_kb(optarg, &ro.buffer_kb) < 0) {
+            if (cli_parse_size_kb(optarg, &ro.buffer_kb) < 0) {
                 bad_value("record", "--buffer-size", optarg);
                 return EXIT_USAGE;
             }
@@ -433,7 +345,7 @@ static int cmd_record(int argc, char **argv)
             }
             break;
         case 't':
-            if (parse_duration_ms(optarg, &ro.duration_ms) < 0) {
+            if (cli_parse_duration_ms(optarg, &ro.duration_ms) < 0) {
                 bad_value("record", "--duration", optarg);
                 return EXIT_USAGE;
             }
@@ -449,7 +361,7 @@ static int cmd_record(int argc, char **argv)
         case 'n': ro.session_name = optarg; break;
         case 'l': ro.long_mode = true; break;
         case 'p':
-            if (parse_u64(optarg, &v) < 0 || v == 0 || v > 3600000) {
+            if (cli_parse_u64(optarg, &v) < 0 || v == 0 || v > 3600000) {
                 bad_value("record", "--period", optarg);
                 return EXIT_USAGE;
             }
@@ -476,7 +388,7 @@ static int cmd_record(int argc, char **argv)
     TraceConfig *cfg = NULL;
     if (ro.config) {
         int err = 0;
-        char *text = read_file(ro.config, &err);
+        char *text = cli_read_file(ro.config, &err);
         if (!text) {
             fprintf(stderr, "shmtrace record: cannot read config %s: %s\n",
                     ro.config, strerror(-err));
@@ -527,7 +439,8 @@ static int cmd_record(int argc, char **argv)
         status = EXIT_NO_SERVICE;
         goto out;
     }
-    fd = open(ro.out, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    /* O_RDWR: with write_into_file we read back what the service wrote. */
+    fd = open(ro.out, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0) {
         fprintf(stderr, "shmtrace record: cannot create %s: %s\n", ro.out,
                 strerror(errno));
@@ -549,10 +462,18 @@ static int cmd_record(int argc, char **argv)
     progress pg = { !ro.quiet && isatty(STDERR_FILENO), ipc_now_ms(), 0 };
     uint64_t next_read = ipc_now_ms() + period;
     bool disabled = false;
+    uint64_t disable_deadline = 0;
     const char *end_err = NULL;
     while (!cons_ended(c, &end_err)) {
+        if (disabled && ipc_now_ms() > disable_deadline) {
+            fprintf(stderr, "shmtrace record: the service did not end the "
+                    "session within %u s of DisableTracing; reading what "
+                    "it has\n", DISABLE_WAIT_MS / 1000);
+            break;
+        }
         if (g_stop && !disabled) {
             disabled = true;
+            disable_deadline = ipc_now_ms() + DISABLE_WAIT_MS;
             if (pg.enabled)
                 fputc('\n', stderr);
             rc = cons_disable(c);
@@ -603,9 +524,14 @@ static int cmd_record(int argc, char **argv)
         st = fetched;
     cons_free_buffers(c);
     if (service_writes) {
-        struct stat sb;
-        if (fstat(fd, &sb) == 0)
-            o.bytes = (uint64_t)sb.st_size;
+        /* The service wrote the file: count what is in it. */
+        rc = cons_out_scan_fd(&o, fd);
+        if (rc < 0)
+            fprintf(stderr, "shmtrace record: %s: %s\n", ro.out,
+                    rc == -EBADMSG ? "not a well-formed trace file"
+                                   : strerror(-rc));
+        if (!st)
+            st = o.last_stats;
     }
     draw_progress(&pg, c, &o, true);
     print_summary("wrote", ro.out, &o, st,
@@ -644,7 +570,7 @@ static int cmd_clone(int argc, char **argv)
         switch (ch) {
         case 'o': out = optarg; break;
         case 'i':
-            if (parse_u64(optarg, &id) < 0) {
+            if (cli_parse_u64(optarg, &id) < 0) {
                 bad_value("clone", "--session-id", optarg);
                 return EXIT_USAGE;
             }

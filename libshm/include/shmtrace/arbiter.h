@@ -152,7 +152,10 @@ SHMTRACE_API uint32_t smb_arbiter_page_size(const smb_arbiter *arb);
 SHMTRACE_API int smb_arbiter_flush(smb_arbiter *arb,
                                    uint64_t flush_request_id);
 
-/* From now on new writers are null writers (see trace_writer.h). */
+/* The connection is gone: from now on new writers are null writers (see
+ * trace_writer.h) and existing writers never stall (nobody will free
+ * chunks any more): with no free chunk they drop, whatever their policy.
+ * Thread-safe. */
 SHMTRACE_API void smb_arbiter_shutdown(smb_arbiter *arb);
 
 SHMTRACE_API void smb_arbiter_get_stats(smb_arbiter *arb,

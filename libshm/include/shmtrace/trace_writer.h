@@ -61,7 +61,8 @@ typedef enum tw_policy {
     TW_POLICY_DROP = 1,
     /* Wait with back-off (0, 8, 72, ... capped at 100 ms per wait) and
      * lose nothing; after TW_MAX_STALLS waits in one acquisition the
-     * process aborts (Perfetto's kStall). */
+     * process aborts (Perfetto's kStall). After smb_arbiter_shutdown
+     * (service gone) it drops instead of waiting. */
     TW_POLICY_STALL_THEN_ABORT = 2,
     /* Wait as above; after TW_MAX_STALLS waits, drop. */
     TW_POLICY_STALL_THEN_DROP = 3,

@@ -1,0 +1,279 @@
+/*
+ * check_arbiter.c - the chunk arbiter: creation, page partitioning on
+ * demand, the page cursor, commit batching, flush, writer registration and
+ * shutdown.
+ */
+#include <errno.h>
+#include <stdio.h>
+
+#include "check_smb_harness.h"
+
+/* A transport that only records (chunks stay Complete in the SMB). */
+typedef struct {
+    size_t batches, chunks, groups;
+    uint64_t flush_ids[16];
+    size_t nflush;
+    smb_commit_chunk last[64];
+    size_t nlast;
+    int fail;
+} rec;
+
+static int rec_commit(void *ctx, const smb_commit_batch *b)
+{
+    rec *r = ctx;
+    r->batches++;
+    r->chunks += b->nchunks;
+    r->groups += b->npatch_groups;
+    r->nlast = b->nchunks < 64 ? b->nchunks : 64;
+    memcpy(r->last, b->chunks, r->nlast * sizeof(*b->chunks));
+    if (b->flush_request_id && r->nflush < 16)
+        r->flush_ids[r->nflush++] = b->flush_request_id;
+    return r->fail;
+}
+
+static smb_arbiter *rec_arbiter(rec *r, smb_shm *shm, size_t size,
+                                uint32_t page, uint32_t layout,
+                                uint32_t batch)
+{
+    smb_transport t = {r, rec_commit, NULL, NULL};
+    smb_arbiter_options o;
+    memset(r, 0, sizeof(*r));
+    memset(&o, 0, sizeof(o));
+    o.page_layout = layout;
+    o.batch_bytes = batch;
+    ck_assert_int_eq(smb_shm_create(size, shm), 0);
+    smb_arbiter *arb = smb_arbiter_create(shm->base, size, page, &t, &o);
+    ck_assert_ptr_nonnull(arb);
+    return arb;
+}
+
+START_TEST(test_create_validates_arguments)
+{
+    _Alignas(4096) static uint8_t mem[16384];
+    rec r;
+    smb_transport t = {&r, rec_commit, NULL, NULL};
+    smb_transport nocommit = {&r, NULL, NULL, NULL};
+    smb_arbiter_options bad;
+    memset(&bad, 0, sizeof(bad));
+    bad.page_layout = 6;
+    errno = 0;
+    ck_assert_ptr_null(smb_arbiter_create(NULL, 16384, 4096, &t, NULL));
+    ck_assert_int_eq(errno, EINVAL);
+    ck_assert_ptr_null(smb_arbiter_create(mem, 16384, 3000, &t, NULL));
+    ck_assert_ptr_null(smb_arbiter_create(mem, 10000, 4096, &t, NULL));
+    ck_assert_ptr_null(smb_arbiter_create(mem, 2048, 4096, &t, NULL));
+    ck_assert_ptr_null(smb_arbiter_create(mem + 8, 8192, 4096, &t, NULL));
+    ck_assert_ptr_null(smb_arbiter_create(mem, 16384, 4096, NULL, NULL));
+    ck_assert_ptr_null(smb_arbiter_create(mem, 16384, 4096, &nocommit,
+                                          NULL));
+    ck_assert_ptr_null(smb_arbiter_create(mem, 16384, 4096, &t, &bad));
+    smb_arbiter *a = smb_arbiter_create(mem, 16384, 4096, &t, NULL);
+    ck_assert_ptr_nonnull(a);
+    ck_assert_int_eq(smb_arbiter_fd(a), -1);
+    ck_assert_ptr_eq(smb_arbiter_base(a), mem);
+    ck_assert_uint_eq(smb_arbiter_size(a), 16384);
+    ck_assert_uint_eq(smb_arbiter_page_size(a), 4096);
+    smb_arbiter_destroy(a);
+    smb_arbiter_destroy(NULL);
+    errno = 0;
+    ck_assert_ptr_null(smb_arbiter_create_from_fd(-1, 4096, &t, NULL));
+    ck_assert_int_eq(errno, EINVAL);
+    ck_assert_ptr_null(smb_arbiter_create_shm(10000, 4096, &t, NULL));
+}
+END_TEST
+
+START_TEST(test_create_shm_and_from_fd_share_memory)
+{
+    rec r;
+    memset(&r, 0, sizeof(r));
+    smb_transport t = {&r, rec_commit, NULL, NULL};
+    smb_arbiter *own = smb_arbiter_create_shm(64 * 1024, 8192, &t, NULL);
+    ck_assert_ptr_nonnull(own);
+    ck_assert_int_ge(smb_arbiter_fd(own), 0);
+    smb_arbiter *peer = smb_arbiter_create_from_fd(smb_arbiter_fd(own),
+                                                   8192, &t, NULL);
+    ck_assert_ptr_nonnull(peer);
+    ck_assert_uint_eq(smb_arbiter_size(peer), 64 * 1024);
+    smb_arbiter_base(own)[100] = 42;
+    ck_assert_uint_eq(smb_arbiter_base(peer)[100], 42);
+    smb_arbiter_destroy(peer);
+    smb_arbiter_destroy(own);
+}
+END_TEST
+
+START_TEST(test_pages_partitioned_on_demand_in_order)
+{
+    rec r;
+    smb_shm shm;
+    smb_arbiter *arb = rec_arbiter(&r, &shm, 4 * 4096, 4096,
+                                   SMB_LAYOUT_DIV4, 0);
+    tw_writer *w = tw_writer_create(arb, 1, TW_POLICY_DROP);
+    /* Nothing is partitioned before the first packet. */
+    for (int p = 0; p < 4; p++)
+        ck_assert_uint_eq(atomic_load(&smb_page_at(shm.base, 4096, p)
+                                       ->header_bitmap), 0);
+    for (int i = 0; i < 6; i++) {
+        tw_packet_begin(w);
+        tw_add_varint(w, 1, (uint64_t)i);
+        tw_packet_end(w);
+        tw_writer_flush(w);          /* one chunk per packet */
+    }
+    ck_assert_uint_eq(r.chunks, 6);
+    /* Page 0 fully used (4 chunks), page 1 has 2; pages 2, 3 untouched. */
+    ck_assert_uint_eq(atomic_load(&smb_page_at(shm.base, 4096, 0)
+                                   ->header_bitmap), 0x300000FFu);
+    ck_assert_uint_eq(atomic_load(&smb_page_at(shm.base, 4096, 1)
+                                   ->header_bitmap), 0x3000000Fu);
+    ck_assert_uint_eq(atomic_load(&smb_page_at(shm.base, 4096, 2)
+                                   ->header_bitmap), 0);
+    ck_assert_uint_eq(r.last[0].page, 1);
+    ck_assert_uint_eq(r.last[0].chunk, 1);
+    ck_assert_uint_eq(r.last[0].target_buffer, 1);
+    /* SMB full (16 chunks, none freed): acquisition fails, counted. */
+    for (int i = 0; i < 20; i++) {
+        tw_packet_begin(w);
+        tw_add_varint(w, 1, 1);
+        tw_packet_end(w);
+        tw_writer_flush(w);
+    }
+    smb_arbiter_stats st;
+    smb_arbiter_get_stats(arb, &st);
+    ck_assert_uint_eq(st.chunks_acquired, 16);
+    ck_assert_uint_eq(st.chunks_returned, 16);
+    ck_assert_uint_gt(st.acquire_failures, 0);
+    tw_writer_destroy(w);
+    smb_arbiter_destroy(arb);
+    smb_shm_unmap(&shm);
+}
+END_TEST
+
+START_TEST(test_batching_by_bytes_and_flush)
+{
+    rec r;
+    smb_shm shm;
+    /* Send once 3 chunks (3 x 4088 bytes, Div1) are pending. */
+    smb_arbiter *arb = rec_arbiter(&r, &shm, 16 * 4096, 4096, 0, 3 * 4088);
+    tw_writer *w = tw_writer_create(arb, 1, TW_POLICY_DROP);
+    for (int i = 0; i < 2; i++) {
+        tw_packet_begin(w);
+        tw_packet_end(w);
+        tw_writer_flush(w);          /* flush sends what is pending */
+    }
+    ck_assert_uint_eq(r.batches, 2);
+    uint8_t big[4096 * 2];
+    memset(big, 'x', sizeof(big));
+    tw_packet_begin(w);              /* 2 chunks returned inside a packet */
+    tw_add_bytes(w, 1, big, sizeof(big));
+    ck_assert_uint_eq(r.batches, 2);
+    tw_add_bytes(w, 1, big, 4096);
+    ck_assert_uint_eq(r.batches, 3);
+    ck_assert_uint_eq(r.nlast, 3);
+    tw_packet_end(w);
+    /* Flush with a request id: sent even when empty. */
+    ck_assert_int_eq(smb_arbiter_flush(arb, 0), 0);
+    ck_assert_uint_eq(r.batches, 3);
+    ck_assert_int_eq(smb_arbiter_flush(arb, 77), 0);
+    ck_assert_uint_eq(r.batches, 4);
+    ck_assert_uint_eq(r.nflush, 1);
+    ck_assert_uint_eq(r.flush_ids[0], 77);
+    /* A failing transport is reported and counted. */
+    r.fail = -EPIPE;
+    ck_assert_int_eq(tw_writer_flush(w), -EPIPE);
+    smb_arbiter_stats st;
+    smb_arbiter_get_stats(arb, &st);
+    ck_assert_uint_eq(st.batch_send_errors, 1);
+    tw_writer_destroy(w);
+    smb_arbiter_destroy(arb);
+    smb_shm_unmap(&shm);
+}
+END_TEST
+
+START_TEST(test_pending_batch_sent_before_giving_up)
+{
+    /* With batching, a writer that finds no free chunk first sends the
+     * pending batch: an instant service frees the chunks, no loss. */
+    hb h;
+    hb_init_ex(&h, 4 * 4096, 4096, 0, 4 * 1024 * 1024, HB_SYNC, 1 << 30);
+    tw_writer *w = tw_writer_create(h.arb, HB_TARGET, TW_POLICY_DROP);
+    uint8_t data[1000];
+    memset(data, 7, sizeof(data));
+    for (uint32_t i = 0; i < 100; i++) {
+        tw_packet_begin(w);
+        tw_add_varint(w, 2, i);
+        tw_add_bytes(w, 1, data, sizeof(data));
+        tw_packet_end(w);
+    }
+    tw_writer_stats st;
+    tw_writer_get_stats(w, &st);
+    ck_assert_uint_eq(st.packets_lost, 0);
+    ck_assert_uint_lt(h.batches, st.chunks_used);  /* really batched */
+    tw_writer_flush(w);
+    hb_pkts ps = hb_read_all(&h);
+    ck_assert_uint_eq(ps.n, 100);
+    hb_pkts_free(&ps);
+    tw_writer_destroy(w);
+    hb_fini(&h);
+}
+END_TEST
+
+START_TEST(test_writers_registered_and_shutdown)
+{
+    hb h;
+    hb_init(&h, 4 * 4096, 4096, 1024 * 1024);
+    tw_writer *a = tw_writer_create(h.arb, HB_TARGET, TW_POLICY_DROP);
+    tw_writer *b = tw_writer_create(h.arb, HB_TARGET, TW_POLICY_DROP);
+    ck_assert_uint_eq(h.registered, 2);
+    tw_writer_destroy(a);
+    ck_assert_uint_eq(h.unregistered, 1);
+    smb_arbiter_shutdown(h.arb);
+    a = tw_writer_create(h.arb, HB_TARGET, TW_POLICY_DROP);
+    ck_assert_uint_eq(tw_writer_id(a), 0);          /* null writer */
+    ck_assert_uint_eq(h.registered, 2);
+    tw_packet_begin(a);
+    tw_add_varint(a, 1, 1);
+    tw_packet_end(a);
+    tw_writer_destroy(a);
+    tw_writer_destroy(b);
+    ck_assert_uint_eq(h.unregistered, 2);
+    smb_arbiter_stats st;
+    smb_arbiter_get_stats(h.arb, &st);
+    ck_assert_uint_eq(st.writers_created, 2);
+    ck_assert_uint_eq(st.null_writers, 1);
+    hb_fini(&h);
+}
+END_TEST
+
+static Suite *arbiter_suite(void)
+{
+    Suite *s = suite_create("arbiter");
+    TCase *tc;
+
+    tc = tcase_create("create");
+    tcase_add_test(tc, test_create_validates_arguments);
+    tcase_add_test(tc, test_create_shm_and_from_fd_share_memory);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("pages");
+    tcase_add_test(tc, test_pages_partitioned_on_demand_in_order);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("batching");
+    tcase_add_test(tc, test_batching_by_bytes_and_flush);
+    tcase_add_test(tc, test_pending_batch_sent_before_giving_up);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("writers");
+    tcase_add_test(tc, test_writers_registered_and_shutdown);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(arbiter_suite());
+    int failed;
+    srunner_run_all(sr, CK_NORMAL);
+    failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}

@@ -1,0 +1,381 @@
+/*
+ * check_tb_malicious.c - libbuf: hostile chunks. Every field of a chunk
+ * lies in turn (fragment count, fragment sizes, varints, flags, completeness,
+ * payload size, ChunkID, identity); the buffer must keep the valid prefix,
+ * count the violation, never crash, and never cost another sequence data.
+ */
+#include "tb_testutil.h"
+
+static tbt_chunk c;
+
+/* A well-behaved neighbour sequence (producer 9) around each bad chunk. */
+static void good(tb_buffer *b, uint32_t id)
+{
+    tbt_reset(&c);
+    tbt_frag(&c, 32, (uint8_t)id);
+    tbt_commit_ex(b, 9, 9, id, 0, true, &c, 0);
+}
+
+static void raw(tb_buffer *b, uint16_t p, uint16_t w, uint32_t id,
+                uint16_t nfrags, uint8_t flags, bool complete,
+                const uint8_t *data, size_t size)
+{
+    tb_copy_chunk_untrusted(b, p, 1, 1, w, id, nfrags, flags, complete,
+                            data, size);
+}
+
+/* Reads all; checks the neighbour's packets 0..n-1 are all there. */
+static tbt_pkts read_check_neighbour(tb_buffer *b, uint32_t n)
+{
+    tbt_pkts ps = tbt_read_all(b);
+    uint32_t seen = 0;
+    for (size_t i = 0; i < ps.n; i++) {
+        if (ps.p[i].props.producer_id != 9)
+            continue;
+        ck_assert(tbt_pkt_is1(&ps.p[i], 32, (uint8_t)seen));
+        ck_assert_uint_eq(ps.p[i].loss, 0);
+        seen++;
+    }
+    ck_assert_uint_eq(seen, n);
+    return ps;
+}
+
+static size_t count_from(const tbt_pkts *ps, uint16_t producer)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < ps->n; i++)
+        n += ps->p[i].props.producer_id == producer;
+    return n;
+}
+
+START_TEST(test_bad_num_fragments_too_many)
+{
+    tb_buffer *b = tb_create(4096, TB_RING_BUFFER);
+    good(b, 0);
+    tbt_reset(&c);
+    tbt_frag(&c, 64, 'a');
+    raw(b, 1, 1, 0, 3, 0, true, c.data, c.size);
+    raw(b, 1, 2, 0, 1, 0, true, c.data, 0); /* 1 fragment, no bytes */
+    good(b, 1);
+    ck_assert_uint_eq(TBT_STAT(b, abi_violations), 2);
+    tbt_pkts ps = read_check_neighbour(b, 2);
+    ck_assert_uint_eq(count_from(&ps, 1), 1); /* the valid 'a' */
+    tbt_free(&ps);
+    tb_destroy(b);
+}
+END_TEST
+
+START_TEST(test_bad_num_fragments_too_few_or_zero)
+{
+    tb_buffer *b = tb_create(4096, TB_RING_BUFFER);
+    tbt_reset(&c);
+    tbt_frag(&c, 10, 'a');
+    tbt_frag(&c, 10, 'b');
+    raw(b, 1, 1, 0, 1, 0, true, c.data, c.size); /* 'b' ignored */
+    raw(b, 1, 1, 1, 0, 0, true, c.data, c.size); /* nothing */
+    ck_assert_uint_eq(TBT_STAT(b, abi_violations), 0);
+    ck_assert_uint_eq(TBT_STAT(b, bytes_written), 32 + 16);
+    tbt_pkts ps = tbt_read_all(b);
+    ck_assert_uint_eq(ps.n, 1);
+    ck_assert(tbt_pkt_is1(&ps.p[0], 10, 'a'));
+    tbt_free(&ps);
+    tb_destroy(b);
+}
+END_TEST
+
+START_TEST(test_bad_fragment_size_past_end)
+{
+    tb_buffer *b = tb_create(4096, TB_RING_BUFFER);
+    good(b, 0);
+    tbt_reset(&c);
+    tbt_frag(&c, 20, 'a');
+    tbt_put_varint4(&c, 1000); /* claims 1000, has 5 */
+    memset(c.data + c.size, 'x', 5);
+    c.size += 5;
+    c.nfrags = 2;
+    raw(b, 1, 1, 0, c.nfrags, 0, true, c.data, c.size);
+    good(b, 1);
+    ck_assert_uint_eq(TBT_STAT(b, abi_violations), 1);
+    tbt_pkts ps = read_check_neighbour(b, 2);
+    ck_assert_uint_eq(count_from(&ps, 1), 1);
+    tbt_free(&ps);
+    tb_destroy(b);
+}
+END_TEST
+
+START_TEST(test_bad_varint_too_long_or_truncated)
+{
+    tb_buffer *b = tb_create(4096, TB_RING_BUFFER);
+    uint8_t eleven[16];
+    memset(eleven, 0x80, sizeof(eleven));
+    eleven[11] = 0x00; /* terminates only at byte 12: too long */
+    raw(b, 1, 1, 0, 1, 0, true, eleven, sizeof(eleven));
+    uint8_t trunc[3] = {0x80, 0x80, 0x80};
+    raw(b, 1, 2, 0, 1, 0, true, trunc, sizeof(trunc));
+    uint8_t overflow[2] = {0x82}; /* continues past the payload end */
+    raw(b, 1, 3, 0, 1, 0, true, overflow, 1);
+    ck_assert_uint_eq(TBT_STAT(b, abi_violations), 3);
+    /* ten bytes is the maximum and is fine (a redundant zero) */
+    uint8_t ten[14] = {0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80,
+                       0x00, 0x81, 0x80, 0x00, 'q'};
+    raw(b, 1, 4, 0, 2, 0, true, ten, sizeof(ten));
+    ck_assert_uint_eq(TBT_STAT(b, abi_violations), 3);
+    good(b, 0);
+    tbt_pkts ps = read_check_neighbour(b, 1);
+    ck_assert_uint_eq(count_from(&ps, 1), 1); /* 'q' (size 1) */
+    tbt_free(&ps);
+    tb_destroy(b);
+}
+END_TEST
+
+START_TEST(test_bad_varint_huge_value)
+{
+    tb_buffer *b = tb_create(65536, TB_RING_BUFFER);
+    static uint8_t jumbo[65536 - 32];
+    memset(jumbo, 0xFF, sizeof(jumbo));
+    jumbo[9] = 0x7F; /* 10-byte varint near 2^64 */
+    raw(b, 1, 1, 0, 1, 0, true, jumbo, sizeof(jumbo));
+    uint8_t big[8] = {0xFF, 0xFF, 0xFF, 0xFF, 0x0F, 'a', 'b', 'c'};
+    raw(b, 1, 2, 0, 1, 0, true, big, sizeof(big));
+    ck_assert_uint_eq(TBT_STAT(b, abi_violations), 2);
+    good(b, 0);
+    tbt_pkts ps = read_check_neighbour(b, 1);
+    ck_assert_uint_eq(ps.n, 1);
+    tbt_free(&ps);
+    tb_destroy(b);
+}
+END_TEST
+
+START_TEST(test_bad_zero_varint_header_in_sequence)
+{
+    tb_buffer *b = tb_create(4096, TB_RING_BUFFER);
+    /* a(begin) | b(cont) whose header says 0 | c(end), d | e */
+    tbt_reset(&c);
+    tbt_frag(&c, 4, 'a');
+    tbt_commit_ex(b, 1, 1, 0, TB_F2, true, &c, 0);
+    tbt_reset(&c);
+    tbt_frag(&c, 4, 'b');
+    c.data[0] = 0; /* size 0; the 4 data bytes become garbage */
+    tb_copy_chunk_untrusted(b, 1, 1000, 42, 1, 1, 1, TB_F1 | TB_F2, true,
+                            c.data, c.size);
+    tbt_reset(&c);
+    tbt_frag(&c, 4, 'c');
+    tbt_frag(&c, 4, 'd');
+    tbt_commit_ex(b, 1, 1, 2, TB_F1, true, &c, 0);
+    tbt_reset(&c);
+    tbt_frag(&c, 4, 'e');
+    tbt_commit_ex(b, 1, 1, 3, 0, true, &c, 0);
+    good(b, 0);
+    ck_assert_uint_eq(TBT_STAT(b, abi_violations), 0);
+    tbt_pkts ps = read_check_neighbour(b, 1);
+    ck_assert_uint_eq(ps.n, 4);
+    ck_assert(tbt_pkt_is(&ps.p[0], 2, (uint32_t[]){4, 4},
+                         (uint8_t[]){'a', 'c'}));
+    ck_assert_uint_eq(ps.p[0].nslices, 2); /* the empty one has no slice */
+    ck_assert(tbt_pkt_is1(&ps.p[1], 4, 'd'));
+    ck_assert(tbt_pkt_is1(&ps.p[2], 4, 'e'));
+    tbt_free(&ps);
+    tb_destroy(b);
+}
+END_TEST
+
+START_TEST(test_bad_flags_unknown_bits_ignored)
+{
+    tb_buffer *b = tb_create(4096, TB_RING_BUFFER);
+    tbt_reset(&c);
+    tbt_frag(&c, 10, 'a');
+    /* 0x80 is our private "incomplete" marker: a producer cannot set it */
+    raw(b, 1, 1, 0, 1, 0xF8, true, c.data, c.size);
+    tbt_pkts ps = tbt_read_all(b);
+    ck_assert_uint_eq(ps.n, 1);
+    tbt_free(&ps);
+    /* and the chunk was not treated as scraped (it was read, not stalled) */
+    ck_assert_uint_eq(TBT_STAT(b, chunks_read), 1);
+    tb_destroy(b);
+}
+END_TEST
+
+START_TEST(test_bad_flags_continuation_lies)
+{
+    tb_buffer *b = tb_create(4096, TB_RING_BUFFER);
+    good(b, 0);
+    tbt_reset(&c);
+    tbt_frag(&c, 10, 'a');
+    /* claims to continue from and on: an orphan continue that never ends */
+    raw(b, 1, 1, 0, 1, TB_F1 | TB_F2 | TB_F4, true, c.data, c.size);
+    good(b, 1);
+    tbt_pkts ps = read_check_neighbour(b, 2);
+    ck_assert_uint_eq(count_from(&ps, 1), 0);
+    tbt_free(&ps);
+    tbt_reset(&c);
+    tbt_frag(&c, 10, 'b');
+    raw(b, 1, 1, 1, 1, 0, true, c.data, c.size);
+    ps = tbt_read_all(b);
+    ck_assert_uint_eq(ps.n, 1);
+    ck_assert_uint_eq(ps.p[0].loss,
+                      TB_LOSS_PRESENT | TB_LOSS_ORPHAN_CONTINUATION);
+    tbt_free(&ps);
+    ck_assert_uint_eq(TBT_STAT(b, abi_violations), 0);
+    tb_destroy(b);
+}
+END_TEST
+
+START_TEST(test_bad_incomplete_with_no_fragments)
+{
+    tb_buffer *b = tb_create(4096, TB_RING_BUFFER);
+    uint8_t junk[300];
+    memset(junk, 0xAB, sizeof(junk));
+    raw(b, 1, 1, 0, 0, TB_F2, false, junk, sizeof(junk));
+    ck_assert_uint_eq(TBT_STAT(b, abi_violations), 0);
+    ck_assert_uint_eq(TBT_STAT(b, bytes_written), 320);
+    good(b, 0);
+    tbt_pkts ps = read_check_neighbour(b, 1);
+    ck_assert_uint_eq(ps.n, 1);
+    tbt_free(&ps);
+    tb_destroy(b);
+}
+END_TEST
+
+START_TEST(test_bad_payload_size_zero_null_and_huge)
+{
+    tb_buffer *b = tb_create(1 << 20, TB_RING_BUFFER);
+    raw(b, 1, 1, 0, 0, 0, true, NULL, 0);
+    raw(b, 1, 1, 1, 5, 0, true, NULL, 12345); /* NULL src: size ignored */
+    ck_assert_uint_eq(TBT_STAT(b, abi_violations), 1);
+    static uint8_t big[70000];
+    memset(big, 0, sizeof(big)); /* 70000 empty fragments */
+    raw(b, 1, 2, 0, 2, 0, false, big, sizeof(big)); /* > 64 KiB reserve */
+    ck_assert_uint_eq(TBT_STAT(b, abi_violations), 2);
+    raw(b, 1, 3, 0, 2, 0, true, big, sizeof(big)); /* complete: 2 bytes */
+    ck_assert_uint_eq(TBT_STAT(b, abi_violations), 2);
+    ck_assert_uint_eq(TBT_STAT(b, chunks_written), 3);
+    good(b, 0);
+    tbt_pkts ps = read_check_neighbour(b, 1);
+    ck_assert_uint_eq(ps.n, 1);
+    tbt_free(&ps);
+    tb_destroy(b);
+}
+END_TEST
+
+START_TEST(test_bad_chunk_too_big_for_buffer)
+{
+    tb_buffer *b = tb_create(4096, TB_RING_BUFFER);
+    good(b, 0);
+    tbt_reset(&c);
+    tbt_frag(&c, 4096, 'a');
+    tbt_frag(&c, 2048, 'b');
+    raw(b, 1, 1, 0, 2, 0, true, c.data, c.size);
+    ck_assert_uint_eq(TBT_STAT(b, abi_violations), 1);
+    ck_assert_uint_eq(TBT_STAT(b, chunks_overwritten), 0);
+    tbt_pkts ps = read_check_neighbour(b, 1);
+    ck_assert_uint_eq(ps.n, 1);
+    tbt_free(&ps);
+    tb_destroy(b);
+}
+END_TEST
+
+START_TEST(test_bad_chunk_id_replayed_or_old)
+{
+    tb_buffer *b = tb_create(4096, TB_RING_BUFFER);
+    tbt_reset(&c);
+    tbt_frag(&c, 30, 'a');
+    tbt_frag(&c, 40, 'b');
+    raw(b, 1, 1, 0, 2, 0, true, c.data, c.size);
+    tbt_pkts ps = tbt_read_all(b);
+    ck_assert_uint_eq(ps.n, 2);
+    tbt_free(&ps);
+    /* replay of consumed chunk 0, and one far in the past */
+    tbt_reset(&c);
+    tbt_frag(&c, 10, 'x');
+    raw(b, 1, 1, 0, 1, 0, true, c.data, c.size);
+    raw(b, 1, 1, 0x80000001u, 1, 0, true, c.data, c.size);
+    ck_assert_uint_eq(TBT_STAT(b, chunks_discarded), 2);
+    ps = tbt_read_all(b);
+    ck_assert_uint_eq(ps.n, 0);
+    tbt_free(&ps);
+    raw(b, 1, 1, 1, 1, 0, true, c.data, c.size);
+    ps = tbt_read_all(b);
+    ck_assert_uint_eq(ps.n, 1);
+    ck_assert_uint_eq(ps.p[0].loss, 0);
+    tbt_free(&ps);
+    tb_destroy(b);
+}
+END_TEST
+
+START_TEST(test_bad_identity_zero)
+{
+    tb_buffer *b = tb_create(4096, TB_RING_BUFFER);
+    tbt_reset(&c);
+    tbt_frag(&c, 10, 'a');
+    raw(b, 0, 0, 0, 1, 0, true, c.data, c.size); /* would look like padding */
+    ck_assert_uint_eq(TBT_STAT(b, abi_violations), 1);
+    raw(b, 0, 5, 0, 1, 0, true, c.data, c.size); /* producer 0 alone: ok */
+    raw(b, 5, 0, 0, 1, 0, true, c.data, c.size); /* writer 0 alone: ok */
+    tbt_pkts ps = tbt_read_all(b);
+    ck_assert_uint_eq(ps.n, 2);
+    tbt_free(&ps);
+    tb_destroy(b);
+}
+END_TEST
+
+START_TEST(test_bad_flood_does_not_cost_others)
+{
+    tb_buffer *b = tb_create(8192, TB_RING_BUFFER);
+    uint8_t junk[512];
+    uint32_t rng = 12345;
+    for (uint32_t i = 0; i < 200; i++) {
+        for (size_t k = 0; k < sizeof(junk); k++) {
+            rng = rng * 1103515245u + 12345u;
+            junk[k] = (uint8_t)(rng >> 16);
+        }
+        rng = rng * 1103515245u + 12345u;
+        raw(b, 1, (uint16_t)(1 + (rng >> 20) % 3), (rng >> 8),
+            (uint16_t)((rng >> 4) % 20), (uint8_t)rng, (rng >> 3) & 1, junk,
+            (rng >> 12) % sizeof(junk));
+        if (i % 50 == 0) {
+            tbt_pkts ps = tbt_read_all(b);
+            tbt_free(&ps);
+        }
+    }
+    /* producer 9 then gets a clean buffer (every hostile record is
+     * evicted by its 8 KiB) and is unaffected */
+    for (uint32_t i = 0; i < 100; i++)
+        good(b, i);
+    tbt_pkts ps = tbt_read_all(b);
+    uint32_t seen = 0;
+    for (size_t i = 0; i < ps.n; i++)
+        if (ps.p[i].props.producer_id == 9)
+            seen++;
+    ck_assert_uint_gt(seen, 0);
+    tbt_free(&ps);
+    tb_destroy(b);
+}
+END_TEST
+
+static Suite *tb_malicious_suite(void)
+{
+    Suite *s = suite_create("tb_malicious");
+    TCase *tc = tcase_create("fragments");
+    tcase_add_test(tc, test_bad_num_fragments_too_many);
+    tcase_add_test(tc, test_bad_num_fragments_too_few_or_zero);
+    tcase_add_test(tc, test_bad_fragment_size_past_end);
+    tcase_add_test(tc, test_bad_varint_too_long_or_truncated);
+    tcase_add_test(tc, test_bad_varint_huge_value);
+    tcase_add_test(tc, test_bad_zero_varint_header_in_sequence);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("header");
+    tcase_add_test(tc, test_bad_flags_unknown_bits_ignored);
+    tcase_add_test(tc, test_bad_flags_continuation_lies);
+    tcase_add_test(tc, test_bad_incomplete_with_no_fragments);
+    tcase_add_test(tc, test_bad_payload_size_zero_null_and_huge);
+    tcase_add_test(tc, test_bad_chunk_too_big_for_buffer);
+    tcase_add_test(tc, test_bad_chunk_id_replayed_or_old);
+    tcase_add_test(tc, test_bad_identity_zero);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("flood");
+    tcase_add_test(tc, test_bad_flood_does_not_cost_others);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+TBT_MAIN(tb_malicious_suite)
