@@ -339,13 +339,24 @@ ins_exit ins_inspect(const ins_options *o, ins_result *res)
                  o->input_path, strerror(errno));
         return res->status;
     }
-    struct stat sb;
+    struct stat sb, ob;
     if (fstat(fd, &sb) == 0 && S_ISDIR(sb.st_mode)) {
         close(fd);
         memset(res, 0, sizeof(*res));
         res->status = INS_EXIT_INPUT;
         snprintf(res->message, sizeof(res->message),
                  "%s is a directory, not a trace file", o->input_path);
+        return res->status;
+    }
+    if (stat(o->output_path, &ob) == 0 && ob.st_dev == sb.st_dev &&
+        ob.st_ino == sb.st_ino) {
+        /* --force would delete the trace we are reading. */
+        close(fd);
+        memset(res, 0, sizeof(*res));
+        res->status = INS_EXIT_OUTPUT;
+        snprintf(res->message, sizeof(res->message),
+                 "the output %s is the input trace itself: choose another "
+                 "-o FILE", o->output_path);
         return res->status;
     }
     ins_exit st = ins_inspect_fd(fd, o->input_path, o, res);

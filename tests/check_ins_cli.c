@@ -107,6 +107,12 @@ START_TEST(test_cli_output_rules)
     ck_assert_int_eq(run(out, sizeof(out), "cp %s %s/x.pftrace && %s -q "
                          "%s/x.pftrace && test -s %s/x.pftrace.db", trace,
                          dir, g_bin, dir, dir), 0);
+    /* Never overwrite the trace being read, even with --force. */
+    ck_assert_int_eq(run(out, sizeof(out), "%s -f %s/x.pftrace -o "
+                         "%s/x.pftrace", g_bin, dir, dir), 4);
+    ck_assert_ptr_nonnull(strstr(out, "input trace itself"));
+    ck_assert_int_eq(run(out, sizeof(out), "cmp %s %s/x.pftrace", trace, dir),
+                     0);
     /* Standard input. */
     ck_assert_int_eq(run(out, sizeof(out), "cat %s | %s - -o %s/stdin.db",
                          trace, g_bin, dir), 0);
