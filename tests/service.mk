@@ -1,1 +1,53 @@
-# tests/service.mk - build rules for this part (see top-level Makefile.am).
+# tests/service.mk - Check tests of the tracing service core and the
+# scripted end-to-end tests (real shmtraced, producers, consumer).
+
+svc_test_cflags = $(AM_CFLAGS) $(CHECK_CFLAGS) $(PROTOBUF_C_CFLAGS) \
+	-I$(top_srcdir)/libbuf
+svc_test_ldadd = libbuf/libsvc_internal.la $(CHECK_LIBS)
+
+check_PROGRAMS += tests/check_svc_packet tests/check_svc_session
+tests_check_svc_packet_SOURCES = tests/check_svc_packet.c
+tests_check_svc_packet_CFLAGS = $(svc_test_cflags)
+tests_check_svc_packet_LDADD = $(svc_test_ldadd)
+tests_check_svc_session_SOURCES = tests/check_svc_session.c
+tests_check_svc_session_CFLAGS = $(svc_test_cflags)
+tests_check_svc_session_LDADD = $(svc_test_ldadd)
+
+check_PROGRAMS += tests/check_svc_ipc
+tests_check_svc_ipc_SOURCES = tests/check_svc_ipc.c
+tests_check_svc_ipc_CFLAGS = $(svc_test_cflags)
+tests_check_svc_ipc_LDADD = $(svc_test_ldadd)
+
+TESTS += tests/check_svc_packet tests/check_svc_session tests/check_svc_ipc
+
+# Trace file checker used by the e2e scripts (and handy by hand).
+check_PROGRAMS += tests/svc_tracecheck
+tests_svc_tracecheck_SOURCES = tests/svc_tracecheck.c
+tests_svc_tracecheck_CFLAGS = $(AM_CFLAGS) $(PROTOBUF_C_CFLAGS)
+tests_svc_tracecheck_LDADD = protos/libshmtrace_protos.la $(PROTOBUF_C_LIBS)
+
+# Scripted end-to-end tests: real shmtraced, real producer processes
+# (tools/shmtrace-producer), real consumer (tools/shmtrace). Each uses
+# private sockets in a temp dir and kills what it started (tests/e2e_lib.sh).
+# Tests that need the tools exit 77 (skip) when they are not built.
+svc_e2e_tests = tests/e2e_daemon.sh tests/e2e_basic.sh tests/e2e_ring.sh \
+	tests/e2e_discard.sh tests/e2e_longtrace.sh tests/e2e_flush_scrape.sh \
+	tests/e2e_kill.sh tests/e2e_garbage.sh tests/e2e_clone.sh \
+	tests/e2e_sigterm.sh tests/e2e_sessions.sh
+dist_check_SCRIPTS += $(svc_e2e_tests)
+EXTRA_DIST += tests/e2e_lib.sh
+TESTS += $(svc_e2e_tests)
+
+# A hostile producer (garbage SMB, lying CommitData) for e2e_garbage.sh.
+check_PROGRAMS += tests/svc_evilproducer
+tests_svc_evilproducer_SOURCES = tests/svc_evilproducer.c
+tests_svc_evilproducer_CPPFLAGS = $(AM_CPPFLAGS) $(IPC_CPPFLAGS)
+tests_svc_evilproducer_LDADD = ipc/libshmtrace_ipc.la \
+	protos/libshmtrace_protos.la $(PROTOBUF_C_LIBS)
+
+# A minimal consumer (record / clone / stats) for e2e tests and the bench.
+check_PROGRAMS += tests/svc_consumer
+tests_svc_consumer_SOURCES = tests/svc_consumer.c
+tests_svc_consumer_CPPFLAGS = $(AM_CPPFLAGS) $(IPC_CPPFLAGS)
+tests_svc_consumer_LDADD = ipc/libshmtrace_ipc.la \
+	protos/libshmtrace_protos.la $(PROTOBUF_C_LIBS)

@@ -1,0 +1,37 @@
+#!/bin/sh
+# bench/bench_e2e_run.sh - one end-to-end recording for bench_e2e.sh (the
+# command hyperfine times): PRODUCERS shmtrace-producer processes write
+# MB megabytes in total (stall policy: nothing lost), svc_consumer records
+# them in long-trace mode (write_into_file, 100 ms period) to OUT; the run
+# ends when the file holds the payload, with a final flush (DisableTracing).
+# Environment: top_builddir, OUT, MB, PRODUCERS, SIZE; the daemon's
+# sockets via PERFETTO_*_SOCK_NAME.
+set -eu
+b=$top_builddir
+per_producer=$((MB * 1048576 / PRODUCERS / SIZE))
+pids=""
+i=0
+while [ $i -lt "$PRODUCERS" ]; do
+    "$b/tools/shmtrace-producer" -q -N "bench$i" -t 1 -c $per_producer \
+        -S "$SIZE" --policy stall --once --smb-size 4194304 &
+    pids="$pids $!"
+    i=$((i + 1))
+done
+# wait until the producers' data sources are registered
+while :; do
+    n=$("$b/tests/svc_consumer" stats | sed -n 's/^data_sources_registered=//p')
+    [ "${n:-0}" -ge "$PRODUCERS" ] && break
+    sleep 0.02
+done
+"$b/tests/svc_consumer" record --out "$OUT" --duration-ms 600000 \
+    --buffer-kb 131072 --file-period-ms 100 2>/dev/null &
+cons=$!
+target=$((per_producer * PRODUCERS * SIZE))
+while :; do
+    s=$(stat -c %s "$OUT" 2>/dev/null || echo 0)
+    [ "$s" -ge "$target" ] && break
+    sleep 0.02
+done
+kill -INT $cons
+wait $cons
+for p in $pids; do wait "$p"; done

@@ -1,0 +1,675 @@
+/*
+ * ins_stats.c - trace processor's stats semantics and per-packet
+ * bookkeeping (facts and rules in ins_stats.h).
+ *
+ * Decoding: TraceStats and TraceConfig with protobuf-c (common.pb-c.h,
+ * config.pb-c.h, generated from protos/); the two TracingServiceEvent
+ * fields we need (clone_started 10, buffer_cloned 11) are walked by hand.
+ *
+ * Write path: stats go straight to SQLite (ins_db_stat upserts), so memory
+ * does not depend on how many buffers a (hostile) TraceStats lists; the
+ * only per-packet counter kept in memory is the skipped-packet total,
+ * written by ins_tracker_flush().
+ */
+#include "ins_stats.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common.pb-c.h"
+#include "config.pb-c.h"
+#include "ins_seq.h"
+
+#define D_LOSS "data_loss"
+#define INFO "info"
+#define TRACE "trace"
+#define ANALYSIS "analysis"
+
+const ins_stat_def ins_stat_defs[INS_STAT_COUNT] = {
+    [INS_STAT_BUF_ABI_VIOLATIONS] =
+        {"traced_buf_abi_violations", true, D_LOSS, TRACE, ""},
+    [INS_STAT_BUF_BUFFER_SIZE] =
+        {"traced_buf_buffer_size", true, INFO, TRACE, ""},
+    [INS_STAT_BUF_BYTES_OVERWRITTEN] =
+        {"traced_buf_bytes_overwritten", true, INFO, TRACE, ""},
+    [INS_STAT_BUF_BYTES_READ] =
+        {"traced_buf_bytes_read", true, INFO, TRACE, ""},
+    [INS_STAT_BUF_BYTES_FILTERED_OUT] =
+        {"traced_buf_bytes_filtered_out", true, INFO, TRACE,
+         "Bytes the trace filter removed from this buffer (service packets "
+         "are filtered too, so not exactly input minus output)."},
+    [INS_STAT_BUF_BYTES_WRITTEN] =
+        {"traced_buf_bytes_written", true, INFO, TRACE, ""},
+    [INS_STAT_BUF_CLONE_DONE_TIMESTAMP_NS] =
+        {"traced_buf_clone_done_timestamp_ns", true, INFO, TRACE,
+         "When cloning this buffer finished."},
+    [INS_STAT_BUF_CHUNKS_DISCARDED] =
+        {"traced_buf_chunks_discarded", true, INFO, TRACE, ""},
+    [INS_STAT_BUF_CHUNKS_OVERWRITTEN] =
+        {"traced_buf_chunks_overwritten", true, INFO, TRACE, ""},
+    [INS_STAT_BUF_CHUNKS_READ] =
+        {"traced_buf_chunks_read", true, INFO, TRACE, ""},
+    [INS_STAT_BUF_CHUNKS_RELOCATED] =
+        {"traced_buf_chunks_relocated", true, INFO, TRACE,
+         "TraceBufferV2 only: scraped chunks, already fully read, moved to "
+         "the write position instead of being rewritten in place."},
+    [INS_STAT_BUF_CHUNKS_REWRITTEN] =
+        {"traced_buf_chunks_rewritten", true, INFO, TRACE, ""},
+    [INS_STAT_BUF_CHUNKS_WRITTEN] =
+        {"traced_buf_chunks_written", true, INFO, TRACE, ""},
+    [INS_STAT_BUF_CHUNKS_COMMITTED_OUT_OF_ORDER] =
+        {"traced_buf_chunks_committed_out_of_order", true, INFO, TRACE, ""},
+    [INS_STAT_BUF_PADDING_BYTES_CLEARED] =
+        {"traced_buf_padding_bytes_cleared", true, INFO, TRACE, ""},
+    [INS_STAT_BUF_PADDING_BYTES_WRITTEN] =
+        {"traced_buf_padding_bytes_written", true, INFO, TRACE, ""},
+    [INS_STAT_BUF_PATCHES_FAILED] =
+        {"traced_buf_patches_failed", true, D_LOSS, TRACE,
+         "Patches that found no chunk to apply to: possible loss in this "
+         "buffer (expected on a DISCARD buffer once it is full)."},
+    [INS_STAT_BUF_PATCHES_SUCCEEDED] =
+        {"traced_buf_patches_succeeded", true, INFO, TRACE, ""},
+    [INS_STAT_BUF_READAHEADS_FAILED] =
+        {"traced_buf_readaheads_failed", true, INFO, TRACE, ""},
+    [INS_STAT_BUF_READAHEADS_SUCCEEDED] =
+        {"traced_buf_readaheads_succeeded", true, INFO, TRACE, ""},
+    [INS_STAT_BUF_TRACE_WRITER_PACKET_LOSS] =
+        {"traced_buf_trace_writer_packet_loss", true, D_LOSS, TRACE,
+         "Packet loss the producers' trace writers signalled, including "
+         "loss before a ring buffer's kept window or past a full DISCARD "
+         "buffer."},
+    [INS_STAT_BUF_WRITE_WRAP_COUNT] =
+        {"traced_buf_write_wrap_count", true, INFO, TRACE, ""},
+    [INS_STAT_BUF_SEQUENCE_PACKET_LOSS] =
+        {"traced_buf_sequence_packet_loss", true, D_LOSS, ANALYSIS,
+         "Places where a sequence of this buffer lost packets (one per run "
+         "of consecutive lost packets), from previous_packet_dropped."},
+    [INS_STAT_BUF_INCREMENTAL_SEQUENCES_DROPPED] =
+        {"traced_buf_incremental_sequences_dropped", true, D_LOSS, ANALYSIS,
+         "Sequences of this buffer whose every packet needing incremental "
+         "state was dropped because that state was never valid (clear it "
+         "periodically, or more often)."},
+    [INS_STAT_BUF_DATA_LOSS_READ_GAP] =
+        {"traced_buf_data_loss_read_gap", true, D_LOSS, TRACE,
+         "Loss attributed to a gap seen while reading the buffer."},
+    [INS_STAT_BUF_DATA_LOSS_CHUNK_CORRUPTED] =
+        {"traced_buf_data_loss_chunk_corrupted", true, D_LOSS, TRACE,
+         "Loss attributed to a corrupted chunk."},
+    [INS_STAT_BUF_DATA_LOSS_ORPHAN_CONTINUATION] =
+        {"traced_buf_data_loss_orphan_continuation", true, D_LOSS, TRACE,
+         "Loss attributed to a fragment continuation without its start."},
+    [INS_STAT_BUF_DATA_LOSS_REASSEMBLY_GAP] =
+        {"traced_buf_data_loss_reassembly_gap", true, D_LOSS, TRACE,
+         "Loss attributed to a gap while reassembling a fragmented packet."},
+    [INS_STAT_BUF_DATA_LOSS_REASSEMBLY_BROKEN_CHAIN] =
+        {"traced_buf_data_loss_reassembly_broken_chain", true, D_LOSS, TRACE,
+         "Loss attributed to a broken fragment chain."},
+    [INS_STAT_BUF_DATA_LOSS_OVERWRITE] =
+        {"traced_buf_data_loss_overwrite", true, D_LOSS, TRACE,
+         "Loss attributed to unread data overwritten in the ring buffer."},
+    [INS_STAT_BUF_DATA_LOSS_WRITER_ABORT] =
+        {"traced_buf_data_loss_writer_abort", true, D_LOSS, TRACE,
+         "Loss attributed to a writer that aborted a packet."},
+    [INS_STAT_BUF_DATA_LOSS_SMB_FULL] =
+        {"traced_buf_data_loss_smb_full", true, D_LOSS, TRACE,
+         "Loss the producer attributed to a full shared memory buffer."},
+    [INS_STAT_CLONE_STARTED_TIMESTAMP_NS] =
+        {"traced_clone_started_timestamp_ns", false, INFO, TRACE,
+         "When the clone of the session started."},
+    [INS_STAT_CLONE_TRIGGER_TIMESTAMP_NS] =
+        {"traced_clone_trigger_timestamp_ns", false, INFO, TRACE,
+         "When the trigger that caused the clone fired."},
+    [INS_STAT_CHUNKS_DISCARDED] =
+        {"traced_chunks_discarded", false, INFO, TRACE, ""},
+    [INS_STAT_DATA_SOURCES_REGISTERED] =
+        {"traced_data_sources_registered", false, INFO, TRACE, ""},
+    [INS_STAT_DATA_SOURCES_SEEN] =
+        {"traced_data_sources_seen", false, INFO, TRACE, ""},
+    [INS_STAT_FINAL_FLUSH_FAILED] =
+        {"traced_final_flush_failed", false, D_LOSS, TRACE, ""},
+    [INS_STAT_FINAL_FLUSH_SUCCEEDED] =
+        {"traced_final_flush_succeeded", false, INFO, TRACE, ""},
+    [INS_STAT_FLUSHES_FAILED] =
+        {"traced_flushes_failed", false, D_LOSS, TRACE, ""},
+    [INS_STAT_FLUSHES_REQUESTED] =
+        {"traced_flushes_requested", false, INFO, TRACE, ""},
+    [INS_STAT_FLUSHES_SUCCEEDED] =
+        {"traced_flushes_succeeded", false, INFO, TRACE, ""},
+    [INS_STAT_PATCHES_DISCARDED] =
+        {"traced_patches_discarded", false, INFO, TRACE, ""},
+    [INS_STAT_PRODUCERS_CONNECTED] =
+        {"traced_producers_connected", false, INFO, TRACE, ""},
+    [INS_STAT_PRODUCERS_SEEN] =
+        {"traced_producers_seen", false, INFO, TRACE, ""},
+    [INS_STAT_TOTAL_BUFFERS] =
+        {"traced_total_buffers", false, INFO, TRACE, ""},
+    [INS_STAT_TRACING_SESSIONS] =
+        {"traced_tracing_sessions", false, INFO, TRACE, ""},
+    [INS_STAT_PACKET_SKIPPED_INCREMENTAL_INVALID] =
+        {"packet_skipped_seq_needs_incremental_state_invalid", false,
+         "notice", ANALYSIS,
+         "Packets that needed incremental state while their sequence had "
+         "none valid (after a loss, or before the first clear): skipped."},
+};
+
+/* DataLossReason bit -> name; bits 2..256 are the 8 cause stats in order. */
+static const char *const LOSS_BIT_NAMES[] = {
+    "present", "read_gap", "chunk_corrupted", "orphan_continuation",
+    "reassembly_gap", "reassembly_broken_chain", "overwrite",
+    "writer_abort", "smb_full"};
+
+char *ins_loss_reasons(uint32_t bits, char *out, size_t outlen)
+{
+    size_t n = 0;
+    out[0] = '\0';
+    for (unsigned b = 0; b < 9; b++) {
+        if (!(bits & (1u << b)))
+            continue;
+        int w = snprintf(out + n, outlen - n, "%s%s", n ? "," : "",
+                         LOSS_BIT_NAMES[b]);
+        if (w < 0 || (size_t)w >= outlen - n)
+            return out;
+        n += (size_t)w;
+    }
+    uint32_t unknown = bits & ~0x1ffu;
+    if (unknown)
+        snprintf(out + n, outlen - n, "%s0x%" PRIx32, n ? "," : "", unknown);
+    return out;
+}
+
+/* One derived bucket (a buffer index) while applying a TraceStats. */
+typedef struct bucket {
+    int32_t idx;
+    uint32_t packet_loss, incremental_sequences_dropped;
+    uint32_t cause[INS_LOSS_CAUSES];
+} bucket;
+
+struct ins_tracker {
+    ins_db *db;
+    bool packet_rows;           /* fill the packet table */
+    ins_seq_table seqs;
+    uint64_t skipped_incremental; /* packet_skipped_..._invalid */
+    bool skipped_dirty;
+    uint64_t compressed_skipped;
+    int64_t latest_ts;          /* for packets without a timestamp */
+    bool clone_trigger_set;
+    int64_t clone_trigger_ts;
+    bool clone_started_set;
+    int64_t clone_started_ts;
+    bucket *buckets;            /* scratch for apply_trace_stats */
+    size_t nbuckets, bucket_cap;
+};
+
+int ins_tracker_create(ins_db *db, bool packet_rows, ins_tracker **out)
+{
+    ins_tracker *t = calloc(1, sizeof(*t));
+    if (t == NULL)
+        return -ENOMEM;
+    t->db = db;
+    t->packet_rows = packet_rows;
+    ins_seq_table_init(&t->seqs);
+    *out = t;
+    return 0;
+}
+
+void ins_tracker_destroy(ins_tracker *t)
+{
+    if (t == NULL)
+        return;
+    ins_seq_table_free(&t->seqs);
+    free(t->buckets);
+    free(t);
+}
+
+uint64_t ins_tracker_compressed_skipped(const ins_tracker *t)
+{
+    return t->compressed_skipped;
+}
+
+static int stat_set(ins_tracker *t, ins_stat_id id, bool has_idx,
+                    int64_t idx, int64_t value, bool add)
+{
+    const ins_stat_def *d = &ins_stat_defs[id];
+    return ins_db_stat(t->db, d->name, has_idx, idx, d->severity, d->source,
+                       d->description, value, add);
+}
+
+int ins_tracker_start(ins_tracker *t)
+{
+    for (int i = 0; i < INS_STAT_COUNT; i++) {
+        if (ins_stat_defs[i].indexed)
+            continue;
+        if (stat_set(t, (ins_stat_id)i, false, 0, 0, false) != 0)
+            return -EIO;
+    }
+    return 0;
+}
+
+static bucket *bucket_get(ins_tracker *t, int32_t idx)
+{
+    for (size_t i = 0; i < t->nbuckets; i++)
+        if (t->buckets[i].idx == idx)
+            return &t->buckets[i];
+    if (t->nbuckets == t->bucket_cap) {
+        size_t cap = t->bucket_cap ? t->bucket_cap * 2 : 8;
+        bucket *nb = realloc(t->buckets, cap * sizeof(*nb));
+        if (nb == NULL)
+            return NULL;
+        t->buckets = nb;
+        t->bucket_cap = cap;
+    }
+    bucket *b = &t->buckets[t->nbuckets++];
+    memset(b, 0, sizeof(*b));
+    b->idx = idx;
+    return b;
+}
+
+#define BUF_FIELD(stat, field) \
+    {stat, offsetof(Perfetto__Protos__TraceStats__BufferStats, field)}
+
+static const struct {
+    ins_stat_id stat;
+    size_t offset; /* of the uint64_t in the BufferStats struct */
+} BUFFER_FIELDS[] = {
+    BUF_FIELD(INS_STAT_BUF_BUFFER_SIZE, buffer_size),
+    BUF_FIELD(INS_STAT_BUF_BYTES_WRITTEN, bytes_written),
+    BUF_FIELD(INS_STAT_BUF_BYTES_OVERWRITTEN, bytes_overwritten),
+    BUF_FIELD(INS_STAT_BUF_BYTES_READ, bytes_read),
+    BUF_FIELD(INS_STAT_BUF_PADDING_BYTES_WRITTEN, padding_bytes_written),
+    BUF_FIELD(INS_STAT_BUF_PADDING_BYTES_CLEARED, padding_bytes_cleared),
+    BUF_FIELD(INS_STAT_BUF_CHUNKS_WRITTEN, chunks_written),
+    BUF_FIELD(INS_STAT_BUF_CHUNKS_REWRITTEN, chunks_rewritten),
+    BUF_FIELD(INS_STAT_BUF_CHUNKS_OVERWRITTEN, chunks_overwritten),
+    BUF_FIELD(INS_STAT_BUF_CHUNKS_DISCARDED, chunks_discarded),
+    BUF_FIELD(INS_STAT_BUF_CHUNKS_READ, chunks_read),
+    BUF_FIELD(INS_STAT_BUF_CHUNKS_RELOCATED, chunks_relocated),
+    BUF_FIELD(INS_STAT_BUF_CHUNKS_COMMITTED_OUT_OF_ORDER,
+              chunks_committed_out_of_order),
+    BUF_FIELD(INS_STAT_BUF_WRITE_WRAP_COUNT, write_wrap_count),
+    BUF_FIELD(INS_STAT_BUF_PATCHES_SUCCEEDED, patches_succeeded),
+    BUF_FIELD(INS_STAT_BUF_PATCHES_FAILED, patches_failed),
+    BUF_FIELD(INS_STAT_BUF_READAHEADS_SUCCEEDED, readaheads_succeeded),
+    BUF_FIELD(INS_STAT_BUF_READAHEADS_FAILED, readaheads_failed),
+    BUF_FIELD(INS_STAT_BUF_ABI_VIOLATIONS, abi_violations),
+    BUF_FIELD(INS_STAT_BUF_TRACE_WRITER_PACKET_LOSS,
+              trace_writer_packet_loss),
+};
+
+/* Apply a decoded TraceStats (freed by the caller). */
+static int apply_trace_stats(ins_tracker *t,
+                             const Perfetto__Protos__TraceStats *ts)
+{
+    int rc = 0;
+#define SET1(stat, v) rc |= stat_set(t, stat, false, 0, (int64_t)(v), false)
+    SET1(INS_STAT_PRODUCERS_CONNECTED, ts->producers_connected);
+    SET1(INS_STAT_PRODUCERS_SEEN, ts->producers_seen);
+    SET1(INS_STAT_DATA_SOURCES_REGISTERED, ts->data_sources_registered);
+    SET1(INS_STAT_DATA_SOURCES_SEEN, ts->data_sources_seen);
+    SET1(INS_STAT_TRACING_SESSIONS, ts->tracing_sessions);
+    SET1(INS_STAT_TOTAL_BUFFERS, ts->total_buffers);
+    SET1(INS_STAT_CHUNKS_DISCARDED, ts->chunks_discarded);
+    SET1(INS_STAT_PATCHES_DISCARDED, ts->patches_discarded);
+    SET1(INS_STAT_FLUSHES_REQUESTED, ts->flushes_requested);
+    SET1(INS_STAT_FLUSHES_SUCCEEDED, ts->flushes_succeeded);
+    SET1(INS_STAT_FLUSHES_FAILED, ts->flushes_failed);
+#undef SET1
+    if (ts->filter_stats) {
+        const Perfetto__Protos__TraceStats__FilterStats *f = ts->filter_stats;
+        for (size_t i = 0; i < f->n_bytes_discarded_per_buffer; i++)
+            rc |= stat_set(t, INS_STAT_BUF_BYTES_FILTERED_OUT, true,
+                           (int32_t)i,
+                           (int64_t)f->bytes_discarded_per_buffer[i], false);
+    }
+    if (ts->final_flush_outcome ==
+        PERFETTO__PROTOS__TRACE_STATS__FINAL_FLUSH_OUTCOME__FINAL_FLUSH_SUCCEEDED)
+        rc |= stat_set(t, INS_STAT_FINAL_FLUSH_SUCCEEDED, false, 0, 1, true);
+    else if (ts->final_flush_outcome ==
+             PERFETTO__PROTOS__TRACE_STATS__FINAL_FLUSH_OUTCOME__FINAL_FLUSH_FAILED)
+        rc |= stat_set(t, INS_STAT_FINAL_FLUSH_FAILED, false, 0, 1, true);
+
+    for (size_t b = 0; b < ts->n_buffer_stats && rc == 0; b++) {
+        const uint8_t *bs = (const uint8_t *)ts->buffer_stats[b];
+        for (size_t f = 0; f < sizeof(BUFFER_FIELDS) / sizeof(*BUFFER_FIELDS);
+             f++) {
+            uint64_t v;
+            memcpy(&v, bs + BUFFER_FIELDS[f].offset, sizeof(v));
+            rc |= stat_set(t, BUFFER_FIELDS[f].stat, true, (int32_t)b,
+                           (int64_t)v, false);
+        }
+    }
+
+    /* Derived per-buffer loss stats from the sequences seen so far. */
+    t->nbuckets = 0;
+    for (size_t w = 0; w < ts->n_writer_stats && rc == 0; w++) {
+        const Perfetto__Protos__TraceStats__WriterStats *ws =
+            ts->writer_stats[w];
+        ins_seq *s = ins_seq_get(&t->seqs, (uint32_t)ws->sequence_id, false);
+        if (s == NULL || !s->tp_seen)
+            continue;
+        if (s->in_table && (!s->has_buffer ||
+                            s->buffer != (int64_t)ws->buffer)) {
+            s->has_buffer = true;
+            s->buffer = (int64_t)ws->buffer;
+            s->dirty = true;
+        }
+        bucket *bk = bucket_get(t, (int32_t)ws->buffer);
+        if (bk == NULL) {
+            rc = -ENOMEM;
+            break;
+        }
+        bk->packet_loss += s->loss_count;
+        bk->incremental_sequences_dropped +=
+            s->needs_incremental_skipped > 0 &&
+            s->needs_incremental_skipped == s->needs_incremental_total;
+        for (int c = 0; c < INS_LOSS_CAUSES; c++)
+            bk->cause[c] += s->cause_count[c];
+    }
+    for (size_t i = 0; i < t->nbuckets && rc == 0; i++) {
+        const bucket *bk = &t->buckets[i];
+        rc |= stat_set(t, INS_STAT_BUF_SEQUENCE_PACKET_LOSS, true, bk->idx,
+                       bk->packet_loss, false);
+        rc |= stat_set(t, INS_STAT_BUF_INCREMENTAL_SEQUENCES_DROPPED, true,
+                       bk->idx, bk->incremental_sequences_dropped, false);
+        for (int c = 0; c < INS_LOSS_CAUSES; c++)
+            rc |= stat_set(t, (ins_stat_id)(INS_STAT_BUF_DATA_LOSS_READ_GAP + c),
+                           true, bk->idx, bk->cause[c], false);
+    }
+    return rc ? (rc == -ENOMEM ? -ENOMEM : -EIO) : 0;
+}
+
+/* Our buffer_config table; a config that does not decode is ignored (it
+ * changes no stat). */
+static int apply_trace_config(ins_tracker *t, const ins_packet *p)
+{
+    Perfetto__Protos__TraceConfig *tc = perfetto__protos__trace_config__unpack(
+        NULL, p->trace_config.len, p->trace_config.data);
+    if (tc == NULL)
+        return 0;
+    int rc = 0;
+    for (size_t i = 0; i < tc->n_buffers && rc == 0; i++) {
+        const Perfetto__Protos__TraceConfig__BufferConfig *b = tc->buffers[i];
+        const char *policy =
+            b->fill_policy ==
+                    PERFETTO__PROTOS__TRACE_CONFIG__BUFFER_CONFIG__FILL_POLICY__DISCARD
+                ? "DISCARD"
+                : "RING_BUFFER";
+        const char *mode =
+            b->experimental_mode ==
+                    PERFETTO__PROTOS__TRACE_CONFIG__BUFFER_CONFIG__EXPERIMENTAL_MODE__TRACE_BUFFER_V2
+                ? "V2"
+                : "V1";
+        rc = ins_db_put_buffer_config(t->db, (int64_t)i, b->size_kb, policy,
+                                      mode);
+    }
+    if (rc == 0)
+        rc = ins_db_info_int(t->db, "write_into_file", tc->write_into_file);
+    if (rc == 0 && tc->has_duration_ms)
+        rc = ins_db_info_int(t->db, "duration_ms", tc->duration_ms);
+    perfetto__protos__trace_config__free_unpacked(tc, NULL);
+    return rc;
+}
+
+/* TracingServiceEvent: clone_started (10) and buffer_cloned (11). */
+static int apply_service_event(ins_tracker *t, const ins_packet *p,
+                               int64_t ts)
+{
+    const uint8_t *q = p->service_event.data;
+    const uint8_t *end = q + p->service_event.len;
+    int rc = 0;
+    while (q < end && rc == 0) {
+        uint64_t tag, v;
+        if (ins_varint(&q, end, &tag) != 0)
+            return 0;
+        unsigned wt = (unsigned)(tag & 7);
+        if (wt == 0) {
+            if (ins_varint(&q, end, &v) != 0)
+                return 0;
+            if (tag >> 3 == 10) {
+                /* Parsed in timestamp order: the latest one wins. */
+                if (!t->clone_started_set || ts >= t->clone_started_ts) {
+                    t->clone_started_set = true;
+                    t->clone_started_ts = ts;
+                    rc = stat_set(t, INS_STAT_CLONE_STARTED_TIMESTAMP_NS,
+                                  false, 0, ts, false);
+                }
+            } else if (tag >> 3 == 11) {
+                rc = stat_set(t, INS_STAT_BUF_CLONE_DONE_TIMESTAMP_NS, true,
+                              (int32_t)(uint32_t)v, ts, false);
+            }
+        } else if (wt == 2) {
+            if (ins_varint(&q, end, &v) != 0 || v > (uint64_t)(end - q))
+                return 0;
+            q += v;
+        } else if (wt == 1 || wt == 5) {
+            size_t n = wt == 1 ? 8 : 4;
+            if ((size_t)(end - q) < n)
+                return 0;
+            q += n;
+        } else {
+            return 0;
+        }
+    }
+    return rc;
+}
+
+static int on_packet(ins_tracker *t, const ins_packet *p,
+                     const Perfetto__Protos__TraceStats *ts_msg, char *err,
+                     size_t errlen);
+
+static int packet_row(ins_tracker *t, const ins_packet *p)
+{
+    char fallback[24];
+    const char *kind = NULL;
+    if (p->payload_field) {
+        kind = ins_packet_field_name(p->payload_field);
+        if (kind == NULL) {
+            snprintf(fallback, sizeof(fallback), "field_%" PRIu32,
+                     p->payload_field);
+            kind = fallback;
+        }
+    }
+    ins_packet_row row = {
+        .id = p->id,
+        .file_offset = p->offset,
+        .size = p->size,
+        .has_ts = p->has_timestamp,
+        .ts = (int64_t)p->timestamp,
+        .has_clock_id = p->clock_id != 0,
+        .clock_id = p->clock_id,
+        .has_seq_id = p->has_seq_id,
+        .seq_id = p->seq_id,
+        .has_uid = p->has_uid,
+        .uid = p->trusted_uid,
+        .has_pid = p->has_pid,
+        .pid = p->trusted_pid,
+        .previous_packet_dropped = p->previous_packet_dropped,
+        .sequence_flags = p->sequence_flags,
+        .first_packet_on_sequence = p->first_packet_on_sequence,
+        .kind = kind,
+        .has_container = p->in_container,
+        .container_id = p->container_id,
+    };
+    return ins_db_insert_packet(t->db, &row);
+}
+
+int ins_tracker_on_packet(ins_tracker *t, const ins_packet *p, char *err,
+                          size_t errlen)
+{
+    int rc = 0;
+    /* Validate before changing anything, so a packet that is refused
+     * leaves no trace in the tables or the counters. */
+    Perfetto__Protos__TraceStats *ts_msg = NULL;
+    if (p->trace_stats.present && !p->has_compressed_packets &&
+        !p->has_clock_snapshot) {
+        ts_msg = perfetto__protos__trace_stats__unpack(
+            NULL, p->trace_stats.len, p->trace_stats.data);
+        if (ts_msg == NULL) {
+            snprintf(err, errlen, "packet #%" PRIu64 " at offset %" PRIu64
+                     ": its trace_stats does not decode", p->id, p->offset);
+            return -EBADMSG;
+        }
+    }
+    rc = on_packet(t, p, ts_msg, err, errlen);
+    perfetto__protos__trace_stats__free_unpacked(ts_msg, NULL);
+    return rc;
+}
+
+static int on_packet(ins_tracker *t, const ins_packet *p,
+                     const Perfetto__Protos__TraceStats *ts_msg, char *err,
+                     size_t errlen)
+{
+    int rc;
+    ins_seq *s = NULL;
+    bool first_seen = false;
+    if (p->has_seq_id || !p->has_compressed_packets) {
+        s = ins_seq_get(&t->seqs, p->seq_id, true);
+        if (s == NULL) {
+            snprintf(err, errlen, "packet #%" PRIu64 ": more than %u "
+                     "sequences; the inspector stops here", p->id,
+                     INS_SEQ_MAX);
+            return errno == ENOMEM ? -ENOMEM : -ENOSPC;
+        }
+    }
+    if (p->has_timestamp && (int64_t)p->timestamp > t->latest_ts)
+        t->latest_ts = (int64_t)p->timestamp;
+    uint32_t ppd = p->previous_packet_dropped;
+
+    /* Our sequence table and data_loss rows. */
+    if (p->has_seq_id) {
+        bool first_row = !s->in_table;
+        s->in_table = true;
+        s->dirty = true;
+        s->packets++;
+        s->bytes += p->size;
+        if (first_row)
+            s->first_packet_id = p->id;
+        s->last_packet_id = p->id;
+        if (p->has_uid) {
+            s->has_uid = true;
+            s->uid = p->trusted_uid;
+        }
+        if (p->has_pid) {
+            s->has_pid = true;
+            s->pid = p->trusted_pid;
+        }
+        if (p->has_timestamp) {
+            if (!s->has_ts)
+                s->first_ts = (int64_t)p->timestamp;
+            s->has_ts = true;
+            s->last_ts = (int64_t)p->timestamp;
+        }
+        if (ppd) {
+            s->flagged_packets++;
+            if (!first_row)
+                s->loss_events++;
+        }
+    }
+
+    if (p->has_compressed_packets) {
+        /* Trace processor parses the packets inside instead of this one
+         * (ins_inspect.c feeds them to us after it); zstd ones we cannot
+         * expand, so they are counted and reported. */
+        if (p->has_zstd_packets && !p->compressed.present)
+            t->compressed_skipped++;
+        goto loss_row;
+    }
+
+    /* Trace processor's sequence-scoped state. */
+    first_seen = !s->tp_seen;
+    s->tp_seen = true;
+    if (p->has_seq_id && !first_seen && ppd) {
+        s->loss_count++;
+        for (int c = 0; c < INS_LOSS_CAUSES; c++)
+            if (ppd & (2u << c))
+                s->cause_count[c]++;
+    }
+    if (p->incremental_state_cleared || (p->sequence_flags & 1u)) {
+        if (p->has_seq_id)
+            s->incremental_valid = true;
+    } else if (ppd) {
+        if (p->has_seq_id)
+            s->incremental_valid = false;
+    }
+    if (p->has_clock_snapshot)
+        goto loss_row;
+    if (ts_msg != NULL && (rc = apply_trace_stats(t, ts_msg)) != 0)
+        return rc;
+    if ((p->sequence_flags & 2u) && p->seq_id != 0) {
+        s->needs_incremental_total++;
+        if (!s->incremental_valid) {
+            s->needs_incremental_skipped++;
+            t->skipped_incremental++;
+            t->skipped_dirty = true;
+            goto loss_row;
+        }
+    }
+    if (p->trace_config.present && (rc = apply_trace_config(t, p)) != 0)
+        return rc;
+    int64_t ts = p->has_timestamp ? (int64_t)p->timestamp : t->latest_ts;
+    if (p->service_event.present &&
+        (rc = apply_service_event(t, p, ts)) != 0)
+        return rc;
+    if (p->has_clone_snapshot_trigger &&
+        (!t->clone_trigger_set || ts < t->clone_trigger_ts)) {
+        /* The first trigger in timestamp order. */
+        t->clone_trigger_set = true;
+        t->clone_trigger_ts = ts;
+        if ((rc = stat_set(t, INS_STAT_CLONE_TRIGGER_TIMESTAMP_NS, false, 0,
+                           ts, false)) != 0)
+            return rc;
+    }
+
+loss_row:
+    if (t->packet_rows && (rc = packet_row(t, p)) != 0)
+        return rc;
+    if (ppd) {
+        char reasons[160];
+        bool counted = p->has_seq_id && !p->has_compressed_packets &&
+                       !first_seen;
+        rc = ins_db_insert_data_loss(t->db, p->has_seq_id, p->seq_id, p->id,
+                                     p->has_timestamp,
+                                     (int64_t)p->timestamp, ppd,
+                                     ins_loss_reasons(ppd, reasons,
+                                                      sizeof(reasons)),
+                                     counted);
+        if (rc != 0)
+            return rc;
+    }
+    return 0;
+}
+
+int ins_tracker_flush(ins_tracker *t)
+{
+    size_t i = 0;
+    ins_seq *s;
+    while ((s = ins_seq_next(&t->seqs, &i)) != NULL) {
+        if (!s->in_table || !s->dirty)
+            continue;
+        ins_seq_row row = {
+            .seq_id = s->seq_id,
+            .has_uid = s->has_uid, .uid = s->uid,
+            .has_pid = s->has_pid, .pid = s->pid,
+            .packets = s->packets, .bytes = s->bytes,
+            .has_ts = s->has_ts, .first_ts = s->first_ts,
+            .last_ts = s->last_ts,
+            .flagged_packets = s->flagged_packets,
+            .loss_events = s->loss_events,
+            .first_packet_id = s->first_packet_id,
+            .last_packet_id = s->last_packet_id,
+            .has_buffer = s->has_buffer, .buffer = s->buffer,
+        };
+        if (ins_db_put_sequence(t->db, &row) != 0)
+            return -EIO;
+        s->dirty = false;
+    }
+    if (t->skipped_dirty) {
+        if (stat_set(t, INS_STAT_PACKET_SKIPPED_INCREMENTAL_INVALID, false, 0,
+                     (int64_t)t->skipped_incremental, false) != 0)
+            return -EIO;
+        t->skipped_dirty = false;
+    }
+    return 0;
+}

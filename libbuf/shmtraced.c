@@ -1,0 +1,138 @@
+/*
+ * shmtraced.c - the shmtrace tracing service daemon.
+ *
+ * Listens on the producer and consumer sockets (Perfetto's IPC wire
+ * protocol), owns the trace buffers, moves producers' chunks out of their
+ * shared memory into the buffers, and serves consumers (svc_ipc.c over the
+ * core in svc_*.c). Single-threaded: one ipc_loop runs everything.
+ * SIGTERM/SIGINT (via signalfd) stop it cleanly: running sessions are
+ * disabled (final flush, files written, consumers told) before it exits.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/signalfd.h>
+#include <unistd.h>
+
+#include "svc_ipc.h"
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+"usage: shmtraced [--producer-socket PATH] [--consumer-socket PATH]\n"
+"\n"
+"The shmtrace tracing service. Producers connect to the producer socket\n"
+"and write into shared memory; consumers (shmtrace record, perfetto)\n"
+"connect to the consumer socket to start sessions and read traces.\n"
+"\n"
+"  --producer-socket PATH  producer socket (mode 0660)\n"
+"  --consumer-socket PATH  consumer socket (mode 0600)\n"
+"  -h, --help              this help\n"
+"\n"
+"Socket names, first match wins: the flag; $PERFETTO_PRODUCER_SOCK_NAME /\n"
+"$PERFETTO_CONSUMER_SOCK_NAME; $XDG_RUNTIME_DIR/shmtrace-{producer,consumer}"
+".sock;\n/tmp/shmtrace-{producer,consumer}.sock. A name starting with '@' is"
+" an\nabstract socket. The daemon refuses to start if another instance owns"
+"\na socket and replaces stale ones. SIGTERM or SIGINT stops it cleanly.\n"
+"\nExit status: 0 clean stop, 1 cannot start, 2 usage error.\n");
+}
+
+typedef struct {
+    svc_daemon *d;
+    int sfd;
+} sig_ctx;
+
+static void on_signal(ipc_loop *loop, int fd, short revents, void *vctx)
+{
+    sig_ctx *c = vctx;
+    struct signalfd_siginfo si;
+    while (read(fd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
+        fprintf(stderr, "shmtraced: signal %u, stopping (writing what is "
+                "owed)\n", si.ssi_signo);
+        svc_daemon_shutdown(c->d);
+    }
+}
+
+int main(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"producer-socket", required_argument, NULL, 'p'},
+        {"consumer-socket", required_argument, NULL, 'c'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    const char *pflag = NULL, *cflag = NULL;
+    int o;
+    while ((o = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        switch (o) {
+        case 'p': pflag = optarg; break;
+        case 'c': cflag = optarg; break;
+        case 'h': usage(stdout); return 0;
+        default: usage(stderr); return 2;
+        }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "shmtraced: unexpected argument '%s'\n", argv[optind]);
+        usage(stderr);
+        return 2;
+    }
+    char ppath[108], cpath[108];
+    int rc;
+    if ((rc = ipc_sock_path(IPC_SOCK_PRODUCER, pflag, ppath,
+                            sizeof(ppath))) < 0 ||
+        (rc = ipc_sock_path(IPC_SOCK_CONSUMER, cflag, cpath,
+                            sizeof(cpath))) < 0) {
+        fprintf(stderr, "shmtraced: socket path: %s (use a shorter path)\n",
+                ipc_strerror(rc));
+        return 1;
+    }
+    signal(SIGPIPE, SIG_IGN);
+    sigset_t mask;
+    sigemptyset(&mask);
+    sigaddset(&mask, SIGTERM);
+    sigaddset(&mask, SIGINT);
+    sigprocmask(SIG_BLOCK, &mask, NULL);
+    int sfd = signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC);
+    if (sfd < 0) {
+        perror("shmtraced: signalfd");
+        return 1;
+    }
+    ipc_loop *loop = ipc_loop_create();
+    if (!loop) {
+        perror("shmtraced: event loop");
+        return 1;
+    }
+    int err = 0;
+    svc_daemon *d = svc_daemon_create(loop, ppath, cpath, &err);
+    if (!d) {
+        if (err == -EADDRINUSE)
+            fprintf(stderr, "shmtraced: another service is listening on %s "
+                    "or %s: stop it or choose other sockets "
+                    "(--producer-socket/--consumer-socket)\n", ppath, cpath);
+        else
+            fprintf(stderr, "shmtraced: cannot listen on %s / %s: %s\n",
+                    ppath, cpath, ipc_strerror(err));
+        ipc_loop_destroy(loop);
+        close(sfd);
+        return 1;
+    }
+    sig_ctx sc = { d, sfd };
+    ipc_loop_watch_fd(loop, sfd, POLLIN, on_signal, &sc);
+    fprintf(stderr, "shmtraced: producer socket %s, consumer socket %s\n",
+            ppath, cpath);
+    rc = ipc_loop_run(loop);
+    ipc_loop_unwatch_fd(loop, sfd);
+    svc_daemon_destroy(d);
+    ipc_loop_destroy(loop);
+    close(sfd);
+    if (rc < 0) {
+        fprintf(stderr, "shmtraced: event loop failed: %s\n",
+                ipc_strerror(rc));
+        return 1;
+    }
+    return 0;
+}

@@ -1,0 +1,221 @@
+/*
+ * svc_int.h - private state of the tracing service (shmtraced's core).
+ *
+ * Design: one svc_service owns everything; it is single-threaded (the
+ * daemon's event loop serialises every call), so nothing here locks.
+ *
+ *   svc_service ──< svc_producer   (connected producers, id 1..65535, SMB)
+ *               ──< svc_session    (consumer sessions; own their buffers)
+ *               ──< svc_bufslot    (global BufferID -> tb_buffer, session)
+ *
+ * A session owns `nbufs` buffers, identified towards producers by global
+ * BufferIDs (1..65535, never reused while alive). A data source instance
+ * (svc_instance) ties a session to a producer's registered data source; its
+ * config.target_buffer carries the global id. A producer may write into a
+ * buffer only if one of its instances targets it ("allowed" check of
+ * smb-abi.md §8).
+ *
+ * Sequence ids: per session, (producer_id << 16 | writer_id) -> 2, 3, ...
+ * in order of first read (svc_seqmap); 1 is the service's own sequence.
+ *
+ * Everything coming from a producer (descriptors, commits, SMB bytes) is
+ * untrusted and is checked here or in the SMB reader before use. The
+ * consumer is trusted but its config is still validated (sizes, counts).
+ */
+#ifndef SHMTRACE_SVC_INT_H
+#define SHMTRACE_SVC_INT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include <shmtrace/trace_buffer.h>
+
+#include "config.pb-c.h"
+#include "common.pb-c.h"
+#include "trace.pb-c.h"
+
+#include "svc_service.h"
+
+#define SVC_MAX_BUFFERS_PER_SESSION 128
+#define SVC_MAX_TOTAL_BUFFER_KB     (4u * 1024 * 1024) /* 4 GiB, all sessions */
+#define SVC_MAX_PATCHES_PER_CHUNK   1024
+#define SVC_MAX_WRITER_ID           32767
+#define SVC_SMB_PAGE_DEFAULT        4096u
+#define SVC_SMB_SIZE_DEFAULT        (256u * 1024)
+#define SVC_SMB_PAGE_MAX            32768u
+#define SVC_SMB_SIZE_MAX            (32u * 1024 * 1024)
+
+/* A data source a producer registered (RegisterDataSource). */
+typedef struct {
+    char *name;                  /* owned */
+    uint64_t desc_id;
+    bool will_notify_on_stop, will_notify_on_start, no_flush;
+} svc_dsreg;
+
+typedef enum {
+    SVC_INST_STARTED = 0,        /* Setup + Start sent */
+    SVC_INST_STOPPING,           /* Stop sent, waiting for NotifyStopped */
+    SVC_INST_STOPPED,
+} svc_inst_state;
+
+/* One data source instance: session x producer x config entry. */
+typedef struct {
+    uint64_t instance_id;        /* service-wide unique */
+    uint16_t producer_id;
+    uint32_t buffer_id;          /* global */
+    uint32_t buffer_index;       /* index in the session config */
+    char *name;                  /* owned copy of the data source name */
+    bool notify_on_stop, no_flush;
+    svc_inst_state state;
+} svc_instance;
+
+/* (producer, writer) key -> trusted_packet_sequence_id; linear probing. */
+typedef struct {
+    uint32_t *keys;              /* 0 = empty slot */
+    uint32_t *ids;
+    uint32_t *buffer_index;      /* for WriterStats.buffer */
+    uint32_t *pending_loss;      /* loss to report on the next packet */
+    size_t cap, count;
+    uint32_t next_id;            /* starts at 2 */
+} svc_seqmap;
+
+/* A flush in progress (consumer Flush, final flush, periodic flush). */
+typedef struct {
+    uint64_t flush_id;           /* the flush_request_id sent to producers */
+    uint64_t deadline_ms;
+    uint16_t *pending;           /* producers that did not ack yet */
+    size_t npending;
+    uint64_t token;              /* consumer's token, echoed in the result */
+    int kind;                    /* SVC_FLUSH_* */
+} svc_flush;
+
+enum { SVC_FLUSH_CONSUMER = 0, SVC_FLUSH_DISABLE = 1, SVC_FLUSH_PERIODIC = 2 };
+
+typedef enum {
+    SVC_SESSION_STARTED = 0,
+    SVC_SESSION_DISABLING,       /* final flush / stop in progress */
+    SVC_SESSION_DISABLED,        /* buffers frozen, readable */
+} svc_session_state;
+
+struct svc_session {
+    uint64_t id;
+    void *consumer;              /* opaque consumer handle (glue) */
+    Perfetto__Protos__TraceConfig *cfg;  /* owned (packed+unpacked copy) */
+    size_t nbufs;
+    uint32_t *buf_ids;           /* global ids, config order */
+    svc_instance *inst;
+    size_t ninst;
+    svc_seqmap seqs;
+    svc_session_state state;
+    bool is_clone;
+    bool emitted_config;         /* first-pass packets sent */
+    bool emitted_started, emitted_disabled;
+    bool notified_disabled;      /* session_disabled op already called */
+    /* flush bookkeeping */
+    svc_flush *flushes;
+    size_t nflushes;
+    uint64_t flushes_requested, flushes_succeeded, flushes_failed;
+    int final_flush_outcome;     /* TraceStats.FinalFlushOutcome */
+    uint64_t invalid_packets;
+    /* timers (0 = none), monotonic ms */
+    uint64_t duration_deadline_ms;
+    uint64_t stop_deadline_ms;   /* waiting for NotifyDataSourceStopped */
+    uint64_t next_file_write_ms;
+    uint64_t next_periodic_flush_ms;
+    uint32_t flush_period_ms;    /* 0 = no periodic flush */
+    /* write_into_file */
+    int out_fd;                  /* -1 unless write_into_file; owned */
+    uint32_t file_write_period_ms;
+    uint64_t max_file_size_bytes;
+    uint64_t bytes_written_to_file;
+    bool file_full;
+    /* packets handed out (for stats/progress) */
+    uint64_t packets_read;
+};
+
+typedef struct {
+    uint32_t id;                 /* 0 = free slot */
+    tb_buffer *buf;
+    svc_session *session;
+} svc_bufslot;
+
+struct svc_producer {
+    uint16_t id;
+    void *conn;                  /* opaque connection handle (glue) */
+    uid_t uid;
+    pid_t pid;
+    char *name;
+    uint32_t page_hint_bytes, size_hint_bytes;
+    bool scraping_enabled;
+    /* SMB, created on the first SetupDataSource */
+    int smb_fd;                  /* -1 until set up */
+    uint8_t *smb_base;
+    size_t smb_size, smb_page_size;
+    void *smb_reader;            /* opaque, see svc_commit.c */
+    svc_dsreg *ds;
+    size_t nds;
+    uint32_t *writer_buf;        /* [32768]: writer_id -> buffer id, 0 =
+                                    unregistered; allocated on first use */
+    uint32_t *allowed;           /* global buffer ids it may write */
+    size_t nallowed;
+    uint64_t last_flush_acked;
+};
+
+struct svc_service {
+    svc_ops ops;
+    void *ops_ctx;
+    uid_t uid;
+    svc_producer **producers;
+    size_t nproducers;
+    svc_session **sessions;
+    size_t nsessions;
+    svc_bufslot *bufs;
+    size_t nbufslots;
+    uint16_t last_producer_id;
+    uint64_t producers_seen;
+    uint64_t data_sources_seen;
+    uint32_t last_buffer_id;
+    uint64_t last_session_id;
+    uint64_t last_instance_id;
+    uint64_t last_flush_id;
+    uint64_t chunks_discarded;
+    uint64_t patches_discarded;
+    uint64_t total_buffer_kb;
+};
+
+/* svc_session.c internals shared with the other modules */
+tb_buffer *svc__buffer(svc_service *, uint32_t buffer_id,
+                       svc_session **session_out);
+svc_producer *svc__producer_by_id(svc_service *, uint16_t id);
+bool svc__producer_may_write(const svc_producer *, uint32_t buffer_id);
+void svc__flush_ack(svc_service *, svc_producer *, uint64_t flush_id);
+size_t svc__producer_gone(svc_service *, svc_producer *);
+
+/* svc_producer.c */
+uint32_t svc__writer_buffer(const svc_producer *, uint16_t writer_id);
+int svc__producer_allow(svc_producer *, uint32_t buffer_id);
+void svc__producer_disallow(svc_producer *, uint32_t buffer_id);
+
+/* svc_session.c: reactions to producer events */
+void svc__session_match_new_ds(svc_service *, svc_producer *,
+                               const svc_dsreg *);
+void svc__session_drop_ds(svc_service *, svc_producer *, const char *name);
+void svc__session_instance_stopped(svc_service *, svc_producer *,
+                                   uint64_t instance_id);
+
+/* svc_seqmap (svc_read.c) */
+uint32_t svc__seq_id(svc_seqmap *, uint16_t producer_id, uint16_t writer_id,
+                     uint32_t buffer_index);
+void svc__seqmap_free(svc_seqmap *);
+int svc__seqmap_copy(svc_seqmap *dst, const svc_seqmap *src);
+
+/* svc_commit.c */
+int svc__smb_setup(svc_producer *, const Perfetto__Protos__TraceConfig *);
+void svc__smb_sizes(const svc_producer *, const Perfetto__Protos__TraceConfig *,
+                    size_t *page_out, size_t *size_out);
+void svc__smb_teardown(svc_producer *);
+size_t svc__scrape(svc_service *, svc_producer *, const svc_session *only);
+
+#endif /* SHMTRACE_SVC_INT_H */

@@ -1,0 +1,264 @@
+/*
+ * svc_producer.c - the producer registry of the tracing service.
+ *
+ * Producers are identified by a ProducerID the service hands out (1..65535,
+ * next free after the last one given, wrapping), never by anything the
+ * producer says. uid/pid come from the socket (SO_PEERCRED) via the glue.
+ * Per producer: its registered data sources (by name, unique per producer),
+ * its trace writers (writer_id -> target BufferID, RegisterTraceWriter), the
+ * BufferIDs it was told to write into (the "allowed" set checked on every
+ * CommitData), and its SMB (svc_smb.c), created lazily on first use.
+ *
+ * Everything in the requests is untrusted: names are length-bounded, writer
+ * ids range-checked; a bad request fails that request only.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "svc_int.h"
+
+#define SVC_MAX_DS_NAME 256
+#define SVC_MAX_DS_PER_PRODUCER 1024
+
+static void set_err(char *err, size_t errlen, const char *msg)
+{
+    if (err && errlen)
+        snprintf(err, errlen, "%s", msg);
+}
+
+svc_producer *svc__producer_by_id(svc_service *svc, uint16_t id)
+{
+    for (size_t i = 0; i < svc->nproducers; i++)
+        if (svc->producers[i]->id == id)
+            return svc->producers[i];
+    return NULL;
+}
+
+static uint16_t next_producer_id(svc_service *svc)
+{
+    uint16_t id = svc->last_producer_id;
+    for (uint32_t tries = 0; tries < 65535; tries++) {
+        id = (uint16_t)(id == 65535 ? 1 : id + 1);
+        if (!svc__producer_by_id(svc, id))
+            return id;
+    }
+    return 0;
+}
+
+svc_producer *svc_producer_connect(svc_service *svc, void *conn, uid_t uid,
+        pid_t pid, const svc_producer_params *params)
+{
+    uint16_t id = next_producer_id(svc);
+    if (id == 0) {
+        errno = EAGAIN;
+        return NULL;
+    }
+    svc_producer **grown = realloc(svc->producers,
+            (svc->nproducers + 1) * sizeof(*grown));
+    if (!grown)
+        return NULL;
+    svc->producers = grown;
+    svc_producer *p = calloc(1, sizeof(*p));
+    if (!p)
+        return NULL;
+    p->id = id;
+    p->conn = conn;
+    p->uid = uid;
+    p->pid = pid;
+    p->smb_fd = -1;
+    const char *name = params && params->name ? params->name : "";
+    p->name = strndup(name, SVC_MAX_DS_NAME);
+    if (!p->name) {
+        free(p);
+        return NULL;
+    }
+    if (params) {
+        p->page_hint_bytes = params->page_size_hint_bytes;
+        p->size_hint_bytes = params->smb_size_hint_bytes;
+        p->scraping_enabled = params->smb_scraping_mode != 2;
+    } else {
+        p->scraping_enabled = true;
+    }
+    svc->producers[svc->nproducers++] = p;
+    svc->last_producer_id = id;
+    svc->producers_seen = id;
+    return p;
+}
+
+uint16_t svc_producer_id(const svc_producer *p)
+{
+    return p->id;
+}
+
+uint8_t *svc_producer_smb(const svc_producer *p, size_t *size,
+                          size_t *page_size)
+{
+    if (size)
+        *size = p->smb_size;
+    if (page_size)
+        *page_size = p->smb_page_size;
+    return p->smb_base;
+}
+
+static void producer_free(svc_producer *p)
+{
+    for (size_t i = 0; i < p->nds; i++)
+        free(p->ds[i].name);
+    free(p->ds);
+    free(p->writer_buf);
+    free(p->allowed);
+    free(p->name);
+    free(p);
+}
+
+size_t svc_producer_disconnect(svc_service *svc, svc_producer *p)
+{
+    if (!p)
+        return 0;
+    size_t scraped = svc__producer_gone(svc, p);  /* + instances, acks */
+    svc__smb_teardown(p);
+    for (size_t i = 0; i < svc->nproducers; i++) {
+        if (svc->producers[i] == p) {
+            svc->producers[i] = svc->producers[--svc->nproducers];
+            break;
+        }
+    }
+    producer_free(p);
+    return scraped;
+}
+
+static svc_dsreg *find_ds(svc_producer *p, const char *name)
+{
+    for (size_t i = 0; i < p->nds; i++)
+        if (strcmp(p->ds[i].name, name) == 0)
+            return &p->ds[i];
+    return NULL;
+}
+
+int svc_producer_register_ds(svc_service *svc, svc_producer *p,
+        const Perfetto__Protos__DataSourceDescriptor *d, char *err,
+        size_t errlen)
+{
+    if (!d || !d->name || !d->name[0]) {
+        set_err(err, errlen, "data source descriptor has no name");
+        return -EINVAL;
+    }
+    if (strnlen(d->name, SVC_MAX_DS_NAME + 1) > SVC_MAX_DS_NAME) {
+        set_err(err, errlen, "data source name too long");
+        return -ENAMETOOLONG;
+    }
+    if (find_ds(p, d->name)) {
+        set_err(err, errlen, "data source already registered");
+        return -EEXIST;
+    }
+    if (p->nds >= SVC_MAX_DS_PER_PRODUCER) {
+        set_err(err, errlen, "too many data sources");
+        return -ENOSPC;
+    }
+    svc_dsreg *grown = realloc(p->ds, (p->nds + 1) * sizeof(*grown));
+    if (!grown)
+        return -ENOMEM;
+    p->ds = grown;
+    svc_dsreg *r = &p->ds[p->nds];
+    memset(r, 0, sizeof(*r));
+    r->name = strdup(d->name);
+    if (!r->name)
+        return -ENOMEM;
+    r->desc_id = d->has_id ? d->id : 0;
+    r->will_notify_on_stop = d->has_will_notify_on_stop &&
+                             d->will_notify_on_stop;
+    r->will_notify_on_start = d->has_will_notify_on_start &&
+                              d->will_notify_on_start;
+    r->no_flush = d->has_no_flush && d->no_flush;
+    p->nds++;
+    svc->data_sources_seen++;
+    /* Sessions already running that want this data source get it now. */
+    svc__session_match_new_ds(svc, p, r);
+    return 0;
+}
+
+int svc_producer_unregister_ds(svc_service *svc, svc_producer *p,
+                               const char *name)
+{
+    if (!name)
+        return -EINVAL;
+    svc_dsreg *r = find_ds(p, name);
+    if (!r)
+        return -ENOENT;
+    svc__session_drop_ds(svc, p, name);
+    free(r->name);
+    *r = p->ds[--p->nds];
+    return 0;
+}
+
+int svc_producer_register_writer(svc_service *svc, svc_producer *p,
+                                 uint32_t writer_id, uint32_t buffer_id)
+{
+    (void)svc;
+    if (writer_id == 0 || writer_id > SVC_MAX_WRITER_ID)
+        return -EINVAL;
+    if (!p->writer_buf) {
+        p->writer_buf = calloc(SVC_MAX_WRITER_ID + 1, sizeof(uint32_t));
+        if (!p->writer_buf)
+            return -ENOMEM;
+    }
+    p->writer_buf[writer_id] = buffer_id;
+    return 0;
+}
+
+int svc_producer_unregister_writer(svc_service *svc, svc_producer *p,
+                                   uint32_t writer_id)
+{
+    (void)svc;
+    if (writer_id == 0 || writer_id > SVC_MAX_WRITER_ID || !p->writer_buf ||
+        !p->writer_buf[writer_id])
+        return -ENOENT;
+    p->writer_buf[writer_id] = 0;
+    return 0;
+}
+
+/* 0 if the writer is unknown (no constraint), else its registered buffer. */
+uint32_t svc__writer_buffer(const svc_producer *p, uint16_t writer_id)
+{
+    if (!p->writer_buf || writer_id > SVC_MAX_WRITER_ID)
+        return 0;
+    return p->writer_buf[writer_id];
+}
+
+bool svc__producer_may_write(const svc_producer *p, uint32_t buffer_id)
+{
+    for (size_t i = 0; i < p->nallowed; i++)
+        if (p->allowed[i] == buffer_id)
+            return true;
+    return false;
+}
+
+int svc__producer_allow(svc_producer *p, uint32_t buffer_id)
+{
+    if (svc__producer_may_write(p, buffer_id))
+        return 0;
+    uint32_t *grown = realloc(p->allowed, (p->nallowed + 1) * sizeof(*grown));
+    if (!grown)
+        return -ENOMEM;
+    p->allowed = grown;
+    p->allowed[p->nallowed++] = buffer_id;
+    return 0;
+}
+
+void svc__producer_disallow(svc_producer *p, uint32_t buffer_id)
+{
+    for (size_t i = 0; i < p->nallowed; i++) {
+        if (p->allowed[i] == buffer_id) {
+            p->allowed[i] = p->allowed[--p->nallowed];
+            return;
+        }
+    }
+}
+
+void svc_producer_ds_stopped(svc_service *svc, svc_producer *p,
+                             uint64_t instance_id)
+{
+    svc__session_instance_stopped(svc, p, instance_id);
+}

@@ -1,0 +1,453 @@
+/*
+ * svc_read.c - reading a session: buffers -> TracePackets for the consumer.
+ *
+ * One read pass (wire-formats.md §3, order not to be depended on):
+ *   1. first pass only: clock snapshot, trace_config echo, tracing_started
+ *      and all_data_sources_started service events;
+ *   2. once disabled: tracing_disabled / all_data_sources_flushed events;
+ *   3. the packets of every buffer, in config order: each copied out of the
+ *      buffer into a scratch area, validated (svc_packet.c: invalid ->
+ *      invalid_packets++, and its sequence's next packet is flagged), then
+ *      followed by the trusted trailer (uid, sequence id, pid,
+ *      previous_packet_dropped);
+ *   4. when the pass drained everything: a TraceStats packet.
+ * Service packets use sequence 1, trusted_uid = the service's uid,
+ * timestamp_clock_id = 6 (BOOTTIME) and a BOOTTIME timestamp.
+ *
+ * Sequence ids (svc_seqmap): (producer_id << 16 | writer_id) -> 2, 3, ...
+ * in order of first use; an open-addressing table (keys are never 0 since
+ * writer ids are >= 1... producer ids >= 1 make the key non-zero anyway).
+ *
+ * File mode (svc_session_write_file): the same pass, each packet framed as
+ * Trace.packet (0x0A, varint length) and written with one write() per
+ * ~1 MiB; max_file_size_bytes stops at the first packet that would reach it.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "svc_int.h"
+#include "svc_packet.h"
+
+/* ---------------------------------------------------------------- seqmap */
+
+static uint32_t hash32(uint32_t k)
+{
+    k ^= k >> 16;
+    k *= 0x7feb352dU;
+    k ^= k >> 15;
+    k *= 0x846ca68bU;
+    k ^= k >> 16;
+    return k;
+}
+
+static int seqmap_grow(svc_seqmap *m)
+{
+    size_t cap = m->cap ? m->cap * 2 : 64;
+    uint32_t *keys = calloc(cap, sizeof(*keys));
+    uint32_t *ids = calloc(cap, sizeof(*ids));
+    uint32_t *bi = calloc(cap, sizeof(*bi));
+    uint32_t *loss = calloc(cap, sizeof(*loss));
+    if (!keys || !ids || !bi || !loss) {
+        free(keys);
+        free(ids);
+        free(bi);
+        free(loss);
+        return -ENOMEM;
+    }
+    for (size_t i = 0; i < m->cap; i++) {
+        if (!m->keys[i])
+            continue;
+        size_t j = hash32(m->keys[i]) & (cap - 1);
+        while (keys[j])
+            j = (j + 1) & (cap - 1);
+        keys[j] = m->keys[i];
+        ids[j] = m->ids[i];
+        bi[j] = m->buffer_index[i];
+        loss[j] = m->pending_loss[i];
+    }
+    free(m->keys);
+    free(m->ids);
+    free(m->buffer_index);
+    free(m->pending_loss);
+    m->keys = keys;
+    m->ids = ids;
+    m->buffer_index = bi;
+    m->pending_loss = loss;
+    m->cap = cap;
+    return 0;
+}
+
+/* Slot of key, creating it; SIZE_MAX on no memory. */
+static size_t seqmap_slot(svc_seqmap *m, uint32_t key, uint32_t buffer_index)
+{
+    if ((m->count + 1) * 2 > m->cap && seqmap_grow(m) < 0)
+        return SIZE_MAX;
+    size_t j = hash32(key) & (m->cap - 1);
+    while (m->keys[j] && m->keys[j] != key)
+        j = (j + 1) & (m->cap - 1);
+    if (!m->keys[j]) {
+        m->keys[j] = key;
+        m->ids[j] = m->next_id++;
+        m->buffer_index[j] = buffer_index;
+        m->pending_loss[j] = 0;
+        m->count++;
+    }
+    return j;
+}
+
+uint32_t svc__seq_id(svc_seqmap *m, uint16_t producer_id, uint16_t writer_id,
+                     uint32_t buffer_index)
+{
+    uint32_t key = ((uint32_t)producer_id << 16) | writer_id;
+    if (m->next_id == 0)
+        m->next_id = 2;
+    size_t j = seqmap_slot(m, key ? key : 1u << 31, buffer_index);
+    return j == SIZE_MAX ? 0 : m->ids[j];
+}
+
+void svc__seqmap_free(svc_seqmap *m)
+{
+    free(m->keys);
+    free(m->ids);
+    free(m->buffer_index);
+    free(m->pending_loss);
+    memset(m, 0, sizeof(*m));
+}
+
+int svc__seqmap_copy(svc_seqmap *dst, const svc_seqmap *src)
+{
+    svc__seqmap_free(dst);
+    dst->next_id = src->next_id ? src->next_id : 2;
+    if (!src->cap)
+        return 0;
+    dst->keys = malloc(src->cap * sizeof(uint32_t));
+    dst->ids = malloc(src->cap * sizeof(uint32_t));
+    dst->buffer_index = malloc(src->cap * sizeof(uint32_t));
+    dst->pending_loss = calloc(src->cap, sizeof(uint32_t));
+    if (!dst->keys || !dst->ids || !dst->buffer_index || !dst->pending_loss) {
+        svc__seqmap_free(dst);
+        return -ENOMEM;
+    }
+    memcpy(dst->keys, src->keys, src->cap * sizeof(uint32_t));
+    memcpy(dst->ids, src->ids, src->cap * sizeof(uint32_t));
+    memcpy(dst->buffer_index, src->buffer_index, src->cap * sizeof(uint32_t));
+    dst->cap = src->cap;
+    dst->count = src->count;
+    return 0;
+}
+
+/* ---------------------------------------------------------------- helpers */
+
+static uint64_t boottime_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_BOOTTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static uint64_t clock_ns(clockid_t id)
+{
+    struct timespec ts;
+    clock_gettime(id, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+typedef struct {
+    uint8_t *buf;
+    size_t cap;
+} svc_scratch;
+
+static int scratch_reserve(svc_scratch *s, size_t n)
+{
+    if (n <= s->cap)
+        return 0;
+    size_t cap = s->cap ? s->cap : 4096;
+    while (cap < n)
+        cap *= 2;
+    uint8_t *g = realloc(s->buf, cap);
+    if (!g)
+        return -ENOMEM;
+    s->buf = g;
+    s->cap = cap;
+    return 0;
+}
+
+static void service_header(const svc_service *svc,
+                           Perfetto__Protos__TracePacket *pk, bool with_ts)
+{
+    pk->has_trusted_uid = true;
+    pk->trusted_uid = (int32_t)svc->uid;
+    pk->has_trusted_packet_sequence_id = true;
+    pk->trusted_packet_sequence_id = 1;
+    pk->has_timestamp_clock_id = true;
+    pk->timestamp_clock_id = 6;
+    if (with_ts) {
+        pk->has_timestamp = true;
+        pk->timestamp = boottime_ns();
+    }
+}
+
+static int emit_service_packet(svc_scratch *sc,
+                               const Perfetto__Protos__TracePacket *pk,
+                               svc_emit_fn emit, void *ctx)
+{
+    size_t n = perfetto__protos__trace_packet__get_packed_size(pk);
+    if (scratch_reserve(sc, n) < 0)
+        return -ENOMEM;
+    perfetto__protos__trace_packet__pack(pk, sc->buf);
+    return emit(ctx, sc->buf, n);
+}
+
+static int emit_event(const svc_service *svc, svc_scratch *sc, int which,
+                      svc_emit_fn emit, void *ctx)
+{
+    Perfetto__Protos__TracePacket pk = PERFETTO__PROTOS__TRACE_PACKET__INIT;
+    Perfetto__Protos__TracingServiceEvent ev =
+        PERFETTO__PROTOS__TRACING_SERVICE_EVENT__INIT;
+    service_header(svc, &pk, true);
+    switch (which) {
+    case 1:
+        ev.event_type_case =
+            PERFETTO__PROTOS__TRACING_SERVICE_EVENT__EVENT_TYPE_TRACING_STARTED;
+        ev.tracing_started = true;
+        break;
+    case 2:
+        ev.event_type_case = PERFETTO__PROTOS__TRACING_SERVICE_EVENT__EVENT_TYPE_ALL_DATA_SOURCES_STARTED;
+        ev.all_data_sources_started = true;
+        break;
+    case 3:
+        ev.event_type_case = PERFETTO__PROTOS__TRACING_SERVICE_EVENT__EVENT_TYPE_ALL_DATA_SOURCES_FLUSHED;
+        ev.all_data_sources_flushed = true;
+        break;
+    default:
+        ev.event_type_case =
+            PERFETTO__PROTOS__TRACING_SERVICE_EVENT__EVENT_TYPE_TRACING_DISABLED;
+        ev.tracing_disabled = true;
+        break;
+    }
+    pk.service_event = &ev;
+    return emit_service_packet(sc, &pk, emit, ctx);
+}
+
+static int emit_first_pass(svc_service *svc, svc_session *s, svc_scratch *sc,
+                           svc_emit_fn emit, void *ctx)
+{
+    const Perfetto__Protos__TraceConfig__BuiltinDataSource *b =
+        s->cfg->builtin_data_sources;
+    int rc;
+    if (!(b && b->has_disable_clock_snapshotting &&
+          b->disable_clock_snapshotting)) {
+        static const struct { uint32_t id; clockid_t c; } clocks[] = {
+            {6, CLOCK_BOOTTIME}, {1, CLOCK_REALTIME},
+            {2, CLOCK_REALTIME_COARSE}, {3, CLOCK_MONOTONIC},
+            {4, CLOCK_MONOTONIC_COARSE}, {5, CLOCK_MONOTONIC_RAW},
+        };
+        Perfetto__Protos__ClockSnapshot__Clock c[6];
+        Perfetto__Protos__ClockSnapshot__Clock *cp[6];
+        for (size_t i = 0; i < 6; i++) {
+            perfetto__protos__clock_snapshot__clock__init(&c[i]);
+            c[i].has_clock_id = true;
+            c[i].clock_id = clocks[i].id;
+            c[i].has_timestamp = true;
+            c[i].timestamp = clock_ns(clocks[i].c);
+            cp[i] = &c[i];
+        }
+        Perfetto__Protos__ClockSnapshot cs =
+            PERFETTO__PROTOS__CLOCK_SNAPSHOT__INIT;
+        cs.n_clocks = 6;
+        cs.clocks = cp;
+        cs.has_primary_trace_clock = true;
+        cs.primary_trace_clock = PERFETTO__PROTOS__BUILTIN_CLOCK__BUILTIN_CLOCK_BOOTTIME;
+        Perfetto__Protos__TracePacket pk = PERFETTO__PROTOS__TRACE_PACKET__INIT;
+        service_header(svc, &pk, false);
+        pk.clock_snapshot = &cs;
+        if ((rc = emit_service_packet(sc, &pk, emit, ctx)) < 0)
+            return rc;
+    }
+    if (!(b && b->has_disable_trace_config && b->disable_trace_config)) {
+        Perfetto__Protos__TracePacket pk = PERFETTO__PROTOS__TRACE_PACKET__INIT;
+        service_header(svc, &pk, false);
+        pk.trace_config = s->cfg;
+        if ((rc = emit_service_packet(sc, &pk, emit, ctx)) < 0)
+            return rc;
+    }
+    if (!(b && b->has_disable_service_events && b->disable_service_events)) {
+        if ((rc = emit_event(svc, sc, 1, emit, ctx)) < 0 ||
+            (rc = emit_event(svc, sc, 2, emit, ctx)) < 0)
+            return rc;
+    }
+    return 0;
+}
+
+/* ---------------------------------------------------------------- read */
+
+static int emit_stats(svc_service *svc, svc_session *s, svc_scratch *sc,
+                      svc_emit_fn emit, void *ctx)
+{
+    Perfetto__Protos__TraceStats *st = svc_stats_build(svc, s);
+    if (!st)
+        return -ENOMEM;
+    Perfetto__Protos__TracePacket pk = PERFETTO__PROTOS__TRACE_PACKET__INIT;
+    service_header(svc, &pk, true);
+    pk.trace_stats = st;
+    int rc = emit_service_packet(sc, &pk, emit, ctx);
+    svc_stats_free(st);
+    return rc;
+}
+
+int svc_session_read(svc_service *svc, svc_session *s, size_t max_bytes,
+                     svc_emit_fn emit, void *ctx, bool *more)
+{
+    svc_scratch sc = {0};
+    size_t budget_used = 0;
+    int rc = 0;
+    bool events = !(s->cfg->builtin_data_sources &&
+                    s->cfg->builtin_data_sources->has_disable_service_events &&
+                    s->cfg->builtin_data_sources->disable_service_events);
+    if (more)
+        *more = false;
+    if (!s->emitted_config) {
+        s->emitted_config = true;
+        if ((rc = emit_first_pass(svc, s, &sc, emit, ctx)) < 0)
+            goto out;
+    }
+    if (s->state == SVC_SESSION_DISABLED && !s->emitted_disabled &&
+        !s->is_clone) {
+        s->emitted_disabled = true;
+        if (events && ((rc = emit_event(svc, &sc, 3, emit, ctx)) < 0 ||
+                       (rc = emit_event(svc, &sc, 4, emit, ctx)) < 0))
+            goto out;
+    }
+    for (size_t bi = 0; bi < s->nbufs; bi++) {
+        tb_buffer *buf = svc__buffer(svc, s->buf_ids[bi], NULL);
+        if (!buf)
+            continue;
+        tb_begin_read(buf);
+        tb_packet pkt;
+        tb_seq_props props;
+        uint32_t dropped;
+        for (;;) {
+            if (max_bytes && budget_used >= max_bytes) {
+                if (more)
+                    *more = true;
+                goto out;
+            }
+            if (!tb_read_next_packet(buf, &pkt, &props, &dropped))
+                break;
+            uint32_t seq = svc__seq_id(&s->seqs, props.producer_id,
+                                       props.writer_id, (uint32_t)bi);
+            uint32_t key = ((uint32_t)props.producer_id << 16) |
+                           props.writer_id;
+            size_t slot = seq ? seqmap_slot(&s->seqs, key ? key : 1u << 31,
+                                            (uint32_t)bi) : SIZE_MAX;
+            if (slot != SIZE_MAX) {
+                dropped |= s->seqs.pending_loss[slot];
+                s->seqs.pending_loss[slot] = 0;
+            }
+            if (scratch_reserve(&sc, pkt.size + SVC_TRAILER_MAX) < 0) {
+                rc = -ENOMEM;
+                goto out;
+            }
+            size_t off = 0;
+            for (size_t i = 0; i < pkt.nslices; i++) {
+                memcpy(sc.buf + off, pkt.slices[i].data, pkt.slices[i].size);
+                off += pkt.slices[i].size;
+            }
+            if (!svc_packet_validate_untrusted(sc.buf, off)) {
+                s->invalid_packets++;
+                /* Nothing lost silently: the next packet says so. */
+                if (slot != SIZE_MAX)
+                    s->seqs.pending_loss[slot] |= dropped | TB_LOSS_PRESENT;
+                continue;
+            }
+            off += svc_packet_trailer(sc.buf + off, (int32_t)props.uid, seq,
+                                      props.pid, dropped);
+            s->packets_read++;
+            budget_used += off;
+            if ((rc = emit(ctx, sc.buf, off)) < 0)
+                goto out;
+        }
+    }
+    rc = emit_stats(svc, s, &sc, emit, ctx);
+out:
+    free(sc.buf);
+    return rc;
+}
+
+/* ---------------------------------------------------------------- file */
+
+typedef struct {
+    svc_session *s;
+    uint8_t *buf;
+    size_t len, cap;
+    int err;
+} svc_filew;
+
+static int filew_flush(svc_filew *w)
+{
+    size_t off = 0;
+    while (off < w->len) {
+        ssize_t n = write(w->s->out_fd, w->buf + off, w->len - off);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            return -errno;
+        }
+        off += (size_t)n;
+    }
+    w->len = 0;
+    return 0;
+}
+
+static int filew_emit(void *ctx, const uint8_t *p, size_t size)
+{
+    svc_filew *w = ctx;
+    svc_session *s = w->s;
+    if (s->file_full)
+        return 0;
+    uint8_t hdr[11];
+    size_t h = 0;
+    hdr[h++] = 0x0A;                              /* Trace.packet = 1 */
+    h += svc_varint(hdr + h, size);
+    if (s->max_file_size_bytes &&
+        s->bytes_written_to_file + h + size >= s->max_file_size_bytes) {
+        s->file_full = true;
+        return 0;
+    }
+    if (w->len + h + size > w->cap) {
+        int rc = filew_flush(w);
+        if (rc < 0)
+            return w->err = rc;
+        if (h + size > w->cap) {
+            uint8_t *g = realloc(w->buf, h + size);
+            if (!g)
+                return w->err = -ENOMEM;
+            w->buf = g;
+            w->cap = h + size;
+        }
+    }
+    memcpy(w->buf + w->len, hdr, h);
+    memcpy(w->buf + w->len + h, p, size);
+    w->len += h + size;
+    s->bytes_written_to_file += h + size;
+    return 0;
+}
+
+int svc_session_write_file(svc_service *svc, svc_session *s)
+{
+    if (s->out_fd < 0)
+        return 0;
+    svc_filew w = { .s = s, .cap = 1u << 20 };
+    w.buf = malloc(w.cap);
+    if (!w.buf)
+        return -ENOMEM;
+    int rc = svc_session_read(svc, s, 0, filew_emit, &w, NULL);
+    int frc = filew_flush(&w);
+    free(w.buf);
+    if (rc < 0)
+        return rc;
+    return frc;
+}

@@ -1,0 +1,137 @@
+/*
+ * svc_service.h - the tracing service core, independent of sockets.
+ *
+ * The daemon (shmtraced.c) and its IPC glue (svc_ipc.c) translate frames
+ * into these calls; tests drive them directly. The core never does I/O on a
+ * connection itself: whatever it must tell a producer or a consumer goes
+ * through the svc_ops callbacks, with the opaque `conn`/`consumer` handles
+ * the glue passed in.
+ *
+ * Threads: one thread owns an svc_service and makes every call.
+ * Errors: int returns are 0 or a negative errno; functions that can fail for
+ * a reason a user must see fill `err` (NUL-terminated, may be truncated).
+ * Time: the core reads CLOCK_MONOTONIC (svc_now_ms) to arm deadlines;
+ * svc_tick(now) fires the ones that are due, svc_next_deadline_ms tells the
+ * loop how long it may sleep.
+ */
+#ifndef SHMTRACE_SVC_SERVICE_H
+#define SHMTRACE_SVC_SERVICE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "config.pb-c.h"
+#include "common.pb-c.h"
+
+typedef struct svc_service svc_service;
+typedef struct svc_producer svc_producer;
+typedef struct svc_session svc_session;
+
+/* What the core asks the glue to do. Producer commands return 0 or -errno
+ * (a failure is treated as "the producer will not answer"). */
+typedef struct {
+    int (*setup_tracing)(void *ctx, void *conn, int smb_fd,
+                         uint32_t page_size_kb);
+    int (*setup_data_source)(void *ctx, void *conn, uint64_t instance_id,
+            const Perfetto__Protos__DataSourceConfig *cfg);
+    int (*start_data_source)(void *ctx, void *conn, uint64_t instance_id,
+            const Perfetto__Protos__DataSourceConfig *cfg);
+    int (*stop_data_source)(void *ctx, void *conn, uint64_t instance_id);
+    int (*flush)(void *ctx, void *conn, const uint64_t *instance_ids,
+                 size_t n, uint64_t flush_id, uint64_t flags);
+    /* A consumer Flush finished (token as given to svc_session_flush). */
+    void (*flush_done)(void *ctx, void *consumer, uint64_t token, bool ok);
+    /* The session is now disabled (duration elapsed, DisableTracing done,
+     * or file full); error NULL on a normal stop. */
+    void (*session_disabled)(void *ctx, void *consumer, svc_session *,
+                             const char *error);
+} svc_ops;
+
+/* A packet ready for the consumer: one TracePacket serialization (no Trace
+ * field-1 header), valid until the callback returns. Return <0 to stop. */
+typedef int (*svc_emit_fn)(void *ctx, const uint8_t *packet, size_t size);
+
+uint64_t svc_now_ms(void);
+
+/* NULL + errno on no memory. ops copied. */
+svc_service *svc_create(const svc_ops *ops, void *ops_ctx, uid_t service_uid);
+void svc_destroy(svc_service *);   /* NULL ok; closes output files */
+
+uint64_t svc_next_deadline_ms(const svc_service *);   /* 0 = none */
+void svc_tick(svc_service *, uint64_t now_ms);
+
+/* ---- producers (svc_producer.c) ---- */
+typedef struct {
+    uint32_t page_size_hint_bytes, smb_size_hint_bytes;
+    const char *name;            /* may be NULL */
+    int smb_scraping_mode;       /* 0 unspecified (on), 1 on, 2 off */
+} svc_producer_params;
+
+/* NULL + errno (EAGAIN: no free producer id). */
+svc_producer *svc_producer_connect(svc_service *, void *conn, uid_t uid,
+        pid_t pid, const svc_producer_params *);
+/* Scrapes its SMB, ends its instances, frees it. Returns the number of
+ * chunks recovered by the scrape (its unfinished data). */
+size_t svc_producer_disconnect(svc_service *, svc_producer *);
+uint16_t svc_producer_id(const svc_producer *);
+int svc_producer_register_ds(svc_service *, svc_producer *,
+        const Perfetto__Protos__DataSourceDescriptor *, char *err,
+        size_t errlen);
+int svc_producer_unregister_ds(svc_service *, svc_producer *,
+                               const char *name);
+int svc_producer_register_writer(svc_service *, svc_producer *,
+                                 uint32_t writer_id, uint32_t buffer_id);
+int svc_producer_unregister_writer(svc_service *, svc_producer *,
+                                   uint32_t writer_id);
+/* -EPERM when the SMB is not set up (reply success=false). */
+int svc_producer_commit(svc_service *, svc_producer *,
+                        const Perfetto__Protos__CommitDataRequest *);
+void svc_producer_ds_stopped(svc_service *, svc_producer *,
+                             uint64_t instance_id);
+/* The SMB (for tests): base and size, NULL before SetupTracing. */
+uint8_t *svc_producer_smb(const svc_producer *, size_t *size,
+                          size_t *page_size);
+
+/* ---- sessions (svc_session.c) ---- */
+/* out_fd: owned by the session from now on (-1 = none). */
+svc_session *svc_session_enable(svc_service *, void *consumer,
+        const Perfetto__Protos__TraceConfig *cfg, int out_fd,
+        char *err, size_t errlen);
+/* Final flush, stop data sources, scrape; async (session_disabled op). */
+int svc_session_disable(svc_service *, svc_session *);
+/* timeout 0 = the session's flush_timeout_ms; result via flush_done. */
+int svc_session_flush(svc_service *, svc_session *, uint32_t timeout_ms,
+                      uint64_t flags, uint64_t token);
+void svc_session_free(svc_service *, svc_session *);
+svc_session *svc_session_clone(svc_service *, void *consumer,
+        uint64_t session_id, const char *unique_name, char *err,
+        size_t errlen);
+uint64_t svc_session_id(const svc_session *);
+bool svc_session_is_disabled(const svc_session *);
+bool svc_session_writes_file(const svc_session *);
+svc_session *svc_session_by_consumer(svc_service *, void *consumer);
+size_t svc_session_count(const svc_service *);
+/* Shutdown helpers: disable every running session / are all disabled? */
+void svc_disable_all_sessions(svc_service *);
+bool svc_all_sessions_disabled(const svc_service *);
+/* Sessions not written to a file that are still held by a consumer. */
+size_t svc_sessions_owing_reads(const svc_service *);
+
+/* ---- reading (svc_read.c) ---- */
+/* Emits up to about max_bytes of packets (0 = no limit); *more = true if
+ * it stopped early. The first pass adds the service's own packets; a pass
+ * that drains everything ends with a TraceStats packet. */
+int svc_session_read(svc_service *, svc_session *, size_t max_bytes,
+                     svc_emit_fn, void *ctx, bool *more);
+/* Read all and append to the session's file now (file mode). */
+int svc_session_write_file(svc_service *, svc_session *);
+
+/* ---- stats (svc_stats.c) ---- */
+/* Caller frees with svc_stats_free. NULL on no memory. */
+Perfetto__Protos__TraceStats *svc_stats_build(svc_service *,
+                                              const svc_session *);
+void svc_stats_free(Perfetto__Protos__TraceStats *);
+
+#endif /* SHMTRACE_SVC_SERVICE_H */

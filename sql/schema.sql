@@ -1,0 +1,134 @@
+-- sql/schema.sql - the one schema of shmtrace-inspect's SQLite output.
+--
+-- shmtrace-inspect embeds this file at build time (it is also installed in
+-- $(pkgdatadir) for reference) and runs it on a fresh database. Every table
+-- is documented column by column. Timestamps are the raw TracePacket
+-- values (field 8, nanoseconds in the packet's clock, BOOTTIME for the
+-- service's packets); sizes are bytes.
+--
+-- Query it with plain sqlite3, e.g.
+--   sqlite3 trace.db < sql/data_loss.sql
+--   sqlite3 trace.db "select * from stats where severity = 'data_loss' and value != 0"
+
+PRAGMA user_version = 1;
+
+-- stats: Perfetto trace processor's `stats` table, filled the way trace
+-- processor fills it (../shared/spec/stats-schema.md). One row per
+-- (name, idx). Single stats (idx NULL) exist with value 0 from the start;
+-- indexed stats exist only for the indices the trace wrote. Every traced_%
+-- row is identical to what trace processor computes for the same file.
+CREATE TABLE stats (
+  name        TEXT    NOT NULL, -- stat name, e.g. 'traced_buf_chunks_read'
+  idx         INTEGER,          -- buffer index for indexed stats, NULL for single stats
+  severity    TEXT    NOT NULL, -- 'info' | 'notice' | 'data_loss' | 'error'
+  source      TEXT    NOT NULL, -- 'trace' (from TraceStats/packets) | 'analysis' (derived)
+  value       INTEGER NOT NULL, -- the counter (int64)
+  description TEXT    NOT NULL DEFAULT '' -- what it counts ('' for most)
+);
+CREATE INDEX stats_by_name ON stats(name, idx);
+
+-- packet: one row per TracePacket, in file order.
+CREATE TABLE packet (
+  id            INTEGER PRIMARY KEY, -- 0-based ordinal of the packet in the file
+  file_offset   INTEGER NOT NULL,    -- file offset of its Trace.packet record (the 0x0A tag)
+  ts            INTEGER,             -- TracePacket.timestamp (8); NULL when absent
+  clock_id      INTEGER,             -- timestamp_clock_id (58); NULL when absent
+  seq_id        INTEGER,             -- trusted_packet_sequence_id (10); NULL when absent
+  producer_uid  INTEGER,             -- trusted_uid (3); NULL when absent
+  producer_pid  INTEGER,             -- trusted_pid (79); NULL when absent (service)
+  size          INTEGER NOT NULL,    -- encoded TracePacket bytes (without tag and length)
+  previous_packet_dropped INTEGER NOT NULL, -- field 42, DataLossReason bits (0 = no loss)
+  sequence_flags INTEGER NOT NULL,   -- field 13: 1 = incremental state cleared, 2 = needs it
+  first_packet_on_sequence INTEGER NOT NULL, -- field 87 (0/1)
+  kind          TEXT,                -- payload field: 'track_event', 'trace_stats', ... or 'field_N'
+  container_id  INTEGER              -- packet.id of the compressed_packets packet it was
+                                     -- inside (file_offset is that packet's); NULL at top level
+);
+
+-- sequence: one row per trusted_packet_sequence_id (1 = the service,
+-- 2.. = one per producer TraceWriter).
+CREATE TABLE sequence (
+  seq_id        INTEGER PRIMARY KEY, -- trusted_packet_sequence_id
+  uid           INTEGER,             -- trusted_uid of its packets (last seen)
+  pid           INTEGER,             -- trusted_pid of its packets (NULL for the service)
+  packets       INTEGER NOT NULL,    -- packets in the file
+  bytes         INTEGER NOT NULL,    -- sum of their encoded sizes
+  first_ts      INTEGER,             -- timestamp of its first packet that has one (file order)
+  last_ts       INTEGER,             -- timestamp of its last packet that has one (file order)
+  flagged_packets INTEGER NOT NULL,  -- packets with previous_packet_dropped != 0
+  loss_events   INTEGER NOT NULL,    -- the same, minus the sequence's first packet (trace
+                                     -- processor ignores the flag there): what
+                                     -- traced_buf_sequence_packet_loss adds up
+  first_packet_id INTEGER,           -- packet.id of its first packet
+  last_packet_id  INTEGER,           -- packet.id of its last packet
+  buffer        INTEGER              -- target buffer from TraceStats.writer_stats (NULL if unknown)
+);
+
+-- data_loss: one row per packet whose previous_packet_dropped is non-zero,
+-- i.e. per place in a sequence where packets before it were lost.
+CREATE TABLE data_loss (
+  seq_id     INTEGER,          -- trusted_packet_sequence_id (NULL if absent)
+  packet_id  INTEGER NOT NULL, -- packet.id of the flagged packet
+  ts         INTEGER,          -- its timestamp (NULL when absent)
+  bits       INTEGER NOT NULL, -- the raw DataLossReason bitmask
+  reasons    TEXT    NOT NULL, -- the bits by name, e.g. 'present,overwrite'
+                               --   present=1 read_gap=2 chunk_corrupted=4
+                               --   orphan_continuation=8 reassembly_gap=16
+                               --   reassembly_broken_chain=32 overwrite=64
+                               --   writer_abort=128 smb_full=256
+  counted    INTEGER NOT NULL  -- 1 if trace processor counts it (0 on the first packet
+                               -- of a sequence, which it ignores)
+);
+CREATE INDEX data_loss_by_seq ON data_loss(seq_id, packet_id);
+
+-- buffer_config: the session's buffers as the trace_config packet lists them.
+CREATE TABLE buffer_config (
+  idx         INTEGER PRIMARY KEY, -- buffer index (= stats idx)
+  size_kb     INTEGER,             -- BufferConfig.size_kb
+  fill_policy TEXT,                -- 'RING_BUFFER' (also for UNSPECIFIED) | 'DISCARD'
+  mode        TEXT                 -- 'V1' | 'V2' (experimental_mode TRACE_BUFFER_V2)
+);
+
+-- trace_info: facts about the inspection (key/value).
+--   input, input_bytes, bytes_decoded, packets, status ('complete' |
+--   'truncated' | 'malformed' | 'io_error'), error, error_offset,
+--   compressed_packets_expanded, compressed_packets_skipped (zstd, not
+--   expanded), inspector_version, write_into_file, duration_ms, ...
+CREATE TABLE trace_info (
+  key   TEXT PRIMARY KEY,
+  value
+);
+
+-- buffer: one row per buffer idx seen in the stats, from the last
+-- TraceStats, with the config's policy. used_bytes = the part of the buffer
+-- that ever held data (bytes_written + padding, capped at size: a ring that
+-- wrapped is 100 % used).
+CREATE VIEW buffer AS
+SELECT s.idx AS idx,
+  max(CASE s.name WHEN 'traced_buf_buffer_size' THEN s.value END) AS size,
+  c.fill_policy AS fill_policy,
+  c.mode AS mode,
+  min(max(CASE s.name WHEN 'traced_buf_buffer_size' THEN s.value END),
+      ifnull(max(CASE s.name WHEN 'traced_buf_bytes_written' THEN s.value END), 0)
+      + ifnull(max(CASE s.name WHEN 'traced_buf_padding_bytes_written' THEN s.value END), 0))
+    AS used,
+  round(100.0 * min(max(CASE s.name WHEN 'traced_buf_buffer_size' THEN s.value END),
+      ifnull(max(CASE s.name WHEN 'traced_buf_bytes_written' THEN s.value END), 0)
+      + ifnull(max(CASE s.name WHEN 'traced_buf_padding_bytes_written' THEN s.value END), 0))
+    / nullif(max(CASE s.name WHEN 'traced_buf_buffer_size' THEN s.value END), 0), 1)
+    AS used_pct,
+  max(CASE s.name WHEN 'traced_buf_bytes_written' THEN s.value END) AS bytes_written,
+  max(CASE s.name WHEN 'traced_buf_bytes_read' THEN s.value END) AS bytes_read,
+  max(CASE s.name WHEN 'traced_buf_bytes_overwritten' THEN s.value END) AS bytes_overwritten,
+  max(CASE s.name WHEN 'traced_buf_chunks_written' THEN s.value END) AS chunks_written,
+  max(CASE s.name WHEN 'traced_buf_chunks_read' THEN s.value END) AS chunks_read,
+  max(CASE s.name WHEN 'traced_buf_chunks_overwritten' THEN s.value END) AS chunks_overwritten,
+  max(CASE s.name WHEN 'traced_buf_chunks_discarded' THEN s.value END) AS chunks_discarded,
+  max(CASE s.name WHEN 'traced_buf_write_wrap_count' THEN s.value END) AS write_wrap_count,
+  max(CASE s.name WHEN 'traced_buf_patches_failed' THEN s.value END) AS patches_failed,
+  max(CASE s.name WHEN 'traced_buf_trace_writer_packet_loss' THEN s.value END) AS writer_packet_loss,
+  max(CASE s.name WHEN 'traced_buf_sequence_packet_loss' THEN s.value END) AS sequence_packet_loss,
+  (SELECT count(*) FROM sequence q WHERE q.buffer = s.idx) AS sequences
+FROM stats s LEFT JOIN buffer_config c ON c.idx = s.idx
+WHERE s.name LIKE 'traced_buf_%' AND s.idx IS NOT NULL
+GROUP BY s.idx;

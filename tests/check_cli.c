@@ -1,0 +1,452 @@
+/*
+ * check_cli.c - unit tests of the consumer CLI's library: the text-format
+ * TraceConfig parser (tp_parse) incl. bad input, and the trace-file writer
+ * (cons_out_*: record framing, loss flag counting, trace_stats capture,
+ * malformed packets).
+ */
+#include "config.h"
+
+#include <check.h>
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli_parse.h"
+#include "consumer_client.h"
+#include "textproto.h"
+#include "trace.pb-c.h"
+
+typedef Perfetto__Protos__TraceConfig TraceConfig;
+#define TC_DESC (&perfetto__protos__trace_config__descriptor)
+
+static TraceConfig *parse_ok(const char *text)
+{
+    ProtobufCMessage *m = NULL;
+    char err[256];
+    int rc = tp_parse(text, TC_DESC, &m, err, sizeof err);
+    ck_assert_msg(rc == 0, "parse failed: %s", err);
+    return (TraceConfig *)m;
+}
+
+static void parse_bad(const char *text, const char *needle)
+{
+    ProtobufCMessage *m = NULL;
+    char err[256];
+    ck_assert_int_eq(tp_parse(text, TC_DESC, &m, err, sizeof err), -EINVAL);
+    ck_assert_ptr_null(m);
+    ck_assert_msg(strstr(err, needle), "error '%s' lacks '%s'", err, needle);
+}
+
+START_TEST(test_textproto_full_config)
+{
+    TraceConfig *c = parse_ok(
+        "# a comment\n"
+        "buffers { size_kb: 4096 fill_policy: DISCARD }\n"
+        "buffers: { size_kb: 0x400, fill_policy: RING_BUFFER; }\n"
+        "data_sources {\n"
+        "  config { name: \"shmtrace.synthetic\" target_buffer: 1\n"
+        "           for_testing { message_count: 10 message_size: 32 } }\n"
+        "  producer_name_filter: [\"a\", 'b']\n"
+        "}\n"
+        "duration_ms: 1500\n"
+        "write_into_file: true file_write_period_ms: 200\n"
+        "max_file_size_bytes: 18446744073709551615\n"
+        "unique_session_name: \"my\" \"session\"\n"
+        "builtin_data_sources < primary_trace_clock: BUILTIN_CLOCK_BOOTTIME >\n"
+        "write_flush_mode: 3\n");
+    ck_assert_uint_eq(c->n_buffers, 2);
+    ck_assert_uint_eq(c->buffers[0]->size_kb, 4096);
+    ck_assert_int_eq(c->buffers[0]->fill_policy, 2);
+    ck_assert_uint_eq(c->buffers[1]->size_kb, 1024);
+    ck_assert_int_eq(c->buffers[1]->fill_policy, 1);
+    ck_assert_uint_eq(c->n_data_sources, 1);
+    ck_assert_str_eq(c->data_sources[0]->config->name, "shmtrace.synthetic");
+    ck_assert(c->data_sources[0]->config->has_target_buffer);
+    ck_assert_uint_eq(c->data_sources[0]->config->target_buffer, 1);
+    ck_assert_uint_eq(c->data_sources[0]->config->for_testing->message_count,
+                      10);
+    ck_assert_uint_eq(c->data_sources[0]->n_producer_name_filter, 2);
+    ck_assert_str_eq(c->data_sources[0]->producer_name_filter[1], "b");
+    ck_assert(c->has_duration_ms);
+    ck_assert_uint_eq(c->duration_ms, 1500);
+    ck_assert(c->write_into_file);
+    ck_assert_uint_eq(c->file_write_period_ms, 200);
+    ck_assert_uint_eq(c->max_file_size_bytes, UINT64_MAX);
+    ck_assert_str_eq(c->unique_session_name, "mysession");
+    ck_assert_int_eq(c->builtin_data_sources->primary_trace_clock, 6);
+    ck_assert_int_eq(c->write_flush_mode, 3);
+    /* The result is a normal protobuf-c message: it packs, and a round
+     * trip through the wire keeps the values. */
+    size_t n = perfetto__protos__trace_config__get_packed_size(c);
+    uint8_t *buf = malloc(n);
+    perfetto__protos__trace_config__pack(c, buf);
+    TraceConfig *d = perfetto__protos__trace_config__unpack(NULL, n, buf);
+    ck_assert_ptr_nonnull(d);
+    ck_assert_uint_eq(d->buffers[1]->size_kb, 1024);
+    ck_assert_str_eq(d->unique_session_name, "mysession");
+    perfetto__protos__trace_config__free_unpacked(d, NULL);
+    free(buf);
+    protobuf_c_message_free_unpacked(&c->base, NULL);
+}
+END_TEST
+
+START_TEST(test_textproto_empty_and_escapes)
+{
+    TraceConfig *c = parse_ok("  \n# only a comment\n");
+    ck_assert_uint_eq(c->n_buffers, 0);
+    protobuf_c_message_free_unpacked(&c->base, NULL);
+    c = parse_ok("unique_session_name: \"a\\tb\\x41\\\"\"");
+    ck_assert_str_eq(c->unique_session_name, "a\tbA\"");
+    protobuf_c_message_free_unpacked(&c->base, NULL);
+}
+END_TEST
+
+START_TEST(test_textproto_errors)
+{
+    parse_bad("bogus: 1", "unknown field 'bogus'");
+    parse_bad("duration_ms: -5", "must not be negative");
+    parse_bad("duration_ms: 4294967296", "out of range");
+    parse_bad("duration_ms: \"10\"", "expected a number");
+    parse_bad("duration_ms: 10 duration_ms: 20", "set twice");
+    parse_bad("buffers { size_kb: 1 fill_policy: SOMETIMES }",
+              "unknown value SOMETIMES");
+    parse_bad("buffers { size_kb: 1", "missing '}'");
+    parse_bad("buffers size_kb: 1", "expected '{'");
+    parse_bad("unique_session_name: \"abc", "unterminated string");
+    parse_bad("unique_session_name: abc", "expected a quoted string");
+    parse_bad("write_into_file: maybe", "expected true or false");
+    parse_bad("\n\nduration_ms 5", "line 3");
+    parse_bad("duration_ms: 0x", "bad number");
+    /* deep nesting is bounded, not a stack overflow */
+    static char deep[8192];
+    deep[0] = 0;
+    for (int i = 0; i < 100; i++)
+        strcat(deep, "data_sources { config { for_testing { ");
+    parse_bad(deep, "");
+}
+END_TEST
+
+START_TEST(test_textproto_garbage_never_crashes)
+{
+    uint32_t x = 7;
+    char buf[200];
+    static const char alphabet[] = "{}<>[]:;,\"'#\\\n abc_019x-.";
+    for (int round = 0; round < 3000; round++) {
+        size_t n = 1 + round % (sizeof buf - 1);
+        for (size_t i = 0; i < n; i++) {
+            x = x * 1103515245u + 12345u;
+            buf[i] = alphabet[(x >> 16) % (sizeof alphabet - 1)];
+        }
+        buf[n] = 0;
+        ProtobufCMessage *m = NULL;
+        char err[128];
+        if (tp_parse(buf, TC_DESC, &m, err, sizeof err) == 0)
+            protobuf_c_message_free_unpacked(m, NULL);
+    }
+}
+END_TEST
+
+/* ---- trace writer -------------------------------------------------- */
+
+static char tmpl[64];
+
+static int tmp_fd(void)
+{
+    snprintf(tmpl, sizeof tmpl, "/tmp/check_cli.XXXXXX");
+    int fd = mkstemp(tmpl);
+    ck_assert_int_ge(fd, 0);
+    unlink(tmpl);
+    return fd;
+}
+
+static size_t read_all(int fd, uint8_t *buf, size_t cap)
+{
+    ssize_t n = pread(fd, buf, cap, 0);
+    ck_assert_int_ge(n, 0);
+    return (size_t)n;
+}
+
+START_TEST(test_out_records_and_flags)
+{
+    int fd = tmp_fd();
+    cons_out o;
+    ck_assert_int_eq(cons_out_init(&o, fd), 0);
+    /* timestamp=5 */
+    static const uint8_t p1[] = { 0x40, 0x05 };
+    /* previous_packet_dropped (42) = 1: tag D0 02 */
+    static const uint8_t p2[] = { 0x40, 0x06, 0xd0, 0x02, 0x01 };
+    /* flag set then cleared (last one wins) */
+    static const uint8_t p3[] = { 0xd0, 0x02, 0x01, 0xd0, 0x02, 0x00 };
+    ck_assert_int_eq(cons_out_packet(p1, sizeof p1, &o), 0);
+    ck_assert_int_eq(cons_out_packet(p2, sizeof p2, &o), 0);
+    ck_assert_int_eq(cons_out_packet(p3, sizeof p3, &o), 0);
+    /* a 200-byte packet needs a 2-byte varint length */
+    uint8_t big[200];
+    memset(big, 0, sizeof big);
+    big[0] = 0x92; /* field 18, wt 2 */
+    big[1] = 0x01;
+    big[2] = 0xc4;  /* len 196 as a 2-byte varint: 2 + 2 + 196 = 200 */
+    big[3] = 0x01;
+    ck_assert_int_eq(cons_out_packet(big, sizeof big, &o), 0);
+    ck_assert_int_eq(cons_out_flush(&o), 0);
+    ck_assert_uint_eq(o.packets, 4);
+    ck_assert_uint_eq(o.flagged_packets, 1);
+    ck_assert_uint_eq(o.malformed, 0);
+    uint8_t file[512];
+    size_t n = read_all(fd, file, sizeof file);
+    ck_assert_uint_eq(n, o.bytes);
+    ck_assert_uint_eq(n, (2 + 2) + (2 + 5) + (2 + 6) + (3 + 200));
+    ck_assert_uint_eq(file[0], 0x0a);
+    ck_assert_uint_eq(file[1], 2);
+    ck_assert_uint_eq(file[4], 0x0a);
+    ck_assert_uint_eq(file[5], 5);
+    size_t off = 4 + 7 + 8;
+    ck_assert_uint_eq(file[off], 0x0a);
+    ck_assert_uint_eq(file[off + 1], 0xc8); /* 200 = 0xc8 0x01 */
+    ck_assert_uint_eq(file[off + 2], 0x01);
+    cons_out_fini(&o);
+    close(fd);
+}
+END_TEST
+
+START_TEST(test_out_trace_stats_captured)
+{
+    int fd = tmp_fd();
+    cons_out o;
+    ck_assert_int_eq(cons_out_init(&o, fd), 0);
+    Perfetto__Protos__TraceStats st = PERFETTO__PROTOS__TRACE_STATS__INIT;
+    Perfetto__Protos__TraceStats__BufferStats bs =
+        PERFETTO__PROTOS__TRACE_STATS__BUFFER_STATS__INIT;
+    Perfetto__Protos__TraceStats__BufferStats *bsp = &bs;
+    bs.has_chunks_overwritten = true;
+    bs.chunks_overwritten = 3;
+    bs.has_trace_writer_packet_loss = true;
+    bs.trace_writer_packet_loss = 2;
+    st.n_buffer_stats = 1;
+    st.buffer_stats = &bsp;
+    st.has_chunks_discarded = true;
+    st.chunks_discarded = 4;
+    Perfetto__Protos__TracePacket p = PERFETTO__PROTOS__TRACE_PACKET__INIT;
+    p.trace_stats = &st;
+    uint8_t buf[256];
+    size_t n = perfetto__protos__trace_packet__pack(&p, buf);
+    ck_assert_int_eq(cons_out_packet(buf, n, &o), 0);
+    ck_assert_ptr_nonnull(o.last_stats);
+    cons_losses l;
+    cons_losses_from_stats(o.last_stats, &l);
+    ck_assert_uint_eq(l.chunks_overwritten, 3);
+    ck_assert_uint_eq(l.chunks_discarded, 4);
+    ck_assert_uint_eq(l.trace_writer_packet_loss, 2);
+    cons_losses_from_stats(NULL, &l);
+    ck_assert_uint_eq(l.chunks_overwritten, 0);
+    cons_out_fini(&o);
+    close(fd);
+}
+END_TEST
+
+START_TEST(test_out_malformed_packets_counted)
+{
+    int fd = tmp_fd();
+    cons_out o;
+    ck_assert_int_eq(cons_out_init(&o, fd), 0);
+    static const uint8_t bad1[] = { 0x0a, 0x7f, 0x00 };        /* len past end */
+    static const uint8_t bad2[] = { 0x40 };                    /* no value */
+    static const uint8_t bad3[] = { 0x0f };                    /* wire type 7 */
+    static const uint8_t bad4[] = { 0x40, 0xff, 0xff, 0xff, 0xff, 0xff,
+                                    0xff, 0xff, 0xff, 0xff, 0xff, 0x01 };
+    static const uint8_t bad5[] = { 0x9a, 0x02, 0x03, 0xff, 0xff, 0xff };
+    ck_assert_int_eq(cons_out_packet(bad1, sizeof bad1, &o), 0);
+    ck_assert_int_eq(cons_out_packet(bad2, sizeof bad2, &o), 0);
+    ck_assert_int_eq(cons_out_packet(bad3, sizeof bad3, &o), 0);
+    ck_assert_int_eq(cons_out_packet(bad4, sizeof bad4, &o), 0);
+    /* trace_stats with garbage inside: written, stats not captured */
+    ck_assert_int_eq(cons_out_packet(bad5, sizeof bad5, &o), 0);
+    ck_assert_uint_eq(o.packets, 5);
+    ck_assert_uint_eq(o.malformed, 4);
+    ck_assert_ptr_null(o.last_stats);
+    cons_out_fini(&o);
+    close(fd);
+}
+END_TEST
+
+START_TEST(test_out_write_error_reported)
+{
+    int p[2];
+    ck_assert_int_eq(pipe(p), 0);
+    close(p[0]); /* writes now fail with EPIPE */
+    cons_out o;
+    ck_assert_int_eq(cons_out_init(&o, p[1]), 0);
+    static const uint8_t pk[] = { 0x40, 0x01 };
+    cons_out_packet(pk, sizeof pk, &o);
+    ck_assert_int_eq(cons_out_flush(&o), -EPIPE);
+    ck_assert_int_eq(o.error, -EPIPE);
+    cons_out_fini(&o);
+    close(p[1]);
+}
+END_TEST
+
+START_TEST(test_out_scan_file)
+{
+    int fd = tmp_fd();
+    cons_out o;
+    ck_assert_int_eq(cons_out_init(&o, fd), 0);
+    static const uint8_t p1[] = { 0x40, 0x05 };
+    static const uint8_t p2[] = { 0x40, 0x06, 0xd0, 0x02, 0x01 };
+    /* a 3 MiB packet: larger than the scanner's first buffer */
+    size_t big_len = 3u << 20;
+    uint8_t *big = calloc(1, big_len);
+    big[0] = 0x92; /* field 18, wt 2, length as a 4-byte varint */
+    big[1] = 0x01;
+    uint32_t inner = (uint32_t)(big_len - 6);
+    big[2] = (uint8_t)(0x80 | (inner & 0x7f));
+    big[3] = (uint8_t)(0x80 | ((inner >> 7) & 0x7f));
+    big[4] = (uint8_t)(0x80 | ((inner >> 14) & 0x7f));
+    big[5] = (uint8_t)(inner >> 21);
+    for (int i = 0; i < 1000; i++)
+        cons_out_packet(i % 2 ? p2 : p1, i % 2 ? sizeof p2 : sizeof p1, &o);
+    cons_out_packet(big, big_len, &o);
+    cons_out_packet(p2, sizeof p2, &o);
+    ck_assert_int_eq(cons_out_flush(&o), 0);
+    uint64_t bytes = o.bytes;
+    cons_out_fini(&o);
+    free(big);
+    cons_out s;
+    memset(&s, 0, sizeof s);
+    ck_assert_int_eq(cons_out_scan_fd(&s, fd), 0);
+    ck_assert_uint_eq(s.packets, 1002);
+    ck_assert_uint_eq(s.flagged_packets, 501);
+    ck_assert_uint_eq(s.malformed, 0);
+    ck_assert_uint_eq(s.bytes, bytes);
+    cons_out_fini(&s);
+    /* truncated: the last record lost its tail */
+    ck_assert_int_eq(ftruncate(fd, (off_t)bytes - 1), 0);
+    memset(&s, 0, sizeof s);
+    ck_assert_int_eq(cons_out_scan_fd(&s, fd), -EBADMSG);
+    ck_assert_uint_eq(s.packets, 1001);
+    cons_out_fini(&s);
+    close(fd);
+    /* not a trace: wrong record tag, overlong varint, absurd length */
+    static const uint8_t junk1[] = { 0x12, 0x01, 0x00 };
+    static const uint8_t junk2[] = { 0x0a, 0xff, 0xff, 0xff, 0xff, 0xff,
+                                     0xff, 0xff, 0xff, 0xff, 0xff, 0x01 };
+    static const uint8_t junk3[] = { 0x0a, 0xff, 0xff, 0xff, 0xff, 0x0f };
+    const uint8_t *junks[] = { junk1, junk2, junk3 };
+    size_t lens[] = { sizeof junk1, sizeof junk2, sizeof junk3 };
+    for (int i = 0; i < 3; i++) {
+        fd = tmp_fd();
+        ck_assert_int_eq(write(fd, junks[i], lens[i]), (ssize_t)lens[i]);
+        memset(&s, 0, sizeof s);
+        ck_assert_int_eq(cons_out_scan_fd(&s, fd), -EBADMSG);
+        ck_assert_uint_eq(s.packets, 0);
+        cons_out_fini(&s);
+        close(fd);
+    }
+    /* empty file: zero packets, no error */
+    fd = tmp_fd();
+    memset(&s, 0, sizeof s);
+    ck_assert_int_eq(cons_out_scan_fd(&s, fd), 0);
+    ck_assert_uint_eq(s.packets, 0);
+    close(fd);
+}
+END_TEST
+
+START_TEST(test_client_no_service)
+{
+    int err = 0;
+    char path[64];
+    snprintf(path, sizeof path, "/tmp/check_cli_nosuch_%d.sock",
+             (int)getpid());
+    ck_assert_ptr_null(cons_connect(path, &err));
+    ck_assert_int_eq(err, -ENOENT);
+    char msg[256];
+    ck_assert_int_lt(cons_clone_to_file(path, UINT64_MAX, NULL, "/dev/null",
+                                        NULL, msg, sizeof msg), 0);
+    ck_assert_ptr_nonnull(strstr(msg, "cannot connect"));
+}
+END_TEST
+
+START_TEST(test_parse_sizes_and_durations)
+{
+    uint32_t v = 7;
+    ck_assert_int_eq(cli_parse_size_kb("64", &v), 0);
+    ck_assert_uint_eq(v, 64);
+    ck_assert_int_eq(cli_parse_size_kb("32m", &v), 0);
+    ck_assert_uint_eq(v, 32768);
+    ck_assert_int_eq(cli_parse_size_kb("1GB", &v), 0);
+    ck_assert_uint_eq(v, 1048576);
+    ck_assert_int_eq(cli_parse_size_kb("5k", &v), 0);
+    ck_assert_uint_eq(v, 8); /* rounded up to a multiple of 4 KiB */
+    ck_assert_int_eq(cli_parse_size_kb("1b", &v), 0);
+    ck_assert_uint_eq(v, 4);
+    v = 7;
+    ck_assert_int_eq(cli_parse_size_kb("0", &v), -ERANGE);
+    ck_assert_int_eq(cli_parse_size_kb("5000g", &v), -ERANGE);
+    ck_assert_int_eq(cli_parse_size_kb("18446744073709551615g", &v),
+                     -ERANGE);
+    ck_assert_int_eq(cli_parse_size_kb("-4", &v), -EINVAL);
+    ck_assert_int_eq(cli_parse_size_kb("4q", &v), -EINVAL);
+    ck_assert_int_eq(cli_parse_size_kb("", &v), -EINVAL);
+    ck_assert_uint_eq(v, 7); /* untouched on failure */
+    ck_assert_int_eq(cli_parse_duration_ms("10", &v), 0);
+    ck_assert_uint_eq(v, 10000);
+    ck_assert_int_eq(cli_parse_duration_ms("250ms", &v), 0);
+    ck_assert_uint_eq(v, 250);
+    ck_assert_int_eq(cli_parse_duration_ms("2m", &v), 0);
+    ck_assert_uint_eq(v, 120000);
+    ck_assert_int_eq(cli_parse_duration_ms("1h", &v), 0);
+    ck_assert_uint_eq(v, 3600000);
+    ck_assert_int_eq(cli_parse_duration_ms("2000h", &v), -ERANGE);
+    ck_assert_int_eq(cli_parse_duration_ms("99999999999999999999", &v),
+                     -EINVAL);
+    ck_assert_int_eq(cli_parse_duration_ms("5 s", &v), -EINVAL);
+    ck_assert_int_eq(cli_parse_duration_ms("-1s", &v), -EINVAL);
+    uint64_t u = 0;
+    ck_assert_int_eq(cli_parse_u64("0x10", &u), 0);
+    ck_assert_uint_eq(u, 16);
+    ck_assert_int_eq(cli_parse_u64("18446744073709551615", &u), 0);
+    ck_assert_uint_eq(u, UINT64_MAX);
+    ck_assert_int_eq(cli_parse_u64("18446744073709551616", &u), -EINVAL);
+    ck_assert_int_eq(cli_parse_u64("12abc", &u), -EINVAL);
+    int err = 0;
+    ck_assert_ptr_null(cli_read_file("/nonexistent/x.cfg", &err));
+    ck_assert_int_eq(err, -ENOENT);
+}
+END_TEST
+
+static Suite *cli_suite(void)
+{
+    Suite *s = suite_create("cli");
+    TCase *tc = tcase_create("textproto");
+    tcase_add_test(tc, test_textproto_full_config);
+    tcase_add_test(tc, test_textproto_empty_and_escapes);
+    tcase_add_test(tc, test_textproto_errors);
+    tcase_add_test(tc, test_textproto_garbage_never_crashes);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("parse");
+    tcase_add_test(tc, test_parse_sizes_and_durations);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("out");
+    tcase_add_test(tc, test_out_records_and_flags);
+    tcase_add_test(tc, test_out_trace_stats_captured);
+    tcase_add_test(tc, test_out_malformed_packets_counted);
+    tcase_add_test(tc, test_out_write_error_reported);
+    tcase_add_test(tc, test_out_scan_file);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("client");
+    tcase_add_test(tc, test_client_no_service);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    signal(SIGPIPE, SIG_IGN);
+    SRunner *sr = srunner_create(cli_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

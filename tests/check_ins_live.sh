@@ -1,0 +1,82 @@
+#!/bin/bash
+# tests/check_ins_live.sh - shmtrace-inspect --live against the real daemon:
+# a named session records into a small ring buffer while a producer writes
+# far more than it holds; the inspector clones it (the session keeps
+# running) and its database must hold the session's packets and stats.
+# Also: --live exits 5 with a clear message for a missing session and when
+# no service listens. Uses the service's e2e helpers (private sockets,
+# every started process killed on exit). No timing assertions.
+. "${top_srcdir:-.}/tests/e2e_lib.sh"
+e2e_need_tools
+INSPECT="$top_builddir/inspector/shmtrace-inspect"
+[ -x "$SHMTRACED" ] && [ -x "$INSPECT" ] || { echo "SKIP: not built"; exit 77; }
+
+# No service yet: exit 5, the reason in the message.
+"$INSPECT" --live -o "$E2E_DIR/none.db" 2>"$E2E_DIR/none.log"
+[ $? -eq 5 ] || e2e_fail "--live without a service should exit 5"
+grep -q 'cannot connect' "$E2E_DIR/none.log" ||
+    e2e_fail "no reason given: $(cat "$E2E_DIR/none.log")"
+[ ! -e "$E2E_DIR/none.db" ] || e2e_fail "a database was written"
+
+e2e_start_daemon
+e2e_spawn prod "$PRODUCER" -n ins.live -t 2 -S 200 -r 2000 --once
+i=0
+until "$CLI" stats 2>/dev/null | grep -q 'data_sources_registered  1'; do
+    i=$((i + 1)); [ $i -gt 200 ] && e2e_fail "producer did not register"
+    sleep 0.05
+done
+e2e_spawn rec "$CLI" record -o "$E2E_DIR/rec.pftrace" -d ins.live \
+    -b 64k -n ins-live-session -q
+REC=$E2E_LAST_PID
+i=0
+until "$CLI" stats 2>/dev/null | grep -q 'tracing_sessions         1'; do
+    i=$((i + 1)); [ $i -gt 200 ] && e2e_fail "session did not start"
+    sleep 0.05
+done
+
+# Clone until the snapshot has producer packets (they arrive at once).
+i=0
+while :; do
+    "$INSPECT" -f -q --live --session-name ins-live-session \
+        -o "$E2E_DIR/live.db" --keep-trace "$E2E_DIR/live.pftrace" \
+        2>"$E2E_DIR/inspect.log" || e2e_fail "--live: rc=$?"
+    n=$(sqlite3 "$E2E_DIR/live.db" \
+        "select count(*) from packet where seq_id > 1")
+    [ "${n:-0}" -gt 0 ] && break
+    i=$((i + 1)); [ $i -gt 100 ] && e2e_fail "clone never had packets"
+    sleep 0.1
+done
+status=$(sqlite3 "$E2E_DIR/live.db" \
+    "select value from trace_info where key = 'status'")
+[ "$status" = complete ] || e2e_fail "status $status"
+input=$(sqlite3 "$E2E_DIR/live.db" \
+    "select value from trace_info where key = 'input'")
+case $input in *ins-live-session*) ;; *) e2e_fail "input: $input" ;; esac
+# The 15 single traced_ stats always exist; the clone went to a file that
+# inspects the same way on its own.
+singles=$(sqlite3 "$E2E_DIR/live.db" \
+    "select count(*) from stats where name like 'traced_%' and idx is null")
+[ "$singles" -eq 15 ] || e2e_fail "single stats: $singles"
+"$INSPECT" -f -q "$E2E_DIR/live.pftrace" -o "$E2E_DIR/file.db" ||
+    e2e_fail "kept trace does not inspect"
+a=$(sqlite3 "$E2E_DIR/live.db" \
+    "select group_concat(name||idx||value) from (select * from stats where name like 'traced_%' order by name, idx)")
+b=$(sqlite3 "$E2E_DIR/file.db" \
+    "select group_concat(name||idx||value) from (select * from stats where name like 'traced_%' order by name, idx)")
+[ "$a" = "$b" ] || e2e_fail "live and file stats differ"
+# No temp file left next to the database.
+ls "$E2E_DIR"/live.db.live-* >/dev/null 2>&1 && e2e_fail "temp clone left"
+
+# A session that does not exist: exit 5.
+"$INSPECT" -f --live --session-name no-such-session \
+    -o "$E2E_DIR/x.db" 2>"$E2E_DIR/x.log"
+[ $? -eq 5 ] || e2e_fail "missing session should exit 5"
+grep -q 'cannot clone' "$E2E_DIR/x.log" || e2e_fail "$(cat "$E2E_DIR/x.log")"
+
+# The session went on: stop it; the recording still works.
+kill -INT "$REC"
+e2e_wait_pid "$REC" 20 || e2e_fail "record did not stop on SIGINT"
+[ "$E2E_RC" -eq 0 ] || e2e_fail "record exited $E2E_RC"
+"$INSPECT" -f -q "$E2E_DIR/rec.pftrace" -o "$E2E_DIR/rec.db" ||
+    e2e_fail "recorded trace does not inspect"
+echo "check_ins_live: all checks passed"

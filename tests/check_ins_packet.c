@@ -1,0 +1,365 @@
+/*
+ * check_ins_packet.c - the streaming Trace/TracePacket decoder
+ * (ins_packet.c over ins_reader.c): fields, last-one-wins, packets larger
+ * than the read window, truncation and malformation with offsets.
+ *
+ * Inputs are built byte by byte here, and the reader is given a tiny
+ * window (64 bytes) so refills and window growth are exercised.
+ */
+#include "check_ins_util.h"
+
+#include <fcntl.h>
+
+#include "ins_packet.h"
+#include "ins_reader.h"
+
+typedef struct bytes {
+    uint8_t *d;
+    size_t n, cap;
+} bytes;
+
+static void put(bytes *b, const void *src, size_t n)
+{
+    if (b->n + n > b->cap) {
+        b->cap = (b->n + n) * 2 + 64;
+        b->d = realloc(b->d, b->cap);
+        ck_assert_ptr_nonnull(b->d);
+    }
+    memcpy(b->d + b->n, src, n);
+    b->n += n;
+}
+
+static void put_varint(bytes *b, uint64_t v)
+{
+    uint8_t tmp[10];
+    put(b, tmp, ck_put_varint(tmp, v));
+}
+
+static void put_tag(bytes *b, uint32_t field, unsigned wt)
+{
+    put_varint(b, ((uint64_t)field << 3) | wt);
+}
+
+/* Wrap BODY as a Trace.packet record appended to OUT. */
+static void put_record(bytes *out, const bytes *body)
+{
+    put_tag(out, 1, 2);
+    put_varint(out, body->n);
+    if (body->n)
+        put(out, body->d, body->n);
+}
+
+/* Decoder over the bytes B through a temp file. */
+typedef struct fixture {
+    char *dir;
+    int fd;
+    ins_reader r;
+    ins_decoder d;
+    ins_packet p;
+} fixture;
+
+static void open_fixture(fixture *fx, const bytes *b, size_t window)
+{
+    memset(fx, 0, sizeof(*fx));
+    fx->dir = ck_tmpdir();
+    char *path = ck_path(fx->dir, "t.pftrace");
+    FILE *f = ck_fopen(path, "wb");
+    if (b->n)
+        ck_assert_uint_eq(fwrite(b->d, 1, b->n, f), b->n);
+    fclose(f);
+    fx->fd = open(path, O_RDONLY);
+    ck_assert_int_ge(fx->fd, 0);
+    free(path);
+    ck_assert_int_eq(ins_reader_init(&fx->r, fx->fd, window), 0);
+    ins_decoder_init(&fx->d, &fx->r);
+}
+
+static void close_fixture(fixture *fx)
+{
+    ins_packet_free(&fx->p);
+    ins_reader_free(&fx->r);
+    close(fx->fd);
+    ck_rmdir(fx->dir);
+}
+
+START_TEST(test_packet_header_fields)
+{
+    bytes body = {0}, file = {0};
+    put_tag(&body, 8, 0); put_varint(&body, 123456789);     /* timestamp */
+    put_tag(&body, 58, 0); put_varint(&body, 6);            /* clock id */
+    put_tag(&body, 11, 2); put_varint(&body, 3);            /* track_event */
+    put(&body, "abc", 3);
+    put_tag(&body, 13, 0); put_varint(&body, 2);            /* flags */
+    put_tag(&body, 87, 0); put_varint(&body, 1);            /* first */
+    put_tag(&body, 3, 0); put_varint(&body, (uint64_t)-5);  /* uid -5 */
+    put_tag(&body, 10, 0); put_varint(&body, 7);            /* seq */
+    put_tag(&body, 79, 0); put_varint(&body, 999);          /* pid */
+    put_tag(&body, 42, 0); put_varint(&body, 65);           /* dropped */
+    put_record(&file, &body);
+    fixture fx;
+    open_fixture(&fx, &file, 64);
+    ck_assert_int_eq(ins_decoder_next(&fx.d, &fx.p), INS_DECODE_PACKET);
+    ck_assert_uint_eq(fx.p.id, 0);
+    ck_assert_uint_eq(fx.p.offset, 0);
+    ck_assert_uint_eq(fx.p.size, body.n);
+    ck_assert(fx.p.has_timestamp);
+    ck_assert_uint_eq(fx.p.timestamp, 123456789);
+    ck_assert_uint_eq(fx.p.clock_id, 6);
+    ck_assert_uint_eq(fx.p.payload_field, 11);
+    ck_assert_uint_eq(fx.p.sequence_flags, 2);
+    ck_assert(fx.p.first_packet_on_sequence);
+    ck_assert(fx.p.has_uid);
+    ck_assert_int_eq(fx.p.trusted_uid, -5);
+    ck_assert(fx.p.has_seq_id);
+    ck_assert_uint_eq(fx.p.seq_id, 7);
+    ck_assert_int_eq(fx.p.trusted_pid, 999);
+    ck_assert_uint_eq(fx.p.previous_packet_dropped, 65);
+    ck_assert_int_eq(ins_decoder_next(&fx.d, &fx.p), INS_DECODE_END);
+    close_fixture(&fx);
+    free(body.d);
+    free(file.d);
+}
+END_TEST
+
+START_TEST(test_packet_last_one_wins)
+{
+    bytes body = {0}, file = {0};
+    put_tag(&body, 10, 0); put_varint(&body, 3);
+    put_tag(&body, 10, 0); put_varint(&body, 9);
+    put_tag(&body, 35, 2); put_varint(&body, 2); put(&body, "\x10\x01", 2);
+    put_tag(&body, 35, 2); put_varint(&body, 2); put(&body, "\x10\x05", 2);
+    put_record(&file, &body);
+    fixture fx;
+    open_fixture(&fx, &file, 64);
+    ck_assert_int_eq(ins_decoder_next(&fx.d, &fx.p), INS_DECODE_PACKET);
+    ck_assert_uint_eq(fx.p.seq_id, 9);
+    ck_assert(fx.p.trace_stats.present);
+    ck_assert_uint_eq(fx.p.trace_stats.len, 2);
+    ck_assert_uint_eq(fx.p.trace_stats.data[1], 5);
+    close_fixture(&fx);
+    free(body.d);
+    free(file.d);
+}
+END_TEST
+
+/* A 3 MiB payload goes through a 64-byte window without growing it; the
+ * next packet is still found at the right offset. */
+START_TEST(test_packet_large_payload_streams)
+{
+    bytes body = {0}, file = {0};
+    size_t big = 3u << 20;
+    uint8_t *payload = calloc(1, big);
+    ck_assert_ptr_nonnull(payload);
+    put_tag(&body, 10, 0); put_varint(&body, 2);
+    put_tag(&body, 900, 2); put_varint(&body, big); put(&body, payload, big);
+    put_tag(&body, 8, 0); put_varint(&body, 77);
+    put_record(&file, &body);
+    uint64_t second = file.n;
+    bytes small = {0};
+    put_tag(&small, 10, 0); put_varint(&small, 4);
+    put_record(&file, &small);
+    fixture fx;
+    open_fixture(&fx, &file, 64);
+    ck_assert_int_eq(ins_decoder_next(&fx.d, &fx.p), INS_DECODE_PACKET);
+    ck_assert_uint_eq(fx.p.size, body.n);
+    ck_assert_uint_eq(fx.p.timestamp, 77);
+    ck_assert_uint_eq(fx.p.payload_field, 900);
+    ck_assert_uint_eq(fx.r.cap, 64);
+    ck_assert_int_eq(ins_decoder_next(&fx.d, &fx.p), INS_DECODE_PACKET);
+    ck_assert_uint_eq(fx.p.id, 1);
+    ck_assert_uint_eq(fx.p.offset, second);
+    ck_assert_uint_eq(fx.p.seq_id, 4);
+    ck_assert_int_eq(ins_decoder_next(&fx.d, &fx.p), INS_DECODE_END);
+    close_fixture(&fx);
+    free(payload);
+    free(body.d);
+    free(small.d);
+    free(file.d);
+}
+END_TEST
+
+/* A copied submessage larger than the window grows it (bounded). */
+START_TEST(test_packet_submessage_larger_than_window)
+{
+    bytes body = {0}, file = {0}, cfg = {0};
+    for (int i = 0; i < 100; i++) {
+        put_tag(&cfg, 22, 2); put_varint(&cfg, 10); put(&cfg, "0123456789", 10);
+    }
+    put_tag(&body, 33, 2); put_varint(&body, cfg.n); put(&body, cfg.d, cfg.n);
+    put_record(&file, &body);
+    fixture fx;
+    open_fixture(&fx, &file, 64);
+    ck_assert_int_eq(ins_decoder_next(&fx.d, &fx.p), INS_DECODE_PACKET);
+    ck_assert(fx.p.trace_config.present);
+    ck_assert_uint_eq(fx.p.trace_config.len, cfg.n);
+    ck_assert_mem_eq(fx.p.trace_config.data, cfg.d, cfg.n);
+    ck_assert_uint_gt(fx.r.cap, 64);
+    ck_assert_uint_le(fx.r.cap, INS_READER_MAX_BYTES);
+    close_fixture(&fx);
+    free(cfg.d);
+    free(body.d);
+    free(file.d);
+}
+END_TEST
+
+START_TEST(test_packet_empty_and_other_trace_fields)
+{
+    bytes file = {0}, empty = {0};
+    put_record(&file, &empty);                       /* 0A 00 */
+    put_tag(&file, 2, 0); put_varint(&file, 300);    /* Trace field 2 */
+    put_tag(&file, 3, 2); put_varint(&file, 2); put(&file, "zz", 2);
+    uint64_t off = file.n;
+    put_record(&file, &empty);
+    fixture fx;
+    open_fixture(&fx, &file, 64);
+    ck_assert_int_eq(ins_decoder_next(&fx.d, &fx.p), INS_DECODE_PACKET);
+    ck_assert_uint_eq(fx.p.size, 0);
+    ck_assert(!fx.p.has_seq_id);
+    ck_assert_int_eq(ins_decoder_next(&fx.d, &fx.p), INS_DECODE_PACKET);
+    ck_assert_uint_eq(fx.p.id, 1);
+    ck_assert_uint_eq(fx.p.offset, off);
+    ck_assert_int_eq(ins_decoder_next(&fx.d, &fx.p), INS_DECODE_END);
+    close_fixture(&fx);
+    free(file.d);
+}
+END_TEST
+
+START_TEST(test_packet_truncated_header)
+{
+    bytes file = {0}, body = {0};
+    put_tag(&body, 10, 0); put_varint(&body, 2);
+    put_record(&file, &body);
+    uint64_t off = file.n;
+    put(&file, "\x0a\x85", 2);   /* length varint cut short */
+    fixture fx;
+    open_fixture(&fx, &file, 64);
+    ck_assert_int_eq(ins_decoder_next(&fx.d, &fx.p), INS_DECODE_PACKET);
+    ck_assert_int_eq(ins_decoder_next(&fx.d, &fx.p), INS_DECODE_TRUNCATED);
+    ck_assert_uint_eq(fx.d.error_offset, off);
+    ck_assert_ptr_nonnull(strstr(fx.d.error, "truncated"));
+    close_fixture(&fx);
+    free(body.d);
+    free(file.d);
+}
+END_TEST
+
+START_TEST(test_packet_truncated_body)
+{
+    bytes file = {0}, body = {0};
+    put_tag(&body, 10, 0); put_varint(&body, 2);
+    put_record(&file, &body);
+    uint64_t off = file.n;
+    put_tag(&file, 1, 2); put_varint(&file, 100);      /* claims 100 */
+    put_tag(&file, 900, 2); put_varint(&file, 90); put(&file, "short", 5);
+    fixture fx;
+    open_fixture(&fx, &file, 64);
+    ck_assert_int_eq(ins_decoder_next(&fx.d, &fx.p), INS_DECODE_PACKET);
+    ck_assert_int_eq(ins_decoder_next(&fx.d, &fx.p), INS_DECODE_TRUNCATED);
+    ck_assert_uint_eq(fx.d.error_offset, off);
+    ck_assert_ptr_nonnull(strstr(fx.d.error, "declares 100 bytes"));
+    close_fixture(&fx);
+    free(body.d);
+    free(file.d);
+}
+END_TEST
+
+START_TEST(test_packet_malformed_wire_type)
+{
+    bytes file = {0}, body = {0};
+    put_tag(&body, 10, 0); put_varint(&body, 2);
+    uint64_t field_at = body.n;
+    put_tag(&body, 5, 3);                               /* start group */
+    put_tag(&body, 8, 0); put_varint(&body, 1);
+    put_record(&file, &body);
+    fixture fx;
+    open_fixture(&fx, &file, 64);
+    ck_assert_int_eq(ins_decoder_next(&fx.d, &fx.p), INS_DECODE_MALFORMED);
+    ck_assert_uint_eq(fx.d.error_offset, 2 + field_at);
+    ck_assert_ptr_nonnull(strstr(fx.d.error, "wire type 3"));
+    close_fixture(&fx);
+    free(body.d);
+    free(file.d);
+}
+END_TEST
+
+START_TEST(test_packet_malformed_length_overrun)
+{
+    bytes file = {0}, body = {0};
+    put_tag(&body, 900, 2); put_varint(&body, 50); /* 50 > packet */
+    put(&body, "0123456789", 10);
+    put_record(&file, &body);
+    put(&file, "more bytes after the packet, plenty of them....", 47);
+    fixture fx;
+    open_fixture(&fx, &file, 64);
+    ck_assert_int_eq(ins_decoder_next(&fx.d, &fx.p), INS_DECODE_MALFORMED);
+    ck_assert_uint_eq(fx.d.error_offset, 2);
+    ck_assert_ptr_nonnull(strstr(fx.d.error, "claims 50 bytes"));
+    close_fixture(&fx);
+    free(body.d);
+    free(file.d);
+}
+END_TEST
+
+START_TEST(test_packet_malformed_varint)
+{
+    bytes file = {0}, body = {0};
+    put_tag(&body, 8, 0);
+    for (int i = 0; i < 11; i++)
+        put(&body, "\xff", 1);                    /* 11-byte varint */
+    put(&body, "\x01", 1);
+    put_record(&file, &body);
+    fixture fx;
+    open_fixture(&fx, &file, 64);
+    ck_assert_int_eq(ins_decoder_next(&fx.d, &fx.p), INS_DECODE_MALFORMED);
+    ck_assert_ptr_nonnull(strstr(fx.d.error, "bad varint"));
+    close_fixture(&fx);
+    free(body.d);
+    free(file.d);
+}
+END_TEST
+
+START_TEST(test_packet_varint_limits)
+{
+    const uint8_t ten[] = {0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+                           0xff, 0x01};
+    const uint8_t *p = ten;
+    uint64_t v;
+    ck_assert_int_eq(ins_varint(&p, ten + sizeof(ten), &v), 0);
+    ck_assert_uint_eq(v, UINT64_MAX);
+    p = ten;
+    ck_assert_int_eq(ins_varint(&p, ten + 5, &v), -1); /* runs out */
+    ck_assert_ptr_eq(p, ten);
+}
+END_TEST
+
+static Suite *packet_suite(void)
+{
+    Suite *s = suite_create("ins_packet");
+    TCase *tc = tcase_create("fields");
+    tcase_add_test(tc, test_packet_header_fields);
+    tcase_add_test(tc, test_packet_last_one_wins);
+    tcase_add_test(tc, test_packet_empty_and_other_trace_fields);
+    tcase_add_test(tc, test_packet_varint_limits);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("streaming");
+    tcase_add_test(tc, test_packet_large_payload_streams);
+    tcase_add_test(tc, test_packet_submessage_larger_than_window);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("bad_input");
+    tcase_add_test(tc, test_packet_truncated_header);
+    tcase_add_test(tc, test_packet_truncated_body);
+    tcase_add_test(tc, test_packet_malformed_wire_type);
+    tcase_add_test(tc, test_packet_malformed_length_overrun);
+    tcase_add_test(tc, test_packet_malformed_varint);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(packet_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

@@ -1,0 +1,553 @@
+/*
+ * check_ins_stats.c - trace processor's stats semantics on traces this
+ * test writes itself with protobuf-c: TraceStats values -> the exact stats
+ * rows; previous_packet_dropped bitmasks -> derived stats and data_loss
+ * rows; incremental state; service events; the buffer and sequence tables.
+ * Rules: ../shared/spec/stats-schema.md (and inspector/ins_stats.h).
+ */
+#include "check_ins_util.h"
+
+#include "config.pb-c.h"
+#include "ins_stats.h"
+
+typedef struct session {
+    char *dir, *trace, *db;
+    FILE *f;
+    sqlite3 *conn;
+} session;
+
+static void s_open(session *s)
+{
+    memset(s, 0, sizeof(*s));
+    s->dir = ck_tmpdir();
+    s->trace = ck_path(s->dir, "t.pftrace");
+    s->db = ck_path(s->dir, "t.db");
+    s->f = ck_fopen(s->trace, "wb");
+}
+
+/* Close the trace, inspect it (must succeed), open the db. */
+static void s_inspect(session *s)
+{
+    fclose(s->f);
+    s->f = NULL;
+    ins_result res;
+    ck_assert_int_eq(ck_inspect(s->trace, s->db, &res), INS_EXIT_OK);
+    s->conn = ck_db_open(s->db);
+}
+
+static void s_close(session *s)
+{
+    if (s->conn)
+        sqlite3_close(s->conn);
+    free(s->trace);
+    free(s->db);
+    ck_rmdir(s->dir);
+}
+
+static int64_t rows(session *s, const char *where)
+{
+    return ck_q_int(s->conn, -1, NULL, "select count(*) from stats where %s",
+                    where);
+}
+
+START_TEST(test_stats_single_rows_exist_at_zero)
+{
+    session s;
+    s_open(&s);
+    ck_write_seq_packet(s.f, 2, 100, 0, 0);
+    s_inspect(&s);
+    ck_assert_int_eq(rows(&s, "name like 'traced_%' and idx is null"), 15);
+    ck_assert_int_eq(rows(&s, "name like 'traced_%' and idx is null "
+                          "and value != 0"), 0);
+    ck_assert_int_eq(rows(&s, "idx is not null"), 0);
+    /* Every single stat's severity/source per stats.h. */
+    ck_assert_int_eq(rows(&s, "name in ('traced_final_flush_failed', "
+                          "'traced_flushes_failed') and severity = "
+                          "'data_loss' and source = 'trace'"), 2);
+    ck_assert_int_eq(rows(&s, "name like 'traced_%' and severity = 'info' "
+                          "and source = 'trace' and idx is null"), 13);
+    s_close(&s);
+}
+END_TEST
+
+/* Distinct value per field: buffer b, BufferStats field number k -> 1000 *
+ * (b + 1) + k. */
+static void fill_buffer(tbufstats *b, uint64_t base)
+{
+    perfetto__protos__trace_stats__buffer_stats__init(b);
+#define F(name, k) b->has_##name = 1; b->name = base + (k)
+    F(bytes_written, 1); F(chunks_written, 2); F(chunks_overwritten, 3);
+    F(write_wrap_count, 4); F(patches_succeeded, 5); F(patches_failed, 6);
+    F(readaheads_succeeded, 7); F(readaheads_failed, 8);
+    F(abi_violations, 9); F(chunks_rewritten, 10);
+    F(chunks_committed_out_of_order, 11); F(buffer_size, 12);
+    F(bytes_overwritten, 13); F(bytes_read, 14);
+    F(padding_bytes_written, 15); F(padding_bytes_cleared, 16);
+    F(chunks_read, 17); F(chunks_discarded, 18);
+    F(trace_writer_packet_loss, 19); F(chunks_relocated, 20);
+#undef F
+}
+
+static const struct {
+    const char *name;
+    int field;
+} BUF_STATS[] = {
+    {"traced_buf_bytes_written", 1}, {"traced_buf_chunks_written", 2},
+    {"traced_buf_chunks_overwritten", 3}, {"traced_buf_write_wrap_count", 4},
+    {"traced_buf_patches_succeeded", 5}, {"traced_buf_patches_failed", 6},
+    {"traced_buf_readaheads_succeeded", 7},
+    {"traced_buf_readaheads_failed", 8}, {"traced_buf_abi_violations", 9},
+    {"traced_buf_chunks_rewritten", 10},
+    {"traced_buf_chunks_committed_out_of_order", 11},
+    {"traced_buf_buffer_size", 12}, {"traced_buf_bytes_overwritten", 13},
+    {"traced_buf_bytes_read", 14}, {"traced_buf_padding_bytes_written", 15},
+    {"traced_buf_padding_bytes_cleared", 16}, {"traced_buf_chunks_read", 17},
+    {"traced_buf_chunks_discarded", 18},
+    {"traced_buf_trace_writer_packet_loss", 19},
+    {"traced_buf_chunks_relocated", 20},
+};
+
+START_TEST(test_stats_trace_stats_values)
+{
+    session s;
+    s_open(&s);
+    tbufstats b0, b1;
+    fill_buffer(&b0, 1000);
+    fill_buffer(&b1, 2000);
+    tbufstats *bufs[] = {&b0, &b1};
+    tstats st = PERFETTO__PROTOS__TRACE_STATS__INIT;
+    st.n_buffer_stats = 2;
+    st.buffer_stats = bufs;
+#define T(name, v) st.has_##name = 1; st.name = (v)
+    T(producers_connected, 3); T(producers_seen, 7);
+    T(data_sources_registered, 4); T(data_sources_seen, 9);
+    T(tracing_sessions, 2); T(total_buffers, 5); T(chunks_discarded, 11);
+    T(patches_discarded, 12); T(invalid_packets, 13);
+    T(flushes_requested, 14); T(flushes_succeeded, 15); T(flushes_failed, 16);
+    T(final_flush_outcome,
+      PERFETTO__PROTOS__TRACE_STATS__FINAL_FLUSH_OUTCOME__FINAL_FLUSH_FAILED);
+#undef T
+    ck_write_stats_packet(s.f, 5000, &st);
+    s_inspect(&s);
+    for (size_t i = 0; i < sizeof(BUF_STATS) / sizeof(*BUF_STATS); i++) {
+        for (int b = 0; b < 2; b++) {
+            int64_t want = 1000 * (b + 1) + BUF_STATS[i].field;
+            ck_assert_msg(ck_stat(s.conn, BUF_STATS[i].name, b, -1) == want,
+                          "%s[%d] != %lld", BUF_STATS[i].name, b,
+                          (long long)want);
+        }
+    }
+    ck_assert_int_eq(ck_stat(s.conn, "traced_producers_connected", -1, -1), 3);
+    ck_assert_int_eq(ck_stat(s.conn, "traced_producers_seen", -1, -1), 7);
+    ck_assert_int_eq(ck_stat(s.conn, "traced_data_sources_registered", -1,
+                             -1), 4);
+    ck_assert_int_eq(ck_stat(s.conn, "traced_data_sources_seen", -1, -1), 9);
+    ck_assert_int_eq(ck_stat(s.conn, "traced_tracing_sessions", -1, -1), 2);
+    ck_assert_int_eq(ck_stat(s.conn, "traced_total_buffers", -1, -1), 5);
+    ck_assert_int_eq(ck_stat(s.conn, "traced_chunks_discarded", -1, -1), 11);
+    ck_assert_int_eq(ck_stat(s.conn, "traced_patches_discarded", -1, -1), 12);
+    ck_assert_int_eq(ck_stat(s.conn, "traced_flushes_requested", -1, -1), 14);
+    ck_assert_int_eq(ck_stat(s.conn, "traced_flushes_succeeded", -1, -1), 15);
+    ck_assert_int_eq(ck_stat(s.conn, "traced_flushes_failed", -1, -1), 16);
+    ck_assert_int_eq(ck_stat(s.conn, "traced_final_flush_failed", -1, -1), 1);
+    ck_assert_int_eq(ck_stat(s.conn, "traced_final_flush_succeeded", -1, -1),
+                     0);
+    /* 20 BufferStats rows per buffer, nothing derived (no writer_stats),
+     * no filter rows, invalid_packets maps to no traced_ stat. */
+    ck_assert_int_eq(rows(&s, "idx is not null"), 40);
+    ck_assert_int_eq(rows(&s, "name = 'traced_buf_sequence_packet_loss'"), 0);
+    ck_assert_int_eq(rows(&s, "name = 'traced_buf_bytes_filtered_out'"), 0);
+    ck_assert_int_eq(rows(&s, "value = 13"), 0);
+    ck_assert_int_eq(rows(&s, "name = 'traced_buf_patches_failed' and "
+                          "severity = 'data_loss'"), 2);
+    s_close(&s);
+}
+END_TEST
+
+START_TEST(test_stats_last_packet_wins)
+{
+    session s;
+    s_open(&s);
+    tbufstats b0, b1;
+    fill_buffer(&b0, 1000);
+    fill_buffer(&b1, 2000);
+    tbufstats *bufs[] = {&b0, &b1};
+    tstats st = PERFETTO__PROTOS__TRACE_STATS__INIT;
+    st.n_buffer_stats = 2;
+    st.buffer_stats = bufs;
+    st.has_producers_connected = 1;
+    st.producers_connected = 3;
+    st.has_final_flush_outcome = 1;
+    st.final_flush_outcome =
+        PERFETTO__PROTOS__TRACE_STATS__FINAL_FLUSH_OUTCOME__FINAL_FLUSH_SUCCEEDED;
+    ck_write_stats_packet(s.f, 100, &st);
+    /* Second TraceStats: one buffer, producers_connected absent. */
+    tbufstats c0;
+    fill_buffer(&c0, 5000);
+    tbufstats *bufs2[] = {&c0};
+    tstats st2 = PERFETTO__PROTOS__TRACE_STATS__INIT;
+    st2.n_buffer_stats = 1;
+    st2.buffer_stats = bufs2;
+    st2.has_final_flush_outcome = 1;
+    st2.final_flush_outcome =
+        PERFETTO__PROTOS__TRACE_STATS__FINAL_FLUSH_OUTCOME__FINAL_FLUSH_SUCCEEDED;
+    ck_write_stats_packet(s.f, 200, &st2);
+    s_inspect(&s);
+    ck_assert_int_eq(ck_stat(s.conn, "traced_producers_connected", -1, -1), 0);
+    ck_assert_int_eq(ck_stat(s.conn, "traced_buf_chunks_read", 0, -1), 5017);
+    ck_assert_int_eq(ck_stat(s.conn, "traced_buf_chunks_read", 1, -1), 2017);
+    ck_assert_int_eq(ck_stat(s.conn, "traced_final_flush_succeeded", -1, -1),
+                     2);
+    ck_assert_int_eq(rows(&s, "name = 'traced_buf_chunks_read'"), 2);
+    s_close(&s);
+}
+END_TEST
+
+START_TEST(test_stats_filter_bytes)
+{
+    session s;
+    s_open(&s);
+    uint64_t per_buf[] = {10, 0, 30};
+    Perfetto__Protos__TraceStats__FilterStats fs =
+        PERFETTO__PROTOS__TRACE_STATS__FILTER_STATS__INIT;
+    fs.n_bytes_discarded_per_buffer = 3;
+    fs.bytes_discarded_per_buffer = per_buf;
+    tstats st = PERFETTO__PROTOS__TRACE_STATS__INIT;
+    st.filter_stats = &fs;
+    ck_write_stats_packet(s.f, 100, &st);
+    s_inspect(&s);
+    ck_assert_int_eq(ck_stat(s.conn, "traced_buf_bytes_filtered_out", 0, -1),
+                     10);
+    ck_assert_int_eq(ck_stat(s.conn, "traced_buf_bytes_filtered_out", 1, -1),
+                     0);
+    ck_assert_int_eq(ck_stat(s.conn, "traced_buf_bytes_filtered_out", 2, -1),
+                     30);
+    ck_assert_int_eq(rows(&s, "name = 'traced_buf_bytes_filtered_out'"), 3);
+    s_close(&s);
+}
+END_TEST
+
+static void write_writer_stats(FILE *f, uint64_t ts, const uint64_t *seqs,
+                               const uint32_t *bufs, size_t n)
+{
+    twriter w[8];
+    twriter *wp[8];
+    ck_assert_uint_le(n, 8);
+    for (size_t i = 0; i < n; i++) {
+        perfetto__protos__trace_stats__writer_stats__init(&w[i]);
+        w[i].has_sequence_id = 1;
+        w[i].sequence_id = seqs[i];
+        w[i].has_buffer = 1;
+        w[i].buffer = bufs[i];
+        wp[i] = &w[i];
+    }
+    tstats st = PERFETTO__PROTOS__TRACE_STATS__INIT;
+    st.n_writer_stats = n;
+    st.writer_stats = wp;
+    ck_write_stats_packet(f, ts, &st);
+}
+
+START_TEST(test_stats_derived_loss)
+{
+    session s;
+    s_open(&s);
+    /* seq 2 -> buffer 0; its first packet is flagged (ignored). */
+    ck_write_seq_packet(s.f, 2, 10, 65, 0);
+    ck_write_seq_packet(s.f, 2, 11, 0, 0);
+    ck_write_seq_packet(s.f, 2, 12, 65, 0);          /* present|overwrite */
+    ck_write_seq_packet(s.f, 2, 13, 2 | 64 | 256, 0); /* gap|overwrite|smb */
+    /* seq 3 -> buffer 1. */
+    ck_write_seq_packet(s.f, 3, 20, 0, 0);
+    ck_write_seq_packet(s.f, 3, 21, 4 | 8 | 16 | 32 | 128, 0);
+    ck_write_seq_packet(s.f, 3, 22, 1, 0);           /* legacy "true" */
+    uint64_t seqs[] = {2, 3, 99};
+    uint32_t bufs[] = {0, 1, 0};
+    write_writer_stats(s.f, 30, seqs, bufs, 3);
+    /* After the last TraceStats: not counted. */
+    ck_write_seq_packet(s.f, 2, 40, 64, 0);
+    s_inspect(&s);
+    ck_assert_int_eq(ck_stat(s.conn, "traced_buf_sequence_packet_loss", 0, -1),
+                     2);
+    ck_assert_int_eq(ck_stat(s.conn, "traced_buf_sequence_packet_loss", 1, -1),
+                     2);
+    ck_assert_int_eq(ck_stat(s.conn, "traced_buf_data_loss_overwrite", 0, -1),
+                     2);
+    ck_assert_int_eq(ck_stat(s.conn, "traced_buf_data_loss_read_gap", 0, -1),
+                     1);
+    ck_assert_int_eq(ck_stat(s.conn, "traced_buf_data_loss_smb_full", 0, -1),
+                     1);
+    ck_assert_int_eq(ck_stat(s.conn, "traced_buf_data_loss_chunk_corrupted",
+                             1, -1), 1);
+    ck_assert_int_eq(ck_stat(s.conn, "traced_buf_data_loss_orphan_continuation",
+                             1, -1), 1);
+    ck_assert_int_eq(ck_stat(s.conn, "traced_buf_data_loss_reassembly_gap",
+                             1, -1), 1);
+    ck_assert_int_eq(ck_stat(s.conn,
+                             "traced_buf_data_loss_reassembly_broken_chain",
+                             1, -1), 1);
+    ck_assert_int_eq(ck_stat(s.conn, "traced_buf_data_loss_writer_abort",
+                             1, -1), 1);
+    ck_assert_int_eq(ck_stat(s.conn, "traced_buf_data_loss_overwrite", 1, -1),
+                     0);
+    ck_assert_int_eq(ck_stat(s.conn,
+                             "traced_buf_incremental_sequences_dropped", 0,
+                             -1), 0);
+    /* 10 derived stats for each of the two buckets, all 'trace' except the
+     * two analysis ones. */
+    ck_assert_int_eq(rows(&s, "idx is not null"), 20);
+    ck_assert_int_eq(rows(&s, "source = 'analysis' and idx is not null"), 4);
+    /* data_loss rows: all 6 flagged packets, reasons decoded. */
+    ck_assert_int_eq(ck_q_int(s.conn, -1, NULL, "select count(*) from "
+                              "data_loss"), 6);
+    ck_assert_int_eq(ck_q_int(s.conn, -1, NULL, "select count(*) from "
+                              "data_loss where counted = 0 and seq_id = 2 "
+                              "and ts = 10"), 1);
+    char r[128];
+    ck_q_text(s.conn, r, sizeof(r), "select reasons from data_loss where "
+              "ts = 13");
+    ck_assert_str_eq(r, "read_gap,overwrite,smb_full");
+    ck_q_text(s.conn, r, sizeof(r), "select reasons from data_loss where "
+              "ts = 21");
+    ck_assert_str_eq(r, "chunk_corrupted,orphan_continuation,reassembly_gap,"
+                        "reassembly_broken_chain,writer_abort");
+    ck_assert_int_eq(ck_q_int(s.conn, -1, NULL, "select loss_events from "
+                              "sequence where seq_id = 2"), 3);
+    ck_assert_int_eq(ck_q_int(s.conn, -1, NULL, "select buffer from "
+                              "sequence where seq_id = 3"), 1);
+    s_close(&s);
+}
+END_TEST
+
+START_TEST(test_stats_incremental_sequences_dropped)
+{
+    session s;
+    s_open(&s);
+    /* seq 4: needs state, never cleared -> every such packet skipped. */
+    ck_write_seq_packet(s.f, 4, 1, 0, 2);
+    ck_write_seq_packet(s.f, 4, 2, 0, 2);
+    /* seq 5: cleared then needs -> fine. */
+    ck_write_seq_packet(s.f, 5, 1, 0, 1);
+    ck_write_seq_packet(s.f, 5, 2, 0, 2);
+    /* seq 6: needs (skipped), cleared, needs (kept), loss, needs (skipped).
+     * Partially skipped -> not dropped. */
+    ck_write_seq_packet(s.f, 6, 1, 0, 2);
+    ck_write_seq_packet(s.f, 6, 2, 0, 1 | 2);
+    ck_write_seq_packet(s.f, 6, 3, 64, 2);
+    uint64_t seqs[] = {4, 5, 6};
+    uint32_t bufs[] = {0, 0, 0};
+    write_writer_stats(s.f, 30, seqs, bufs, 3);
+    s_inspect(&s);
+    ck_assert_int_eq(ck_stat(s.conn,
+                             "traced_buf_incremental_sequences_dropped", 0,
+                             -1), 1);
+    ck_assert_int_eq(ck_stat(s.conn,
+                             "packet_skipped_seq_needs_incremental_state_"
+                             "invalid", -1, -1), 4);
+    ck_assert_int_eq(ck_stat(s.conn, "traced_buf_sequence_packet_loss", 0, -1),
+                     1);
+    s_close(&s);
+}
+END_TEST
+
+START_TEST(test_stats_clone_events)
+{
+    session s;
+    s_open(&s);
+    Perfetto__Protos__TracingServiceEvent ev =
+        PERFETTO__PROTOS__TRACING_SERVICE_EVENT__INIT;
+    tpkt p = PERFETTO__PROTOS__TRACE_PACKET__INIT;
+    p.has_trusted_packet_sequence_id = 1;
+    p.trusted_packet_sequence_id = 1;
+    p.has_timestamp = 1;
+    p.service_event = &ev;
+    ev.event_type_case =
+        PERFETTO__PROTOS__TRACING_SERVICE_EVENT__EVENT_TYPE_CLONE_STARTED;
+    ev.clone_started = 1;
+    p.timestamp = 500;
+    ck_write_packet(s.f, &p);
+    ev.event_type_case =
+        PERFETTO__PROTOS__TRACING_SERVICE_EVENT__EVENT_TYPE_BUFFER_CLONED;
+    ev.buffer_cloned = 1;
+    p.timestamp = 600;
+    ck_write_packet(s.f, &p);
+    ev.buffer_cloned = 0;
+    p.timestamp = 650;
+    ck_write_packet(s.f, &p);
+    /* clone_snapshot_trigger (field 113) is not in our protos: append the
+     * raw field (empty message) to a packet. */
+    tpkt t = PERFETTO__PROTOS__TRACE_PACKET__INIT;
+    t.has_trusted_packet_sequence_id = 1;
+    t.trusted_packet_sequence_id = 1;
+    t.has_timestamp = 1;
+    t.timestamp = 400;
+    const uint8_t trigger[] = {0x8a, 0x07, 0x00};
+    ck_write_packet_extra(s.f, &t, trigger, sizeof(trigger));
+    s_inspect(&s);
+    ck_assert_int_eq(ck_stat(s.conn, "traced_clone_started_timestamp_ns", -1,
+                             -1), 500);
+    ck_assert_int_eq(ck_stat(s.conn, "traced_buf_clone_done_timestamp_ns", 1,
+                             -1), 600);
+    ck_assert_int_eq(ck_stat(s.conn, "traced_buf_clone_done_timestamp_ns", 0,
+                             -1), 650);
+    ck_assert_int_eq(ck_stat(s.conn, "traced_clone_trigger_timestamp_ns", -1,
+                             -1), 400);
+    char kind[64];
+    ck_q_text(s.conn, kind, sizeof(kind), "select kind from packet where "
+              "id = 3");
+    ck_assert_str_eq(kind, "clone_snapshot_trigger");
+    s_close(&s);
+}
+END_TEST
+
+/* Trace processor returns before looking at trace_stats in a packet that
+ * has a clock_snapshot; so do we. */
+START_TEST(test_stats_clock_snapshot_packet_skips_stats)
+{
+    session s;
+    s_open(&s);
+    Perfetto__Protos__ClockSnapshot cs = PERFETTO__PROTOS__CLOCK_SNAPSHOT__INIT;
+    tstats st = PERFETTO__PROTOS__TRACE_STATS__INIT;
+    st.has_producers_connected = 1;
+    st.producers_connected = 9;
+    tpkt p = PERFETTO__PROTOS__TRACE_PACKET__INIT;
+    p.has_trusted_packet_sequence_id = 1;
+    p.trusted_packet_sequence_id = 1;
+    p.clock_snapshot = &cs;
+    p.trace_stats = &st;
+    ck_write_packet(s.f, &p);
+    s_inspect(&s);
+    ck_assert_int_eq(ck_stat(s.conn, "traced_producers_connected", -1, -1), 0);
+    s_close(&s);
+}
+END_TEST
+
+START_TEST(test_stats_buffer_config_and_view)
+{
+    session s;
+    s_open(&s);
+    Perfetto__Protos__TraceConfig__BufferConfig c0, c1;
+    perfetto__protos__trace_config__buffer_config__init(&c0);
+    perfetto__protos__trace_config__buffer_config__init(&c1);
+    c0.has_size_kb = 1;
+    c0.size_kb = 64;
+    c1.has_size_kb = 1;
+    c1.size_kb = 128;
+    c1.has_fill_policy = 1;
+    c1.fill_policy =
+        PERFETTO__PROTOS__TRACE_CONFIG__BUFFER_CONFIG__FILL_POLICY__DISCARD;
+    c1.has_experimental_mode = 1;
+    c1.experimental_mode =
+        PERFETTO__PROTOS__TRACE_CONFIG__BUFFER_CONFIG__EXPERIMENTAL_MODE__TRACE_BUFFER_V2;
+    Perfetto__Protos__TraceConfig__BufferConfig *cb[] = {&c0, &c1};
+    Perfetto__Protos__TraceConfig cfg = PERFETTO__PROTOS__TRACE_CONFIG__INIT;
+    cfg.n_buffers = 2;
+    cfg.buffers = cb;
+    tpkt p = PERFETTO__PROTOS__TRACE_PACKET__INIT;
+    p.has_trusted_packet_sequence_id = 1;
+    p.trusted_packet_sequence_id = 1;
+    p.trace_config = &cfg;
+    ck_write_packet(s.f, &p);
+    tbufstats b0, b1;
+    perfetto__protos__trace_stats__buffer_stats__init(&b0);
+    perfetto__protos__trace_stats__buffer_stats__init(&b1);
+    b0.has_buffer_size = b1.has_buffer_size = 1;
+    b0.buffer_size = 65536;
+    b1.buffer_size = 131072;
+    b0.has_bytes_written = b1.has_bytes_written = 1;
+    b0.bytes_written = 200000; /* wrapped */
+    b1.bytes_written = 32768;  /* a quarter */
+    tbufstats *bufs[] = {&b0, &b1};
+    tstats st = PERFETTO__PROTOS__TRACE_STATS__INIT;
+    st.n_buffer_stats = 2;
+    st.buffer_stats = bufs;
+    ck_write_stats_packet(s.f, 10, &st);
+    s_inspect(&s);
+    char txt[32];
+    ck_q_text(s.conn, txt, sizeof(txt), "select fill_policy from buffer "
+              "where idx = 0");
+    ck_assert_str_eq(txt, "RING_BUFFER");
+    ck_q_text(s.conn, txt, sizeof(txt), "select fill_policy || '/' || mode "
+              "from buffer where idx = 1");
+    ck_assert_str_eq(txt, "DISCARD/V2");
+    ck_assert_int_eq(ck_q_int(s.conn, -1, NULL, "select used from buffer "
+                              "where idx = 0"), 65536);
+    ck_assert_int_eq(ck_q_int(s.conn, -1, NULL, "select used from buffer "
+                              "where idx = 1"), 32768);
+    ck_assert_int_eq(ck_q_int(s.conn, -1, NULL, "select cast(used_pct as "
+                              "int) from buffer where idx = 1"), 25);
+    ck_assert_int_eq(ck_q_int(s.conn, -1, NULL, "select size_kb from "
+                              "buffer_config where idx = 1"), 128);
+    s_close(&s);
+}
+END_TEST
+
+START_TEST(test_stats_reason_names)
+{
+    char buf[256];
+    ck_assert_str_eq(ins_loss_reasons(65, buf, sizeof(buf)),
+                     "present,overwrite");
+    ck_assert_str_eq(ins_loss_reasons(1, buf, sizeof(buf)), "present");
+    ck_assert_str_eq(ins_loss_reasons(0, buf, sizeof(buf)), "");
+    ck_assert_str_eq(ins_loss_reasons(0x401, buf, sizeof(buf)),
+                     "present,0x400");
+    ck_assert_str_eq(ins_loss_reasons(0x1ff, buf, sizeof(buf)),
+                     "present,read_gap,chunk_corrupted,orphan_continuation,"
+                     "reassembly_gap,reassembly_broken_chain,overwrite,"
+                     "writer_abort,smb_full");
+    /* A short buffer truncates, never overflows. */
+    char tiny[8];
+    ins_loss_reasons(0x1ff, tiny, sizeof(tiny));
+    ck_assert_uint_lt(strlen(tiny), sizeof(tiny));
+}
+END_TEST
+
+START_TEST(test_stats_definitions)
+{
+    int traced = 0, indexed = 0;
+    for (int i = 0; i < INS_STAT_COUNT; i++) {
+        const ins_stat_def *d = &ins_stat_defs[i];
+        ck_assert_ptr_nonnull(d->name);
+        ck_assert_ptr_nonnull(d->description);
+        if (strncmp(d->name, "traced_", 7) == 0) {
+            traced++;
+            indexed += d->indexed;
+        }
+    }
+    ck_assert_int_eq(traced, 47);
+    ck_assert_int_eq(indexed, 32);
+}
+END_TEST
+
+static Suite *stats_suite(void)
+{
+    Suite *s = suite_create("ins_stats");
+    TCase *tc = tcase_create("trace_stats");
+    tcase_add_test(tc, test_stats_single_rows_exist_at_zero);
+    tcase_add_test(tc, test_stats_trace_stats_values);
+    tcase_add_test(tc, test_stats_last_packet_wins);
+    tcase_add_test(tc, test_stats_filter_bytes);
+    tcase_add_test(tc, test_stats_clock_snapshot_packet_skips_stats);
+    tcase_add_test(tc, test_stats_definitions);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("derived_loss");
+    tcase_add_test(tc, test_stats_derived_loss);
+    tcase_add_test(tc, test_stats_incremental_sequences_dropped);
+    tcase_add_test(tc, test_stats_reason_names);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("service_events");
+    tcase_add_test(tc, test_stats_clone_events);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("tables");
+    tcase_add_test(tc, test_stats_buffer_config_and_view);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(stats_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

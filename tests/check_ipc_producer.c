@@ -1,0 +1,621 @@
+/*
+ * check_ipc_producer.c - libshm's producer IPC client (prod_*) against a
+ * fake ProducerPort service built on the IPC host in this process: the
+ * connection sequence, SetupTracing with a real SMB fd, start/flush/stop,
+ * CommitData batching (never one IPC per packet), flush acks, notify
+ * started/stopped, and reconnect after the service goes away.
+ */
+#include "config.h"
+
+#include <check.h>
+#include <errno.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <shmtrace/producer.h>
+#include <shmtrace/smb_abi.h>
+#include <shmtrace/smb_shm.h>
+
+#include "common.pb-c.h"
+#include "config.pb-c.h"
+#include "ipc.h"
+
+/* ---- fake service ------------------------------------------------- */
+
+typedef struct fake {
+    ipc_loop *loop;
+    ipc_host *host;
+    ipc_call *cmd_stream;
+    char producer_name[64];
+    uint32_t size_hint, page_hint;
+    char ds_name[64];
+    bool ds_notify_stop;
+    int inits, registers, writers_registered;
+    int commits;              /* CommitData IPCs */
+    int chunks;               /* chunks_to_move total */
+    int bad_chunks;           /* out of range page/chunk */
+    uint64_t last_flush_id;
+    uint64_t stopped_id, started_id;
+    int disconnects;
+    smb_shm shm;
+} fake;
+
+static void reply_empty(ipc_call *call)
+{
+    ipc_call_reply(call, NULL, false);
+}
+
+static void m_init(ipc_call *call, const ProtobufCMessage *a, void *ctx)
+{
+    fake *f = ctx;
+    const Perfetto__Protos__InitializeConnectionRequest *r = (const void *)a;
+    f->inits++;
+    snprintf(f->producer_name, sizeof f->producer_name, "%s",
+             r->producer_name ? r->producer_name : "");
+    f->size_hint = r->shared_memory_size_hint_bytes;
+    f->page_hint = r->shared_memory_page_size_hint_bytes;
+    Perfetto__Protos__InitializeConnectionResponse rep =
+        PERFETTO__PROTOS__INITIALIZE_CONNECTION_RESPONSE__INIT;
+    ipc_call_reply(call, &rep.base, false);
+}
+
+static void m_register(ipc_call *call, const ProtobufCMessage *a, void *ctx)
+{
+    fake *f = ctx;
+    const Perfetto__Protos__RegisterDataSourceRequest *r = (const void *)a;
+    f->registers++;
+    if (r->data_source_descriptor && r->data_source_descriptor->name) {
+        snprintf(f->ds_name, sizeof f->ds_name, "%s",
+                 r->data_source_descriptor->name);
+        f->ds_notify_stop = r->data_source_descriptor->will_notify_on_stop;
+    }
+    reply_empty(call);
+}
+
+static void m_commit(ipc_call *call, const ProtobufCMessage *a, void *ctx)
+{
+    fake *f = ctx;
+    const Perfetto__Protos__CommitDataRequest *r = (const void *)a;
+    f->commits++;
+    for (size_t i = 0; i < r->n_chunks_to_move; i++) {
+        const Perfetto__Protos__CommitDataRequest__ChunksToMove *m =
+            r->chunks_to_move[i];
+        f->chunks++;
+        if (m->page >= f->shm.size / 4096 || m->chunk >= 14 ||
+            m->target_buffer != 7)
+            f->bad_chunks++;
+    }
+    if (r->has_flush_request_id)
+        f->last_flush_id = r->flush_request_id;
+    reply_empty(call);
+}
+
+static void m_cmds(ipc_call *call, const ProtobufCMessage *a, void *ctx)
+{
+    (void)a;
+    ((fake *)ctx)->cmd_stream = call;
+}
+
+static void m_rtw(ipc_call *call, const ProtobufCMessage *a, void *ctx)
+{
+    (void)a;
+    ((fake *)ctx)->writers_registered++;
+    reply_empty(call);
+}
+
+static void m_started(ipc_call *call, const ProtobufCMessage *a, void *ctx)
+{
+    ((fake *)ctx)->started_id =
+        ((const Perfetto__Protos__NotifyDataSourceStartedRequest *)a)
+            ->data_source_id;
+    reply_empty(call);
+}
+
+static void m_stopped(ipc_call *call, const ProtobufCMessage *a, void *ctx)
+{
+    ((fake *)ctx)->stopped_id =
+        ((const Perfetto__Protos__NotifyDataSourceStoppedRequest *)a)
+            ->data_source_id;
+    reply_empty(call);
+}
+
+static void m_other(ipc_call *call, const ProtobufCMessage *a, void *ctx)
+{
+    (void)a; (void)ctx;
+    reply_empty(call);
+}
+
+static void f_disconnect(ipc_conn *conn, void *ctx)
+{
+    (void)conn;
+    fake *f = ctx;
+    f->disconnects++;
+    f->cmd_stream = NULL;
+}
+
+#define D(x) (&perfetto__protos__##x##__descriptor)
+static const ipc_method producer_port[] = {
+    { "InitializeConnection", D(initialize_connection_request), m_init },
+    { "RegisterDataSource", D(register_data_source_request), m_register },
+    { "UnregisterDataSource", D(unregister_data_source_request), m_other },
+    { "CommitData", D(commit_data_request), m_commit },
+    { "GetAsyncCommand", D(get_async_command_request), m_cmds },
+    { "RegisterTraceWriter", D(register_trace_writer_request), m_rtw },
+    { "UnregisterTraceWriter", D(unregister_trace_writer_request), m_other },
+    { "NotifyDataSourceStarted", D(notify_data_source_started_request),
+      m_started },
+    { "NotifyDataSourceStopped", D(notify_data_source_stopped_request),
+      m_stopped },
+    { "ActivateTriggers", D(activate_triggers_request), m_other },
+    { "Sync", D(sync_request), m_other },
+    { "UpdateDataSource", D(update_data_source_request), m_other },
+};
+static const ipc_service producer_service = {
+    "ProducerPort", producer_port, 12, f_disconnect,
+};
+
+static char sock_path[128];
+static char tmpdir[64];
+
+static void fake_start(fake *f)
+{
+    memset(f, 0, sizeof *f);
+    f->shm.fd = -1;
+    f->loop = ipc_loop_create();
+    int err = 0;
+    f->host = ipc_host_create(f->loop, sock_path, 0660, &err);
+    ck_assert_msg(f->host, "host: %s", ipc_strerror(err));
+    ck_assert_int_eq(ipc_host_expose_service(f->host, &producer_service, f),
+                     0);
+}
+
+static void fake_stop(fake *f)
+{
+    ipc_host_destroy(f->host);
+    ipc_loop_destroy(f->loop);
+    smb_shm_unmap(&f->shm);
+}
+
+static void pump_until(fake *f, bool (*pred)(fake *))
+{
+    for (int i = 0; i < 1000 && !pred(f); i++)
+        ipc_loop_run_once(f->loop, 10);
+    ck_assert(pred(f));
+}
+
+static void send_cmd(fake *f, Perfetto__Protos__GetAsyncCommandResponse *c,
+                     int fd)
+{
+    ck_assert_ptr_nonnull(f->cmd_stream);
+    ck_assert_int_eq(ipc_call_reply_fd(f->cmd_stream, &c->base, true, fd), 0);
+}
+
+static void send_setup_and_start(fake *f, uint64_t id)
+{
+    ck_assert_int_eq(smb_shm_create(16 * 4096, &f->shm), 0);
+    Perfetto__Protos__GetAsyncCommandResponse c =
+        PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__INIT;
+    Perfetto__Protos__GetAsyncCommandResponse__SetupTracing st =
+        PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__SETUP_TRACING__INIT;
+    st.has_shared_buffer_page_size_kb = true;
+    st.shared_buffer_page_size_kb = 4;
+    c.cmd_case = PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__CMD_SETUP_TRACING;
+    c.setup_tracing = &st;
+    send_cmd(f, &c, f->shm.fd);
+    Perfetto__Protos__DataSourceConfig cfg =
+        PERFETTO__PROTOS__DATA_SOURCE_CONFIG__INIT;
+    cfg.name = f->ds_name;
+    cfg.has_target_buffer = true;
+    cfg.target_buffer = 7;
+    Perfetto__Protos__GetAsyncCommandResponse__StartDataSource sd =
+        PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__START_DATA_SOURCE__INIT;
+    sd.has_new_instance_id = true;
+    sd.new_instance_id = id;
+    sd.config = &cfg;
+    c.cmd_case =
+        PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__CMD_START_DATA_SOURCE;
+    c.start_data_source = &sd;
+    send_cmd(f, &c, -1);
+}
+
+/* ---- the producer application -------------------------------------- */
+
+typedef struct app {
+    atomic_int connects, disconnects, starts, stops, flushes;
+    atomic_uint_fast64_t last_instance;
+    int packets;            /* written on start */
+    tw_writer *w;
+} app;
+
+static void a_connect(prod_producer *p, void *ctx)
+{
+    (void)p;
+    atomic_fetch_add(&((app *)ctx)->connects, 1);
+}
+
+static void a_disconnect(prod_producer *p, int err, void *ctx)
+{
+    (void)p; (void)err;
+    app *a = ctx;
+    tw_writer_destroy(a->w);
+    a->w = NULL;
+    atomic_fetch_add(&a->disconnects, 1);
+}
+
+static void a_start(prod_producer *p, const prod_ds_config *cfg, void *ctx)
+{
+    app *a = ctx;
+    ck_assert_uint_eq(cfg->target_buffer, 7);
+    ck_assert_str_eq(cfg->name, "test.source");
+    a->w = prod_create_writer(p, cfg->target_buffer, TW_POLICY_DROP);
+    ck_assert_ptr_nonnull(a->w);
+    uint8_t payload[100];
+    memset(payload, 0xab, sizeof payload);
+    for (int i = 0; i < a->packets; i++) {
+        tw_packet_begin(a->w);
+        tw_add_varint(a->w, 8, (uint64_t)i);
+        tw_begin_nested(a->w, 900);
+        tw_add_varint(a->w, 2, (uint64_t)i);
+        tw_add_bytes(a->w, 1, payload, sizeof payload);
+        tw_end_nested(a->w);
+        tw_packet_end(a->w);
+    }
+    atomic_store(&a->last_instance, cfg->instance_id);
+    atomic_fetch_add(&a->starts, 1);
+}
+
+static void a_flush(prod_producer *p, const uint64_t *ids, size_t n,
+                    uint64_t flush_id, uint64_t flags, void *ctx)
+{
+    (void)ids; (void)n; (void)flags;
+    app *a = ctx;
+    if (a->w)
+        tw_writer_flush(a->w);
+    atomic_fetch_add(&a->flushes, 1);
+    prod_flush_done(p, flush_id);
+}
+
+static void a_stop(prod_producer *p, uint64_t id, void *ctx)
+{
+    app *a = ctx;
+    tw_writer_destroy(a->w);
+    a->w = NULL;
+    atomic_fetch_add(&a->stops, 1);
+    prod_notify_stopped(p, id);
+}
+
+static const prod_callbacks app_cbs = {
+    a_connect, a_disconnect, NULL, a_start, a_stop, a_flush, NULL,
+};
+
+static bool has_cmd_stream(fake *f) { return f->cmd_stream && f->registers; }
+static bool has_cmd_stream_only(fake *f) { return f->cmd_stream != NULL; }
+static bool got_flush(fake *f) { return f->last_flush_id == 99; }
+static bool got_stop(fake *f) { return f->stopped_id == 5; }
+static bool got_disconnect(fake *f) { return f->disconnects == 1; }
+
+static void setup(void)
+{
+    snprintf(tmpdir, sizeof tmpdir, "/tmp/check_prod.XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(tmpdir));
+    snprintf(sock_path, sizeof sock_path, "%s/p.sock", tmpdir);
+}
+
+static void teardown(void)
+{
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
+    if (system(cmd) != 0)
+        perror("rm");
+}
+
+START_TEST(test_producer_session_batches_and_acks)
+{
+    fake f;
+    fake_start(&f);
+    app a = { 0 };
+    a.packets = 400; /* ~50 KB: a dozen 4 KiB chunks */
+    prod_options o = { 0 };
+    o.socket_path = sock_path;
+    o.producer_name = "checker";
+    o.smb_size_hint_bytes = 65536;
+    o.smb_page_size_hint_bytes = 4096;
+    prod_producer *p = prod_create(&o, &app_cbs, &a);
+    ck_assert_ptr_nonnull(p);
+    prod_data_source ds = { 0 };
+    ds.name = "test.source";
+    ds.will_notify_on_stop = 1;
+    ck_assert_int_eq(prod_register_data_source(p, &ds), 0);
+    ck_assert_int_eq(prod_register_data_source(p, &ds), -EEXIST);
+    pump_until(&f, has_cmd_stream);
+    ck_assert_int_eq(f.inits, 1);
+    ck_assert_str_eq(f.producer_name, "checker");
+    ck_assert_uint_eq(f.size_hint, 65536);
+    ck_assert_uint_eq(f.page_hint, 4096);
+    ck_assert_str_eq(f.ds_name, "test.source");
+    ck_assert(f.ds_notify_stop);
+    send_setup_and_start(&f, 5);
+    /* flush: the app flushes its writer and acks with the id */
+    Perfetto__Protos__GetAsyncCommandResponse c =
+        PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__INIT;
+    Perfetto__Protos__GetAsyncCommandResponse__Flush fl =
+        PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__FLUSH__INIT;
+    uint64_t ids[1] = { 5 };
+    fl.n_data_source_ids = 1;
+    fl.data_source_ids = ids;
+    fl.has_request_id = true;
+    fl.request_id = 99;
+    c.cmd_case = PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__CMD_FLUSH;
+    c.flush = &fl;
+    send_cmd(&f, &c, -1);
+    pump_until(&f, got_flush);
+    ck_assert_int_eq(atomic_load(&a.starts), 1);
+    ck_assert_int_eq(f.writers_registered, 1);
+    ck_assert_int_eq(f.bad_chunks, 0);
+    /* 400 packets of ~110 bytes: > 10 chunks moved, and batched: far fewer
+     * IPCs than packets (one per 4 KiB page of chunks at most). */
+    ck_assert_int_ge(f.chunks, 10);
+    ck_assert_int_le(f.commits, f.chunks + 1);
+    ck_assert_int_lt(f.commits, a.packets / 10);
+    /* stop -> NotifyDataSourceStopped */
+    Perfetto__Protos__GetAsyncCommandResponse__StopDataSource sd =
+        PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__STOP_DATA_SOURCE__INIT;
+    sd.has_instance_id = true;
+    sd.instance_id = 5;
+    c.cmd_case = PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__CMD_STOP_DATA_SOURCE;
+    c.stop_data_source = &sd;
+    send_cmd(&f, &c, -1);
+    pump_until(&f, got_stop);
+    ck_assert_int_eq(atomic_load(&a.stops), 1);
+    prod_stats st;
+    prod_get_stats(p, &st);
+    ck_assert_uint_eq(st.connects, 1);
+    ck_assert_uint_ge(st.chunks_committed, 10);
+    ck_assert_uint_ge(st.flush_acks, 1);
+    ck_assert_uint_eq(st.commits_dropped, 0);
+    prod_destroy(p);
+    pump_until(&f, got_disconnect);
+    fake_stop(&f);
+}
+END_TEST
+
+START_TEST(test_producer_ignores_unknown_instance_and_ds)
+{
+    fake f;
+    fake_start(&f);
+    app a = { 0 };
+    prod_options o = { 0 };
+    o.socket_path = sock_path;
+    prod_producer *p = prod_create(&o, &app_cbs, &a);
+    ck_assert_ptr_nonnull(p);
+    prod_data_source ds = { 0 };
+    ds.name = "test.source";
+    prod_register_data_source(p, &ds);
+    pump_until(&f, has_cmd_stream);
+    ck_assert_str_eq(f.producer_name, "shmtrace-producer");
+    /* start for a data source it never registered, stop for an unknown
+     * instance: both ignored */
+    Perfetto__Protos__DataSourceConfig cfg =
+        PERFETTO__PROTOS__DATA_SOURCE_CONFIG__INIT;
+    cfg.name = (char *)"not.mine";
+    Perfetto__Protos__GetAsyncCommandResponse c =
+        PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__INIT;
+    Perfetto__Protos__GetAsyncCommandResponse__StartDataSource sd =
+        PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__START_DATA_SOURCE__INIT;
+    sd.has_new_instance_id = true;
+    sd.new_instance_id = 1;
+    sd.config = &cfg;
+    c.cmd_case =
+        PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__CMD_START_DATA_SOURCE;
+    c.start_data_source = &sd;
+    send_cmd(&f, &c, -1);
+    Perfetto__Protos__GetAsyncCommandResponse__StopDataSource st =
+        PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__STOP_DATA_SOURCE__INIT;
+    st.has_instance_id = true;
+    st.instance_id = 77;
+    c.cmd_case = PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__CMD_STOP_DATA_SOURCE;
+    c.stop_data_source = &st;
+    send_cmd(&f, &c, -1);
+    /* flush without an SMB: bare ack */
+    Perfetto__Protos__GetAsyncCommandResponse__Flush fl =
+        PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__FLUSH__INIT;
+    fl.has_request_id = true;
+    fl.request_id = 99;
+    c.cmd_case = PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__CMD_FLUSH;
+    c.flush = &fl;
+    send_cmd(&f, &c, -1);
+    pump_until(&f, got_flush);
+    ck_assert_int_eq(atomic_load(&a.starts), 0);
+    ck_assert_int_eq(atomic_load(&a.stops), 0);
+    ck_assert_int_eq(f.chunks, 0);
+    prod_destroy(p);
+    fake_stop(&f);
+}
+END_TEST
+
+static bool registered_twice(fake *f) { return f->registers >= 1 && f->cmd_stream; }
+
+START_TEST(test_producer_reconnects_after_service_restart)
+{
+    fake f;
+    fake_start(&f);
+    app a = { 0 };
+    a.packets = 10;
+    prod_options o = { 0 };
+    o.socket_path = sock_path;
+    o.reconnect = 1;
+    o.reconnect_delay_ms = 20;
+    prod_producer *p = prod_create(&o, &app_cbs, &a);
+    ck_assert_ptr_nonnull(p);
+    prod_data_source ds = { 0 };
+    ds.name = "test.source";
+    prod_register_data_source(p, &ds);
+    pump_until(&f, has_cmd_stream);
+    send_setup_and_start(&f, 5);
+    for (int i = 0; i < 1000 && atomic_load(&a.starts) == 0; i++)
+        ipc_loop_run_once(f.loop, 10);
+    ck_assert_int_eq(atomic_load(&a.starts), 1);
+    /* the service goes away */
+    fake_stop(&f);
+    for (int i = 0; i < 500 && atomic_load(&a.disconnects) == 0; i++)
+        usleep(10000);
+    ck_assert_int_eq(atomic_load(&a.disconnects), 1);
+    ck_assert_int_eq(prod_is_connected(p), 0);
+    /* old-SMB writers are harmless; new writers are null writers */
+    tw_writer *w = prod_create_writer(p, 7, TW_POLICY_DROP);
+    ck_assert_ptr_nonnull(w);
+    ck_assert_uint_eq(tw_writer_id(w), 0);
+    tw_packet_begin(w);
+    tw_add_varint(w, 8, 1);
+    tw_packet_end(w);
+    tw_writer_destroy(w);
+    /* a new service on the same path: the producer comes back */
+    fake_start(&f);
+    pump_until(&f, registered_twice);
+    ck_assert_int_eq(f.inits, 1);
+    ck_assert_str_eq(f.ds_name, "test.source");
+    for (int i = 0; i < 500 && atomic_load(&a.connects) < 2; i++)
+        ipc_loop_run_once(f.loop, 10);
+    ck_assert_int_eq(atomic_load(&a.connects), 2);
+    ck_assert_int_eq(prod_is_connected(p), 1);
+    prod_destroy(p);
+    fake_stop(&f);
+}
+END_TEST
+
+START_TEST(test_producer_no_service)
+{
+    prod_options o = { 0 };
+    o.socket_path = sock_path; /* nothing listens */
+    errno = 0;
+    ck_assert_ptr_null(prod_create(&o, NULL, NULL));
+    ck_assert(errno == ENOENT || errno == ECONNREFUSED);
+    /* with reconnect it starts anyway and reports failures */
+    o.reconnect = 1;
+    o.reconnect_delay_ms = 10;
+    prod_producer *p = prod_create(&o, NULL, NULL);
+    ck_assert_ptr_nonnull(p);
+    ck_assert_int_eq(prod_is_connected(p), 0);
+    prod_destroy(p);
+}
+END_TEST
+
+/* A hostile service: every bad command costs the producer its connection
+ * (reported through on_disconnect), never a crash. */
+static void hostile_round(int kind)
+{
+    fake f;
+    fake_start(&f);
+    app a = { 0 };
+    prod_options o = { 0 };
+    o.socket_path = sock_path;
+    prod_producer *p = prod_create(&o, &app_cbs, &a);
+    ck_assert_ptr_nonnull(p);
+    pump_until(&f, has_cmd_stream_only);
+    Perfetto__Protos__GetAsyncCommandResponse c =
+        PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__INIT;
+    Perfetto__Protos__GetAsyncCommandResponse__SetupTracing st =
+        PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__SETUP_TRACING__INIT;
+    c.cmd_case = PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__CMD_SETUP_TRACING;
+    c.setup_tracing = &st;
+    int pp[2] = { -1, -1 };
+    if (kind == 0) {
+        /* an fd that cannot be mapped as an SMB */
+        ck_assert_int_eq(pipe(pp), 0);
+        send_cmd(&f, &c, pp[0]);
+    } else if (kind == 1) {
+        /* a real SMB with an impossible page size */
+        ck_assert_int_eq(smb_shm_create(16 * 4096, &f.shm), 0);
+        st.has_shared_buffer_page_size_kb = true;
+        /* 3 KiB is no page size */
+        st.shared_buffer_page_size_kb = 3;
+        send_cmd(&f, &c, f.shm.fd);
+    } else if (kind == 3) {
+        /* 4194305 KiB would wrap to 1 KiB in 32-bit arithmetic */
+        ck_assert_int_eq(smb_shm_create(16 * 4096, &f.shm), 0);
+        st.has_shared_buffer_page_size_kb = true;
+        st.shared_buffer_page_size_kb = 4194305;
+        send_cmd(&f, &c, f.shm.fd);
+    } else if (kind == 2) {
+        /* a reply that does not decode as GetAsyncCommandResponse: field 1
+         * (start_data_source, a message) arrives as a varint */
+        Perfetto__Protos__RegisterTraceWriterRequest junk =
+            PERFETTO__PROTOS__REGISTER_TRACE_WRITER_REQUEST__INIT;
+        junk.has_trace_writer_id = true;
+        junk.trace_writer_id = 5;
+        ck_assert_int_eq(ipc_call_reply(f.cmd_stream, &junk.base, true), 0);
+    }
+    for (int i = 0; i < 500 && atomic_load(&a.disconnects) == 0; i++)
+        ipc_loop_run_once(f.loop, 10);
+    ck_assert_int_eq(atomic_load(&a.disconnects), 1);
+    ck_assert_int_eq(prod_is_connected(p), 0);
+    /* no SMB was ever attached */
+    ck_assert_ptr_null(prod_create_writer(p, 7, TW_POLICY_DROP));
+    prod_destroy(p);
+    if (pp[0] >= 0) {
+        close(pp[0]);
+        close(pp[1]);
+    }
+    fake_stop(&f);
+}
+
+START_TEST(test_producer_hostile_service_bad_smb_fd)
+{
+    hostile_round(0);
+}
+END_TEST
+
+START_TEST(test_producer_hostile_service_bad_page_size)
+{
+    hostile_round(1);
+}
+END_TEST
+
+START_TEST(test_producer_hostile_service_huge_page_size)
+{
+    hostile_round(3);
+}
+END_TEST
+
+START_TEST(test_producer_hostile_service_undecodable_command)
+{
+    hostile_round(2);
+}
+END_TEST
+
+static Suite *producer_suite(void)
+{
+    Suite *s = suite_create("ipc_producer");
+    TCase *tc = tcase_create("session");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_test(tc, test_producer_session_batches_and_acks);
+    tcase_add_test(tc, test_producer_ignores_unknown_instance_and_ds);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("reconnect");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_test(tc, test_producer_reconnects_after_service_restart);
+    tcase_add_test(tc, test_producer_no_service);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("hostile");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_test(tc, test_producer_hostile_service_bad_smb_fd);
+    tcase_add_test(tc, test_producer_hostile_service_bad_page_size);
+    tcase_add_test(tc, test_producer_hostile_service_huge_page_size);
+    tcase_add_test(tc, test_producer_hostile_service_undecodable_command);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    signal(SIGPIPE, SIG_IGN);
+    SRunner *sr = srunner_create(producer_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

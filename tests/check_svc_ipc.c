@@ -1,0 +1,545 @@
+/*
+ * check_svc_ipc.c - shmtraced's IPC glue end to end inside one process:
+ * the daemon (svc_daemon) listens on private sockets in a temp dir; a
+ * hand-made producer (ipc_client on ProducerPort, writing chunks into the
+ * SMB it received by SCM_RIGHTS) and a consumer (ipc_client on
+ * ConsumerPort) share the same ipc_loop. Also: malformed frames and
+ * protocol misuse never bring the daemon down; a second daemon on the
+ * same sockets is refused; consumer disconnect frees its session.
+ */
+#include <check.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "svc_ipc.h"
+#include "trace.pb-c.h"
+
+typedef struct {
+    /* fixture */
+    char dir[64], ppath[128], cpath[128];
+    ipc_loop *loop;
+    svc_daemon *d;
+    /* producer */
+    ipc_client *pc;
+    bool p_bound, p_init, p_registered;
+    uint8_t *smb;
+    size_t smb_size, page_size;
+    uint32_t target_buffer;
+    uint64_t instance_id, flush_request_id;
+    int starts, stops, flushes;
+    /* consumer */
+    ipc_client *cc;
+    bool c_bound, enabled_done, flush_replied, read_done;
+    int flush_status, stats_status;
+    char enable_error[256];
+    uint8_t *pkt;
+    size_t pkt_len, pkt_cap;
+    int values, service_packets, stats_packets;
+    uint32_t seq_of[256];
+    int32_t pid_of[256];
+    uint64_t stats_sessions;
+} fx_t;
+
+static fx_t F;
+
+static void run_until(bool *flag, int max_iters)
+{
+    for (int i = 0; i < max_iters && !*flag; i++)
+        ipc_loop_run_once(F.loop, 10);
+    ck_assert_msg(*flag, "condition not reached");
+}
+
+static void run_for(int iters)
+{
+    for (int i = 0; i < iters; i++)
+        ipc_loop_run_once(F.loop, 5);
+}
+
+static void setup(void)
+{
+    memset(&F, 0, sizeof(F));
+    snprintf(F.dir, sizeof(F.dir), "/tmp/svcipcXXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(F.dir));
+    snprintf(F.ppath, sizeof(F.ppath), "%s/p.sock", F.dir);
+    snprintf(F.cpath, sizeof(F.cpath), "%s/c.sock", F.dir);
+    F.loop = ipc_loop_create();
+    ck_assert_ptr_nonnull(F.loop);
+    int err = 0;
+    F.d = svc_daemon_create(F.loop, F.ppath, F.cpath, &err);
+    ck_assert_msg(F.d != NULL, "daemon: %d", err);
+}
+
+static void teardown(void)
+{
+    ipc_client_destroy(F.pc);
+    ipc_client_destroy(F.cc);
+    svc_daemon_destroy(F.d);
+    ipc_loop_destroy(F.loop);
+    if (F.smb)
+        munmap(F.smb, F.smb_size);
+    free(F.pkt);
+    unlink(F.ppath);
+    unlink(F.cpath);
+    rmdir(F.dir);
+}
+
+/* ------------------------------------------------------------ producer */
+
+static void on_p_bound(ipc_client *c, bool ok, void *ctx)
+{
+    F.p_bound = ok;
+}
+static void on_disc(ipc_client *c, int err, void *ctx)
+{
+}
+static const ipc_client_cbs p_cbs = { on_p_bound, on_disc };
+
+static void on_init(ipc_client *c, int st, const ProtobufCMessage *r,
+                    bool more, void *ctx)
+{
+    F.p_init = st == 0;
+}
+static void on_reg(ipc_client *c, int st, const ProtobufCMessage *r,
+                   bool more, void *ctx)
+{
+    F.p_registered = st == 0;
+}
+
+static void on_cmd(ipc_client *c, int st, const ProtobufCMessage *msg,
+                   bool more, void *ctx)
+{
+    if (st != 0 || !msg)
+        return;
+    const Perfetto__Protos__GetAsyncCommandResponse *r = (const void *)msg;
+    switch (r->cmd_case) {
+    case PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__CMD_SETUP_TRACING: {
+        int fd = ipc_client_take_fd(c);
+        ck_assert_int_ge(fd, 0);
+        struct stat sb;
+        ck_assert_int_eq(fstat(fd, &sb), 0);
+        F.smb_size = (size_t)sb.st_size;
+        F.page_size = r->setup_tracing->shared_buffer_page_size_kb * 1024u;
+        F.smb = mmap(NULL, F.smb_size, PROT_READ | PROT_WRITE, MAP_SHARED,
+                     fd, 0);
+        ck_assert(F.smb != MAP_FAILED);
+        close(fd);
+        break;
+    }
+    case PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__CMD_START_DATA_SOURCE:
+        F.starts++;
+        F.instance_id = r->start_data_source->new_instance_id;
+        F.target_buffer = r->start_data_source->config->target_buffer;
+        break;
+    case PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__CMD_STOP_DATA_SOURCE:
+        F.stops++;
+        break;
+    case PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__CMD_FLUSH:
+        F.flushes++;
+        F.flush_request_id = r->flush->request_id;
+        break;
+    default:
+        break;
+    }
+}
+
+static void connect_producer(void)
+{
+    int err = 0;
+    F.pc = ipc_client_connect(F.loop, F.ppath, IPC_PRODUCER_PORT, &p_cbs,
+                              NULL, &err);
+    ck_assert_ptr_nonnull(F.pc);
+    run_until(&F.p_bound, 500);
+    Perfetto__Protos__InitializeConnectionRequest ic =
+        PERFETTO__PROTOS__INITIALIZE_CONNECTION_REQUEST__INIT;
+    ic.producer_name = "check";
+    ic.has_smb_scraping_mode = true;
+    ic.smb_scraping_mode = 1;
+    ck_assert_int_gt(ipc_client_invoke(F.pc, "InitializeConnection",
+            &ic.base, -1,
+            &perfetto__protos__initialize_connection_response__descriptor,
+            on_init, NULL), 0);
+    run_until(&F.p_init, 500);
+    ck_assert_int_gt(ipc_client_invoke(F.pc, "GetAsyncCommand", NULL, -1,
+            &perfetto__protos__get_async_command_response__descriptor,
+            on_cmd, NULL), 0);
+    Perfetto__Protos__RegisterDataSourceRequest rr =
+        PERFETTO__PROTOS__REGISTER_DATA_SOURCE_REQUEST__INIT;
+    Perfetto__Protos__DataSourceDescriptor dd =
+        PERFETTO__PROTOS__DATA_SOURCE_DESCRIPTOR__INIT;
+    dd.name = "test.ds";
+    rr.data_source_descriptor = &dd;
+    ck_assert_int_gt(ipc_client_invoke(F.pc, "RegisterDataSource", &rr.base,
+            -1, &perfetto__protos__register_data_source_response__descriptor,
+            on_reg, NULL), 0);
+    run_until(&F.p_registered, 500);
+}
+
+static void register_writer(uint32_t wid)
+{
+    Perfetto__Protos__RegisterTraceWriterRequest r =
+        PERFETTO__PROTOS__REGISTER_TRACE_WRITER_REQUEST__INIT;
+    r.has_trace_writer_id = r.has_target_buffer = true;
+    r.trace_writer_id = wid;
+    r.target_buffer = F.target_buffer;
+    ipc_client_invoke(F.pc, "RegisterTraceWriter", &r.base, -1, NULL, NULL,
+                      NULL);
+}
+
+/* Div1 chunk at page with packets seq_value first..first+n-1. */
+static void write_chunk(uint32_t page, uint16_t writer, uint32_t chunk_id,
+                        uint32_t first, unsigned n, unsigned state)
+{
+    uint8_t *pg = F.smb + (size_t)page * F.page_size;
+    uint8_t *ch = pg + 8, *pay = ch + 8;
+    size_t off = 0;
+    for (unsigned i = 0; i < n; i++) {
+        uint32_t v = first + i;
+        uint8_t pkt[] = {0xA2, 0x38, 0x03, 0x10,
+                         (uint8_t)(0x80 | (v & 0x7f)), (uint8_t)(v >> 7)};
+        pay[off++] = sizeof(pkt);
+        memcpy(pay + off, pkt, sizeof(pkt));
+        off += sizeof(pkt);
+    }
+    memcpy(ch, &chunk_id, 4);
+    memcpy(ch + 4, &writer, 2);
+    uint16_t packets = (uint16_t)n;
+    memcpy(ch + 6, &packets, 2);
+    atomic_store((_Atomic uint32_t *)(void *)pg, (1u << 28) | state);
+}
+
+static void commit(uint32_t page, uint64_t flush_id)
+{
+    Perfetto__Protos__CommitDataRequest req =
+        PERFETTO__PROTOS__COMMIT_DATA_REQUEST__INIT;
+    Perfetto__Protos__CommitDataRequest__ChunksToMove m =
+        PERFETTO__PROTOS__COMMIT_DATA_REQUEST__CHUNKS_TO_MOVE__INIT, *mp = &m;
+    m.has_page = m.has_chunk = m.has_target_buffer = true;
+    m.page = page;
+    m.target_buffer = F.target_buffer;
+    if (page != UINT32_MAX) {
+        req.n_chunks_to_move = 1;
+        req.chunks_to_move = &mp;
+    }
+    if (flush_id) {
+        req.has_flush_request_id = true;
+        req.flush_request_id = flush_id;
+    }
+    ck_assert_int_gt(ipc_client_invoke(F.pc, "CommitData", &req.base, -1,
+                                       NULL, NULL, NULL), 0);
+}
+
+/* ------------------------------------------------------------ consumer */
+
+static void on_c_bound(ipc_client *c, bool ok, void *ctx)
+{
+    F.c_bound = ok;
+}
+static const ipc_client_cbs c_cbs = { on_c_bound, on_disc };
+
+static void on_enable(ipc_client *c, int st, const ProtobufCMessage *msg,
+                      bool more, void *ctx)
+{
+    const Perfetto__Protos__EnableTracingResponse *r = (const void *)msg;
+    if (st == 0 && r && r->error)
+        snprintf(F.enable_error, sizeof(F.enable_error), "%s", r->error);
+    F.enabled_done = true;
+}
+
+static void on_flush(ipc_client *c, int st, const ProtobufCMessage *msg,
+                     bool more, void *ctx)
+{
+    F.flush_status = st;
+    F.flush_replied = true;
+}
+
+static void take_packet(void)
+{
+    Perfetto__Protos__TracePacket *p =
+        perfetto__protos__trace_packet__unpack(NULL, F.pkt_len, F.pkt);
+    ck_assert_ptr_nonnull(p);
+    if (p->trusted_packet_sequence_id == 1) {
+        F.service_packets++;
+        if (p->trace_stats) {
+            F.stats_packets++;
+            F.stats_sessions = p->trace_stats->tracing_sessions;
+        }
+    } else if (p->for_testing) {
+        uint32_t v = p->for_testing->seq_value;
+        if (v < 256) {
+            F.seq_of[v] = p->trusted_packet_sequence_id;
+            F.pid_of[v] = p->trusted_pid;
+        }
+        F.values++;
+    }
+    perfetto__protos__trace_packet__free_unpacked(p, NULL);
+    F.pkt_len = 0;
+}
+
+static void on_read(ipc_client *c, int st, const ProtobufCMessage *msg,
+                    bool more, void *ctx)
+{
+    const Perfetto__Protos__ReadBuffersResponse *r = (const void *)msg;
+    if (st == 0 && r) {
+        for (size_t i = 0; i < r->n_slices; i++) {
+            size_t n = r->slices[i]->data.len;
+            if (F.pkt_len + n > F.pkt_cap) {
+                F.pkt_cap = (F.pkt_len + n) * 2;
+                F.pkt = realloc(F.pkt, F.pkt_cap);
+            }
+            memcpy(F.pkt + F.pkt_len, r->slices[i]->data.data, n);
+            F.pkt_len += n;
+            if (r->slices[i]->last_slice_for_packet)
+                take_packet();
+        }
+    }
+    if (st != 0 || !more)
+        F.read_done = true;
+}
+
+static void connect_consumer(void)
+{
+    int err = 0;
+    F.cc = ipc_client_connect(F.loop, F.cpath, IPC_CONSUMER_PORT, &c_cbs,
+                              NULL, &err);
+    ck_assert_ptr_nonnull(F.cc);
+    run_until(&F.c_bound, 500);
+}
+
+static void enable(uint32_t size_kb, uint32_t flush_timeout_ms)
+{
+    Perfetto__Protos__EnableTracingRequest req =
+        PERFETTO__PROTOS__ENABLE_TRACING_REQUEST__INIT;
+    Perfetto__Protos__TraceConfig cfg = PERFETTO__PROTOS__TRACE_CONFIG__INIT;
+    Perfetto__Protos__TraceConfig__BufferConfig b =
+        PERFETTO__PROTOS__TRACE_CONFIG__BUFFER_CONFIG__INIT, *bp = &b;
+    Perfetto__Protos__TraceConfig__DataSource ds =
+        PERFETTO__PROTOS__TRACE_CONFIG__DATA_SOURCE__INIT, *dsp = &ds;
+    Perfetto__Protos__DataSourceConfig dc =
+        PERFETTO__PROTOS__DATA_SOURCE_CONFIG__INIT;
+    b.has_size_kb = true;
+    b.size_kb = size_kb;
+    dc.name = "test.ds";
+    ds.config = &dc;
+    cfg.n_buffers = 1;
+    cfg.buffers = &bp;
+    cfg.n_data_sources = 1;
+    cfg.data_sources = &dsp;
+    if (flush_timeout_ms) {
+        cfg.has_flush_timeout_ms = true;
+        cfg.flush_timeout_ms = flush_timeout_ms;
+    }
+    req.trace_config = &cfg;
+    ck_assert_int_gt(ipc_client_invoke(F.cc, "EnableTracing", &req.base, -1,
+            &perfetto__protos__enable_tracing_response__descriptor,
+            on_enable, NULL), 0);
+}
+
+static void read_buffers(void)
+{
+    F.read_done = false;
+    ck_assert_int_gt(ipc_client_invoke(F.cc, "ReadBuffers", NULL, -1,
+            &perfetto__protos__read_buffers_response__descriptor, on_read,
+            NULL), 0);
+    run_until(&F.read_done, 2000);
+}
+
+static void disable_and_wait(void)
+{
+    ck_assert_int_gt(ipc_client_invoke(F.cc, "DisableTracing", NULL, -1,
+                                       NULL, NULL, NULL), 0);
+    run_until(&F.enabled_done, 2000);
+}
+
+/* ------------------------------------------------------------ tests */
+
+START_TEST(test_ipc_full_session)
+{
+    connect_producer();
+    connect_consumer();
+    enable(256, 0);
+    run_for(20);
+    ck_assert_ptr_nonnull(F.smb);
+    ck_assert_int_eq(F.starts, 1);
+    ck_assert_uint_ne(F.target_buffer, 0);
+    register_writer(1);
+    for (uint32_t i = 0; i < 10; i++) {
+        write_chunk(i, 1, i, i * 10, 10, 3);
+        commit(i, 0);
+    }
+    ck_assert_int_gt(ipc_client_invoke(F.cc, "Flush", NULL, -1, NULL,
+                                       on_flush, NULL), 0);
+    run_for(10);
+    ck_assert_int_eq(F.flushes, 1);
+    commit(UINT32_MAX, F.flush_request_id);    /* the ack */
+    run_until(&F.flush_replied, 500);
+    ck_assert_int_eq(F.flush_status, 0);
+    disable_and_wait();
+    ck_assert_str_eq(F.enable_error, "");
+    ck_assert_int_ge(F.stops, 1);
+    read_buffers();
+    ck_assert_int_eq(F.values, 100);
+    ck_assert_uint_eq(F.seq_of[0], 2);
+    ck_assert_uint_eq(F.seq_of[99], 2);
+    ck_assert_int_eq(F.pid_of[5], getpid());   /* from SO_PEERCRED */
+    ck_assert_int_eq(F.stats_packets, 1);
+    ck_assert_int_ge(F.service_packets, 3);
+}
+END_TEST
+
+START_TEST(test_ipc_flush_unanswered_scrapes)
+{
+    connect_producer();
+    connect_consumer();
+    enable(256, 50);
+    run_for(20);
+    register_writer(1);
+    write_chunk(0, 1, 0, 0, 4, 1);            /* being written, 3 complete */
+    ck_assert_int_gt(ipc_client_invoke(F.cc, "Flush", NULL, -1, NULL,
+                                       on_flush, NULL), 0);
+    run_until(&F.flush_replied, 1000);
+    ck_assert_int_ne(F.flush_status, 0);       /* timed out */
+    disable_and_wait();
+    read_buffers();
+    ck_assert_int_eq(F.values, 3);
+}
+END_TEST
+
+START_TEST(test_ipc_producer_killed_keeps_its_data)
+{
+    connect_producer();
+    connect_consumer();
+    enable(256, 50);
+    run_for(20);
+    register_writer(1);
+    write_chunk(0, 1, 0, 0, 5, 3);            /* complete, never committed */
+    run_for(10);
+    ipc_client_destroy(F.pc);                 /* the producer vanishes */
+    F.pc = NULL;
+    run_for(20);
+    disable_and_wait();
+    read_buffers();
+    ck_assert_int_eq(F.values, 5);
+}
+END_TEST
+
+static int raw_connect(const char *path)
+{
+    int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+    struct sockaddr_un a = { .sun_family = AF_UNIX };
+    snprintf(a.sun_path, sizeof(a.sun_path), "%s", path);
+    ck_assert_int_eq(connect(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+    return fd;
+}
+
+START_TEST(test_ipc_malformed_frames_do_not_hurt)
+{
+    /* Garbage, an oversized length, a frame that does not parse, and a
+     * CommitData before InitializeConnection. */
+    int a = raw_connect(F.ppath);
+    uint8_t junk[64];
+    for (size_t i = 0; i < sizeof(junk); i++)
+        junk[i] = (uint8_t)(i * 37 + 11);
+    ck_assert_int_eq(write(a, junk, sizeof(junk)), (ssize_t)sizeof(junk));
+    int b = raw_connect(F.cpath);
+    uint8_t big[4] = {0xff, 0xff, 0xff, 0x7f};
+    ck_assert_int_eq(write(b, big, 4), 4);
+    int c = raw_connect(F.ppath);
+    uint8_t bad[] = {5, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 0xff};
+    ck_assert_int_eq(write(c, bad, sizeof(bad)), (ssize_t)sizeof(bad));
+    run_for(20);
+    int err = 0;
+    F.pc = ipc_client_connect(F.loop, F.ppath, IPC_PRODUCER_PORT, &p_cbs,
+                              NULL, &err);
+    run_until(&F.p_bound, 500);
+    commit(0, 0);                                /* before Initialize */
+    run_for(10);
+    close(a);
+    close(b);
+    close(c);
+    /* The daemon still serves a full session. */
+    ipc_client_destroy(F.pc);
+    F.pc = NULL;
+    F.p_bound = false;
+    connect_producer();
+    connect_consumer();
+    enable(64, 50);
+    run_for(20);
+    ck_assert_int_eq(F.starts, 1);
+    write_chunk(0, 1, 0, 0, 2, 3);
+    commit(0, 0);
+    run_for(10);
+    disable_and_wait();
+    read_buffers();
+    ck_assert_int_eq(F.values, 2);
+}
+END_TEST
+
+START_TEST(test_ipc_consumer_disconnect_frees_session)
+{
+    connect_producer();
+    connect_consumer();
+    enable(64, 0);
+    run_for(20);
+    ck_assert_uint_eq(svc_session_count(svc_daemon_service(F.d)), 1);
+    ipc_client_destroy(F.cc);
+    F.cc = NULL;
+    run_for(20);
+    ck_assert_uint_eq(svc_session_count(svc_daemon_service(F.d)), 0);
+    ck_assert_int_eq(F.stops, 1);             /* its data source stopped */
+}
+END_TEST
+
+START_TEST(test_ipc_bad_config_reports_error)
+{
+    connect_consumer();
+    enable(0, 0);
+    run_until(&F.enabled_done, 500);
+    ck_assert_ptr_nonnull(strstr(F.enable_error, "size_kb"));
+}
+END_TEST
+
+START_TEST(test_ipc_second_daemon_refused)
+{
+    int err = 0;
+    ipc_loop *l2 = ipc_loop_create();
+    svc_daemon *d2 = svc_daemon_create(l2, F.ppath, F.cpath, &err);
+    ck_assert_ptr_null(d2);
+    ck_assert_int_eq(err, -EADDRINUSE);
+    ipc_loop_destroy(l2);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("svc_ipc");
+    TCase *tc = tcase_create("session");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_test(tc, test_ipc_full_session);
+    tcase_add_test(tc, test_ipc_bad_config_reports_error);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("faults");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_test(tc, test_ipc_flush_unanswered_scrapes);
+    tcase_add_test(tc, test_ipc_producer_killed_keeps_its_data);
+    tcase_add_test(tc, test_ipc_consumer_disconnect_frees_session);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("untrusted");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_test(tc, test_ipc_malformed_frames_do_not_hurt);
+    tcase_add_test(tc, test_ipc_second_daemon_refused);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

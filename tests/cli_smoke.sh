@@ -1,0 +1,107 @@
+#!/bin/bash
+# tests/cli_smoke.sh - smoke test of the consumer CLI against the real
+# daemon and real producer processes: `shmtrace record` (duration, flags and
+# a text config), long-trace mode (periodic ReadBuffers, every packet once),
+# `shmtrace clone` of a running session, `shmtrace stats`. Uses the
+# service's e2e helpers (private sockets, every started process killed on
+# exit). No timing assertions: sizes are chosen so nothing can be lost.
+. "${top_srcdir:-.}/tests/e2e_lib.sh"
+e2e_need_tools
+[ -x "$SHMTRACED" ] && [ -x "$TRACECHECK" ] || { echo "SKIP: daemon not built"; exit 77; }
+e2e_start_daemon
+
+# 1. flags: 2 writer threads x 300 packets, session of 1 s.
+e2e_spawn prod1 "$PRODUCER" -t 2 -c 300 -S 100 --once
+P1=$E2E_LAST_PID
+i=0
+until "$CLI" stats 2>/dev/null | grep -q 'data_sources_registered  1'; do
+    i=$((i + 1)); [ $i -gt 200 ] && e2e_fail "producer did not register"
+    sleep 0.05
+done
+"$CLI" record -o "$E2E_DIR/a.pftrace" -t 1s -b 4m -d shmtrace.synthetic \
+    -q 2>"$E2E_DIR/rec_a.log" || e2e_fail "record a: rc=$?"
+grep -q 'losses: 0 packets flagged' "$E2E_DIR/rec_a.log" ||
+    e2e_fail "no loss summary: $(cat "$E2E_DIR/rec_a.log")"
+e2e_check "$E2E_DIR/a.pftrace" --complete 300 --expect-sequences 2 \
+    --require-stats
+e2e_wait_pid "$P1" 10 || e2e_fail "producer --once did not exit"
+[ "$E2E_RC" -eq 0 ] || e2e_fail "producer exited $E2E_RC"
+
+# 2. config file + long-trace mode: reads every 100 ms while the producer
+# writes 1000 packets at 2000/s; each packet must appear exactly once.
+cat >"$E2E_DIR/long.cfg" <<'CFG'
+buffers { size_kb: 2048 fill_policy: RING_BUFFER }
+data_sources { config { name: "smoke.long" target_buffer: 0 } }
+duration_ms: 1500
+CFG
+e2e_spawn prod2 "$PRODUCER" -n smoke.long -c 1000 -r 2000 -S 64 --once
+P2=$E2E_LAST_PID
+i=0
+until "$CLI" stats 2>/dev/null | grep -q 'data_sources_registered  1'; do
+    i=$((i + 1)); [ $i -gt 200 ] && e2e_fail "producer 2 did not register"
+    sleep 0.05
+done
+"$CLI" record -c "$E2E_DIR/long.cfg" --long -p 100 -o "$E2E_DIR/b.pftrace" \
+    -q 2>"$E2E_DIR/rec_b.log" || e2e_fail "record b: rc=$?"
+e2e_check "$E2E_DIR/b.pftrace" --complete 1000 --expect-sequences 1
+e2e_wait_pid "$P2" 10 || e2e_fail "producer 2 did not exit"
+
+# 3. clone a running session by name, then stop it with SIGINT.
+e2e_spawn prod3 "$PRODUCER" -n smoke.clone -c 500 -S 32 --once
+P3=$E2E_LAST_PID
+i=0
+until "$CLI" stats 2>/dev/null | grep -q 'data_sources_registered  1'; do
+    i=$((i + 1)); [ $i -gt 200 ] && e2e_fail "producer 3 did not register"
+    sleep 0.05
+done
+e2e_spawn rec_c "$CLI" record -o "$E2E_DIR/c.pftrace" -d smoke.clone \
+    -n smoke-session
+R3=$E2E_LAST_PID
+i=0
+until "$CLI" stats 2>/dev/null | grep -q 'tracing_sessions         1'; do
+    i=$((i + 1)); [ $i -gt 200 ] && e2e_fail "session did not start"
+    sleep 0.05
+done
+# The producer writes its 500 packets at once; clone until they are there.
+i=0
+while :; do
+    "$CLI" clone -n smoke-session -o "$E2E_DIR/clone.pftrace" \
+        2>"$E2E_DIR/clone.log" || e2e_fail "clone: rc=$?"
+    "$TRACECHECK" --min-total 1 "$E2E_DIR/clone.pftrace" >/dev/null 2>&1 && break
+    i=$((i + 1)); [ $i -gt 100 ] && e2e_fail "clone never had packets"
+    sleep 0.1
+done
+grep -q 'cloned' "$E2E_DIR/clone.log" || e2e_fail "no clone summary"
+"$CLI" clone -n no-such-session -o "$E2E_DIR/none.pftrace" 2>/dev/null
+[ $? -eq 1 ] || e2e_fail "clone of a missing session should exit 1"
+"$CLI" stats >"$E2E_DIR/stats.out" || e2e_fail "stats: rc=$?"
+grep -q '^tracing_sessions         1' "$E2E_DIR/stats.out" ||
+    e2e_fail "stats: $(cat "$E2E_DIR/stats.out")"
+kill -INT "$R3"
+e2e_wait_pid "$R3" 20 || e2e_fail "record did not stop on SIGINT"
+[ "$E2E_RC" -eq 0 ] || e2e_fail "record c exited $E2E_RC"
+e2e_check "$E2E_DIR/c.pftrace" --complete 500 --expect-sequences 1
+e2e_wait_pid "$P3" 10 || e2e_fail "producer 3 did not exit"
+# 4. write_into_file: the service writes the file through the fd passed
+# with EnableTracing; the CLI counts what it wrote.
+cat >"$E2E_DIR/wif.cfg" <<'CFG'
+buffers { size_kb: 1024 }
+data_sources { config { name: "smoke.wif" } }
+duration_ms: 1000
+write_into_file: true
+file_write_period_ms: 200
+CFG
+e2e_spawn prod4 "$PRODUCER" -n smoke.wif -t 2 -c 400 -S 40 --once
+P4=$E2E_LAST_PID
+i=0
+until "$CLI" stats 2>/dev/null | grep -q 'data_sources_registered  1'; do
+    i=$((i + 1)); [ $i -gt 200 ] && e2e_fail "producer 4 did not register"
+    sleep 0.05
+done
+"$CLI" record -c "$E2E_DIR/wif.cfg" -o "$E2E_DIR/d.pftrace" -q \
+    2>"$E2E_DIR/rec_d.log" || e2e_fail "record d: rc=$?"
+grep -q 'wrote 8[0-9][0-9] packets' "$E2E_DIR/rec_d.log" ||
+    e2e_fail "write_into_file summary: $(cat "$E2E_DIR/rec_d.log")"
+e2e_check "$E2E_DIR/d.pftrace" --complete 400 --expect-sequences 2
+e2e_wait_pid "$P4" 10 || e2e_fail "producer 4 did not exit"
+echo "cli_smoke: all checks passed"

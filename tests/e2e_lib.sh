@@ -1,0 +1,120 @@
+# tests/e2e_lib.sh - helpers for the scripted end-to-end tests (sourced).
+#
+# Every test gets a private temp dir with its own sockets (exported through
+# PERFETTO_PRODUCER_SOCK_NAME / PERFETTO_CONSUMER_SOCK_NAME, which shmtraced,
+# libshm producers and the shmtrace CLI all honour), and an EXIT trap that
+# SIGKILLs every process the test started (e2e_spawn) even on failure.
+# Exit codes follow automake: 0 pass, 1 fail, 77 skip.
+
+set -u
+: "${top_builddir:=.}"
+: "${top_srcdir:=.}"
+SHMTRACED="$top_builddir/libbuf/shmtraced"
+PRODUCER="$top_builddir/tools/shmtrace-producer"
+CLI="$top_builddir/tools/shmtrace"
+TRACECHECK="$top_builddir/tests/svc_tracecheck"
+CONSUMER="$top_builddir/tests/svc_consumer"
+EVIL="$top_builddir/tests/svc_evilproducer"
+
+E2E_DIR=$(mktemp -d "${TMPDIR:-/tmp}/shmtrace-e2e.XXXXXX") || exit 99
+E2E_PIDS=""
+e2e_cleanup() {
+    for p in $E2E_PIDS; do kill -KILL "$p" 2>/dev/null; done
+    for p in $E2E_PIDS; do wait "$p" 2>/dev/null; done
+    rm -rf "$E2E_DIR"
+}
+trap e2e_cleanup EXIT
+trap 'exit 1' INT TERM
+export PERFETTO_PRODUCER_SOCK_NAME="$E2E_DIR/p.sock"
+export PERFETTO_CONSUMER_SOCK_NAME="$E2E_DIR/c.sock"
+
+e2e_fail() {
+    echo "FAIL: $*" >&2
+    for f in "$E2E_DIR"/*.log; do
+        [ -f "$f" ] || continue
+        echo "---- $f" >&2
+        tail -n 30 "$f" >&2
+    done
+    exit 1
+}
+
+e2e_need_tools() {
+    for t in "$PRODUCER" "$CLI" "$@"; do
+        if [ ! -x "$t" ]; then
+            echo "SKIP: $t not built" >&2
+            exit 77
+        fi
+    done
+}
+
+# e2e_spawn LOGNAME CMD...: start in the background, remember the pid.
+e2e_spawn() {
+    local log="$E2E_DIR/$1.log"; shift
+    "$@" >"$log" 2>&1 &
+    E2E_LAST_PID=$!
+    E2E_PIDS="$E2E_PIDS $E2E_LAST_PID"
+}
+
+e2e_wait_socket() {
+    local i=0
+    while [ ! -S "$PERFETTO_CONSUMER_SOCK_NAME" ] ||
+          [ ! -S "$PERFETTO_PRODUCER_SOCK_NAME" ]; do
+        i=$((i + 1))
+        [ $i -gt 600 ] && e2e_fail "daemon did not create its sockets"
+        sleep 0.05
+    done
+}
+
+e2e_start_daemon() {
+    e2e_spawn daemon "$SHMTRACED"
+    DAEMON_PID=$E2E_LAST_PID
+    e2e_wait_socket
+}
+
+# e2e_wait_registered N: until N data sources are registered.
+e2e_wait_registered() {
+    local i=0 n
+    while :; do
+        n=$("$CONSUMER" stats 2>/dev/null |
+            sed -n 's/^data_sources_registered=//p')
+        [ "${n:-0}" -ge "$1" ] && return 0
+        i=$((i + 1))
+        [ $i -gt 600 ] && e2e_fail "only ${n:-0} of $1 data sources registered"
+        sleep 0.05
+    done
+}
+
+# e2e_wait_pid PID SECONDS: wait for a child to end, SIGKILL it after
+# SECONDS. Sets E2E_RC to its exit status; returns 1 if it had to be killed.
+e2e_wait_pid() {
+    local i=0 st
+    while [ $i -lt $(($2 * 20)) ]; do
+        st=$(cut -d' ' -f3 "/proc/$1/stat" 2>/dev/null)
+        [ -z "$st" ] || [ "$st" = Z ] && break
+        sleep 0.05
+        i=$((i + 1))
+    done
+    if [ $i -ge $(($2 * 20)) ]; then
+        kill -KILL "$1" 2>/dev/null
+        wait "$1" 2>/dev/null
+        E2E_RC=137
+        return 1
+    fi
+    wait "$1" 2>/dev/null
+    E2E_RC=$?
+    return 0
+}
+
+# e2e_check TRACE ARGS...: run the trace checker, keep its output.
+e2e_check() {
+    local trace=$1; shift
+    "$TRACECHECK" "$@" "$trace" >"$E2E_DIR/check.out" 2>"$E2E_DIR/check.log"
+    local rc=$?
+    cat "$E2E_DIR/check.out"
+    [ $rc -eq 0 ] || e2e_fail "trace check failed: $(cat "$E2E_DIR/check.log")"
+}
+
+# e2e_value KEY: a key=value from the last e2e_check.
+e2e_value() {
+    sed -n "s/^$1=//p" "$E2E_DIR/check.out"
+}

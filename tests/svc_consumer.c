@@ -1,0 +1,368 @@
+/*
+ * svc_consumer.c - a minimal ConsumerPort client for shmtraced's tests and
+ * benchmark (the user-facing consumer is tools/shmtrace).
+ *
+ *   svc_consumer record --out FILE [options]   EnableTracing, wait for the
+ *       duration (the service stops the session) or SIGINT/SIGTERM
+ *       (DisableTracing), then ReadBuffers into FILE, or let the service
+ *       write FILE itself (--file-period-ms: write_into_file, fd passed).
+ *   svc_consumer clone --out FILE [--session ID]   CloneSession + read.
+ *   svc_consumer stats                          GetTraceStats, key=value.
+ *
+ * Options: --buffer-kb N (default 4096), --fill ring|discard, --duration-ms
+ * N (default 2000), --ds NAME (default shmtrace.synthetic), --flush-timeout-ms
+ * N, --wait-data-sources N (poll GetTraceStats until that many data sources
+ * are registered before enabling), --file-period-ms N.
+ * Exit: 0 ok, 1 service error, 2 usage.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "ipc.h"
+#include "trace.pb-c.h"
+
+typedef struct {
+    ipc_loop *loop;
+    ipc_client *c;
+    bool bound, done, disabled, read_done, failed, got_stats;
+    char error[512];
+    FILE *out;
+    uint64_t bytes, packets;
+    uint8_t *pkt;
+    size_t pkt_len, pkt_cap;
+    Perfetto__Protos__TraceStats *stats;
+} cons_t;
+
+static volatile sig_atomic_t g_stop;
+static void on_sig(int s)
+{
+    g_stop = 1;
+}
+
+static void run_until(cons_t *c, bool *flag, int timeout_ms)
+{
+    uint64_t end = ipc_now_ms() + (uint64_t)timeout_ms;
+    while (!*flag && !c->failed && ipc_now_ms() < end && !g_stop)
+        ipc_loop_run_once(c->loop, 20);
+}
+
+static void on_bound(ipc_client *cl, bool ok, void *ctx)
+{
+    cons_t *c = ctx;
+    c->bound = ok;
+    if (!ok)
+        c->failed = true;
+}
+static void on_disc(ipc_client *cl, int err, void *ctx)
+{
+    cons_t *c = ctx;
+    c->failed = true;
+    snprintf(c->error, sizeof(c->error), "service connection lost");
+}
+
+static void on_enable(ipc_client *cl, int st, const ProtobufCMessage *m,
+                      bool more, void *ctx)
+{
+    cons_t *c = ctx;
+    const Perfetto__Protos__EnableTracingResponse *r = (const void *)m;
+    if (st != 0)
+        snprintf(c->error, sizeof(c->error), "EnableTracing failed");
+    else if (r && r->error && r->error[0])
+        snprintf(c->error, sizeof(c->error), "%s", r->error);
+    c->disabled = true;
+}
+
+static void on_read(ipc_client *cl, int st, const ProtobufCMessage *m,
+                    bool more, void *ctx)
+{
+    cons_t *c = ctx;
+    const Perfetto__Protos__ReadBuffersResponse *r = (const void *)m;
+    if (st == 0 && r) {
+        for (size_t i = 0; i < r->n_slices; i++) {
+            size_t n = r->slices[i]->data.len;
+            if (c->pkt_len + n > c->pkt_cap) {
+                c->pkt_cap = (c->pkt_len + n) * 2;
+                c->pkt = realloc(c->pkt, c->pkt_cap);
+            }
+            memcpy(c->pkt + c->pkt_len, r->slices[i]->data.data, n);
+            c->pkt_len += n;
+            if (r->slices[i]->last_slice_for_packet) {
+                uint8_t hdr[11];
+                size_t h = 0;
+                uint64_t v = c->pkt_len;
+                hdr[h++] = 0x0A;
+                while (v >= 0x80) {
+                    hdr[h++] = (uint8_t)(v | 0x80);
+                    v >>= 7;
+                }
+                hdr[h++] = (uint8_t)v;
+                fwrite(hdr, 1, h, c->out);
+                fwrite(c->pkt, 1, c->pkt_len, c->out);
+                c->bytes += h + c->pkt_len;
+                c->packets++;
+                c->pkt_len = 0;
+            }
+        }
+    }
+    if (st != 0) {
+        c->failed = true;
+        snprintf(c->error, sizeof(c->error), "ReadBuffers failed");
+    }
+    if (st != 0 || !more)
+        c->read_done = true;
+}
+
+static void on_stats(ipc_client *cl, int st, const ProtobufCMessage *m,
+                     bool more, void *ctx)
+{
+    cons_t *c = ctx;
+    const Perfetto__Protos__GetTraceStatsResponse *r = (const void *)m;
+    if (st == 0 && r && r->trace_stats) {
+        size_t n = perfetto__protos__trace_stats__get_packed_size(
+            r->trace_stats);
+        uint8_t *b = malloc(n ? n : 1);
+        perfetto__protos__trace_stats__pack(r->trace_stats, b);
+        perfetto__protos__trace_stats__free_unpacked(c->stats, NULL);
+        c->stats = perfetto__protos__trace_stats__unpack(NULL, n, b);
+        free(b);
+    }
+    c->got_stats = true;
+}
+
+static bool clone_ok;
+static void on_clone(ipc_client *cl, int st, const ProtobufCMessage *m,
+                     bool more, void *ctx)
+{
+    cons_t *c = ctx;
+    const Perfetto__Protos__CloneSessionResponse *r = (const void *)m;
+    if (st != 0 || !r || !r->success) {
+        c->failed = true;
+        snprintf(c->error, sizeof(c->error), "CloneSession: %s",
+                 r && r->error ? r->error : "failed");
+    }
+    clone_ok = true;
+}
+
+static int get_stats(cons_t *c)
+{
+    c->got_stats = false;
+    if (ipc_client_invoke(c->c, "GetTraceStats", NULL, -1,
+            &perfetto__protos__get_trace_stats_response__descriptor,
+            on_stats, c) < 0)
+        return -1;
+    run_until(c, &c->got_stats, 5000);
+    return c->stats ? 0 : -1;
+}
+
+static int read_buffers(cons_t *c)
+{
+    c->read_done = false;
+    if (ipc_client_invoke(c->c, "ReadBuffers", NULL, -1,
+            &perfetto__protos__read_buffers_response__descriptor, on_read,
+            c) < 0)
+        return -1;
+    while (!c->read_done && !c->failed)
+        ipc_loop_run_once(c->loop, 50);
+    return c->failed ? -1 : 0;
+}
+
+int main(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"out", required_argument, NULL, 'o'},
+        {"buffer-kb", required_argument, NULL, 'b'},
+        {"fill", required_argument, NULL, 'f'},
+        {"duration-ms", required_argument, NULL, 'd'},
+        {"ds", required_argument, NULL, 'n'},
+        {"flush-timeout-ms", required_argument, NULL, 't'},
+        {"wait-data-sources", required_argument, NULL, 'w'},
+        {"file-period-ms", required_argument, NULL, 'p'},
+        {"session", required_argument, NULL, 's'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    const char *out = NULL, *ds = "shmtrace.synthetic";
+    uint32_t buffer_kb = 4096, duration = 2000, flush_timeout = 0,
+             wait_ds = 0, period = 0;
+    int fill = 1;
+    uint64_t session = UINT64_MAX;
+    int o;
+    if (argc < 2) {
+        fprintf(stderr, "usage: svc_consumer record|clone|stats [options]\n");
+        return 2;
+    }
+    const char *cmd = argv[1];
+    optind = 2;
+    while ((o = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        switch (o) {
+        case 'o': out = optarg; break;
+        case 'b': buffer_kb = (uint32_t)atol(optarg); break;
+        case 'f': fill = strcmp(optarg, "discard") == 0 ? 2 : 1; break;
+        case 'd': duration = (uint32_t)atol(optarg); break;
+        case 'n': ds = optarg; break;
+        case 't': flush_timeout = (uint32_t)atol(optarg); break;
+        case 'w': wait_ds = (uint32_t)atol(optarg); break;
+        case 'p': period = (uint32_t)atol(optarg); break;
+        case 's': session = strtoull(optarg, NULL, 0); break;
+        case 'h':
+            printf("usage: svc_consumer record|clone|stats [--out FILE] "
+                   "[--buffer-kb N] [--fill ring|discard] [--duration-ms N]\n"
+                   "  [--ds NAME] [--flush-timeout-ms N] "
+                   "[--wait-data-sources N] [--file-period-ms N] "
+                   "[--session ID]\n");
+            return 0;
+        default: return 2;
+        }
+    }
+    signal(SIGINT, on_sig);
+    signal(SIGTERM, on_sig);
+    signal(SIGPIPE, SIG_IGN);
+    cons_t c = {0};
+    char path[108];
+    if (ipc_sock_path(IPC_SOCK_CONSUMER, NULL, path, sizeof(path)) < 0)
+        return 2;
+    c.loop = ipc_loop_create();
+    static const ipc_client_cbs cbs = { on_bound, on_disc };
+    int err = 0;
+    c.c = ipc_client_connect(c.loop, path, IPC_CONSUMER_PORT, &cbs, &c, &err);
+    if (!c.c) {
+        fprintf(stderr, "svc_consumer: cannot connect to %s: %s\n", path,
+                ipc_strerror(err));
+        return 1;
+    }
+    run_until(&c, &c.bound, 5000);
+    if (!c.bound) {
+        fprintf(stderr, "svc_consumer: not bound\n");
+        return 1;
+    }
+    int rc = 0;
+    if (strcmp(cmd, "stats") == 0) {
+        if (get_stats(&c) < 0)
+            return 1;
+        Perfetto__Protos__TraceStats *s = c.stats;
+        printf("producers_connected=%u\ndata_sources_registered=%u\n"
+               "tracing_sessions=%u\ntotal_buffers=%u\nchunks_discarded=%llu\n"
+               "patches_discarded=%llu\n", s->producers_connected,
+               s->data_sources_registered, s->tracing_sessions,
+               s->total_buffers, (unsigned long long)s->chunks_discarded,
+               (unsigned long long)s->patches_discarded);
+        uint64_t abi = 0;
+        for (size_t i = 0; i < s->n_buffer_stats; i++)
+            abi += s->buffer_stats[i]->abi_violations;
+        printf("abi_violations=%llu\n", (unsigned long long)abi);
+        return 0;
+    }
+    if (!out) {
+        fprintf(stderr, "svc_consumer: --out FILE is required\n");
+        return 2;
+    }
+    int fd = open(out, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        perror(out);
+        return 1;
+    }
+    if (strcmp(cmd, "clone") == 0) {
+        Perfetto__Protos__CloneSessionRequest req =
+            PERFETTO__PROTOS__CLONE_SESSION_REQUEST__INIT;
+        req.selector_case =
+            PERFETTO__PROTOS__CLONE_SESSION_REQUEST__SELECTOR_SESSION_ID;
+        req.session_id = session;
+        ipc_client_invoke(c.c, "CloneSession", &req.base, -1,
+                          &perfetto__protos__clone_session_response__descriptor,
+                          on_clone, &c);
+        run_until(&c, &clone_ok, 5000);
+        if (c.failed) {
+            fprintf(stderr, "svc_consumer: %s\n", c.error);
+            return 1;
+        }
+        c.out = fdopen(fd, "wb");
+        rc = read_buffers(&c);
+        fclose(c.out);
+        fprintf(stderr, "svc_consumer: cloned %llu packets, %llu bytes\n",
+                (unsigned long long)c.packets, (unsigned long long)c.bytes);
+        return rc < 0 ? 1 : 0;
+    }
+    if (strcmp(cmd, "record") != 0) {
+        fprintf(stderr, "svc_consumer: unknown command %s\n", cmd);
+        return 2;
+    }
+    while (wait_ds && !g_stop) {
+        if (get_stats(&c) < 0)
+            return 1;
+        if (c.stats->data_sources_registered >= wait_ds)
+            break;
+        usleep(20000);
+    }
+    Perfetto__Protos__EnableTracingRequest req =
+        PERFETTO__PROTOS__ENABLE_TRACING_REQUEST__INIT;
+    Perfetto__Protos__TraceConfig cfg = PERFETTO__PROTOS__TRACE_CONFIG__INIT;
+    Perfetto__Protos__TraceConfig__BufferConfig b =
+        PERFETTO__PROTOS__TRACE_CONFIG__BUFFER_CONFIG__INIT, *bp = &b;
+    Perfetto__Protos__TraceConfig__DataSource d =
+        PERFETTO__PROTOS__TRACE_CONFIG__DATA_SOURCE__INIT, *dp = &d;
+    Perfetto__Protos__DataSourceConfig dc =
+        PERFETTO__PROTOS__DATA_SOURCE_CONFIG__INIT;
+    b.has_size_kb = b.has_fill_policy = true;
+    b.size_kb = buffer_kb;
+    b.fill_policy = fill;
+    dc.name = (char *)ds;
+    d.config = &dc;
+    cfg.n_buffers = 1;
+    cfg.buffers = &bp;
+    cfg.n_data_sources = 1;
+    cfg.data_sources = &dp;
+    if (duration) {
+        cfg.has_duration_ms = true;
+        cfg.duration_ms = duration;
+    }
+    if (flush_timeout) {
+        cfg.has_flush_timeout_ms = true;
+        cfg.flush_timeout_ms = flush_timeout;
+    }
+    int pass_fd = -1;
+    if (period) {
+        cfg.has_write_into_file = cfg.has_file_write_period_ms = true;
+        cfg.write_into_file = true;
+        cfg.file_write_period_ms = period;
+        pass_fd = fd;
+    }
+    req.trace_config = &cfg;
+    ipc_client_invoke(c.c, "EnableTracing", &req.base, pass_fd,
+                      &perfetto__protos__enable_tracing_response__descriptor,
+                      on_enable, &c);
+    while (!c.disabled && !c.failed) {
+        ipc_loop_run_once(c.loop, 50);
+        if (g_stop) {
+            g_stop = 0;
+            ipc_client_invoke(c.c, "DisableTracing", NULL, -1, NULL, NULL,
+                              NULL);
+        }
+    }
+    if (c.error[0]) {
+        fprintf(stderr, "svc_consumer: %s\n", c.error);
+        return 1;
+    }
+    if (!period) {
+        c.out = fdopen(fd, "wb");
+        rc = read_buffers(&c);
+        fclose(c.out);
+    } else {
+        close(fd);
+    }
+    ipc_client_invoke(c.c, "FreeBuffers", NULL, -1, NULL, NULL, NULL);
+    for (int i = 0; i < 10; i++)
+        ipc_loop_run_once(c.loop, 5);
+    fprintf(stderr, "svc_consumer: %llu packets, %llu bytes\n",
+            (unsigned long long)c.packets, (unsigned long long)c.bytes);
+    ipc_client_destroy(c.c);
+    ipc_loop_destroy(c.loop);
+    free(c.pkt);
+    perfetto__protos__trace_stats__free_unpacked(c.stats, NULL);
+    return rc < 0 ? 1 : 0;
+}

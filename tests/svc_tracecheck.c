@@ -1,0 +1,284 @@
+/*
+ * svc_tracecheck.c - checks a trace file written by shmtraced / shmtrace.
+ *
+ * Reads a Perfetto trace (a stream of Trace.packet records: 0x0A, varint
+ * length, TracePacket) and, for every producer sequence
+ * (trusted_packet_sequence_id != 1), follows the for_testing.seq_value of
+ * shmtrace-producer's packets: each must be the previous + 1, or come with
+ * previous_packet_dropped != 0 (a flagged gap). A gap without the flag is
+ * a silent loss; a value that does not increase is a duplicate. Both fail.
+ * The last trace_stats packet is summarised too.
+ *
+ * Output: one "key=value" per line (scripts grep them), then a verdict.
+ * Exit: 0 ok, 1 check failed, 2 usage or unreadable/undecodable file.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "trace.pb-c.h"
+
+typedef struct {
+    uint32_t seq_id;
+    uint64_t count;
+    int64_t last;            /* -1 before the first */
+    uint64_t first;
+    uint64_t gaps_flagged, gaps_silent, lost, dups, flagged_packets;
+} seqstat;
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+"usage: svc_tracecheck [options] TRACE\n"
+"Checks seq_value continuity per sequence and previous_packet_dropped.\n"
+"  --expect-total N        exactly N test packets must be read\n"
+"  --expect-sequences N    exactly N producer sequences\n"
+"  --complete N            every sequence holds exactly seq_values 0..N-1\n"
+"  --min-total N           at least N test packets\n"
+"  --require-loss          some loss must be visible (flag or stats)\n"
+"  --require-stats         a trace_stats packet must be present\n"
+"  --verbose               one line per sequence\n"
+"  -h, --help              this help\n"
+"Exit: 0 ok, 1 check failed, 2 usage/unreadable file.\n");
+}
+
+static int read_varint(FILE *f, uint64_t *out)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < 10; i++) {
+        int c = fgetc(f);
+        if (c == EOF)
+            return i == 0 ? 0 : -1;
+        v |= (uint64_t)(c & 0x7f) << (7 * i);
+        if (!(c & 0x80)) {
+            *out = v;
+            return 1;
+        }
+    }
+    return -1;
+}
+
+int main(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"expect-total", required_argument, NULL, 't'},
+        {"expect-sequences", required_argument, NULL, 's'},
+        {"complete", required_argument, NULL, 'c'},
+        {"min-total", required_argument, NULL, 'm'},
+        {"require-loss", no_argument, NULL, 'l'},
+        {"require-stats", no_argument, NULL, 'r'},
+        {"verbose", no_argument, NULL, 'v'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    long long expect_total = -1, expect_seqs = -1, complete = -1,
+              min_total = -1;
+    int require_loss = 0, require_stats = 0, verbose = 0, o;
+    while ((o = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        switch (o) {
+        case 't': expect_total = atoll(optarg); break;
+        case 's': expect_seqs = atoll(optarg); break;
+        case 'c': complete = atoll(optarg); break;
+        case 'm': min_total = atoll(optarg); break;
+        case 'l': require_loss = 1; break;
+        case 'r': require_stats = 1; break;
+        case 'v': verbose = 1; break;
+        case 'h': usage(stdout); return 0;
+        default: usage(stderr); return 2;
+        }
+    }
+    if (optind + 1 != argc) {
+        usage(stderr);
+        return 2;
+    }
+    FILE *f = fopen(argv[optind], "rb");
+    if (!f) {
+        fprintf(stderr, "svc_tracecheck: %s: %s\n", argv[optind],
+                strerror(errno));
+        return 2;
+    }
+    seqstat *seqs = NULL;
+    size_t nseqs = 0;
+    uint64_t packets = 0, service_packets = 0, test_packets = 0;
+    uint64_t stats_packets = 0, config_packets = 0, other_packets = 0;
+    Perfetto__Protos__TraceStats *last_stats = NULL;
+    uint8_t *buf = NULL;
+    size_t cap = 0;
+    int rc;
+    for (;;) {
+        int tag = fgetc(f);
+        if (tag == EOF)
+            break;
+        uint64_t len;
+        if (tag != 0x0A || (rc = read_varint(f, &len)) != 1 ||
+            len > (256u << 20)) {
+            fprintf(stderr, "svc_tracecheck: bad record at packet %llu\n",
+                    (unsigned long long)packets);
+            return 2;
+        }
+        if (len > cap) {
+            cap = len * 2;
+            buf = realloc(buf, cap);
+            if (!buf)
+                return 2;
+        }
+        if (len && fread(buf, 1, len, f) != len) {
+            fprintf(stderr, "svc_tracecheck: truncated packet %llu\n",
+                    (unsigned long long)packets);
+            return 2;
+        }
+        Perfetto__Protos__TracePacket *p =
+            perfetto__protos__trace_packet__unpack(NULL, len, buf);
+        if (!p) {
+            fprintf(stderr, "svc_tracecheck: undecodable packet %llu\n",
+                    (unsigned long long)packets);
+            return 2;
+        }
+        packets++;
+        uint32_t seq = p->has_trusted_packet_sequence_id ?
+                       p->trusted_packet_sequence_id : 0;
+        if (seq == 1) {
+            service_packets++;
+            if (p->trace_stats) {
+                stats_packets++;
+                if (last_stats)
+                    perfetto__protos__trace_stats__free_unpacked(last_stats,
+                                                                 NULL);
+                /* keep a copy: repack / unpack */
+                size_t n = perfetto__protos__trace_stats__get_packed_size(
+                        p->trace_stats);
+                uint8_t *t = malloc(n ? n : 1);
+                perfetto__protos__trace_stats__pack(p->trace_stats, t);
+                last_stats = perfetto__protos__trace_stats__unpack(NULL, n, t);
+                free(t);
+            }
+            if (p->trace_config)
+                config_packets++;
+        } else if (p->for_testing && p->for_testing->has_seq_value) {
+            test_packets++;
+            seqstat *s = NULL;
+            for (size_t i = 0; i < nseqs; i++)
+                if (seqs[i].seq_id == seq)
+                    s = &seqs[i];
+            if (!s) {
+                seqs = realloc(seqs, (nseqs + 1) * sizeof(*seqs));
+                s = &seqs[nseqs++];
+                memset(s, 0, sizeof(*s));
+                s->seq_id = seq;
+                s->last = -1;
+                s->first = p->for_testing->seq_value;
+            }
+            int64_t v = p->for_testing->seq_value;
+            bool flagged = p->has_previous_packet_dropped &&
+                           p->previous_packet_dropped != 0;
+            s->flagged_packets += flagged;
+            if (s->last >= 0 && v <= s->last) {
+                s->dups++;
+            } else if (s->last >= 0 && v != s->last + 1) {
+                s->lost += (uint64_t)(v - s->last - 1);
+                if (flagged)
+                    s->gaps_flagged++;
+                else
+                    s->gaps_silent++;
+            }
+            if (v > s->last)
+                s->last = v;
+            s->count++;
+        } else {
+            other_packets++;
+        }
+        perfetto__protos__trace_packet__free_unpacked(p, NULL);
+    }
+    fclose(f);
+    free(buf);
+
+    uint64_t gaps_flagged = 0, gaps_silent = 0, lost = 0, dups = 0,
+             flagged = 0, incomplete = 0;
+    for (size_t i = 0; i < nseqs; i++) {
+        gaps_flagged += seqs[i].gaps_flagged;
+        gaps_silent += seqs[i].gaps_silent;
+        lost += seqs[i].lost;
+        dups += seqs[i].dups;
+        flagged += seqs[i].flagged_packets;
+        if (complete >= 0 && (seqs[i].count != (uint64_t)complete ||
+                              seqs[i].first != 0))
+            incomplete++;
+    }
+    for (size_t i = 0; verbose && i < nseqs; i++)
+        printf("seq %u: count=%llu first=%llu last=%lld gaps_flagged=%llu "
+               "gaps_silent=%llu lost=%llu flagged=%llu\n", seqs[i].seq_id,
+               (unsigned long long)seqs[i].count,
+               (unsigned long long)seqs[i].first, (long long)seqs[i].last,
+               (unsigned long long)seqs[i].gaps_flagged,
+               (unsigned long long)seqs[i].gaps_silent,
+               (unsigned long long)seqs[i].lost,
+               (unsigned long long)seqs[i].flagged_packets);
+    uint64_t abi = 0, overwritten = 0, discarded = 0, wl = 0, wraps = 0;
+    if (last_stats) {
+        for (size_t i = 0; i < last_stats->n_buffer_stats; i++) {
+            abi += last_stats->buffer_stats[i]->abi_violations;
+            overwritten += last_stats->buffer_stats[i]->chunks_overwritten;
+            discarded += last_stats->buffer_stats[i]->chunks_discarded;
+            wl += last_stats->buffer_stats[i]->trace_writer_packet_loss;
+            wraps += last_stats->buffer_stats[i]->write_wrap_count;
+        }
+    }
+    printf("packets=%llu\nservice_packets=%llu\ntest_packets=%llu\n"
+           "sequences=%zu\nconfig_packets=%llu\nstats_packets=%llu\n"
+           "other_packets=%llu\ngaps_flagged=%llu\ngaps_silent=%llu\n"
+           "lost_in_gaps=%llu\nduplicates=%llu\nflagged_packets=%llu\n",
+           (unsigned long long)packets, (unsigned long long)service_packets,
+           (unsigned long long)test_packets, nseqs,
+           (unsigned long long)config_packets,
+           (unsigned long long)stats_packets,
+           (unsigned long long)other_packets,
+           (unsigned long long)gaps_flagged, (unsigned long long)gaps_silent,
+           (unsigned long long)lost, (unsigned long long)dups,
+           (unsigned long long)flagged);
+    if (last_stats)
+        printf("stats_abi_violations=%llu\nstats_chunks_overwritten=%llu\n"
+               "stats_buf_chunks_discarded=%llu\nstats_writer_packet_loss=%llu\n"
+               "stats_write_wrap_count=%llu\nstats_invalid_packets=%llu\n"
+               "stats_chunks_discarded=%llu\nstats_flushes_failed=%llu\n",
+               (unsigned long long)abi, (unsigned long long)overwritten,
+               (unsigned long long)discarded, (unsigned long long)wl,
+               (unsigned long long)wraps,
+               (unsigned long long)last_stats->invalid_packets,
+               (unsigned long long)last_stats->chunks_discarded,
+               (unsigned long long)last_stats->flushes_failed);
+    int fail = 0;
+#define CHECK(cond, ...) do { if (!(cond)) { fail = 1; \
+        fprintf(stderr, "svc_tracecheck: FAIL: " __VA_ARGS__); \
+        fputc('\n', stderr); } } while (0)
+    CHECK(gaps_silent == 0, "%llu silent gap(s): packets lost without "
+          "previous_packet_dropped", (unsigned long long)gaps_silent);
+    CHECK(dups == 0, "%llu duplicate/out-of-order packet(s)",
+          (unsigned long long)dups);
+    if (expect_total >= 0)
+        CHECK(test_packets == (uint64_t)expect_total,
+              "read %llu test packets, expected %lld",
+              (unsigned long long)test_packets, expect_total);
+    if (min_total >= 0)
+        CHECK(test_packets >= (uint64_t)min_total,
+              "read %llu test packets, expected at least %lld",
+              (unsigned long long)test_packets, min_total);
+    if (expect_seqs >= 0)
+        CHECK(nseqs == (size_t)expect_seqs, "%zu sequences, expected %lld",
+              nseqs, expect_seqs);
+    if (complete >= 0)
+        CHECK(incomplete == 0, "%llu sequence(s) not complete 0..%lld",
+              (unsigned long long)incomplete, complete - 1);
+    if (require_stats)
+        CHECK(last_stats != NULL, "no trace_stats packet");
+    if (require_loss)
+        CHECK(flagged + overwritten + discarded + wl > 0,
+              "no loss visible although one was expected");
+    if (last_stats)
+        perfetto__protos__trace_stats__free_unpacked(last_stats, NULL);
+    free(seqs);
+    printf("verdict=%s\n", fail ? "FAIL" : "OK");
+    return fail;
+}

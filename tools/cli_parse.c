@@ -1,0 +1,123 @@
+/*
+ * cli_parse.c - value parsers of the command-line tools (cli_*): sizes,
+ * durations, unsigned numbers, and reading a (bounded) config file. Pure
+ * functions, unit-tested in tests/check_cli.c.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "cli_parse.h"
+
+/* NUMBER[k|kb|m|mb|g|gb] -> KiB (plain number = KiB); rounded up to 4. */
+int cli_parse_size_kb(const char *s, uint32_t *kb)
+{
+    char *end;
+    errno = 0;
+    if (s[0] == '-')
+        return -EINVAL;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno || end == s)
+        return -EINVAL;
+    if (v > UINT32_MAX)
+        return -ERANGE; /* also keeps the multiplications below exact */
+    unsigned long long k;
+    if (!*end || !strcasecmp(end, "k") || !strcasecmp(end, "kb"))
+        k = v;
+    else if (!strcasecmp(end, "m") || !strcasecmp(end, "mb"))
+        k = v * 1024;
+    else if (!strcasecmp(end, "g") || !strcasecmp(end, "gb"))
+        k = v * 1024 * 1024;
+    else if (!strcasecmp(end, "b"))
+        k = (v + 1023) / 1024;
+    else
+        return -EINVAL;
+    k = (k + 3) / 4 * 4;
+    if (k == 0 || k > UINT32_MAX)
+        return -ERANGE;
+    *kb = (uint32_t)k;
+    return 0;
+}
+
+/* NUMBER[ms|s|m|h] -> ms (plain number = seconds). */
+int cli_parse_duration_ms(const char *s, uint32_t *ms)
+{
+    char *end;
+    errno = 0;
+    if (s[0] == '-')
+        return -EINVAL;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno || end == s)
+        return -EINVAL;
+    if (v > UINT32_MAX)
+        return -ERANGE;
+    unsigned long long r;
+    if (!strcmp(end, "ms"))
+        r = v;
+    else if (!*end || !strcmp(end, "s"))
+        r = v * 1000;
+    else if (!strcmp(end, "m"))
+        r = v * 60000;
+    else if (!strcmp(end, "h"))
+        r = v * 3600000;
+    else
+        return -EINVAL;
+    if (r > UINT32_MAX)
+        return -ERANGE;
+    *ms = (uint32_t)r;
+    return 0;
+}
+
+int cli_parse_u64(const char *s, uint64_t *out)
+{
+    char *end;
+    errno = 0;
+    if (s[0] == '-')
+        return -EINVAL;
+    unsigned long long v = strtoull(s, &end, 0);
+    if (errno || end == s || *end)
+        return -EINVAL;
+    *out = v;
+    return 0;
+}
+
+char *cli_read_file(const char *path, int *err)
+{
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        *err = -errno;
+        return NULL;
+    }
+    size_t cap = 4096, len = 0;
+    char *buf = malloc(cap);
+    while (buf) {
+        size_t n = fread(buf + len, 1, cap - len - 1, f);
+        len += n;
+        if (len + 1 < cap)
+            break;
+        if (cap >= 16u * 1024 * 1024) {
+            free(buf);
+            buf = NULL;
+            *err = -EFBIG;
+            break;
+        }
+        char *nb = realloc(buf, cap * 2);
+        if (!nb) {
+            free(buf);
+            buf = NULL;
+            *err = -ENOMEM;
+            break;
+        }
+        buf = nb;
+        cap *= 2;
+    }
+    if (buf)
+        buf[len] = 0;
+    fclose(f);
+    return buf;
+}

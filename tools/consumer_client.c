@@ -1,0 +1,696 @@
+/*
+ * consumer_client.c - synchronous ConsumerPort client and trace-file writer
+ * (cons_*). See consumer_client.h.
+ *
+ * Every synchronous call is "invoke, then run the private loop until the
+ * call's done flag is set". A call record lives on the caller's stack; if
+ * the connection drops, the IPC client fails every pending call with
+ * -ECONNRESET before we return, so no callback outlives its record.
+ *
+ * ReadBuffers reassembly: slices are appended to pkt until one carries
+ * last_slice_for_packet; the packet then goes to the callback. A packet
+ * larger than CONS_MAX_PACKET_BYTES is dropped (counted in the error) and a
+ * stream that ends mid-packet drops the partial one.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "consumer_client.h"
+#include "ipc.h"
+
+#define OUT_BUF_BYTES (1u << 20)
+
+struct cons_client {
+    ipc_loop *loop;
+    ipc_client *ipc;
+    char path[108];
+    bool bound_done, bound_ok;
+    bool disconnected;
+    bool enable_sent, ended;
+    char *end_error;
+};
+
+typedef struct call {
+    bool done;
+    int status;
+    ProtobufCMessage *reply;  /* kept (unpacked copy) when wanted */
+    bool keep_reply;
+    /* ReadBuffers */
+    cons_packet_fn fn;
+    void *ctx;
+    uint8_t *pkt;
+    size_t pkt_len, pkt_cap;
+    bool pkt_overflow;
+    int cb_error;
+} call;
+
+static void on_bound(ipc_client *ic, bool ok, void *ctx)
+{
+    (void)ic;
+    cons_client *c = ctx;
+    c->bound_done = true;
+    c->bound_ok = ok;
+}
+
+static void on_disc(ipc_client *ic, int err, void *ctx)
+{
+    (void)ic; (void)err;
+    cons_client *c = ctx;
+    c->disconnected = true;
+    c->bound_done = true;
+    if (c->enable_sent && !c->ended) {
+        c->ended = true;
+        free(c->end_error);
+        c->end_error = strdup("connection to the tracing service lost");
+    }
+}
+
+static const ipc_client_cbs cbs = { on_bound, on_disc };
+
+void cons_poll(cons_client *c, int timeout_ms)
+{
+    ipc_loop_run_once(c->loop, timeout_ms);
+}
+
+/* Run the loop until *flag, a disconnect, or the timeout. */
+static int wait_flag(cons_client *c, const bool *flag)
+{
+    uint64_t deadline = ipc_now_ms() + CONS_REPLY_TIMEOUT_MS;
+    while (!*flag) {
+        if (c->disconnected)
+            return -ENOTCONN;
+        uint64_t now = ipc_now_ms();
+        if (now >= deadline)
+            return -ETIMEDOUT;
+        ipc_loop_run_once(c->loop, (int)(deadline - now));
+    }
+    return 0;
+}
+
+cons_client *cons_connect(const char *socket_override, int *err)
+{
+    int rc;
+    cons_client *c = calloc(1, sizeof *c);
+    if (!c) {
+        rc = -ENOMEM;
+        goto fail;
+    }
+    rc = ipc_sock_path(IPC_SOCK_CONSUMER, socket_override, c->path,
+                       sizeof c->path);
+    if (rc < 0)
+        goto fail;
+    c->loop = ipc_loop_create();
+    if (!c->loop) {
+        rc = -ENOMEM;
+        goto fail;
+    }
+    c->ipc = ipc_client_connect(c->loop, c->path, IPC_CONSUMER_PORT, &cbs, c,
+                                &rc);
+    if (!c->ipc)
+        goto fail;
+    rc = wait_flag(c, &c->bound_done);
+    if (rc == 0 && !c->bound_ok)
+        rc = c->disconnected ? -ECONNRESET : -EPROTONOSUPPORT;
+    if (rc < 0)
+        goto fail;
+    return c;
+fail:
+    if (err)
+        *err = rc;
+    cons_destroy(c);
+    return NULL;
+}
+
+void cons_destroy(cons_client *c)
+{
+    if (!c)
+        return;
+    ipc_client_destroy(c->ipc);
+    ipc_loop_destroy(c->loop);
+    free(c->end_error);
+    free(c);
+}
+
+const char *cons_socket_path(const cons_client *c)
+{
+    return c->path;
+}
+
+static void on_reply(ipc_client *ic, int status, const ProtobufCMessage *msg,
+                     bool has_more, void *ctx)
+{
+    (void)ic;
+    call *k = ctx;
+    if (has_more)
+        return;
+    k->status = status;
+    if (status == 0 && k->keep_reply && msg) {
+        /* Copy out: msg is freed after we return. */
+        size_t n = protobuf_c_message_get_packed_size(msg);
+        uint8_t *b = malloc(n ? n : 1);
+        if (b) {
+            protobuf_c_message_pack(msg, b);
+            k->reply = protobuf_c_message_unpack(msg->descriptor, NULL, n, b);
+            free(b);
+        }
+        if (!k->reply)
+            k->status = -ENOMEM;
+    }
+    k->done = true;
+}
+
+static int invoke_sync(cons_client *c, const char *method,
+                       const ProtobufCMessage *args, int fd,
+                       const ProtobufCMessageDescriptor *reply_desc,
+                       call *k)
+{
+    if (c->disconnected)
+        return -ENOTCONN;
+    int64_t rid = ipc_client_invoke(c->ipc, method, args, fd, reply_desc,
+                                    on_reply, k);
+    if (rid < 0)
+        return (int)rid;
+    int rc = wait_flag(c, &k->done);
+    if (rc == -ETIMEDOUT) {
+        /* The callback still points at k: drop the connection first. */
+        ipc_client_destroy(c->ipc);
+        c->ipc = NULL;
+        c->disconnected = true;
+        return rc;
+    }
+    if (rc < 0 && !k->done)
+        return rc;
+    return k->status == -ECONNRESET ? -ENOTCONN : k->status;
+}
+
+static void on_enable_reply(ipc_client *ic, int status,
+                            const ProtobufCMessage *msg, bool has_more,
+                            void *ctx)
+{
+    (void)ic;
+    cons_client *c = ctx;
+    if (has_more)
+        return;
+    c->ended = true;
+    free(c->end_error);
+    c->end_error = NULL;
+    const Perfetto__Protos__EnableTracingResponse *r = (const void *)msg;
+    if (status < 0)
+        c->end_error = strdup(status == -ECONNRESET
+                                  ? "connection to the tracing service lost"
+                                  : "the service refused the trace config");
+    else if (r && r->error && r->error[0])
+        c->end_error = strdup(r->error);
+}
+
+int cons_enable(cons_client *c, const Perfetto__Protos__TraceConfig *cfg,
+                int fd)
+{
+    if (c->disconnected)
+        return -ENOTCONN;
+    Perfetto__Protos__EnableTracingRequest r =
+        PERFETTO__PROTOS__ENABLE_TRACING_REQUEST__INIT;
+    r.trace_config = (Perfetto__Protos__TraceConfig *)cfg;
+    int64_t rid = ipc_client_invoke(
+        c->ipc, "EnableTracing", &r.base, fd,
+        &perfetto__protos__enable_tracing_response__descriptor,
+        on_enable_reply, c);
+    if (rid < 0)
+        return (int)rid;
+    c->enable_sent = true;
+    c->ended = false;
+    return 0;
+}
+
+bool cons_ended(const cons_client *c, const char **error)
+{
+    if (error)
+        *error = c->end_error;
+    return c->ended;
+}
+
+int cons_disable(cons_client *c)
+{
+    Perfetto__Protos__DisableTracingRequest r =
+        PERFETTO__PROTOS__DISABLE_TRACING_REQUEST__INIT;
+    call k = { 0 };
+    return invoke_sync(c, "DisableTracing", &r.base, -1, NULL, &k);
+}
+
+int cons_flush(cons_client *c, uint32_t timeout_ms)
+{
+    Perfetto__Protos__FlushRequest r = PERFETTO__PROTOS__FLUSH_REQUEST__INIT;
+    if (timeout_ms) {
+        r.has_timeout_ms = true;
+        r.timeout_ms = timeout_ms;
+    }
+    /* flags: reason explicit (4), initiator perfetto_cmd-like (2 << 4) */
+    r.has_flags = true;
+    r.flags = 4u | (2u << 4);
+    call k = { 0 };
+    return invoke_sync(c, "Flush", &r.base, -1, NULL, &k);
+}
+
+static void on_read_reply(ipc_client *ic, int status,
+                          const ProtobufCMessage *msg, bool has_more,
+                          void *ctx)
+{
+    (void)ic;
+    call *k = ctx;
+    const Perfetto__Protos__ReadBuffersResponse *r = (const void *)msg;
+    for (size_t i = 0; status == 0 && r && i < r->n_slices; i++) {
+        const Perfetto__Protos__ReadBuffersResponse__Slice *s = r->slices[i];
+        size_t len = s->has_data ? s->data.len : 0;
+        if (k->pkt_len + len > CONS_MAX_PACKET_BYTES) {
+            k->pkt_overflow = true;
+        } else if (len) {
+            if (k->pkt_len + len > k->pkt_cap) {
+                size_t cap = k->pkt_cap ? k->pkt_cap : 4096;
+                while (cap < k->pkt_len + len)
+                    cap *= 2;
+                uint8_t *n = realloc(k->pkt, cap);
+                if (!n) {
+                    k->pkt_overflow = true;
+                } else {
+                    k->pkt = n;
+                    k->pkt_cap = cap;
+                }
+            }
+            if (!k->pkt_overflow) {
+                memcpy(k->pkt + k->pkt_len, s->data.data, len);
+                k->pkt_len += len;
+            }
+        }
+        if (s->has_last_slice_for_packet && s->last_slice_for_packet) {
+            if (!k->pkt_overflow && k->cb_error == 0) {
+                int rc = k->fn(k->pkt, k->pkt_len, k->ctx);
+                if (rc < 0)
+                    k->cb_error = rc;
+            } else if (k->pkt_overflow && k->cb_error == 0) {
+                k->cb_error = -EMSGSIZE;
+            }
+            k->pkt_len = 0;
+            k->pkt_overflow = false;
+        }
+    }
+    if (!has_more || status < 0) {
+        k->status = status;
+        k->done = true;
+    }
+}
+
+int cons_read(cons_client *c, cons_packet_fn fn, void *ctx)
+{
+    if (c->disconnected)
+        return -ENOTCONN;
+    Perfetto__Protos__ReadBuffersRequest r =
+        PERFETTO__PROTOS__READ_BUFFERS_REQUEST__INIT;
+    call k = { 0 };
+    k.fn = fn;
+    k.ctx = ctx;
+    int64_t rid = ipc_client_invoke(
+        c->ipc, "ReadBuffers", &r.base, -1,
+        &perfetto__protos__read_buffers_response__descriptor, on_read_reply,
+        &k);
+    if (rid < 0)
+        return (int)rid;
+    /* A long read keeps making progress; only a silent service times out. */
+    int rc = 0;
+    while (!k.done) {
+        if (c->disconnected) {
+            rc = -ENOTCONN;
+            break;
+        }
+        if (ipc_loop_run_once(c->loop, CONS_REPLY_TIMEOUT_MS) == 0) {
+            ipc_client_destroy(c->ipc);
+            c->ipc = NULL;
+            c->disconnected = true;
+            rc = -ETIMEDOUT;
+            break;
+        }
+    }
+    free(k.pkt);
+    if (rc == 0)
+        rc = k.status == -ECONNRESET ? -ENOTCONN : k.status;
+    return rc < 0 ? rc : k.cb_error;
+}
+
+int cons_free_buffers(cons_client *c)
+{
+    Perfetto__Protos__FreeBuffersRequest r =
+        PERFETTO__PROTOS__FREE_BUFFERS_REQUEST__INIT;
+    call k = { 0 };
+    return invoke_sync(c, "FreeBuffers", &r.base, -1, NULL, &k);
+}
+
+int cons_get_stats(cons_client *c, Perfetto__Protos__TraceStats **out)
+{
+    Perfetto__Protos__GetTraceStatsRequest r =
+        PERFETTO__PROTOS__GET_TRACE_STATS_REQUEST__INIT;
+    call k = { 0 };
+    k.keep_reply = true;
+    *out = NULL;
+    int rc = invoke_sync(c, "GetTraceStats", &r.base, -1,
+                         &perfetto__protos__get_trace_stats_response__descriptor,
+                         &k);
+    Perfetto__Protos__GetTraceStatsResponse *rep = (void *)k.reply;
+    if (rc == 0 && rep && rep->trace_stats) {
+        *out = rep->trace_stats;
+        rep->trace_stats = NULL; /* steal it */
+    } else if (rc == 0) {
+        rc = -EPROTO;
+    }
+    protobuf_c_message_free_unpacked(k.reply, NULL);
+    return rc;
+}
+
+int cons_clone(cons_client *c, uint64_t session_id, const char *name,
+               char *err, size_t err_len)
+{
+    Perfetto__Protos__CloneSessionRequest r =
+        PERFETTO__PROTOS__CLONE_SESSION_REQUEST__INIT;
+    if (name) {
+        r.selector_case =
+            PERFETTO__PROTOS__CLONE_SESSION_REQUEST__SELECTOR_UNIQUE_SESSION_NAME;
+        r.unique_session_name = (char *)name;
+    } else {
+        r.selector_case =
+            PERFETTO__PROTOS__CLONE_SESSION_REQUEST__SELECTOR_SESSION_ID;
+        r.session_id = session_id;
+    }
+    call k = { 0 };
+    k.keep_reply = true;
+    if (err_len)
+        err[0] = 0;
+    int rc = invoke_sync(c, "CloneSession", &r.base, -1,
+                         &perfetto__protos__clone_session_response__descriptor,
+                         &k);
+    Perfetto__Protos__CloneSessionResponse *rep = (void *)k.reply;
+    if (rc == 0 && (!rep || !rep->success)) {
+        rc = -EPROTO;
+        snprintf(err, err_len, "%s",
+                 rep && rep->error ? rep->error : "clone refused");
+    }
+    protobuf_c_message_free_unpacked(k.reply, NULL);
+    return rc;
+}
+
+/* ---- trace file writer -------------------------------------------- */
+
+int cons_out_init(cons_out *o, int fd)
+{
+    memset(o, 0, sizeof *o);
+    o->fd = fd;
+    o->buf = malloc(OUT_BUF_BYTES);
+    if (!o->buf)
+        return -ENOMEM;
+    o->buf_cap = OUT_BUF_BYTES;
+    return 0;
+}
+
+int cons_out_flush(cons_out *o)
+{
+    size_t off = 0;
+    while (o->error == 0 && off < o->buf_len) {
+        ssize_t n = write(o->fd, o->buf + off, o->buf_len - off);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            o->error = -errno;
+            break;
+        }
+        off += (size_t)n;
+    }
+    o->buf_len = 0;
+    return o->error;
+}
+
+static int out_bytes(cons_out *o, const uint8_t *p, size_t n)
+{
+    if (o->buf_len + n > o->buf_cap && cons_out_flush(o) < 0)
+        return o->error;
+    if (n > o->buf_cap) {
+        while (n) {
+            ssize_t w = write(o->fd, p, n);
+            if (w < 0) {
+                if (errno == EINTR)
+                    continue;
+                return o->error = -errno;
+            }
+            p += w;
+            n -= (size_t)w;
+        }
+        return 0;
+    }
+    memcpy(o->buf + o->buf_len, p, n);
+    o->buf_len += n;
+    return 0;
+}
+
+/* Read a varint at *p (< end). false if truncated or longer than 10. */
+static bool get_varint(const uint8_t **p, const uint8_t *end, uint64_t *v)
+{
+    uint64_t r = 0;
+    for (int shift = 0; shift < 70 && *p < end; shift += 7) {
+        uint8_t b = *(*p)++;
+        r |= (uint64_t)(b & 0x7f) << (shift < 64 ? shift : 63);
+        if (!(b & 0x80)) {
+            *v = r;
+            return true;
+        }
+    }
+    return false;
+}
+
+/* Top-level scan: previous_packet_dropped (42) and trace_stats (35). */
+static void scan_packet(cons_out *o, const uint8_t *p, size_t len)
+{
+    const uint8_t *end = p + len;
+    bool flagged = false;
+    while (p < end) {
+        uint64_t tag, v;
+        if (!get_varint(&p, end, &tag))
+            goto bad;
+        uint32_t field = (uint32_t)(tag >> 3);
+        switch (tag & 7) {
+        case 0:
+            if (!get_varint(&p, end, &v))
+                goto bad;
+            if (field == 42)
+                flagged = v != 0; /* last one wins */
+            break;
+        case 1:
+            if (end - p < 8)
+                goto bad;
+            p += 8;
+            break;
+        case 5:
+            if (end - p < 4)
+                goto bad;
+            p += 4;
+            break;
+        case 2:
+            if (!get_varint(&p, end, &v) || v > (uint64_t)(end - p))
+                goto bad;
+            if (field == 35) {
+                Perfetto__Protos__TraceStats *st =
+                    perfetto__protos__trace_stats__unpack(NULL, (size_t)v, p);
+                if (st) {
+                    perfetto__protos__trace_stats__free_unpacked(
+                        o->last_stats, NULL);
+                    o->last_stats = st;
+                }
+            }
+            p += v;
+            break;
+        default:
+            goto bad;
+        }
+    }
+    if (flagged)
+        o->flagged_packets++;
+    return;
+bad:
+    o->malformed++;
+}
+
+int cons_out_packet(const uint8_t *packet, size_t len, void *ctx)
+{
+    cons_out *o = ctx;
+    uint8_t hdr[11];
+    size_t n = 0;
+    hdr[n++] = 0x0a; /* Trace.packet: field 1, length-delimited */
+    uint64_t v = len;
+    do {
+        hdr[n++] = (uint8_t)((v & 0x7f) | (v > 0x7f ? 0x80 : 0));
+        v >>= 7;
+    } while (v);
+    if (out_bytes(o, hdr, n) < 0 || out_bytes(o, packet, len) < 0)
+        return o->error;
+    o->bytes += n + len;
+    o->packets++;
+    scan_packet(o, packet, len);
+    return 0;
+}
+
+int cons_out_scan_fd(cons_out *o, int fd)
+{
+    o->packets = o->bytes = o->flagged_packets = o->malformed = 0;
+    size_t cap = 1u << 20, len = 0;
+    uint8_t *buf = malloc(cap);
+    if (!buf)
+        return -ENOMEM;
+    off_t pos = 0;
+    int rc = 0;
+    bool eof = false;
+    for (;;) {
+        /* Refill behind whatever is left of a partial record. */
+        if (!eof && len < cap) {
+            ssize_t n = pread(fd, buf + len, cap - len, pos);
+            if (n < 0) {
+                if (errno == EINTR)
+                    continue;
+                rc = -errno;
+                break;
+            }
+            if (n == 0)
+                eof = true;
+            pos += n;
+            len += (size_t)n;
+        }
+        size_t off = 0;
+        while (off < len) {
+            const uint8_t *p = buf + off, *end = buf + len;
+            uint64_t plen = 0;
+            if (*p != 0x0a) {
+                rc = -EBADMSG;
+                break;
+            }
+            p++;
+            ptrdiff_t avail = end - p;
+            if (!get_varint(&p, end, &plen)) {
+                if (eof || avail >= 10)
+                    rc = -EBADMSG; /* truncated or overlong varint */
+                break;             /* else: need more bytes */
+            }
+            if (plen > CONS_MAX_PACKET_BYTES) {
+                rc = -EBADMSG;
+                break;
+            }
+            if (plen > (uint64_t)(end - p)) {
+                if (eof)
+                    rc = -EBADMSG; /* truncated record */
+                break;
+            }
+            scan_packet(o, p, (size_t)plen);
+            o->packets++;
+            o->bytes += (size_t)(p - (buf + off)) + plen;
+            off = (size_t)(p - buf) + plen;
+        }
+        memmove(buf, buf + off, len - off);
+        len -= off;
+        if (rc < 0 || (eof && len == 0))
+            break;
+        if (len == cap) { /* one record larger than the buffer */
+            size_t ncap = cap * 2;
+            uint8_t *nb = ncap <= 2 * (size_t)CONS_MAX_PACKET_BYTES
+                              ? realloc(buf, ncap) : NULL;
+            if (!nb) {
+                rc = -EBADMSG;
+                break;
+            }
+            buf = nb;
+            cap = ncap;
+        }
+    }
+    free(buf);
+    return rc;
+}
+
+void cons_out_fini(cons_out *o)
+{
+    free(o->buf);
+    o->buf = NULL;
+    perfetto__protos__trace_stats__free_unpacked(o->last_stats, NULL);
+    o->last_stats = NULL;
+}
+
+void cons_losses_from_stats(const Perfetto__Protos__TraceStats *st,
+                            cons_losses *out)
+{
+    memset(out, 0, sizeof *out);
+    if (!st)
+        return;
+    for (size_t i = 0; i < st->n_buffer_stats; i++) {
+        const Perfetto__Protos__TraceStats__BufferStats *b =
+            st->buffer_stats[i];
+        out->chunks_overwritten += b->chunks_overwritten;
+        out->chunks_discarded += b->chunks_discarded;
+        out->abi_violations += b->abi_violations;
+        out->trace_writer_packet_loss += b->trace_writer_packet_loss;
+        out->patches_failed += b->patches_failed;
+        out->bytes_written += b->bytes_written;
+    }
+    out->chunks_discarded += st->chunks_discarded;
+    out->invalid_packets = st->invalid_packets;
+}
+
+int cons_clone_to_file(const char *socket_override, uint64_t session_id,
+                       const char *name, const char *path, cons_out *result,
+                       char *err, size_t err_len)
+{
+    int rc = 0;
+    if (err_len)
+        err[0] = 0;
+    cons_client *c = cons_connect(socket_override, &rc);
+    if (!c) {
+        snprintf(err, err_len, "cannot connect to the tracing service: %s",
+                 strerror(-rc));
+        return rc;
+    }
+    rc = cons_clone(c, session_id, name, err, err_len);
+    if (rc < 0) {
+        if (!err[0])
+            snprintf(err, err_len, "CloneSession failed: %s", strerror(-rc));
+        cons_destroy(c);
+        return rc;
+    }
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        rc = -errno;
+        snprintf(err, err_len, "cannot create %s: %s", path, strerror(errno));
+        cons_destroy(c);
+        return rc;
+    }
+    cons_out o;
+    rc = cons_out_init(&o, fd);
+    if (rc == 0)
+        rc = cons_read(c, cons_out_packet, &o);
+    int frc = cons_out_flush(&o);
+    if (rc == 0)
+        rc = frc;
+    if (rc < 0 && !err[0])
+        snprintf(err, err_len, "reading the clone into %s failed: %s", path,
+                 strerror(-rc));
+    cons_free_buffers(c);
+    if (close(fd) < 0 && rc == 0) {
+        rc = -errno;
+        snprintf(err, err_len, "closing %s: %s", path, strerror(errno));
+    }
+    if (result) {
+        free(o.buf);
+        o.buf = NULL;
+        *result = o;
+    } else {
+        cons_out_fini(&o);
+    }
+    cons_destroy(c);
+    return rc;
+}

@@ -1,0 +1,716 @@
+/*
+ * shmtrace.c - `shmtrace`, the consumer command line: record, clone, stats.
+ *
+ *   record  EnableTracing with a TraceConfig (a text-format file and/or
+ *           flags), wait for the duration or Ctrl-C (-> DisableTracing),
+ *           ReadBuffers into a Perfetto trace file, FreeBuffers. With
+ *           --long the buffers are read every --period ms while tracing
+ *           (long-trace mode: the file grows, the ring never has to hold
+ *           the whole trace). A config with write_into_file = true is
+ *           honoured the Perfetto way: the output fd goes with
+ *           EnableTracing and the service writes the file itself.
+ *   clone   CloneSession (by --session-id or --session-name; default: the
+ *           service's choice) into a file, while tracing goes on.
+ *   stats   GetTraceStats, printed.
+ *
+ * Progress (elapsed, bytes, packets, losses) is drawn on stderr once a
+ * second only when stderr is a terminal; the one-line loss summary is
+ * always printed at the end. Exit codes: see usage().
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cli_parse.h"
+#include "consumer_client.h"
+#include "ipc.h"
+#include "textproto.h"
+
+#define EXIT_FAIL 1
+#define EXIT_USAGE 2
+#define EXIT_NO_SERVICE 3
+
+#define DEFAULT_BUFFER_KB (32u * 1024)
+#define DEFAULT_DATA_SOURCE "shmtrace.synthetic"
+#define DEFAULT_PERIOD_MS 1000u
+/* How long to wait for the session's end after DisableTracing (the service
+ * waits up to data_source_stop_timeout_ms, default 5 s, plus the final
+ * flush). */
+#define DISABLE_WAIT_MS 30000u
+
+typedef Perfetto__Protos__TraceConfig TraceConfig;
+
+static volatile sig_atomic_t g_stop;
+
+static void on_signal(int sig)
+{
+    (void)sig;
+    if (g_stop) {
+        /* Second Ctrl-C: the user does not want to wait for the final
+         * flush and read. */
+        static const char msg[] = "\nshmtrace: interrupted twice, exiting "
+                                  "without reading the trace\n";
+        ssize_t rc = write(STDERR_FILENO, msg, sizeof msg - 1);
+        (void)rc;
+        _exit(EXIT_FAIL);
+    }
+    g_stop = 1;
+}
+
+static const char *exit_codes_help =
+"Exit status:\n"
+"  0  success\n"
+"  1  failure while tracing, reading or writing (the message says which)\n"
+"  2  usage error: bad option, bad value, unreadable or invalid config\n"
+"  3  the tracing service could not be reached (is shmtraced running?)\n";
+
+static void usage_main(FILE *f)
+{
+    fprintf(f,
+"Usage: shmtrace COMMAND [OPTIONS]\n"
+"Record Perfetto-format traces from a shmtraced (or Perfetto traced)\n"
+"tracing service.\n"
+"\n"
+"Commands:\n"
+"  record   start a tracing session and write the trace to a file\n"
+"  clone    snapshot a running session into a file\n"
+"  stats    print the service's trace statistics\n"
+"  help     this help (or `shmtrace COMMAND --help`)\n"
+"\n"
+"The consumer socket is --socket PATH, else $PERFETTO_CONSUMER_SOCK_NAME,\n"
+"else $XDG_RUNTIME_DIR/shmtrace-consumer.sock, else\n"
+"/tmp/shmtrace-consumer.sock.\n"
+"\n%s", exit_codes_help);
+}
+
+static void usage_record(FILE *f)
+{
+    fprintf(f,
+"Usage: shmtrace record -o FILE [OPTIONS]\n"
+"Start a tracing session, stop it after --duration (or the config's\n"
+"duration_ms, or Ctrl-C) and write the trace to FILE.\n"
+"\n"
+"  -o, --out FILE          output trace file (Perfetto format); required\n"
+"  -c, --config FILE       TraceConfig in protobuf text format (the fields\n"
+"                          of protos/config.proto); flags below override\n"
+"                          or add to it\n"
+"  -b, --buffer-size SIZE  size of buffer 0: NUMBER[k|m|g] (KiB if no\n"
+"                          unit; default 32m)\n"
+"  -f, --fill-policy P     ring | discard for buffer 0 (default ring)\n"
+"  -t, --duration DUR      NUMBER[ms|s|m|h] (seconds if no unit; default:\n"
+"                          until Ctrl-C)\n"
+"  -d, --data-source NAME  enable data source NAME (repeatable; default\n"
+"                          " DEFAULT_DATA_SOURCE " when neither -d nor -c)\n"
+"  -n, --session-name S    unique_session_name (for `shmtrace clone`)\n"
+"  -l, --long              long-trace mode: read the buffers every\n"
+"                          --period ms into FILE while tracing\n"
+"  -p, --period MS         read period in long-trace mode (default the\n"
+"                          config's file_write_period_ms, else 1000)\n"
+"  -s, --socket PATH       consumer socket\n"
+"  -q, --quiet             no progress display\n"
+"  -h, --help              this help\n"
+"\n"
+"Config file example:\n"
+"  buffers { size_kb: 65536 fill_policy: RING_BUFFER }\n"
+"  data_sources { config { name: \"shmtrace.synthetic\" target_buffer: 0 } }\n"
+"  duration_ms: 10000\n"
+"\n"
+"Progress (elapsed, bytes, packets, losses) is shown on a terminal; a\n"
+"one-line loss summary is printed at the end. Ctrl-C (or SIGTERM) stops\n"
+"the session and still writes the trace; a second Ctrl-C exits at once.\n"
+"\n%s", exit_codes_help);
+}
+
+static void usage_clone(FILE *f)
+{
+    fprintf(f,
+"Usage: shmtrace clone -o FILE [--session-id N | --session-name S]\n"
+"Snapshot the buffers of a running session into FILE (CloneSession);\n"
+"the session keeps tracing.\n"
+"\n"
+"  -o, --out FILE          output trace file; required\n"
+"  -i, --session-id N      session to clone\n"
+"  -n, --session-name S    session to clone, by unique_session_name\n"
+"                          (default: the service picks)\n"
+"  -s, --socket PATH       consumer socket\n"
+"  -h, --help              this help\n"
+"\n%s", exit_codes_help);
+}
+
+static void usage_stats(FILE *f)
+{
+    fprintf(f,
+"Usage: shmtrace stats [-s PATH]\n"
+"Print the service's TraceStats (producers, data sources, sessions,\n"
+"buffers and their loss counters).\n"
+"\n"
+"  -s, --socket PATH       consumer socket\n"
+"  -h, --help              this help\n"
+"\n%s", exit_codes_help);
+}
+
+static void bad_value(const char *cmd, const char *opt, const char *val)
+{
+    fprintf(stderr, "shmtrace %s: invalid value '%s' for %s (see shmtrace "
+            "%s --help)\n", cmd, val, opt, cmd);
+}
+
+static void print_summary(const char *what, const char *path,
+                          const cons_out *o, const Perfetto__Protos__TraceStats *st,
+                          double secs)
+{
+    cons_losses l;
+    cons_losses_from_stats(st, &l);
+    fprintf(stderr,
+            "shmtrace: %s %" PRIu64 " packets (%.1f MB) to %s%s%.1f s; "
+            "losses: %" PRIu64 " packets flagged previous_packet_dropped, %"
+            PRIu64 " chunks overwritten, %" PRIu64 " chunks discarded, %"
+            PRIu64 " abi violations, %" PRIu64 " producer-side losses%s\n",
+            what, o->packets, (double)o->bytes / 1e6, path,
+            secs >= 0 ? " in " : "", secs >= 0 ? secs : 0.0,
+            o->flagged_packets, l.chunks_overwritten, l.chunks_discarded,
+            l.abi_violations, l.trace_writer_packet_loss,
+            st ? "" : " (no trace stats available)");
+}
+
+/* ---- record ------------------------------------------------------- */
+
+typedef struct rec_opts {
+    const char *out, *config, *socket, *session_name;
+    uint32_t buffer_kb;
+    int fill_policy;       /* -1 unset */
+    uint32_t duration_ms;
+    bool has_duration;
+    const char **data_sources;
+    size_t n_data_sources;
+    bool long_mode, quiet;
+    uint32_t period_ms;
+} rec_opts;
+
+/* Apply flags to cfg (allocating with malloc, as the parser does). */
+static int apply_flags(TraceConfig *cfg, const rec_opts *ro)
+{
+    if (cfg->n_buffers == 0) {
+        cfg->buffers = calloc(1, sizeof *cfg->buffers);
+        Perfetto__Protos__TraceConfig__BufferConfig *b =
+            calloc(1, sizeof *b);
+        if (!cfg->buffers || !b) {
+            free(b);
+            return -ENOMEM;
+        }
+        perfetto__protos__trace_config__buffer_config__init(b);
+        b->has_size_kb = true;
+        b->size_kb = DEFAULT_BUFFER_KB;
+        cfg->buffers[0] = b;
+        cfg->n_buffers = 1;
+    }
+    if (ro->buffer_kb) {
+        cfg->buffers[0]->has_size_kb = true;
+        cfg->buffers[0]->size_kb = ro->buffer_kb;
+    }
+    if (ro->fill_policy >= 0) {
+        cfg->buffers[0]->has_fill_policy = true;
+        cfg->buffers[0]->fill_policy = ro->fill_policy;
+    }
+    if (ro->has_duration) {
+        cfg->has_duration_ms = true;
+        cfg->duration_ms = ro->duration_ms;
+    }
+    if (ro->session_name) {
+        free(cfg->unique_session_name);
+        cfg->unique_session_name = strdup(ro->session_name);
+        if (!cfg->unique_session_name)
+            return -ENOMEM;
+    }
+    size_t nds = ro->n_data_sources;
+    const char *deflt = DEFAULT_DATA_SOURCE;
+    const char **names = ro->data_sources;
+    if (nds == 0 && cfg->n_data_sources == 0) {
+        nds = 1;
+        names = &deflt;
+    }
+    for (size_t i = 0; i < nds; i++) {
+        Perfetto__Protos__TraceConfig__DataSource **a = realloc(
+            cfg->data_sources, (cfg->n_data_sources + 1) * sizeof *a);
+        if (!a)
+            return -ENOMEM;
+        cfg->data_sources = a;
+        Perfetto__Protos__TraceConfig__DataSource *ds = calloc(1, sizeof *ds);
+        Perfetto__Protos__DataSourceConfig *dc = calloc(1, sizeof *dc);
+        char *name = strdup(names[i]);
+        if (!ds || !dc || !name) {
+            free(ds);
+            free(dc);
+            free(name);
+            return -ENOMEM;
+        }
+        perfetto__protos__trace_config__data_source__init(ds);
+        perfetto__protos__data_source_config__init(dc);
+        dc->name = name;
+        dc->has_target_buffer = true;
+        dc->target_buffer = 0;
+        ds->config = dc;
+        cfg->data_sources[cfg->n_data_sources++] = ds;
+    }
+    return 0;
+}
+
+typedef struct progress {
+    bool enabled;
+    uint64_t start_ms, last_ms;
+} progress;
+
+static void draw_progress(progress *pg, cons_client *c, const cons_out *o,
+                          bool final)
+{
+    if (!pg->enabled)
+        return;
+    if (final) {
+        fputs("\r\033[K", stderr); /* the summary line replaces it */
+        return;
+    }
+    uint64_t now = ipc_now_ms();
+    if (now - pg->last_ms < 1000)
+        return;
+    pg->last_ms = now;
+    Perfetto__Protos__TraceStats *st = NULL;
+    cons_losses l;
+    memset(&l, 0, sizeof l);
+    if (cons_get_stats(c, &st) == 0)
+        cons_losses_from_stats(st, &l);
+    fprintf(stderr,
+            "\r\033[K[%6.1f s] traced %.1f MB | file %.1f MB, %" PRIu64
+            " packets | losses: %" PRIu64 " flagged, %" PRIu64
+            " overwritten, %" PRIu64 " discarded, %" PRIu64 " in producers",
+            (double)(now - pg->start_ms) / 1000.0,
+            (double)l.bytes_written / 1e6, (double)o->bytes / 1e6,
+            o->packets, o->flagged_packets, l.chunks_overwritten,
+            l.chunks_discarded, l.trace_writer_packet_loss);
+    perfetto__protos__trace_stats__free_unpacked(st, NULL);
+}
+
+static int cmd_record(int argc, char **argv)
+{
+    rec_opts ro;
+    memset(&ro, 0, sizeof ro);
+    ro.fill_policy = -1;
+    static const struct option lopts[] = {
+        { "out", required_argument, 0, 'o' },
+        { "config", required_argument, 0, 'c' },
+        { "buffer-size", required_argument, 0, 'b' },
+        { "fill-policy", required_argument, 0, 'f' },
+        { "duration", required_argument, 0, 't' },
+        { "data-source", required_argument, 0, 'd' },
+        { "session-name", required_argument, 0, 'n' },
+        { "long", no_argument, 0, 'l' },
+        { "period", required_argument, 0, 'p' },
+        { "socket", required_argument, 0, 's' },
+        { "quiet", no_argument, 0, 'q' },
+        { "help", no_argument, 0, 'h' },
+        { 0, 0, 0, 0 },
+    };
+    const char *ds_list[64];
+    int ch;
+    uint64_t v;
+    optind = 1;
+    while ((ch = getopt_long(argc, argv, "o:c:b:f:t:d:n:lp:s:qh", lopts,
+                             NULL)) != -1) {
+        switch (ch) {
+        case 'o': ro.out = optarg; break;
+        case 'c': ro.config = optarg; break;
+        case 'b':
+            if (cli_parse_size_kb(optarg, &ro.buffer_kb) < 0) {
+                bad_value("record", "--buffer-size", optarg);
+                return EXIT_USAGE;
+            }
+            break;
+        case 'f':
+            if (!strcmp(optarg, "ring"))
+                ro.fill_policy = 1;
+            else if (!strcmp(optarg, "discard"))
+                ro.fill_policy = 2;
+            else {
+                bad_value("record", "--fill-policy", optarg);
+                return EXIT_USAGE;
+            }
+            break;
+        case 't':
+            if (cli_parse_duration_ms(optarg, &ro.duration_ms) < 0) {
+                bad_value("record", "--duration", optarg);
+                return EXIT_USAGE;
+            }
+            ro.has_duration = true;
+            break;
+        case 'd':
+            if (ro.n_data_sources == 64 || !*optarg) {
+                bad_value("record", "--data-source", optarg);
+                return EXIT_USAGE;
+            }
+            ds_list[ro.n_data_sources++] = optarg;
+            break;
+        case 'n': ro.session_name = optarg; break;
+        case 'l': ro.long_mode = true; break;
+        case 'p':
+            if (cli_parse_u64(optarg, &v) < 0 || v == 0 || v > 3600000) {
+                bad_value("record", "--period", optarg);
+                return EXIT_USAGE;
+            }
+            ro.period_ms = (uint32_t)v;
+            break;
+        case 's': ro.socket = optarg; break;
+        case 'q': ro.quiet = true; break;
+        case 'h': usage_record(stdout); return 0;
+        default: usage_record(stderr); return EXIT_USAGE;
+        }
+    }
+    ro.data_sources = ds_list;
+    if (optind < argc) {
+        fprintf(stderr, "shmtrace record: unexpected argument '%s' (see "
+                "shmtrace record --help)\n", argv[optind]);
+        return EXIT_USAGE;
+    }
+    if (!ro.out) {
+        fprintf(stderr, "shmtrace record: missing -o FILE (see shmtrace "
+                "record --help)\n");
+        return EXIT_USAGE;
+    }
+    /* Build the config. */
+    TraceConfig *cfg = NULL;
+    if (ro.config) {
+        int err = 0;
+        char *text = cli_read_file(ro.config, &err);
+        if (!text) {
+            fprintf(stderr, "shmtrace record: cannot read config %s: %s\n",
+                    ro.config, strerror(-err));
+            return EXIT_USAGE;
+        }
+        char msg[256];
+        ProtobufCMessage *m = NULL;
+        int rc = tp_parse(text, &perfetto__protos__trace_config__descriptor,
+                          &m, msg, sizeof msg);
+        free(text);
+        if (rc < 0) {
+            fprintf(stderr, "shmtrace record: %s: %s\n", ro.config, msg);
+            return EXIT_USAGE;
+        }
+        cfg = (TraceConfig *)m;
+    } else {
+        cfg = calloc(1, sizeof *cfg);
+        if (!cfg)
+            return EXIT_FAIL;
+        perfetto__protos__trace_config__init(cfg);
+    }
+    int status = EXIT_FAIL;
+    int fd = -1;
+    cons_client *c = NULL;
+    cons_out o;
+    memset(&o, 0, sizeof o);
+    if (apply_flags(cfg, &ro) < 0) {
+        fprintf(stderr, "shmtrace record: out of memory\n");
+        goto out;
+    }
+    bool service_writes = cfg->write_into_file && !cfg->output_path;
+    if (cfg->write_into_file && cfg->output_path) {
+        fprintf(stderr, "shmtrace record: the config's output_path makes "
+                "the service write %s itself; -o %s stays empty\n",
+                cfg->output_path, ro.out);
+    }
+    uint32_t period = ro.period_ms ? ro.period_ms
+                      : cfg->file_write_period_ms ? cfg->file_write_period_ms
+                                                  : DEFAULT_PERIOD_MS;
+    int rc = 0;
+    c = cons_connect(ro.socket, &rc);
+    if (!c) {
+        char path[108] = "";
+        ipc_sock_path(IPC_SOCK_CONSUMER, ro.socket, path, sizeof path);
+        fprintf(stderr, "shmtrace record: cannot connect to the tracing "
+                "service at %s: %s (is shmtraced running? see --socket)\n",
+                path, strerror(-rc));
+        status = EXIT_NO_SERVICE;
+        goto out;
+    }
+    /* O_RDWR: with write_into_file we read back what the service wrote. */
+    fd = open(ro.out, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        fprintf(stderr, "shmtrace record: cannot create %s: %s\n", ro.out,
+                strerror(errno));
+        goto out;
+    }
+    if (cons_out_init(&o, fd) < 0)
+        goto out;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    rc = cons_enable(c, cfg, service_writes ? fd : -1);
+    if (rc < 0) {
+        fprintf(stderr, "shmtrace record: EnableTracing failed: %s\n",
+                strerror(-rc));
+        goto out;
+    }
+    progress pg = { !ro.quiet && isatty(STDERR_FILENO), ipc_now_ms(), 0 };
+    uint64_t next_read = ipc_now_ms() + period;
+    bool disabled = false;
+    uint64_t disable_deadline = 0;
+    const char *end_err = NULL;
+    while (!cons_ended(c, &end_err)) {
+        if (disabled && ipc_now_ms() > disable_deadline) {
+            fprintf(stderr, "shmtrace record: the service did not end the "
+                    "session within %u s of DisableTracing; reading what "
+                    "it has\n", DISABLE_WAIT_MS / 1000);
+            break;
+        }
+        if (g_stop && !disabled) {
+            disabled = true;
+            disable_deadline = ipc_now_ms() + DISABLE_WAIT_MS;
+            if (pg.enabled)
+                fputc('\n', stderr);
+            rc = cons_disable(c);
+            if (rc < 0 && rc != -ENOTCONN)
+                fprintf(stderr, "shmtrace record: DisableTracing failed: "
+                        "%s\n", strerror(-rc));
+            continue;
+        }
+        cons_poll(c, 100);
+        if (ro.long_mode && !service_writes && ipc_now_ms() >= next_read) {
+            rc = cons_read(c, cons_out_packet, &o);
+            if (rc == 0)
+                rc = cons_out_flush(&o);
+            if (rc < 0 && rc != -ENOTCONN) {
+                fprintf(stderr, "shmtrace record: reading buffers into %s "
+                        "failed: %s\n", ro.out, strerror(-rc));
+                goto out;
+            }
+            next_read = ipc_now_ms() + period;
+        }
+        if (!cons_ended(c, NULL))
+            draw_progress(&pg, c, &o, false);
+    }
+    if (end_err) {
+        fprintf(stderr, "shmtrace record: the tracing session ended with an "
+                "error: %s\n", end_err);
+        if (strstr(end_err, "lost"))
+            goto out;
+        /* A config the service rejected: nothing to read. */
+        if (o.packets == 0) {
+            status = EXIT_FAIL;
+            goto out;
+        }
+    }
+    if (!service_writes) {
+        rc = cons_read(c, cons_out_packet, &o);
+        if (rc == 0)
+            rc = cons_out_flush(&o);
+        if (rc < 0) {
+            fprintf(stderr, "shmtrace record: reading buffers into %s "
+                    "failed: %s\n", ro.out, strerror(-rc));
+            goto out;
+        }
+    }
+    Perfetto__Protos__TraceStats *st = o.last_stats;
+    Perfetto__Protos__TraceStats *fetched = NULL;
+    if (!st && cons_get_stats(c, &fetched) == 0)
+        st = fetched;
+    cons_free_buffers(c);
+    if (service_writes) {
+        /* The service wrote the file: count what is in it. */
+        rc = cons_out_scan_fd(&o, fd);
+        if (rc < 0)
+            fprintf(stderr, "shmtrace record: %s: %s\n", ro.out,
+                    rc == -EBADMSG ? "not a well-formed trace file"
+                                   : strerror(-rc));
+        if (!st)
+            st = o.last_stats;
+    }
+    draw_progress(&pg, c, &o, true);
+    print_summary("wrote", ro.out, &o, st,
+                  (double)(ipc_now_ms() - pg.start_ms) / 1000.0);
+    perfetto__protos__trace_stats__free_unpacked(fetched, NULL);
+    status = 0;
+out:
+    if (fd >= 0 && close(fd) < 0 && status == 0) {
+        fprintf(stderr, "shmtrace record: closing %s: %s\n", ro.out,
+                strerror(errno));
+        status = EXIT_FAIL;
+    }
+    cons_out_fini(&o);
+    cons_destroy(c);
+    protobuf_c_message_free_unpacked(&cfg->base, NULL);
+    return status;
+}
+
+/* ---- clone -------------------------------------------------------- */
+
+static int cmd_clone(int argc, char **argv)
+{
+    const char *out = NULL, *socket = NULL, *name = NULL;
+    uint64_t id = UINT64_MAX;
+    static const struct option lopts[] = {
+        { "out", required_argument, 0, 'o' },
+        { "session-id", required_argument, 0, 'i' },
+        { "session-name", required_argument, 0, 'n' },
+        { "socket", required_argument, 0, 's' },
+        { "help", no_argument, 0, 'h' },
+        { 0, 0, 0, 0 },
+    };
+    int ch;
+    optind = 1;
+    while ((ch = getopt_long(argc, argv, "o:i:n:s:h", lopts, NULL)) != -1) {
+        switch (ch) {
+        case 'o': out = optarg; break;
+        case 'i':
+            if (cli_parse_u64(optarg, &id) < 0) {
+                bad_value("clone", "--session-id", optarg);
+                return EXIT_USAGE;
+            }
+            break;
+        case 'n': name = optarg; break;
+        case 's': socket = optarg; break;
+        case 'h': usage_clone(stdout); return 0;
+        default: usage_clone(stderr); return EXIT_USAGE;
+        }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "shmtrace clone: unexpected argument '%s' (see "
+                "shmtrace clone --help)\n", argv[optind]);
+        return EXIT_USAGE;
+    }
+    if (!out) {
+        fprintf(stderr, "shmtrace clone: missing -o FILE (see shmtrace "
+                "clone --help)\n");
+        return EXIT_USAGE;
+    }
+    if (name && id != UINT64_MAX) {
+        fprintf(stderr, "shmtrace clone: give --session-id or "
+                "--session-name, not both\n");
+        return EXIT_USAGE;
+    }
+    char err[512];
+    cons_out o;
+    memset(&o, 0, sizeof o);
+    uint64_t t0 = ipc_now_ms();
+    int rc = cons_clone_to_file(socket, id, name, out, &o, err, sizeof err);
+    if (rc < 0) {
+        fprintf(stderr, "shmtrace clone: %s\n", err);
+        cons_out_fini(&o);
+        return strstr(err, "cannot connect") ? EXIT_NO_SERVICE : EXIT_FAIL;
+    }
+    print_summary("cloned", out, &o, o.last_stats,
+                  (double)(ipc_now_ms() - t0) / 1000.0);
+    cons_out_fini(&o);
+    return 0;
+}
+
+/* ---- stats -------------------------------------------------------- */
+
+static void print_stats(const Perfetto__Protos__TraceStats *st)
+{
+    printf("producers_connected      %u\n", st->producers_connected);
+    printf("producers_seen           %" PRIu64 "\n", st->producers_seen);
+    printf("data_sources_registered  %u\n", st->data_sources_registered);
+    printf("data_sources_seen        %" PRIu64 "\n", st->data_sources_seen);
+    printf("tracing_sessions         %u\n", st->tracing_sessions);
+    printf("total_buffers            %u\n", st->total_buffers);
+    printf("chunks_discarded         %" PRIu64 "\n", st->chunks_discarded);
+    printf("patches_discarded        %" PRIu64 "\n", st->patches_discarded);
+    printf("invalid_packets          %" PRIu64 "\n", st->invalid_packets);
+    printf("flushes                  %" PRIu64 " requested, %" PRIu64
+           " succeeded, %" PRIu64 " failed\n", st->flushes_requested,
+           st->flushes_succeeded, st->flushes_failed);
+    for (size_t i = 0; i < st->n_buffer_stats; i++) {
+        const Perfetto__Protos__TraceStats__BufferStats *b =
+            st->buffer_stats[i];
+        printf("buffer %zu: size %" PRIu64 ", written %" PRIu64 " bytes in %"
+               PRIu64 " chunks, read %" PRIu64 " bytes, overwritten %" PRIu64
+               " chunks (%" PRIu64 " bytes), discarded %" PRIu64
+               ", abi violations %" PRIu64 ", patches %" PRIu64 " ok / %"
+               PRIu64 " failed, producer losses %" PRIu64 "\n",
+               i, b->buffer_size, b->bytes_written, b->chunks_written,
+               b->bytes_read, b->chunks_overwritten, b->bytes_overwritten,
+               b->chunks_discarded, b->abi_violations, b->patches_succeeded,
+               b->patches_failed, b->trace_writer_packet_loss);
+    }
+}
+
+static int cmd_stats(int argc, char **argv)
+{
+    const char *socket = NULL;
+    static const struct option lopts[] = {
+        { "socket", required_argument, 0, 's' },
+        { "help", no_argument, 0, 'h' },
+        { 0, 0, 0, 0 },
+    };
+    int ch;
+    optind = 1;
+    while ((ch = getopt_long(argc, argv, "s:h", lopts, NULL)) != -1) {
+        switch (ch) {
+        case 's': socket = optarg; break;
+        case 'h': usage_stats(stdout); return 0;
+        default: usage_stats(stderr); return EXIT_USAGE;
+        }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "shmtrace stats: unexpected argument '%s' (see "
+                "shmtrace stats --help)\n", argv[optind]);
+        return EXIT_USAGE;
+    }
+    int rc = 0;
+    cons_client *c = cons_connect(socket, &rc);
+    if (!c) {
+        char path[108] = "";
+        ipc_sock_path(IPC_SOCK_CONSUMER, socket, path, sizeof path);
+        fprintf(stderr, "shmtrace stats: cannot connect to the tracing "
+                "service at %s: %s (is shmtraced running? see --socket)\n",
+                path, strerror(-rc));
+        return EXIT_NO_SERVICE;
+    }
+    Perfetto__Protos__TraceStats *st = NULL;
+    rc = cons_get_stats(c, &st);
+    cons_destroy(c);
+    if (rc < 0) {
+        fprintf(stderr, "shmtrace stats: GetTraceStats failed: %s\n",
+                strerror(-rc));
+        return EXIT_FAIL;
+    }
+    print_stats(st);
+    perfetto__protos__trace_stats__free_unpacked(st, NULL);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    signal(SIGPIPE, SIG_IGN);
+    if (argc < 2) {
+        usage_main(stderr);
+        return EXIT_USAGE;
+    }
+    const char *cmd = argv[1];
+    if (!strcmp(cmd, "-h") || !strcmp(cmd, "--help") || !strcmp(cmd, "help")) {
+        usage_main(stdout);
+        return 0;
+    }
+    if (!strcmp(cmd, "--version")) {
+        printf("shmtrace %s\n", PACKAGE_VERSION);
+        return 0;
+    }
+    if (!strcmp(cmd, "record"))
+        return cmd_record(argc - 1, argv + 1);
+    if (!strcmp(cmd, "clone"))
+        return cmd_clone(argc - 1, argv + 1);
+    if (!strcmp(cmd, "stats"))
+        return cmd_stats(argc - 1, argv + 1);
+    fprintf(stderr, "shmtrace: unknown command '%s' (see shmtrace --help)\n",
+            cmd);
+    return EXIT_USAGE;
+}

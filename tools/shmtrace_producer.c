@@ -1,0 +1,607 @@
+/*
+ * shmtrace_producer.c - `shmtrace-producer`, a synthetic producer process.
+ *
+ * Registers one data source (default "shmtrace.synthetic") with the service
+ * through libshm's IPC client (<shmtrace/producer.h>). Every started
+ * instance runs --threads writer threads; each owns one TraceWriter (one
+ * sequence) and emits packets:
+ *
+ *   TracePacket {
+ *     timestamp (8)        CLOCK_BOOTTIME ns
+ *     for_testing (900) TestEvent {
+ *       seq_value (2)      0, 1, 2, ... per writer
+ *       counter (3)        thread index (0-based)
+ *       is_last (4)        true on the last packet when --count is set
+ *       payload (5) TestPayload { str (1) = --size bytes }
+ *     }
+ *   }
+ *
+ * Payload byte k of packet seq is 'a' + (seq + k) % 26, so a reader can
+ * check that every packet arrived exactly once (seq_value continuity per
+ * trusted_packet_sequence_id) and intact (the pattern). A TestConfig in the
+ * DataSourceConfig (message_count, max_messages_per_second, message_size)
+ * overrides --count, --rate and --size.
+ *
+ * Threads: the library thread runs the callbacks; they only post events to
+ * the main thread, which starts and stops writer threads (joining a writer
+ * thread on the library thread could deadlock a stalling writer that waits
+ * for the library thread to send its commits). Flushes are served by the
+ * writers themselves at their next packet boundary; the last one to flush
+ * acks the flush (prod_flush_done).
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <shmtrace/producer.h>
+#include <shmtrace/smb_shm.h>
+
+#define EXIT_USAGE 2
+#define EXIT_NO_SERVICE 3
+#define MAX_THREADS 256
+#define MAX_INSTANCES 16
+
+typedef struct settings {
+    const char *ds_name;
+    const char *producer_name;
+    const char *socket;
+    unsigned threads;
+    uint32_t size;
+    uint64_t rate;       /* packets per second per thread, 0 = unlimited */
+    uint64_t count;      /* packets per thread, 0 = until stopped */
+    tw_policy policy;
+    uint32_t smb_size, page_size;
+    bool once;
+    bool reconnect;
+    bool quiet;
+} settings;
+
+typedef struct instance instance;
+
+typedef struct worker {
+    instance *in;
+    unsigned index;
+    uint64_t flush_gen0;  /* flush generation when counted as active */
+    pthread_t thread;
+    uint64_t written;
+    tw_writer_stats stats;
+} worker;
+
+struct instance {
+    uint64_t id;
+    uint32_t target_buffer;
+    uint64_t count, rate;
+    uint32_t size;
+    unsigned nthreads;
+    worker *workers;
+    atomic_bool stop;
+    bool used;
+};
+
+typedef enum ev_kind { EV_START, EV_STOP, EV_DISCONNECT } ev_kind;
+
+typedef struct event {
+    struct event *next;
+    ev_kind kind;
+    uint64_t id;
+    uint32_t target_buffer;
+    uint64_t count, rate;
+    uint32_t size;
+} event;
+
+static settings S;
+static prod_producer *g_prod;
+static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t g_cv = PTHREAD_COND_INITIALIZER;
+static event *g_events, *g_events_tail; /* (g_mu) */
+static instance g_inst[MAX_INSTANCES];  /* main thread */
+/* Flush state (g_mu): generation, pending id, writers still to flush. */
+static uint64_t g_flush_gen, g_flush_id;
+static unsigned g_flush_left;
+static unsigned g_active_writers;       /* (g_mu) */
+static volatile sig_atomic_t g_signalled;
+
+static void post_event(const event *e)
+{
+    event *n = malloc(sizeof *n);
+    if (!n)
+        return;
+    *n = *e;
+    n->next = NULL;
+    pthread_mutex_lock(&g_mu);
+    if (g_events_tail)
+        g_events_tail->next = n;
+    else
+        g_events = n;
+    g_events_tail = n;
+    pthread_cond_broadcast(&g_cv);
+    pthread_mutex_unlock(&g_mu);
+}
+
+static uint64_t now_ns(clockid_t c)
+{
+    struct timespec ts;
+    clock_gettime(c, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* Serve a pending flush: flush our writer, ack if we are the last. */
+static void maybe_flush(tw_writer *w, uint64_t *seen_gen)
+{
+    pthread_mutex_lock(&g_mu);
+    bool due = *seen_gen != g_flush_gen;
+    uint64_t gen = g_flush_gen;
+    pthread_mutex_unlock(&g_mu);
+    if (!due)
+        return;
+    tw_writer_flush(w);
+    pthread_mutex_lock(&g_mu);
+    *seen_gen = gen;
+    bool last = gen == g_flush_gen && g_flush_left > 0 && --g_flush_left == 0;
+    uint64_t id = g_flush_id;
+    pthread_mutex_unlock(&g_mu);
+    if (last)
+        prod_flush_done(g_prod, id);
+}
+
+static void *writer_main(void *arg)
+{
+    worker *wk = arg;
+    instance *in = wk->in;
+    tw_writer *w = prod_create_writer(g_prod, in->target_buffer, S.policy);
+    uint64_t seen_gen = wk->flush_gen0;
+    if (!w) {
+        fprintf(stderr, "shmtrace-producer: cannot create a writer: %s\n",
+                strerror(errno));
+        goto out;
+    }
+    uint8_t *payload = malloc(in->size ? in->size : 1);
+    if (!payload)
+        goto out_writer;
+    uint64_t start = now_ns(CLOCK_MONOTONIC);
+    for (uint64_t seq = 0; !atomic_load(&in->stop) &&
+                           (in->count == 0 || seq < in->count);
+         seq++) {
+        if (in->rate) {
+            uint64_t due = start + seq * 1000000000u / in->rate;
+            for (;;) {
+                uint64_t t = now_ns(CLOCK_MONOTONIC);
+                if (t >= due || atomic_load(&in->stop))
+                    break;
+                maybe_flush(w, &seen_gen);
+                uint64_t d = due - t;
+                struct timespec ts = { 0, (long)(d < 5000000 ? d : 5000000) };
+                nanosleep(&ts, NULL);
+            }
+            if (atomic_load(&in->stop))
+                break;
+        }
+        for (uint32_t k = 0; k < in->size; k++)
+            payload[k] = (uint8_t)('a' + (seq + k) % 26);
+        tw_packet_begin(w);
+        tw_add_varint(w, 8, now_ns(CLOCK_BOOTTIME));
+        tw_begin_nested(w, 900);
+        tw_add_varint(w, 2, seq & 0xffffffffu);
+        tw_add_varint(w, 3, wk->index);
+        if (in->count && seq + 1 == in->count)
+            tw_add_varint(w, 4, 1);
+        tw_begin_nested(w, 5);
+        tw_add_bytes(w, 1, payload, in->size);
+        tw_end_nested(w);
+        tw_end_nested(w);
+        tw_packet_end(w);
+        wk->written++;
+        maybe_flush(w, &seen_gen);
+    }
+    free(payload);
+    tw_writer_flush(w);
+    /* Done (count reached) or stopping: keep answering flushes. */
+    while (!atomic_load(&in->stop)) {
+        maybe_flush(w, &seen_gen);
+        struct timespec ts = { 0, 2000000 };
+        nanosleep(&ts, NULL);
+    }
+out_writer:
+    tw_writer_get_stats(w, &wk->stats);
+    tw_writer_destroy(w);
+out:
+    pthread_mutex_lock(&g_mu);
+    g_active_writers--;
+    /* A writer leaving mid-flush no longer owes it. */
+    if (seen_gen != g_flush_gen && g_flush_left > 0 &&
+        --g_flush_left == 0) {
+        uint64_t id = g_flush_id;
+        pthread_mutex_unlock(&g_mu);
+        prod_flush_done(g_prod, id);
+        return NULL;
+    }
+    pthread_mutex_unlock(&g_mu);
+    return NULL;
+}
+
+/* ---- library-thread callbacks: post to the main thread ------------ */
+
+static void cb_start(prod_producer *p, const prod_ds_config *cfg, void *ctx)
+{
+    (void)p; (void)ctx;
+    event e = { .kind = EV_START, .id = cfg->instance_id,
+                .target_buffer = cfg->target_buffer,
+                .count = cfg->test_message_count ? cfg->test_message_count
+                                                 : S.count,
+                .rate = cfg->test_max_messages_per_second
+                            ? cfg->test_max_messages_per_second
+                            : S.rate,
+                .size = cfg->test_message_size ? cfg->test_message_size
+                                               : S.size };
+    post_event(&e);
+}
+
+static void cb_stop(prod_producer *p, uint64_t id, void *ctx)
+{
+    (void)p; (void)ctx;
+    event e = { .kind = EV_STOP, .id = id };
+    post_event(&e);
+}
+
+static void cb_disconnect(prod_producer *p, int err, void *ctx)
+{
+    (void)p; (void)ctx;
+    if (!S.quiet)
+        fprintf(stderr, "shmtrace-producer: service connection lost: %s\n",
+                err ? strerror(-err) : "closed");
+    event e = { .kind = EV_DISCONNECT };
+    post_event(&e);
+}
+
+static void cb_connect(prod_producer *p, void *ctx)
+{
+    (void)p; (void)ctx;
+    if (!S.quiet)
+        fprintf(stderr, "shmtrace-producer: connected, data source %s\n",
+                S.ds_name);
+}
+
+static void cb_flush(prod_producer *p, const uint64_t *ids, size_t n,
+                     uint64_t flush_id, uint64_t flags, void *ctx)
+{
+    (void)ids; (void)n; (void)flags; (void)ctx;
+    pthread_mutex_lock(&g_mu);
+    unsigned active = g_active_writers;
+    if (active) {
+        g_flush_gen++;
+        g_flush_id = flush_id;
+        g_flush_left = active;
+    }
+    pthread_mutex_unlock(&g_mu);
+    if (!active)
+        prod_flush_done(p, flush_id);
+}
+
+static const prod_callbacks callbacks = {
+    .on_connect = cb_connect,
+    .on_disconnect = cb_disconnect,
+    .on_start = cb_start,
+    .on_stop = cb_stop,
+    .on_flush = cb_flush,
+};
+
+/* ---- main thread ---------------------------------------------------- */
+
+static void start_instance(const event *e)
+{
+    instance *in = NULL;
+    for (int i = 0; i < MAX_INSTANCES; i++)
+        if (!g_inst[i].used) {
+            in = &g_inst[i];
+            break;
+        }
+    if (!in) {
+        fprintf(stderr, "shmtrace-producer: too many instances, ignoring "
+                        "instance %llu\n", (unsigned long long)e->id);
+        return;
+    }
+    memset(in, 0, sizeof *in);
+    in->used = true;
+    in->id = e->id;
+    in->target_buffer = e->target_buffer;
+    in->count = e->count;
+    in->rate = e->rate;
+    in->size = e->size;
+    in->nthreads = S.threads;
+    atomic_init(&in->stop, false);
+    in->workers = calloc(in->nthreads, sizeof *in->workers);
+    if (!in->workers) {
+        in->used = false;
+        return;
+    }
+    for (unsigned t = 0; t < in->nthreads; t++) {
+        in->workers[t].in = in;
+        in->workers[t].index = t;
+        pthread_mutex_lock(&g_mu);
+        g_active_writers++;
+        in->workers[t].flush_gen0 = g_flush_gen;
+        pthread_mutex_unlock(&g_mu);
+        if (pthread_create(&in->workers[t].thread, NULL, writer_main,
+                           &in->workers[t]) != 0) {
+            pthread_mutex_lock(&g_mu);
+            g_active_writers--;
+            pthread_mutex_unlock(&g_mu);
+            in->nthreads = t;
+            break;
+        }
+    }
+    if (!S.quiet)
+        fprintf(stderr, "shmtrace-producer: instance %llu started: %u "
+                "threads, %u-byte payloads, buffer %u\n",
+                (unsigned long long)in->id, in->nthreads, in->size,
+                in->target_buffer);
+}
+
+static void stop_instance(instance *in, bool notify)
+{
+    atomic_store(&in->stop, true);
+    uint64_t written = 0, lost = 0;
+    for (unsigned t = 0; t < in->nthreads; t++) {
+        pthread_join(in->workers[t].thread, NULL);
+        written += in->workers[t].written;
+        lost += in->workers[t].stats.packets_lost;
+    }
+    if (notify)
+        prod_notify_stopped(g_prod, in->id);
+    if (!S.quiet)
+        fprintf(stderr, "shmtrace-producer: instance %llu stopped: %llu "
+                "packets written, %llu lost in the producer (SMB full)\n",
+                (unsigned long long)in->id, (unsigned long long)written,
+                (unsigned long long)lost);
+    free(in->workers);
+    in->workers = NULL;
+    in->used = false;
+}
+
+static void on_signal(int sig)
+{
+    (void)sig;
+    g_signalled = 1;
+    /* The main thread polls g_signalled at least every 100 ms. */
+}
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+"Usage: shmtrace-producer [OPTIONS]\n"
+"A synthetic producer: registers a data source with the tracing service\n"
+"and, for every tracing session that enables it, writes test packets.\n"
+"\n"
+"Each packet is a TracePacket with `timestamp` and a `for_testing`\n"
+"TestEvent: seq_value counts packets per writer from 0, counter is the\n"
+"thread index, payload.str has --size bytes ('a' + (seq + k) %% 26), and\n"
+"is_last marks the last packet when --count is set.\n"
+"\n"
+"Options:\n"
+"  -n, --name NAME        data source name (default shmtrace.synthetic)\n"
+"  -N, --producer-name S  producer name (default shmtrace-producer)\n"
+"  -s, --socket PATH      producer socket (default $PERFETTO_PRODUCER_SOCK_NAME,\n"
+"                         else $XDG_RUNTIME_DIR/shmtrace-producer.sock,\n"
+"                         else /tmp/shmtrace-producer.sock)\n"
+"  -t, --threads N        writer threads per session (default 1)\n"
+"  -S, --size BYTES       payload bytes per packet (default 64)\n"
+"  -r, --rate N           packets per second per thread (default 0 = as\n"
+"                         fast as possible)\n"
+"  -c, --count N          packets per thread, then idle (default 0 = until\n"
+"                         the session stops)\n"
+"      --policy P         drop | stall (SMB full: lose and flag packets, or\n"
+"                         wait; default drop)\n"
+"      --smb-size BYTES   shared memory size hint (default: service's)\n"
+"      --page-size BYTES  SMB page size hint (default: service's)\n"
+"  -1, --once             exit after the first session stops\n"
+"      --no-reconnect     exit when the service goes away (default: retry)\n"
+"  -q, --quiet            no progress messages\n"
+"  -h, --help             this help\n"
+"\n"
+"A TestConfig (for_testing) in the data source config overrides --count,\n"
+"--rate and --size.\n"
+"\n"
+"Exit status: 0 done (signal or --once), 1 runtime error (service lost\n"
+"with --no-reconnect or --once), 2 usage error, 3 no service to connect\n"
+"to (with --no-reconnect).\n");
+}
+
+static bool parse_u64(const char *s, uint64_t *out)
+{
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 0);
+    if (errno || end == s || *end || s[0] == '-')
+        return false;
+    *out = v;
+    return true;
+}
+
+int main(int argc, char **argv)
+{
+    S.ds_name = "shmtrace.synthetic";
+    S.producer_name = "shmtrace-producer";
+    S.threads = 1;
+    S.size = 64;
+    S.policy = TW_POLICY_DROP;
+    S.reconnect = true;
+    enum { O_POLICY = 1000, O_SMB, O_PAGE, O_NORECONNECT };
+    static const struct option lopts[] = {
+        { "name", required_argument, 0, 'n' },
+        { "producer-name", required_argument, 0, 'N' },
+        { "socket", required_argument, 0, 's' },
+        { "threads", required_argument, 0, 't' },
+        { "size", required_argument, 0, 'S' },
+        { "rate", required_argument, 0, 'r' },
+        { "count", required_argument, 0, 'c' },
+        { "policy", required_argument, 0, O_POLICY },
+        { "smb-size", required_argument, 0, O_SMB },
+        { "page-size", required_argument, 0, O_PAGE },
+        { "once", no_argument, 0, '1' },
+        { "no-reconnect", no_argument, 0, O_NORECONNECT },
+        { "quiet", no_argument, 0, 'q' },
+        { "help", no_argument, 0, 'h' },
+        { 0, 0, 0, 0 },
+    };
+    int c;
+    uint64_t v;
+    while ((c = getopt_long(argc, argv, "n:N:s:t:S:r:c:1qh", lopts, NULL)) !=
+           -1) {
+        switch (c) {
+        case 'n': S.ds_name = optarg; break;
+        case 'N': S.producer_name = optarg; break;
+        case 's': S.socket = optarg; break;
+        case 't':
+            if (!parse_u64(optarg, &v) || v == 0 || v > MAX_THREADS)
+                goto bad_value;
+            S.threads = (unsigned)v;
+            break;
+        case 'S':
+            if (!parse_u64(optarg, &v) || v > 16u * 1024 * 1024)
+                goto bad_value;
+            S.size = (uint32_t)v;
+            break;
+        case 'r':
+            if (!parse_u64(optarg, &v))
+                goto bad_value;
+            S.rate = v;
+            break;
+        case 'c':
+            if (!parse_u64(optarg, &v))
+                goto bad_value;
+            S.count = v;
+            break;
+        case O_POLICY:
+            if (strcmp(optarg, "drop") == 0)
+                S.policy = TW_POLICY_DROP;
+            else if (strcmp(optarg, "stall") == 0)
+                S.policy = TW_POLICY_STALL_THEN_DROP;
+            else
+                goto bad_value;
+            break;
+        case O_SMB:
+            if (!parse_u64(optarg, &v) || v > UINT32_MAX)
+                goto bad_value;
+            S.smb_size = (uint32_t)v;
+            break;
+        case O_PAGE:
+            if (!parse_u64(optarg, &v) || v > UINT32_MAX)
+                goto bad_value;
+            S.page_size = (uint32_t)v;
+            break;
+        case '1': S.once = true; break;
+        case O_NORECONNECT: S.reconnect = false; break;
+        case 'q': S.quiet = true; break;
+        case 'h': usage(stdout); return 0;
+        default: usage(stderr); return EXIT_USAGE;
+        }
+        continue;
+    bad_value:
+        for (const struct option *lo = lopts; lo->name; lo++)
+            if (lo->val == c)
+                fprintf(stderr, "shmtrace-producer: invalid value '%s' for "
+                        "--%s (see --help)\n", optarg, lo->name);
+        return EXIT_USAGE;
+    }
+    if (optind < argc) {
+        fprintf(stderr, "shmtrace-producer: unexpected argument '%s' (see "
+                "--help)\n", argv[optind]);
+        return EXIT_USAGE;
+    }
+    signal(SIGPIPE, SIG_IGN);
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+
+    prod_options o;
+    memset(&o, 0, sizeof o);
+    o.socket_path = S.socket;
+    o.producer_name = S.producer_name;
+    o.smb_size_hint_bytes = S.smb_size;
+    o.smb_page_size_hint_bytes = S.page_size;
+    o.reconnect = S.reconnect;
+    g_prod = prod_create(&o, &callbacks, NULL);
+    if (!g_prod) {
+        fprintf(stderr, "shmtrace-producer: cannot connect to the tracing "
+                "service: %s (is shmtraced running? see --socket)\n",
+                strerror(errno));
+        return EXIT_NO_SERVICE;
+    }
+    prod_data_source ds;
+    memset(&ds, 0, sizeof ds);
+    ds.name = S.ds_name;
+    ds.will_notify_on_stop = 1; /* we ack stops after the final commits */
+    int rc = prod_register_data_source(g_prod, &ds);
+    if (rc < 0) {
+        fprintf(stderr, "shmtrace-producer: cannot register %s: %s\n",
+                S.ds_name, strerror(-rc));
+        prod_destroy(g_prod);
+        return 1;
+    }
+    int status = 0;
+    bool done = false;
+    while (!done && !g_signalled) {
+        pthread_mutex_lock(&g_mu);
+        if (!g_events) {
+            struct timespec dl;
+            clock_gettime(CLOCK_REALTIME, &dl);
+            dl.tv_nsec += 100000000;
+            if (dl.tv_nsec >= 1000000000) {
+                dl.tv_sec++;
+                dl.tv_nsec -= 1000000000;
+            }
+            pthread_cond_timedwait(&g_cv, &g_mu, &dl);
+        }
+        event *e = g_events;
+        g_events = g_events_tail = NULL;
+        pthread_mutex_unlock(&g_mu);
+        while (e) {
+            event *n = e->next;
+            if (e->kind == EV_START) {
+                start_instance(e);
+            } else if (e->kind == EV_STOP) {
+                for (int i = 0; i < MAX_INSTANCES; i++)
+                    if (g_inst[i].used && g_inst[i].id == e->id)
+                        stop_instance(&g_inst[i], true);
+                if (S.once)
+                    done = true;
+            } else {
+                for (int i = 0; i < MAX_INSTANCES; i++)
+                    if (g_inst[i].used)
+                        stop_instance(&g_inst[i], false);
+                if (!S.reconnect || S.once) {
+                    status = 1;
+                    done = true;
+                }
+            }
+            free(e);
+            e = n;
+        }
+    }
+    for (int i = 0; i < MAX_INSTANCES; i++)
+        if (g_inst[i].used)
+            stop_instance(&g_inst[i], true);
+    prod_destroy(g_prod);
+    pthread_mutex_lock(&g_mu);
+    event *e = g_events;
+    g_events = NULL;
+    pthread_mutex_unlock(&g_mu);
+    while (e) {
+        event *n = e->next;
+        free(e);
+        e = n;
+    }
+    return status;
+}
