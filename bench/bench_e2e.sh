@@ -39,7 +39,8 @@ t0=$(ticks)
 here=$(cd "$(dirname "$0")" && pwd)
 hyperfine --runs "$RUNS" --warmup 0 --export-json "$DIR/e2e.json" \
     -n "shmtraced e2e ($PRODUCERS producers, $MB MB)" \
-    "sh $here/bench_e2e_run.sh" >"$DIR/hyperfine-e2e.txt"
+    "sh $here/bench_e2e_run.sh" >"$DIR/hyperfine-e2e.txt" ||
+    { cat "$OUT.log" "$DIR/daemon.log" >&2; exit 1; }
 t1=$(ticks)
 bytes=$(stat -c %s "$OUT")
 # The last recording must be a valid, loss-free trace.
