@@ -11,6 +11,11 @@
  * along the sequence; only the fragments of that packet are consumed there,
  * so packets of later records keep their place in the global order.
  *
+ * Erase mode and a begin whose continuation is missing or unpatched: the
+ * spec flags OVERWRITE; we also consume the collected fragments (as for a
+ * loss), so the evicted record counts in chunks_overwritten like any other
+ * record whose unread fragments an eviction consumed.
+ *
  * Data-loss bits are ORed into the sequence and reported with the next
  * packet read from it. Stats: chunks_read/bytes_read (read mode) or
  * chunks_overwritten/bytes_overwritten (erase mode) for every record whose

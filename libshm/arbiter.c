@@ -15,7 +15,8 @@
  *   return   BeingWritten -> Complete, append {page, chunk, buffer} to the
  *            pending batch, add the chunk size to bytes_pending.
  *   send     when the batch has patches, when bytes_pending >= batch_bytes
- *            (0: always), on flush, before giving up an acquisition.
+ *            (0: always) or >= half the SMB (as Perfetto), on flush, before
+ *            giving up an acquisition.
  *            The commit callback runs with the mutex held, so batches are
  *            delivered one at a time and in order (a patch never overtakes
  *            the commit of its chunk).
@@ -342,7 +343,8 @@ void smb__arbiter_return_chunk(smb_arbiter *arb, const smb__chunk_loc *loc,
             arb->npatches += groups[i].npatches;
         }
     }
-    if (oom || arb->ngroups > 0 || arb->bytes_pending >= arb->batch_bytes)
+    if (oom || arb->ngroups > 0 || arb->bytes_pending >= arb->batch_bytes ||
+        arb->bytes_pending >= arb->size / 2)
         send_locked(arb, 0);
     pthread_mutex_unlock(&arb->mu);
 }

@@ -11,9 +11,11 @@
  * ABI defines as "all pages free".
  *
  * Mapping: fstat gives the size, which must be a non-zero multiple of 4096.
- * With SMB_SHM_REQUIRE_SEALS a memfd must carry the shrink and grow seals
- * (a non-memfd fd, where F_GET_SEALS fails with EINVAL, is accepted: it is
- * protocol-compatible).
+ * With SMB_SHM_REQUIRE_SEALS the fd must carry the shrink and grow seals
+ * whenever the kernel knows seals (F_GET_SEALS succeeds): an unsealed
+ * object, e.g. from shm_open, could be shrunk by the (untrusted) producer
+ * and fault the service. Only where F_GET_SEALS itself fails is the fd
+ * accepted unsealed.
  */
 #include "config.h"
 

@@ -188,6 +188,29 @@ START_TEST(test_batching_by_bytes_and_flush)
 }
 END_TEST
 
+START_TEST(test_batch_sent_at_half_the_smb)
+{
+    rec r;
+    smb_shm shm;
+    /* batch_bytes huge: only the half-SMB rule (16 KiB of 32) sends. */
+    smb_arbiter *arb = rec_arbiter(&r, &shm, 8 * 4096, 4096, 0, 1u << 30);
+    tw_writer *w = tw_writer_create(arb, 1, TW_POLICY_DROP);
+    uint8_t big[4096];
+    memset(big, 'y', sizeof(big));
+    tw_packet_begin(w);
+    for (int i = 0; i < 4; i++)
+        tw_add_bytes(w, 1, big, sizeof(big));   /* 4 chunks returned */
+    ck_assert_uint_eq(r.batches, 0);            /* 4 x 4088 < 16384 */
+    tw_add_bytes(w, 1, big, sizeof(big));       /* the 5th */
+    ck_assert_uint_eq(r.batches, 1);
+    ck_assert_uint_eq(r.nlast, 5);
+    tw_packet_end(w);
+    tw_writer_destroy(w);
+    smb_arbiter_destroy(arb);
+    smb_shm_unmap(&shm);
+}
+END_TEST
+
 START_TEST(test_pending_batch_sent_before_giving_up)
 {
     /* With batching, a writer that finds no free chunk first sends the
@@ -259,6 +282,7 @@ static Suite *arbiter_suite(void)
 
     tc = tcase_create("batching");
     tcase_add_test(tc, test_batching_by_bytes_and_flush);
+    tcase_add_test(tc, test_batch_sent_at_half_the_smb);
     tcase_add_test(tc, test_pending_batch_sent_before_giving_up);
     suite_add_tcase(s, tc);
 

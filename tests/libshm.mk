@@ -36,3 +36,16 @@ check_PROGRAMS += tests/example_producer
 tests_example_producer_SOURCES = tests/example_producer.c
 tests_example_producer_LDADD = libshm/libshm.la
 TESTS += tests/example_producer
+
+check_PROGRAMS += tests/check_tw_flow
+tests_check_tw_flow_SOURCES = tests/check_tw_flow.c
+tests_check_tw_flow_CFLAGS = $(libshm_test_cflags)
+tests_check_tw_flow_LDADD = $(libshm_test_ldadd)
+TESTS += tests/check_tw_flow
+
+# White-box: compiles libshm/smb_shm.c itself (the shm_open fallback).
+check_PROGRAMS += tests/check_smb_shm
+tests_check_smb_shm_SOURCES = tests/check_smb_shm.c
+tests_check_smb_shm_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
+tests_check_smb_shm_LDADD = $(CHECK_LIBS)
+TESTS += tests/check_smb_shm

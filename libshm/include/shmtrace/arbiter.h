@@ -18,11 +18,11 @@
  *
  * When batches are sent: a batch is started when a writer returns a chunk
  * or queues patches. It is sent (1) as soon as it holds patches, (2) when
- * its chunks add up to >= options.batch_bytes, counting each chunk's size
- * header included (4088 bytes for a Div1 chunk of a 4 KiB page; default
- * 0: every returned chunk is sent at once), (3) on smb_arbiter_flush / tw_writer_flush, and
- * (4) before a writer gives up on finding a free chunk (the service may be
- * waiting for exactly those chunks).
+ * its chunks add up to >= options.batch_bytes (each chunk counted with its
+ * header: 4088 bytes for a Div1 chunk of a 4 KiB page; default 0: every
+ * returned chunk is sent at once) or to half the SMB, (3) on
+ * smb_arbiter_flush / tw_writer_flush, and (4) before a writer gives up on
+ * finding a free chunk (the service may be waiting for those chunks).
  *
  * Locking: one mutex guards the page cursor, the WriterID pool, the pending
  * batch and the stats. Callbacks are called WITH THAT MUTEX HELD, from

@@ -5,8 +5,9 @@
  * the service. smb_shm_create makes a new anonymous object: memfd_create
  * (sealed against shrink/grow, as Perfetto does) where available, else a
  * POSIX shm_open object created O_EXCL with mode 0600 and unlinked at once,
- * so nothing leaks if either side crashes. The fd then travels to the peer
- * (SCM_RIGHTS), which maps it with smb_shm_map.
+ * so nothing leaks if either side crashes (such an object cannot be
+ * sealed, so a service requiring seals refuses it). The fd then travels to
+ * the peer (SCM_RIGHTS), which maps it with smb_shm_map.
  *
  * Errors: 0 or a negative errno; smb_strerror() gives a message.
  * Ownership: an smb_shm owns its mapping and its fd (smb_shm_map dups the
@@ -34,8 +35,9 @@ typedef struct smb_shm {
 } smb_shm;
 
 /* smb_shm_map flags. */
-#define SMB_SHM_REQUIRE_SEALS 0x1u  /* refuse a memfd lacking shrink/grow
-                                       seals (service, producer-given fd) */
+#define SMB_SHM_REQUIRE_SEALS 0x1u  /* refuse an fd lacking shrink/grow
+                                       seals, -EPERM (service side, for a
+                                       producer-provided SMB) */
 
 /* Create and map a zero-filled object of size_bytes (> 0, multiple of
  * 4096). On failure *out is untouched and nothing is left behind.
