@@ -709,7 +709,10 @@ static void c_start(ipc_call *call, const ProtobufCMessage *args, void *vd)
         ipc_call_fail(call);
         return;
     }
-    reply_empty(call);     /* sessions start at EnableTracing */
+    if (svc_session_start(((svc_daemon *)vd)->svc, cc->s) < 0)
+        ipc_call_fail(call);
+    else
+        reply_empty(call);
 }
 
 static void c_stats(ipc_call *call, const ProtobufCMessage *args, void *vd)

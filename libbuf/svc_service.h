@@ -99,6 +99,8 @@ uint8_t *svc_producer_smb(const svc_producer *, size_t *size,
 svc_session *svc_session_enable(svc_service *, void *consumer,
         const Perfetto__Protos__TraceConfig *cfg, int out_fd,
         char *err, size_t errlen);
+/* StartTracing: starts a deferred_start session (no-op if started). */
+int svc_session_start(svc_service *, svc_session *);
 /* Final flush, stop data sources, scrape; async (session_disabled op). */
 int svc_session_disable(svc_service *, svc_session *);
 /* timeout 0 = the session's flush_timeout_ms; result via flush_done. */

@@ -488,6 +488,8 @@ static svc_session *session_new(svc_service *svc, void *consumer,
     return s;
 }
 
+static void session_start(svc_service *svc, svc_session *s);
+
 svc_session *svc_session_enable(svc_service *svc, void *consumer,
         const Perfetto__Protos__TraceConfig *cfg, int out_fd, char *err,
         size_t errlen)
@@ -549,6 +551,20 @@ svc_session *svc_session_enable(svc_service *svc, void *consumer,
         s->nbufs = i + 1;
         svc->total_buffer_kb += tb_size(buf) / 1024;
     }
+    if (cfg->has_deferred_start && cfg->deferred_start) {
+        s->state = SVC_SESSION_CONFIGURED;   /* svc_session_start() */
+        return s;
+    }
+    session_start(svc, s);
+    return s;
+}
+
+/* Arms the timers and starts the data sources (EnableTracing, or
+ * StartTracing for a deferred_start session). */
+static void session_start(svc_service *svc, svc_session *s)
+{
+    const Perfetto__Protos__TraceConfig *cfg = s->cfg;
+    bool to_file = s->out_fd >= 0;
     uint64_t now = svc_now_ms();
     if (cfg->has_duration_ms && cfg->duration_ms)
         s->duration_deadline_ms = now + cfg->duration_ms;
@@ -581,7 +597,14 @@ svc_session *svc_session_enable(svc_service *svc, void *consumer,
     s->state = SVC_SESSION_STARTED;
     for (size_t i = 0; i < svc->nproducers; i++)
         match_producer(svc, s, svc->producers[i], NULL);
-    return s;
+}
+
+int svc_session_start(svc_service *svc, svc_session *s)
+{
+    if (s->state != SVC_SESSION_CONFIGURED)
+        return s->state == SVC_SESSION_STARTED ? 0 : -EINVAL;
+    session_start(svc, s);
+    return 0;
 }
 
 /* ---------------------------------------------------------------- flush */
@@ -767,6 +790,10 @@ static void finalize_disable(svc_service *svc, svc_session *s)
 
 int svc_session_disable(svc_service *svc, svc_session *s)
 {
+    if (s->state == SVC_SESSION_CONFIGURED && !s->is_clone) {
+        finalize_disable(svc, s);          /* never started: nothing owed */
+        return 0;
+    }
     if (s->is_clone || s->state != SVC_SESSION_STARTED)
         return 0;
     s->state = SVC_SESSION_DISABLING;
