@@ -102,6 +102,7 @@ typedef enum {
 
 struct svc_session {
     uint64_t id;
+    int64_t uuid_msb, uuid_lsb;  /* TraceUuid, random per session */
     void *consumer;              /* opaque consumer handle (glue) */
     Perfetto__Protos__TraceConfig *cfg;  /* owned (packed+unpacked copy) */
     size_t nbufs;

@@ -762,10 +762,8 @@ static void c_clone(ipc_call *call, const ProtobufCMessage *args, void *vd)
     if (!cc->s) {
         r.error = err;
     } else {
-        r.has_uuid_msb = true;
-        r.uuid_msb = (int64_t)svc_session_id(cc->s);
-        r.has_uuid_lsb = true;
-        r.uuid_lsb = (int64_t)getpid();
+        r.has_uuid_msb = r.has_uuid_lsb = true;
+        svc_session_uuid(cc->s, &r.uuid_msb, &r.uuid_lsb);
     }
     ipc_call_reply(call, &r.base, false);
 }

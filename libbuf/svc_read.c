@@ -2,8 +2,8 @@
  * svc_read.c - reading a session: buffers -> TracePackets for the consumer.
  *
  * One read pass (wire-formats.md §3, order not to be depended on):
- *   1. first pass only: clock snapshot, trace_config echo, tracing_started
- *      and all_data_sources_started service events;
+ *   1. first pass only: clock snapshot, trace_config echo, trace_uuid,
+ *      tracing_started and all_data_sources_started service events;
  *   2. once disabled: tracing_disabled / all_data_sources_flushed events;
  *   3. the packets of every buffer, in config order: each copied out of the
  *      buffer into a scratch area, validated (svc_packet.c: invalid ->
@@ -271,6 +271,17 @@ static int emit_first_pass(svc_service *svc, svc_session *s, svc_scratch *sc,
         Perfetto__Protos__TracePacket pk = PERFETTO__PROTOS__TRACE_PACKET__INIT;
         service_header(svc, &pk, false);
         pk.trace_config = s->cfg;
+        if ((rc = emit_service_packet(sc, &pk, emit, ctx)) < 0)
+            return rc;
+    }
+    {
+        Perfetto__Protos__TracePacket pk = PERFETTO__PROTOS__TRACE_PACKET__INIT;
+        Perfetto__Protos__TraceUuid u = PERFETTO__PROTOS__TRACE_UUID__INIT;
+        service_header(svc, &pk, false);
+        u.has_msb = u.has_lsb = true;
+        u.msb = s->uuid_msb;
+        u.lsb = s->uuid_lsb;
+        pk.trace_uuid = &u;
         if ((rc = emit_service_packet(sc, &pk, emit, ctx)) < 0)
             return rc;
     }

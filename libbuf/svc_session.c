@@ -28,6 +28,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -111,6 +112,12 @@ size_t svc_sessions_owing_reads(const svc_service *svc)
     for (size_t i = 0; i < svc->nsessions; i++)
         n += svc->sessions[i]->out_fd < 0 && svc->sessions[i]->consumer;
     return n;
+}
+
+void svc_session_uuid(const svc_session *s, int64_t *msb, int64_t *lsb)
+{
+    *msb = s->uuid_msb;
+    *lsb = s->uuid_lsb;
 }
 
 uint64_t svc_session_id(const svc_session *s)
@@ -484,6 +491,13 @@ static svc_session *session_new(svc_service *svc, void *consumer,
     }
     s->id = ++svc->last_session_id;
     s->seqs.next_id = 2;
+    uint64_t r[2] = {0, 0};
+    if (getrandom(r, sizeof(r), 0) != (ssize_t)sizeof(r)) {
+        r[0] = svc_now_ms() ^ ((uint64_t)getpid() << 32);
+        r[1] = s->id ^ (uint64_t)(uintptr_t)s;
+    }
+    s->uuid_msb = (int64_t)r[0];
+    s->uuid_lsb = (int64_t)r[1];
     svc->sessions[svc->nsessions++] = s;
     return s;
 }

@@ -195,7 +195,7 @@ static void commit(svc_service *svc, svc_producer *p, uint32_t page,
 /* ------------------------------------------------------------ reading */
 
 typedef struct {
-    int n, n_service, n_stats, n_config;
+    int n, n_service, n_stats, n_config, n_uuid;
     uint32_t seq_of_value[64];
     int32_t pid_of_value[64];
     uint32_t dropped_of_value[64];
@@ -226,6 +226,8 @@ static int collect(void *ctx, const uint8_t *data, size_t size)
         }
         if (p->trace_config)
             r->n_config++;
+        if (p->trace_uuid)
+            r->n_uuid++;
     } else if (p->for_testing) {
         uint32_t v = p->for_testing->seq_value;
         if (v < 64) {
@@ -432,6 +434,7 @@ START_TEST(test_read_adds_trusted_fields_and_sequences)
     read_all(svc, s, &r);
     ck_assert_int_eq(r.values, 6);
     ck_assert_int_eq(r.n_config, 1);
+    ck_assert_int_eq(r.n_uuid, 1);
     ck_assert_int_eq(r.n_stats, 1);
     ck_assert_uint_eq(r.seq_of_value[0], 2);          /* first use */
     ck_assert_uint_eq(r.seq_of_value[2], 2);
