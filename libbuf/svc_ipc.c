@@ -85,8 +85,8 @@ struct svc_daemon {
 
 /* ================================================================ producer */
 
-static int send_cmd(svc_pconn *pc, const Perfetto__Protos__GetAsyncCommandResponse *r,
-                    int fd)
+static int send_cmd(svc_pconn *pc,
+                    const Perfetto__Protos__GetAsyncCommandResponse *r, int fd)
 {
     if (pc->async_call) {
         return fd >= 0 ?
@@ -135,7 +135,8 @@ static int op_setup_tracing(void *ctx, void *conn, int fd, uint32_t page_kb)
         PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__SETUP_TRACING__INIT;
     st.has_shared_buffer_page_size_kb = true;
     st.shared_buffer_page_size_kb = page_kb;
-    r.cmd_case = PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__CMD_SETUP_TRACING;
+    r.cmd_case =
+        PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__CMD_SETUP_TRACING;
     r.setup_tracing = &st;
     return send_cmd(conn, &r, fd);
 }

@@ -31,6 +31,8 @@
 #include "svc_int.h"
 #include "svc_packet.h"
 
+#define SVC_EV(x) PERFETTO__PROTOS__TRACING_SERVICE_EVENT__EVENT_TYPE_##x
+
 /* ---------------------------------------------------------------- seqmap */
 
 static uint32_t hash32(uint32_t k)
@@ -210,21 +212,19 @@ static int emit_event(const svc_service *svc, svc_scratch *sc, int which,
     service_header(svc, &pk, true);
     switch (which) {
     case 1:
-        ev.event_type_case =
-            PERFETTO__PROTOS__TRACING_SERVICE_EVENT__EVENT_TYPE_TRACING_STARTED;
+        ev.event_type_case = SVC_EV(TRACING_STARTED);
         ev.tracing_started = true;
         break;
     case 2:
-        ev.event_type_case = PERFETTO__PROTOS__TRACING_SERVICE_EVENT__EVENT_TYPE_ALL_DATA_SOURCES_STARTED;
+        ev.event_type_case = SVC_EV(ALL_DATA_SOURCES_STARTED);
         ev.all_data_sources_started = true;
         break;
     case 3:
-        ev.event_type_case = PERFETTO__PROTOS__TRACING_SERVICE_EVENT__EVENT_TYPE_ALL_DATA_SOURCES_FLUSHED;
+        ev.event_type_case = SVC_EV(ALL_DATA_SOURCES_FLUSHED);
         ev.all_data_sources_flushed = true;
         break;
     default:
-        ev.event_type_case =
-            PERFETTO__PROTOS__TRACING_SERVICE_EVENT__EVENT_TYPE_TRACING_DISABLED;
+        ev.event_type_case = SVC_EV(TRACING_DISABLED);
         ev.tracing_disabled = true;
         break;
     }
@@ -260,7 +260,8 @@ static int emit_first_pass(svc_service *svc, svc_session *s, svc_scratch *sc,
         cs.n_clocks = 6;
         cs.clocks = cp;
         cs.has_primary_trace_clock = true;
-        cs.primary_trace_clock = PERFETTO__PROTOS__BUILTIN_CLOCK__BUILTIN_CLOCK_BOOTTIME;
+        cs.primary_trace_clock =
+            PERFETTO__PROTOS__BUILTIN_CLOCK__BUILTIN_CLOCK_BOOTTIME;
         Perfetto__Protos__TracePacket pk = PERFETTO__PROTOS__TRACE_PACKET__INIT;
         service_header(svc, &pk, false);
         pk.clock_snapshot = &cs;
