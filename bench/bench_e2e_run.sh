@@ -6,32 +6,38 @@
 # ends when the file holds the payload, with a final flush (DisableTracing).
 # Environment: top_builddir, OUT, MB, PRODUCERS, SIZE; the daemon's
 # sockets via PERFETTO_*_SOCK_NAME.
-set -eu
+set -u
+LOG="$OUT.log"
 b=$top_builddir
+rm -f "$OUT"            # the size test below must not see the last run's
 per_producer=$((MB * 1048576 / PRODUCERS / SIZE))
 pids=""
 i=0
 while [ $i -lt "$PRODUCERS" ]; do
     "$b/tools/shmtrace-producer" -q -N "bench$i" -t 1 -c $per_producer \
-        -S "$SIZE" --policy stall --once --smb-size 4194304 &
+        -S "$SIZE" --policy stall --once --smb-size 4194304 2>>"$LOG" &
     pids="$pids $!"
     i=$((i + 1))
 done
 # wait until the producers' data sources are registered
 while :; do
-    n=$("$b/tests/svc_consumer" stats | sed -n 's/^data_sources_registered=//p')
+    n=$("$b/tests/svc_consumer" stats 2>>"$LOG" |
+        sed -n 's/^data_sources_registered=//p')
     [ "${n:-0}" -ge "$PRODUCERS" ] && break
     sleep 0.02
 done
 "$b/tests/svc_consumer" record --out "$OUT" --duration-ms 600000 \
-    --buffer-kb 131072 --file-period-ms 100 2>/dev/null &
+    --buffer-kb 131072 --file-period-ms 100 2>>"$LOG" &
 cons=$!
 target=$((per_producer * PRODUCERS * SIZE))
-while :; do
+while kill -0 $cons 2>/dev/null; do
     s=$(stat -c %s "$OUT" 2>/dev/null || echo 0)
     [ "$s" -ge "$target" ] && break
     sleep 0.02
 done
-kill -INT $cons
+kill -INT $cons 2>/dev/null
 wait $cons
+rc=$?
 for p in $pids; do wait "$p"; done
+[ $rc -eq 0 ] || { echo "bench_e2e_run: consumer exit $rc (see $LOG)" >&2;
+                   exit 1; }

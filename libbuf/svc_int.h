@@ -94,6 +94,7 @@ typedef struct {
 enum { SVC_FLUSH_CONSUMER = 0, SVC_FLUSH_DISABLE = 1, SVC_FLUSH_PERIODIC = 2 };
 
 typedef enum {
+    SVC_SESSION_CONFIGURED = -1, /* deferred_start: waits for StartTracing */
     SVC_SESSION_STARTED = 0,
     SVC_SESSION_DISABLING,       /* final flush / stop in progress */
     SVC_SESSION_DISABLED,        /* buffers frozen, readable */
@@ -101,6 +102,7 @@ typedef enum {
 
 struct svc_session {
     uint64_t id;
+    int64_t uuid_msb, uuid_lsb;  /* TraceUuid, random per session */
     void *consumer;              /* opaque consumer handle (glue) */
     Perfetto__Protos__TraceConfig *cfg;  /* owned (packed+unpacked copy) */
     size_t nbufs;

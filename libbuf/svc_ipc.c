@@ -85,8 +85,8 @@ struct svc_daemon {
 
 /* ================================================================ producer */
 
-static int send_cmd(svc_pconn *pc, const Perfetto__Protos__GetAsyncCommandResponse *r,
-                    int fd)
+static int send_cmd(svc_pconn *pc,
+                    const Perfetto__Protos__GetAsyncCommandResponse *r, int fd)
 {
     if (pc->async_call) {
         return fd >= 0 ?
@@ -135,7 +135,8 @@ static int op_setup_tracing(void *ctx, void *conn, int fd, uint32_t page_kb)
         PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__SETUP_TRACING__INIT;
     st.has_shared_buffer_page_size_kb = true;
     st.shared_buffer_page_size_kb = page_kb;
-    r.cmd_case = PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__CMD_SETUP_TRACING;
+    r.cmd_case =
+        PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__CMD_SETUP_TRACING;
     r.setup_tracing = &st;
     return send_cmd(conn, &r, fd);
 }
@@ -709,7 +710,10 @@ static void c_start(ipc_call *call, const ProtobufCMessage *args, void *vd)
         ipc_call_fail(call);
         return;
     }
-    reply_empty(call);     /* sessions start at EnableTracing */
+    if (svc_session_start(((svc_daemon *)vd)->svc, cc->s) < 0)
+        ipc_call_fail(call);
+    else
+        reply_empty(call);
 }
 
 static void c_stats(ipc_call *call, const ProtobufCMessage *args, void *vd)
@@ -759,10 +763,8 @@ static void c_clone(ipc_call *call, const ProtobufCMessage *args, void *vd)
     if (!cc->s) {
         r.error = err;
     } else {
-        r.has_uuid_msb = true;
-        r.uuid_msb = (int64_t)svc_session_id(cc->s);
-        r.has_uuid_lsb = true;
-        r.uuid_lsb = (int64_t)getpid();
+        r.has_uuid_msb = r.has_uuid_lsb = true;
+        svc_session_uuid(cc->s, &r.uuid_msb, &r.uuid_lsb);
     }
     ipc_call_reply(call, &r.base, false);
 }

@@ -2,8 +2,8 @@
  * svc_read.c - reading a session: buffers -> TracePackets for the consumer.
  *
  * One read pass (wire-formats.md §3, order not to be depended on):
- *   1. first pass only: clock snapshot, trace_config echo, tracing_started
- *      and all_data_sources_started service events;
+ *   1. first pass only: clock snapshot, trace_config echo, trace_uuid,
+ *      tracing_started and all_data_sources_started service events;
  *   2. once disabled: tracing_disabled / all_data_sources_flushed events;
  *   3. the packets of every buffer, in config order: each copied out of the
  *      buffer into a scratch area, validated (svc_packet.c: invalid ->
@@ -30,6 +30,8 @@
 
 #include "svc_int.h"
 #include "svc_packet.h"
+
+#define SVC_EV(x) PERFETTO__PROTOS__TRACING_SERVICE_EVENT__EVENT_TYPE_##x
 
 /* ---------------------------------------------------------------- seqmap */
 
@@ -210,21 +212,19 @@ static int emit_event(const svc_service *svc, svc_scratch *sc, int which,
     service_header(svc, &pk, true);
     switch (which) {
     case 1:
-        ev.event_type_case =
-            PERFETTO__PROTOS__TRACING_SERVICE_EVENT__EVENT_TYPE_TRACING_STARTED;
+        ev.event_type_case = SVC_EV(TRACING_STARTED);
         ev.tracing_started = true;
         break;
     case 2:
-        ev.event_type_case = PERFETTO__PROTOS__TRACING_SERVICE_EVENT__EVENT_TYPE_ALL_DATA_SOURCES_STARTED;
+        ev.event_type_case = SVC_EV(ALL_DATA_SOURCES_STARTED);
         ev.all_data_sources_started = true;
         break;
     case 3:
-        ev.event_type_case = PERFETTO__PROTOS__TRACING_SERVICE_EVENT__EVENT_TYPE_ALL_DATA_SOURCES_FLUSHED;
+        ev.event_type_case = SVC_EV(ALL_DATA_SOURCES_FLUSHED);
         ev.all_data_sources_flushed = true;
         break;
     default:
-        ev.event_type_case =
-            PERFETTO__PROTOS__TRACING_SERVICE_EVENT__EVENT_TYPE_TRACING_DISABLED;
+        ev.event_type_case = SVC_EV(TRACING_DISABLED);
         ev.tracing_disabled = true;
         break;
     }
@@ -260,7 +260,8 @@ static int emit_first_pass(svc_service *svc, svc_session *s, svc_scratch *sc,
         cs.n_clocks = 6;
         cs.clocks = cp;
         cs.has_primary_trace_clock = true;
-        cs.primary_trace_clock = PERFETTO__PROTOS__BUILTIN_CLOCK__BUILTIN_CLOCK_BOOTTIME;
+        cs.primary_trace_clock =
+            PERFETTO__PROTOS__BUILTIN_CLOCK__BUILTIN_CLOCK_BOOTTIME;
         Perfetto__Protos__TracePacket pk = PERFETTO__PROTOS__TRACE_PACKET__INIT;
         service_header(svc, &pk, false);
         pk.clock_snapshot = &cs;
@@ -271,6 +272,17 @@ static int emit_first_pass(svc_service *svc, svc_session *s, svc_scratch *sc,
         Perfetto__Protos__TracePacket pk = PERFETTO__PROTOS__TRACE_PACKET__INIT;
         service_header(svc, &pk, false);
         pk.trace_config = s->cfg;
+        if ((rc = emit_service_packet(sc, &pk, emit, ctx)) < 0)
+            return rc;
+    }
+    {
+        Perfetto__Protos__TracePacket pk = PERFETTO__PROTOS__TRACE_PACKET__INIT;
+        Perfetto__Protos__TraceUuid u = PERFETTO__PROTOS__TRACE_UUID__INIT;
+        service_header(svc, &pk, false);
+        u.has_msb = u.has_lsb = true;
+        u.msb = s->uuid_msb;
+        u.lsb = s->uuid_lsb;
+        pk.trace_uuid = &u;
         if ((rc = emit_service_packet(sc, &pk, emit, ctx)) < 0)
             return rc;
     }

@@ -99,6 +99,8 @@ uint8_t *svc_producer_smb(const svc_producer *, size_t *size,
 svc_session *svc_session_enable(svc_service *, void *consumer,
         const Perfetto__Protos__TraceConfig *cfg, int out_fd,
         char *err, size_t errlen);
+/* StartTracing: starts a deferred_start session (no-op if started). */
+int svc_session_start(svc_service *, svc_session *);
 /* Final flush, stop data sources, scrape; async (session_disabled op). */
 int svc_session_disable(svc_service *, svc_session *);
 /* timeout 0 = the session's flush_timeout_ms; result via flush_done. */
@@ -109,6 +111,7 @@ svc_session *svc_session_clone(svc_service *, void *consumer,
         uint64_t session_id, const char *unique_name, char *err,
         size_t errlen);
 uint64_t svc_session_id(const svc_session *);
+void svc_session_uuid(const svc_session *, int64_t *msb, int64_t *lsb);
 bool svc_session_is_disabled(const svc_session *);
 bool svc_session_writes_file(const svc_session *);
 svc_session *svc_session_by_consumer(svc_service *, void *consumer);

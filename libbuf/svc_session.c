@@ -28,6 +28,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -111,6 +112,12 @@ size_t svc_sessions_owing_reads(const svc_service *svc)
     for (size_t i = 0; i < svc->nsessions; i++)
         n += svc->sessions[i]->out_fd < 0 && svc->sessions[i]->consumer;
     return n;
+}
+
+void svc_session_uuid(const svc_session *s, int64_t *msb, int64_t *lsb)
+{
+    *msb = s->uuid_msb;
+    *lsb = s->uuid_lsb;
 }
 
 uint64_t svc_session_id(const svc_session *s)
@@ -484,9 +491,18 @@ static svc_session *session_new(svc_service *svc, void *consumer,
     }
     s->id = ++svc->last_session_id;
     s->seqs.next_id = 2;
+    uint64_t r[2] = {0, 0};
+    if (getrandom(r, sizeof(r), 0) != (ssize_t)sizeof(r)) {
+        r[0] = svc_now_ms() ^ ((uint64_t)getpid() << 32);
+        r[1] = s->id ^ (uint64_t)(uintptr_t)s;
+    }
+    s->uuid_msb = (int64_t)r[0];
+    s->uuid_lsb = (int64_t)r[1];
     svc->sessions[svc->nsessions++] = s;
     return s;
 }
+
+static void session_start(svc_service *svc, svc_session *s);
 
 svc_session *svc_session_enable(svc_service *svc, void *consumer,
         const Perfetto__Protos__TraceConfig *cfg, int out_fd, char *err,
@@ -549,6 +565,20 @@ svc_session *svc_session_enable(svc_service *svc, void *consumer,
         s->nbufs = i + 1;
         svc->total_buffer_kb += tb_size(buf) / 1024;
     }
+    if (cfg->has_deferred_start && cfg->deferred_start) {
+        s->state = SVC_SESSION_CONFIGURED;   /* svc_session_start() */
+        return s;
+    }
+    session_start(svc, s);
+    return s;
+}
+
+/* Arms the timers and starts the data sources (EnableTracing, or
+ * StartTracing for a deferred_start session). */
+static void session_start(svc_service *svc, svc_session *s)
+{
+    const Perfetto__Protos__TraceConfig *cfg = s->cfg;
+    bool to_file = s->out_fd >= 0;
     uint64_t now = svc_now_ms();
     if (cfg->has_duration_ms && cfg->duration_ms)
         s->duration_deadline_ms = now + cfg->duration_ms;
@@ -581,7 +611,14 @@ svc_session *svc_session_enable(svc_service *svc, void *consumer,
     s->state = SVC_SESSION_STARTED;
     for (size_t i = 0; i < svc->nproducers; i++)
         match_producer(svc, s, svc->producers[i], NULL);
-    return s;
+}
+
+int svc_session_start(svc_service *svc, svc_session *s)
+{
+    if (s->state != SVC_SESSION_CONFIGURED)
+        return s->state == SVC_SESSION_STARTED ? 0 : -EINVAL;
+    session_start(svc, s);
+    return 0;
 }
 
 /* ---------------------------------------------------------------- flush */
@@ -767,6 +804,10 @@ static void finalize_disable(svc_service *svc, svc_session *s)
 
 int svc_session_disable(svc_service *svc, svc_session *s)
 {
+    if (s->state == SVC_SESSION_CONFIGURED && !s->is_clone) {
+        finalize_disable(svc, s);          /* never started: nothing owed */
+        return 0;
+    }
     if (s->is_clone || s->state != SVC_SESSION_STARTED)
         return 0;
     s->state = SVC_SESSION_DISABLING;

@@ -195,7 +195,7 @@ static void commit(svc_service *svc, svc_producer *p, uint32_t page,
 /* ------------------------------------------------------------ reading */
 
 typedef struct {
-    int n, n_service, n_stats, n_config;
+    int n, n_service, n_stats, n_config, n_uuid;
     uint32_t seq_of_value[64];
     int32_t pid_of_value[64];
     uint32_t dropped_of_value[64];
@@ -226,6 +226,8 @@ static int collect(void *ctx, const uint8_t *data, size_t size)
         }
         if (p->trace_config)
             r->n_config++;
+        if (p->trace_uuid)
+            r->n_uuid++;
     } else if (p->for_testing) {
         uint32_t v = p->for_testing->seq_value;
         if (v < 64) {
@@ -351,6 +353,31 @@ START_TEST(test_match_all_producers_and_late_registration)
 }
 END_TEST
 
+START_TEST(test_deferred_start_waits_for_start_tracing)
+{
+    svc_service *svc = svc_new();
+    add_producer(svc, "one", 11);
+    cfg_t c;
+    cfg_init(&c, 64, 0);
+    c.cfg.has_deferred_start = true;
+    c.cfg.deferred_start = true;
+    svc_session *s = svc_session_enable(svc, NULL, &c.cfg, -1, NULL, 0);
+    ck_assert_ptr_nonnull(s);
+    ck_assert_int_eq(R.start_ds, 0);
+    ck_assert_int_eq(svc_session_flush(svc, s, 100, 0, 1), -EINVAL);
+    ck_assert_int_eq(svc_session_start(svc, s), 0);
+    ck_assert_int_eq(R.start_ds, 1);
+    ck_assert_int_eq(svc_session_start(svc, s), 0);      /* idempotent */
+    ck_assert_int_eq(R.start_ds, 1);
+    /* A deferred session disabled before it started ends at once. */
+    svc_session *d = svc_session_enable(svc, NULL, &c.cfg, -1, NULL, 0);
+    ck_assert_int_eq(svc_session_disable(svc, d), 0);
+    ck_assert(svc_session_is_disabled(d));
+    ck_assert_int_eq(R.disabled, 1);
+    svc_destroy(svc);
+}
+END_TEST
+
 START_TEST(test_match_producer_name_filter)
 {
     svc_service *svc = svc_new();
@@ -407,6 +434,7 @@ START_TEST(test_read_adds_trusted_fields_and_sequences)
     read_all(svc, s, &r);
     ck_assert_int_eq(r.values, 6);
     ck_assert_int_eq(r.n_config, 1);
+    ck_assert_int_eq(r.n_uuid, 1);
     ck_assert_int_eq(r.n_stats, 1);
     ck_assert_uint_eq(r.seq_of_value[0], 2);          /* first use */
     ck_assert_uint_eq(r.seq_of_value[2], 2);
@@ -814,6 +842,7 @@ int main(void)
                     test_config_creates_buffers_with_global_ids,
                     test_smb_sizes_clamped}},
         {"matching", {test_match_all_producers_and_late_registration,
+                      test_deferred_start_waits_for_start_tracing,
                       test_match_producer_name_filter,
                       test_register_ds_rejects_bad_descriptors}},
         {"read", {test_read_adds_trusted_fields_and_sequences,

@@ -6,7 +6,8 @@
 e2e_need_tools
 
 e2e_start_daemon
-e2e_spawn producer0 "$PRODUCER" -t 2 -c 10000 -r 10000 -S 200 --policy stall --once
+e2e_spawn producer0 "$PRODUCER" -t 2 -c 5000 -r 2000 -S 200 --policy stall \
+    --once
 e2e_wait_registered 1
 "$CONSUMER" record --out "$E2E_DIR/trace" --duration-ms 3000 \
     --buffer-kb 256 --fill discard >"$E2E_DIR/consumer.log" 2>&1 ||

@@ -25,6 +25,8 @@
 
 #include "ipc.h"
 
+#define EVIL_CMD(x) PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__CMD_##x
+
 typedef struct {
     ipc_loop *loop;
     ipc_client *c;
@@ -53,8 +55,7 @@ static void on_cmd(ipc_client *c, int st, const ProtobufCMessage *msg,
     if (st != 0 || !msg)
         return;
     const Perfetto__Protos__GetAsyncCommandResponse *r = (const void *)msg;
-    if (r->cmd_case ==
-        PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__CMD_SETUP_TRACING) {
+    if (r->cmd_case == EVIL_CMD(SETUP_TRACING)) {
         int fd = ipc_client_take_fd(c);
         struct stat sb;
         if (fd >= 0 && fstat(fd, &sb) == 0 && sb.st_size > 0) {
@@ -69,12 +70,10 @@ static void on_cmd(ipc_client *c, int st, const ProtobufCMessage *msg,
         }
         if (fd >= 0)
             close(fd);
-    } else if (r->cmd_case ==
-               PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__CMD_START_DATA_SOURCE) {
+    } else if (r->cmd_case == EVIL_CMD(START_DATA_SOURCE)) {
         e->target_buffer = r->start_data_source->config->target_buffer;
         e->started = true;
-    } else if (r->cmd_case ==
-               PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__CMD_FLUSH) {
+    } else if (r->cmd_case == EVIL_CMD(FLUSH)) {
         Perfetto__Protos__CommitDataRequest req =
             PERFETTO__PROTOS__COMMIT_DATA_REQUEST__INIT;
         req.has_flush_request_id = true;

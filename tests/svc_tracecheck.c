@@ -240,7 +240,8 @@ int main(int argc, char **argv)
            (unsigned long long)flagged);
     if (last_stats)
         printf("stats_abi_violations=%llu\nstats_chunks_overwritten=%llu\n"
-               "stats_buf_chunks_discarded=%llu\nstats_writer_packet_loss=%llu\n"
+               "stats_buf_chunks_discarded=%llu\n"
+               "stats_writer_packet_loss=%llu\n"
                "stats_write_wrap_count=%llu\nstats_invalid_packets=%llu\n"
                "stats_chunks_discarded=%llu\nstats_flushes_failed=%llu\n",
                (unsigned long long)abi, (unsigned long long)overwritten,
