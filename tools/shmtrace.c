@@ -124,6 +124,8 @@ static void usage_record(FILE *f)
 "  buffers { size_kb: 65536 fill_policy: RING_BUFFER }\n"
 "  data_sources { config { name: \"shmtrace.synthetic\" target_buffer: 0 } }\n"
 "  duration_ms: 10000\n"
+"Every buffer without an experimental_mode gets TRACE_BUFFER_V2 (what\n"
+"shmtraced's buffers are), so the recorded config says so.\n"
 "\n"
 "Progress (elapsed, bytes, packets, losses) is shown on a terminal; a\n"
 "one-line loss summary is printed at the end. Ctrl-C (or SIGTERM) stops\n"
@@ -185,6 +187,9 @@ static void print_summary(const char *what, const char *path,
 
 /* ---- record ------------------------------------------------------- */
 
+#define BUFFER_MODE_V2 \
+    PERFETTO__PROTOS__TRACE_CONFIG__BUFFER_CONFIG__EXPERIMENTAL_MODE__TRACE_BUFFER_V2
+
 typedef struct rec_opts {
     const char *out, *config, *socket, *session_name;
     uint32_t buffer_kb;
@@ -221,6 +226,16 @@ static int apply_flags(TraceConfig *cfg, const rec_opts *ro)
     if (ro->fill_policy >= 0) {
         cfg->buffers[0]->has_fill_policy = true;
         cfg->buffers[0]->fill_policy = ro->fill_policy;
+    }
+    /* shmtraced's buffers are always TraceBufferV2: say so in the config
+     * it records into the trace (else readers, the inspector too, take
+     * them for V1). A mode the config sets explicitly is left alone. */
+    for (size_t i = 0; i < cfg->n_buffers; i++) {
+        Perfetto__Protos__TraceConfig__BufferConfig *b = cfg->buffers[i];
+        if (!b->has_experimental_mode) {
+            b->has_experimental_mode = true;
+            b->experimental_mode = BUFFER_MODE_V2;
+        }
     }
     if (ro->has_duration) {
         cfg->has_duration_ms = true;
