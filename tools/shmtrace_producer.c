@@ -18,7 +18,12 @@
  *
  * Payload byte k of packet seq is 'a' + (seq + k) % 26, so a reader can
  * check that every packet arrived exactly once (seq_value continuity per
- * trusted_packet_sequence_id) and intact (the pattern). A TestConfig in the
+ * trusted_packet_sequence_id) and intact (the pattern). A packet lost in
+ * the producer (drop policy, SMB full) still consumes its seq_value: the
+ * loop numbers packets, not successful writes, so the gaps in seq_value
+ * count exactly the packets lost, wherever they were lost. (The TraceWriter
+ * does not report a drop per packet -- tw_packet_end() returns nothing;
+ * tw_writer_stats.packets_lost counts them -- and none is needed here.) A TestConfig in the
  * DataSourceConfig (message_count, max_messages_per_second, message_size)
  * overrides --count, --rate and --size.
  *
@@ -385,7 +390,10 @@ static void usage(FILE *f)
 "Each packet is a TracePacket with `timestamp` and a `for_testing`\n"
 "TestEvent: seq_value counts packets per writer from 0, counter is the\n"
 "thread index, payload.str has --size bytes ('a' + (seq + k) %% 26), and\n"
-"is_last marks the last packet when --count is set.\n"
+"is_last marks the last packet when --count is set. A packet lost in the\n"
+"producer (--policy drop, SMB full) still uses up its seq_value, so the\n"
+"gaps in seq_value count exactly the packets lost, in the producer or\n"
+"later; the first packet after a loss also has previous_packet_dropped.\n"
 "\n"
 "Options:\n"
 "  -n, --name NAME        data source name (default shmtrace.synthetic)\n"
