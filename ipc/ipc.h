@@ -64,6 +64,13 @@ extern "C" {
 /* Largest reply_proto/args_proto a sender should put in one frame: leaves
  * room for the IPCFrame envelope (request_id, tags, lengths). */
 #define IPC_MAX_PAYLOAD_BYTES (IPC_FRAME_MAX_BYTES - 64u)
+/* Bytes a channel may hold queued for a peer that does not read them. A
+ * send that would go past it kills the channel (on_close with -ENOBUFS)
+ * instead of growing without bound: a peer that keeps sending requests and
+ * never reads the replies cannot make us buffer its replies forever.
+ * Senders that stream (ReadBuffers) keep far below it by watching
+ * ipc_chan_tx_queued_bytes(). */
+#define IPC_CHAN_TX_MAX_BYTES (32u << 20)
 
 /* Socket names (see ipc_sock_path()). */
 #define IPC_PRODUCER_SOCK_ENV "PERFETTO_PRODUCER_SOCK_NAME"
@@ -187,8 +194,9 @@ ipc_chan *ipc_chan_create(ipc_loop *loop, int sock_fd, const ipc_chan_cbs *cbs,
  * the channel's own callbacks. NULL is a no-op. */
 void ipc_chan_destroy(ipc_chan *chan);
 /* Queue a frame; fd >= 0 is dup()ed and passed with the frame's first byte
- * (the caller keeps its fd). -EMSGSIZE, -ENOMEM, -EPIPE (dead channel),
- * -EBADF (bad fd). */
+ * (the caller keeps its fd). -EMSGSIZE, -ENOMEM, -EPIPE (dead channel, or
+ * the queue would pass IPC_CHAN_TX_MAX_BYTES: the channel is then killed,
+ * on_close reports -ENOBUFS), -EBADF (bad fd). */
 int ipc_chan_send(ipc_chan *chan, const Perfetto__Protos__IPCFrame *frame,
                   int fd);
 /* The fd received with the frames handled so far, or -1; the caller owns

@@ -17,6 +17,12 @@
  * are closed. To stay fair with other clients, one readiness callback does
  * at most RX_ROUNDS recvmsg() calls.
  *
+ * Bound: the transmit queue never holds more than IPC_CHAN_TX_MAX_BYTES. A
+ * peer that sends requests but never reads the replies would otherwise make
+ * us queue replies without limit; the send that would pass the bound kills
+ * the channel instead (-ENOBUFS to on_close, -EPIPE to the sender, as for
+ * a peer that went away). The receive side is bounded by the decoder.
+ *
  * Lifetime: callbacks may destroy the channel; destruction during a
  * callback is deferred until the callback returns (in_cb/destroyed). Write
  * errors found inside ipc_chan_send() do not call on_close re-entrantly:
@@ -370,6 +376,12 @@ int ipc_chan_send(ipc_chan *chan, const Perfetto__Protos__IPCFrame *frame,
     int rc = ipc_frame_pack(frame, &bytes, &len);
     if (rc < 0)
         return rc;
+    if (len > IPC_CHAN_TX_MAX_BYTES - chan->tx_bytes) {
+        /* The peer does not read what we send it: stop feeding it. */
+        free(bytes);
+        fail_later(chan, -ENOBUFS);
+        return -EPIPE;
+    }
     seg *s = malloc(sizeof *s);
     if (!s) {
         free(bytes);

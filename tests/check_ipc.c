@@ -950,6 +950,48 @@ START_TEST(test_wire_peer_eof_mid_frame)
 }
 END_TEST
 
+/* A peer that keeps invoking but never reads its replies must not make the
+ * host queue replies without bound: past IPC_CHAN_TX_MAX_BYTES the
+ * connection is dropped (before the bound existed, 400 replies of ~128 KiB
+ * stayed queued: 50 MiB for one connection). */
+START_TEST(test_wire_nonreading_peer_dropped_at_tx_bound)
+{
+    fixture fx;
+    fx_init(&fx, false);
+    Frame f = PERFETTO__PROTOS__IPCFRAME__INIT;
+    Perfetto__Protos__IPCFrame__InvokeMethod im =
+        PERFETTO__PROTOS__IPCFRAME__INVOKE_METHOD__INIT;
+    f.has_request_id = true;
+    f.msg_case = PERFETTO__PROTOS__IPCFRAME__MSG_MSG_INVOKE_METHOD;
+    f.msg_invoke_method = &im;
+    im.has_service_id = im.has_method_id = true;
+    im.service_id = 1;
+    im.method_id = 8; /* Big: a reply of IPC_MAX_PAYLOAD_BYTES - 16 */
+    const int n_calls = 400;
+    for (int i = 0; i < n_calls; i++) {
+        f.request_id = 1000 + (uint64_t)i;
+        uint8_t *buf;
+        size_t len;
+        ck_assert_int_eq(ipc_frame_pack(&f, &buf, &len), 0);
+        ssize_t w = send(fx.raw, buf, len, MSG_NOSIGNAL);
+        free(buf);
+        if (w < 0 && errno == EPIPE)
+            break; /* dropped already */
+        ck_assert_int_eq(w, (ssize_t)len);
+        ipc_loop_run_once(fx.loop, 0); /* the host reads; we never do */
+    }
+    for (int i = 0; i < 2000 && ipc_host_num_conns(fx.host) > 0; i++)
+        ipc_loop_run_once(fx.loop, 1);
+    ck_assert_uint_eq(ipc_host_num_conns(fx.host), 0);
+    ck_assert_int_eq(fx.svc.disconnects, 1);
+    /* It got as far as the bound allows, not further. */
+    size_t reply = IPC_MAX_PAYLOAD_BYTES;
+    ck_assert_int_ge(fx.svc.calls, (int)(IPC_CHAN_TX_MAX_BYTES / reply) / 2);
+    ck_assert_int_lt(fx.svc.calls, n_calls);
+    fx_fini(&fx);
+}
+END_TEST
+
 /* ================= fd passing between processes ================= */
 
 static int memfile_with(int v)
@@ -1192,6 +1234,7 @@ static Suite *ipc_suite(void)
     tcase_add_test(tc, test_wire_garbage_then_valid);
     tcase_add_test(tc, test_wire_oversize_frame_drops_connection);
     tcase_add_test(tc, test_wire_peer_eof_mid_frame);
+    tcase_add_test(tc, test_wire_nonreading_peer_dropped_at_tx_bound);
     suite_add_tcase(s, tc);
     tc = tcase_create("fdpass");
     tcase_add_test(tc, test_fdpass_client_to_host_process);
