@@ -49,3 +49,17 @@ tests_check_smb_shm_SOURCES = tests/check_smb_shm.c
 tests_check_smb_shm_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
 tests_check_smb_shm_LDADD = $(CHECK_LIBS)
 TESTS += tests/check_smb_shm
+
+# Seeded fuzzing of every hostile-input path: IPC decoder and host dispatch,
+# the SMB reader (also under concurrent mutation), the inspector.
+check_PROGRAMS += tests/check_fuzz
+tests_check_fuzz_SOURCES = tests/check_fuzz.c
+tests_check_fuzz_CPPFLAGS = $(AM_CPPFLAGS) $(IPC_CPPFLAGS) \
+	-I$(top_srcdir)/libshm -I$(top_srcdir)/inspector
+tests_check_fuzz_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS) $(SQLITE_CFLAGS) \
+	$(PROTOBUF_C_CFLAGS) -pthread
+tests_check_fuzz_LDADD = libshm/libsmbreader.la libbuf/libbuf.la \
+	inspector/libins.la ipc/libshmtrace_ipc.la protos/libshmtrace_protos.la \
+	$(SQLITE_LIBS) $(PROTOBUF_C_LIBS) $(CHECK_LIBS) -lpthread
+$(tests_check_fuzz_OBJECTS): $(PROTO_GEN_H)
+TESTS += tests/check_fuzz
