@@ -582,6 +582,8 @@ typedef struct fz_smb {
     uint8_t *gsmb;
     smb_reader *grd;
     uint32_t good_next;    /* next chunk id / packet number */
+    uint32_t next_cid[13]; /* hostile writers 1..12: next chunk id */
+    uint64_t packets_read; /* from the hostile producer's buffer */
     atomic_bool stop;
 } fz_smb;
 
@@ -648,23 +650,27 @@ static void scribble(fz_smb *z)
     uint32_t i = rndn(nch);
     uint8_t *c = (uint8_t *)smb_chunk_at(ph, z->page_size, layout, i);
     uint16_t wid = rndn(8) ? (uint16_t)(1 + rndn(12)) : (uint16_t)rnd();
-    uint32_t cid = rndn(4) ? rndn(32) : (uint32_t)rnd();
-    uint16_t packets = rndn(4) ? smb_make_packets(rndn(6), rndn(8))
-                               : (uint16_t)rnd();
-    memcpy(c, &cid, 4);
-    memcpy(c + 4, &wid, 2);
-    memcpy(c + 6, &packets, 2);
+    /* Mostly the writer's next chunk id (so chunks chain and patches find
+     * them), sometimes an old, repeated or wild one. */
+    uint32_t cid;
+    if (rndn(4) && wid >= 1 && wid <= 12)
+        cid = z->next_cid[wid]++;
+    else
+        cid = rndn(2) ? rndn(32) : (uint32_t)rnd();
     uint8_t *pl = c + SMB_CHUNK_HEADER_SIZE;
-    uint32_t room = cs - SMB_CHUNK_HEADER_SIZE, off = 0;
-    while (off + 4 < room && rndn(6)) {
+    uint32_t room = cs - SMB_CHUNK_HEADER_SIZE, off = 0, nfrag = 0;
+    bool wild = rndn(3) == 0;
+    while (off + 4 < room && rndn(wild ? 3 : 5)) {
         uint32_t sz;
-        switch (rndn(6)) {
+        switch (wild ? rndn(6) : 5) {
         case 0: sz = SMB_PACKET_SIZE_DROP_PACKET; break;
         case 1: sz = (uint32_t)rnd() & 0x0fffffffu; break;
         case 2: sz = room - off - 4 + rndn(3); break; /* exact or past */
         default: sz = rndn(64); break;
         }
-        if (rndn(4))
+        if (sz > room - off - 4 && !wild)
+            sz = room - off - 4;
+        if (!wild || rndn(4))
             smb_write_redundant_varint(pl + off, sz);
         else
             rnd_bytes(pl + off, 4);
@@ -672,11 +678,45 @@ static void scribble(fz_smb *z)
         uint32_t body = sz < room - off ? sz : room - off;
         rnd_bytes(pl + off, body < 64 ? body : 64);
         off += body;
+        nfrag++;
     }
+    if (wild && rndn(2))
+        nfrag = rndn(1024);
+    uint16_t packets = rndn(16) ? smb_make_packets(nfrag, rndn(3) ? 0
+                                                               : rndn(8))
+                                : (uint16_t)rnd();
+    memcpy(c, &cid, 4);
+    memcpy(c + 4, &wid, 2);
+    memcpy(c + 6, &packets, 2);
+}
+
+/* Read (part of) a buffer, touching every byte handed out. */
+static size_t drain_buffer(tb_buffer *b, uint32_t max_packets)
+{
+    tb_packet pk;
+    size_t n = 0;
+    volatile uint8_t sink = 0;
+    tb_begin_read(b);
+    while (n < max_packets && tb_read_next_packet(b, &pk, NULL, NULL)) {
+        size_t total = 0;
+        for (size_t i = 0; i < pk.nslices; i++) {
+            for (size_t k = 0; k < pk.slices[i].size; k++)
+                sink ^= pk.slices[i].data[k];
+            total += pk.slices[i].size;
+        }
+        ck_assert_uint_eq(total, pk.size);
+        n++;
+    }
+    (void)sink;
+    return n;
 }
 
 static void hostile_op(fz_smb *z, bool scribbles)
 {
+    if (rndn(50) == 0) { /* the consumer reads while the producer writes */
+        z->packets_read += drain_buffer(z->own, rndn(64));
+        return;
+    }
     switch (rndn(scribbles ? 10 : 6)) {
     case 0: case 1: case 2:
         smb_reader_commit_chunk(z->rd,
@@ -708,17 +748,22 @@ static void hostile_op(fz_smb *z, bool scribbles)
         static smb_patch pt[1100];
         uint32_t np = rndn(8) ? rndn(8) : rndn(1100);
         for (uint32_t i = 0; i < np; i++) {
-            pt[i].offset = rndn(4) ? rndn(4200) : (uint32_t)rnd();
+            pt[i].offset = rndn(4) ? rndn(rndn(2) ? 64 : 4200)
+                                   : (uint32_t)rnd();
             rnd_bytes(pt[i].data, 4);
         }
         smb_chunk_patches g = {
             .target_buffer = rndn(3),
-            .chunk_id = rndn(32),
+            .chunk_id = 0,
             .writer_id = rndn(8) ? (uint16_t)(1 + rndn(12)) : (uint16_t)rnd(),
             .has_more_patches = rndn(2),
             .npatches = np,
             .patches = rndn(16) ? pt : NULL,
         };
+        if (g.writer_id >= 1 && g.writer_id <= 12 && rndn(4))
+            g.chunk_id = z->next_cid[g.writer_id] - 1 - rndn(3);
+        else
+            g.chunk_id = (uint32_t)rnd();
         smb_reader_apply_patches(z->rd, &g, hostile_resolve, z);
         break;
     }
@@ -811,7 +856,7 @@ START_TEST(test_fuzz_smb_reader_hostile_contents)
     static const uint32_t pages[] = { 4096, 8192, 16384, 32768, 65536 };
     rng_state = 0xabcdef0123456789ull;
     double t0 = now_s();
-    uint64_t violations = 0, moved = 0;
+    uint64_t violations = 0, moved = 0, packets_read = 0;
     for (int run = 0; run < 5; run++) {
         fz_smb z;
         smb_fixture(&z, pages[run]);
@@ -828,6 +873,8 @@ START_TEST(test_fuzz_smb_reader_hostile_contents)
         violations += tb_get_stats(z.own)->abi_violations +
                       tb_get_stats(z.shared)->abi_violations;
         check_good_intact(&z);
+        size_t dn = drain_buffer(z.own, UINT32_MAX);
+        packets_read += z.packets_read + dn;
         /* The good producer lost nothing to anyone. */
         const smb_reader_stats *gs = smb_reader_get_stats(z.grd);
         ck_assert_uint_eq(gs->chunks_moved, z.good_next);
@@ -837,6 +884,7 @@ START_TEST(test_fuzz_smb_reader_hostile_contents)
     /* The fuzz got through the checks into libbuf, and tripped them. */
     ck_assert_uint_gt(moved, 500);
     ck_assert_uint_gt(violations, 500);
+    ck_assert_uint_gt(packets_read, 500); /* and back out of the reader */
 }
 END_TEST
 
@@ -858,6 +906,7 @@ START_TEST(test_fuzz_smb_reader_concurrent_mutation)
     atomic_store(&z.stop, true);
     pthread_join(th, NULL);
     check_good_intact(&z);
+    drain_buffer(z.own, UINT32_MAX);
     ck_assert_uint_gt(smb_reader_get_stats(z.rd)->abi_violations, 0);
     smb_fixture_free(&z);
 }
