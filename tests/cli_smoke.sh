@@ -112,4 +112,27 @@ grep -q 'wrote 8[0-9][0-9] packets' "$E2E_DIR/rec_d.log" ||
     e2e_fail "write_into_file summary: $(cat "$E2E_DIR/rec_d.log")"
 e2e_check "$E2E_DIR/d.pftrace" --complete 400 --expect-sequences 2
 e2e_wait_pid "$P4" 10 || e2e_fail "producer 4 did not exit"
+# 5. a TestConfig asking for 4 GB packets: the producer caps message_size
+# at 16 MiB (as --size) instead of allocating and filling 4 GB per thread.
+cat >"$E2E_DIR/big.cfg" <<'CFG'
+buffers { size_kb: 65536 }
+data_sources { config { name: "smoke.big"
+  for_testing { message_count: 1 message_size: 4000000000 } } }
+duration_ms: 3000
+CFG
+e2e_spawn prod5 "$PRODUCER" -n smoke.big --policy stall --once
+P5=$E2E_LAST_PID
+i=0
+until "$CLI" stats 2>/dev/null | grep -q 'data_sources_registered  1'; do
+    i=$((i + 1)); [ $i -gt 200 ] && e2e_fail "producer 5 did not register"
+    sleep 0.05
+done
+"$CLI" record -c "$E2E_DIR/big.cfg" -o "$E2E_DIR/e.pftrace" -q \
+    2>"$E2E_DIR/rec_e.log" || e2e_fail "record e: rc=$?"
+e2e_check "$E2E_DIR/e.pftrace" --complete 1 --expect-sequences 1
+size=$(stat -c %s "$E2E_DIR/e.pftrace")
+[ "$size" -gt 16777216 ] && [ "$size" -lt 17825792 ] ||
+    e2e_fail "a 16 MiB packet expected, trace is $size bytes"
+e2e_wait_pid "$P5" 10 || e2e_fail "producer 5 did not exit"
+[ "$E2E_RC" -eq 0 ] || e2e_fail "producer 5 exited $E2E_RC"
 echo "cli_smoke: all checks passed"

@@ -234,6 +234,11 @@ out:
     return NULL;
 }
 
+/* Largest payload per packet, for --size and for a TestConfig alike: the
+ * config comes from whoever started the session (through the service) and
+ * must not make each writer thread allocate and fill gigabytes. */
+#define MAX_PAYLOAD_BYTES (16u * 1024 * 1024)
+
 /* ---- library-thread callbacks: post to the main thread ------------ */
 
 static void cb_start(prod_producer *p, const prod_ds_config *cfg, void *ctx)
@@ -248,6 +253,8 @@ static void cb_start(prod_producer *p, const prod_ds_config *cfg, void *ctx)
                             : S.rate,
                 .size = cfg->test_message_size ? cfg->test_message_size
                                                : S.size };
+    if (e.size > MAX_PAYLOAD_BYTES)
+        e.size = MAX_PAYLOAD_BYTES; /* a hostile or mistaken config */
     post_event(&e);
 }
 
@@ -402,7 +409,8 @@ static void usage(FILE *f)
 "                         else $XDG_RUNTIME_DIR/shmtrace-producer.sock,\n"
 "                         else /tmp/shmtrace-producer.sock)\n"
 "  -t, --threads N        writer threads per session (default 1)\n"
-"  -S, --size BYTES       payload bytes per packet (default 64)\n"
+"  -S, --size BYTES       payload bytes per packet (default 64, at most\n"
+"                         16 MiB)\n"
 "  -r, --rate N           packets per second per thread (default 0 = as\n"
 "                         fast as possible)\n"
 "  -c, --count N          packets per thread, then idle (default 0 = until\n"
@@ -417,7 +425,7 @@ static void usage(FILE *f)
 "  -h, --help             this help\n"
 "\n"
 "A TestConfig (for_testing) in the data source config overrides --count,\n"
-"--rate and --size.\n"
+"--rate and --size (message_size is capped at 16 MiB too).\n"
 "\n"
 "Exit status: 0 done (signal or --once), 1 runtime error (service lost\n"
 "with --no-reconnect or --once), 2 usage error, 3 no service to connect\n"
@@ -475,7 +483,7 @@ int main(int argc, char **argv)
             S.threads = (unsigned)v;
             break;
         case 'S':
-            if (!parse_u64(optarg, &v) || v > 16u * 1024 * 1024)
+            if (!parse_u64(optarg, &v) || v > MAX_PAYLOAD_BYTES)
                 goto bad_value;
             S.size = (uint32_t)v;
             break;
