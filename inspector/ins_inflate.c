@@ -93,6 +93,8 @@ static int stored(state *s)
         s->why = "stored block cut short";
         return -EBADMSG;
     }
+    if (len == 0)
+        return 0; /* nothing to copy (and s->out may still be NULL) */
     int rc = out_reserve(s, len);
     if (rc)
         return rc;
@@ -454,6 +456,14 @@ int ins_inflate(const uint8_t *in, size_t in_len, uint8_t **out,
             *why = rc == -ENOMEM ? "out of memory"
                    : s.why ? s.why : "corrupt compressed data";
         return rc;
+    }
+    if (s.out == NULL) { /* empty output: still a buffer, as documented */
+        s.out = malloc(1);
+        if (s.out == NULL) {
+            if (why)
+                *why = "out of memory";
+            return -ENOMEM;
+        }
     }
     *out = s.out;
     *out_len = s.out_len;

@@ -74,7 +74,8 @@ long ins_reader_ensure(ins_reader *r, size_t n)
         uint8_t *nb = malloc(cap);
         if (nb == NULL)
             return -ENOMEM;
-        memcpy(nb, r->buf + r->pos, ins_reader_avail(r));
+        if (ins_reader_avail(r) > 0)
+            memcpy(nb, r->buf + r->pos, ins_reader_avail(r));
         free(r->buf);
         r->buf = nb;
         r->cap = cap;

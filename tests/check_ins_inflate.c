@@ -204,6 +204,55 @@ START_TEST(test_inflate_corrupt_container)
 }
 END_TEST
 
+/* Empty output (an empty stored block, or a fixed block with only the
+ * end code): success, *out still a malloc()ed buffer as documented. Found
+ * by libFuzzer: the empty stored block made memcpy() write to NULL + 0
+ * (undefined behaviour) and handed back NULL. */
+START_TEST(test_inflate_empty_output)
+{
+    static const uint8_t empty_stored[] = {0x78, 0x01, 0x01, 0x00, 0x00,
+                                           0xff, 0xff, 0x00, 0x00, 0x00,
+                                           0x01};
+    static const uint8_t empty_fixed[] = {0x78, 0x9c, 0x03, 0x00, 0x00,
+                                          0x00, 0x00, 0x01};
+    const uint8_t *v[2] = {empty_stored, empty_fixed};
+    size_t n[2] = {sizeof(empty_stored), sizeof(empty_fixed)};
+    for (int i = 0; i < 2; i++) {
+        uint8_t *out = NULL;
+        size_t olen = 99;
+        const char *why = NULL;
+        ck_assert_int_eq(ins_inflate(v[i], n[i], &out, &olen, &why), 0);
+        ck_assert_uint_eq(olen, 0);
+        ck_assert_ptr_nonnull(out);
+        free(out);
+    }
+}
+END_TEST
+
+/* A compressed_packets container that inflates to nothing is an empty
+ * container: the trace is complete, with just the container packet. */
+START_TEST(test_inflate_empty_container_in_trace)
+{
+    static const uint8_t trace[] = {
+        0x0a, 0x0e,                     /* Trace.packet, 14 bytes */
+        0x92, 0x03, 0x0b,               /* compressed_packets (50), 11 */
+        0x78, 0x01, 0x01, 0x00, 0x00, 0xff, 0xff, 0x00, 0x00, 0x00, 0x01,
+    };
+    char *dir = ck_tmpdir();
+    char *path = ck_path(dir, "empty.pftrace");
+    FILE *f = ck_fopen(path, "wb");
+    ck_assert_uint_eq(fwrite(trace, 1, sizeof(trace), f), sizeof(trace));
+    fclose(f);
+    char *db = ck_path(dir, "empty.db");
+    ins_result res;
+    ck_assert_int_eq(ck_inspect(path, db, &res), INS_EXIT_OK);
+    ck_assert_uint_eq(res.packets, 1);
+    free(path);
+    free(db);
+    ck_rmdir(dir);
+}
+END_TEST
+
 static Suite *inflate_suite(void)
 {
     Suite *s = suite_create("ins_inflate");
@@ -216,6 +265,8 @@ static Suite *inflate_suite(void)
     tcase_add_loop_test(tc, test_inflate_every_prefix_fails_cleanly, 0, 4);
     tcase_add_loop_test(tc, test_inflate_corruption_never_crashes, 0, 4);
     tcase_add_test(tc, test_inflate_bomb_is_bounded);
+    tcase_add_test(tc, test_inflate_empty_output);
+    tcase_add_test(tc, test_inflate_empty_container_in_trace);
     suite_add_tcase(s, tc);
     tc = tcase_create("trace");
     tcase_add_test(tc, test_inflate_compressed_trace);
