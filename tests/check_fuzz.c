@@ -403,8 +403,9 @@ static const ipc_service fz_service = {
     "FuzzPort", fz_methods, 4, fz_disconnect,
 };
 
-/* Send bytes (and maybe nfds descriptors of /dev/null) without blocking
- * for ever: the loop runs while the socket is full. false: peer gone. */
+/* Send bytes (and maybe nfds <= 12 descriptors of /dev/null) without
+ * blocking for ever: the loop runs while the socket is full. false: peer
+ * gone. */
 static bool send_hostile(ipc_loop *loop, int sock, const uint8_t *p,
                          size_t n, int nfds)
 {
@@ -413,9 +414,9 @@ static bool send_hostile(ipc_loop *loop, int sock, const uint8_t *p,
         struct msghdr mh;
         union {
             struct cmsghdr h;
-            char buf[CMSG_SPACE(4 * sizeof(int))];
+            char buf[CMSG_SPACE(12 * sizeof(int))];
         } cm;
-        int fds[4] = { -1, -1, -1, -1 };
+        int fds[12];
         memset(&mh, 0, sizeof mh);
         mh.msg_iov = &iov;
         mh.msg_iovlen = 1;
@@ -498,7 +499,9 @@ START_TEST(test_fuzz_ipc_host_dispatch)
         for (int k = 0; k < 40 && alive; k++) {
             size_t len;
             uint8_t *s = hostile_stream(&len, rndn(16) != 0);
-            int nfds = rndn(6) == 0 ? 1 + (int)rndn(4) : 0;
+            /* up to 12: more than the channel's control buffer takes
+             * (MSG_CTRUNC), all of which must still be closed */
+            int nfds = rndn(6) == 0 ? 1 + (int)rndn(rndn(4) ? 3 : 12) : 0;
             if (rndn(200) == 0) { /* fatal header: connection must go */
                 s[0] = 0xff; s[1] = 0xff; s[2] = 0xff; s[3] = 0x7f;
             }
@@ -980,6 +983,9 @@ static void zlib_stored(bytes *out, const uint8_t *d, size_t n)
     put(out, t, 4);
 }
 
+#define BUFFER_MODE_V2 \
+    PERFETTO__PROTOS__TRACE_CONFIG__BUFFER_CONFIG__EXPERIMENTAL_MODE__TRACE_BUFFER_V2
+
 static void synthetic_trace(bytes *out)
 {
     Perfetto__Protos__TracePacket p = PERFETTO__PROTOS__TRACE_PACKET__INIT;
@@ -990,8 +996,7 @@ static void synthetic_trace(bytes *out)
         bc[i].has_size_kb = true;
         bc[i].size_kb = 1024u << i;
         bc[i].has_experimental_mode = i == 0;
-        bc[i].experimental_mode =
-            PERFETTO__PROTOS__TRACE_CONFIG__BUFFER_CONFIG__EXPERIMENTAL_MODE__TRACE_BUFFER_V2;
+        bc[i].experimental_mode = BUFFER_MODE_V2;
         bcp[i] = &bc[i];
     }
     cfg.n_buffers = 2;

@@ -23,9 +23,10 @@
  * loop numbers packets, not successful writes, so the gaps in seq_value
  * count exactly the packets lost, wherever they were lost. (The TraceWriter
  * does not report a drop per packet -- tw_packet_end() returns nothing;
- * tw_writer_stats.packets_lost counts them -- and none is needed here.) A TestConfig in the
- * DataSourceConfig (message_count, max_messages_per_second, message_size)
- * overrides --count, --rate and --size.
+ * tw_writer_stats.packets_lost counts them -- and none is needed here.)
+ * A TestConfig in the DataSourceConfig (message_count,
+ * max_messages_per_second, message_size) overrides --count, --rate and
+ * --size; message_size is capped at MAX_PAYLOAD_BYTES (16 MiB) like --size.
  *
  * Threads: the library thread runs the callbacks; they only post events to
  * the main thread, which starts and stops writer threads (joining a writer
