@@ -787,6 +787,79 @@ START_TEST(test_file_mode_writes_trace_records_and_caps_size)
 }
 END_TEST
 
+/* Parses a file of Trace.packet records into r (collect()). */
+static void read_file_records(int fd, readout_t *r)
+{
+    memset(r, 0, sizeof(*r));
+    long size = file_size(fd);
+    uint8_t *buf = malloc((size_t)size + 1);
+    ck_assert_int_eq(pread(fd, buf, (size_t)size, 0), size);
+    long off = 0;
+    while (off < size) {
+        ck_assert_uint_eq(buf[off], 0x0A);
+        off++;
+        uint64_t len = 0;
+        int shift = 0;
+        while (buf[off] & 0x80) {
+            len |= (uint64_t)(buf[off++] & 0x7f) << shift;
+            shift += 7;
+        }
+        len |= (uint64_t)buf[off++] << shift;
+        ck_assert_int_le(off + (long)len, size);
+        collect(r, buf + off, len);
+        off += (long)len;
+    }
+    free(buf);
+}
+
+/* File mode copies packets straight into the write batch and validates
+ * them there: an invalid one leaves no bytes behind and flags the next. */
+START_TEST(test_file_mode_drops_invalid_packets_in_place)
+{
+    svc_service *svc = svc_new();
+    svc_producer *p = add_producer(svc, "one", 11);
+    char path[] = "/tmp/svcfileXXXXXX";
+    int fd = mkstemp(path);
+    ck_assert_int_ge(fd, 0);
+    unlink(path);
+    int mine = dup(fd);
+    cfg_t c;
+    cfg_init(&c, 64, 0);
+    c.cfg.has_write_into_file = true;
+    c.cfg.write_into_file = true;
+    svc_session *s = svc_session_enable(svc, NULL, &c.cfg, fd, NULL, 0);
+    ck_assert_ptr_nonnull(s);
+    write_chunk(p, 0, 1, 0, 0, 3, 3);
+    size_t size, psz;
+    uint8_t *base = svc_producer_smb(p, &size, &psz);
+    uint8_t *pay = base + 16;
+    size_t second = 1 + pay[0];
+    pay[second + 1] = 0x50;         /* packet 1 claims a sequence id */
+    pay[second + 2] = 0x01;
+    pay[second + 3] = 0x08;
+    pay[second + 4] = 0x01;
+    pay[second + 5] = 0x08;
+    pay[second + 6] = 0x01;
+    commit(svc, p, 0, 0, s->buf_ids[0], 0);
+    ck_assert_int_eq(svc_session_write_file(svc, s), 0);
+    /* a second pass appends behind the first, reusing the batch */
+    write_chunk(p, 1, 1, 1, 3, 2, 3);
+    commit(svc, p, 1, 0, s->buf_ids[0], 0);
+    ck_assert_int_eq(svc_session_write_file(svc, s), 0);
+    readout_t r;
+    read_file_records(mine, &r);
+    ck_assert_int_eq(r.values, 4);                   /* 0, 2, 3, 4 */
+    ck_assert_uint_eq(r.invalid_packets, 1);
+    ck_assert_uint_eq(r.dropped_of_value[0], 0);
+    ck_assert_uint_ne(r.dropped_of_value[2], 0);     /* not silent */
+    ck_assert_uint_eq(r.dropped_of_value[3], 0);
+    ck_assert_uint_eq(r.seq_of_value[4], r.seq_of_value[0]);
+    ck_assert_int_eq((long)s->bytes_written_to_file, file_size(mine));
+    close(mine);
+    svc_destroy(svc);
+}
+END_TEST
+
 START_TEST(test_periodic_flush_by_period_and_file_mode)
 {
     svc_service *svc = svc_new();
@@ -856,7 +929,8 @@ int main(void)
         {"faults", {test_producer_disconnect_scrapes_its_data,
                     test_clone_is_a_snapshot}},
         {"file", {test_file_mode_writes_trace_records_and_caps_size,
-                  test_periodic_flush_by_period_and_file_mode}},
+                  test_periodic_flush_by_period_and_file_mode,
+                  test_file_mode_drops_invalid_packets_in_place}},
     };
     for (size_t g = 0; g < sizeof(groups) / sizeof(groups[0]); g++) {
         TCase *tc = tcase_create(groups[g].name);
