@@ -29,7 +29,10 @@ done
 "$b/tests/svc_consumer" record --out "$OUT" --duration-ms 600000 \
     --buffer-kb 131072 --file-period-ms 100 2>>"$LOG" &
 cons=$!
-target=$((per_producer * PRODUCERS * SIZE))
+# Each record is the payload plus >= 30 bytes (Trace.packet framing,
+# timestamp, TestEvent fields, trusted fields): stop when the file holds
+# about every packet; DisableTracing then flushes what is still in flight.
+target=$((per_producer * PRODUCERS * (SIZE + 30)))
 while kill -0 $cons 2>/dev/null; do
     s=$(stat -c %s "$OUT" 2>/dev/null || echo 0)
     [ "$s" -ge "$target" ] && break
