@@ -16,6 +16,8 @@
 # reference figure; < 1 means less CPU than traced).
 #
 #   BENCH_E2E_MB=1024 BENCH_E2E_PRODUCERS=4 make bench-e2e   (1 GiB)
+# Then the SMB exhaustion scenario once (BENCH_E2E_SMB_FULL=0 skips it):
+# written / read / lost packets and the loss episodes flagged.
 # Defaults: 256 MB of 1024-byte payloads, 64 MB of 64-byte payloads,
 # 4 producers, 3 runs. BENCH_E2E_SMALL_MB, BENCH_E2E_SMALL_SIZE,
 # BENCH_E2E_RUNS, BENCH_E2E_SIZE, BENCH_DIR (where the files go).
@@ -103,6 +105,16 @@ large_out=$OUT
 if [ "$SMALL_SIZE" -gt 0 ]; then
     e2e_case small "$SMALL_SIZE" "$SMALL_MB"
     rm -f "$OUT"
+fi
+
+# SMB exhaustion (tests/e2e_smb_full.sh, once): drop-policy producers
+# overflow an 8 KiB SMB; packets lost vs loss episodes flagged.
+if [ "${BENCH_E2E_SMB_FULL:-1}" != 0 ]; then
+    top_srcdir="$here/.." sh "$here/../tests/e2e_smb_full.sh" \
+        >"$DIR/smb_full.txt" 2>&1 ||
+        { cat "$DIR/smb_full.txt" >&2; echo "bench_e2e: smb_full failed" >&2
+          exit 1; }
+    grep '^smb_full:' "$DIR/smb_full.txt"
 fi
 
 hyperfine --runs "$RUNS" --export-json "$DIR/copy.json" \

@@ -19,11 +19,15 @@ while [ $i -lt "$PRODUCERS" ]; do
     pids="$pids $!"
     i=$((i + 1))
 done
-# wait until the producers' data sources are registered
+# wait until the producers' data sources are registered (at most ~30 s)
+tries=0
 while :; do
     n=$("$b/tests/svc_consumer" stats 2>>"$LOG" |
         sed -n 's/^data_sources_registered=//p')
     [ "${n:-0}" -ge "$PRODUCERS" ] && break
+    tries=$((tries + 1))
+    [ $tries -gt 1500 ] && { echo "bench_e2e_run: producers did not" \
+        "register (see $LOG)" >&2; kill $pids; exit 1; }
     sleep 0.02
 done
 "$b/tests/svc_consumer" record --out "$OUT" --duration-ms 600000 \
