@@ -1,70 +1,132 @@
 #!/bin/sh
-# bench/bench_e2e.sh - end-to-end throughput of shmtraced, driven by
-# hyperfine: PRODUCERS producer processes record MB megabytes through the
-# daemon into a trace file (bench_e2e_run.sh); in the same run, dd and cat
-# copy a file of the same size to the same disk (the ceiling; like the
-# daemon, without fsync, so both end in the page cache). Prints MB/s
-# for each, the ratio to the ceiling, and the daemon's CPU time per MB
-# (utime + stime from /proc, over all the recording runs).
+# bench/bench_e2e.sh - end-to-end throughput and service CPU of shmtraced,
+# driven by hyperfine: PRODUCERS producer processes record MB megabytes
+# through the daemon into a trace file (bench_e2e_run.sh); in the same run,
+# dd and cat copy a file of the same size to the same disk (the ceiling;
+# like the daemon, without fsync, so both end in the page cache).
+#
+# Two cases, each in its own daemon so that its CPU is its own:
+#   large  SIZE-byte payloads (default 1024), MB megabytes
+#   small  SMALL_SIZE-byte payloads (default 64), SMALL_MB megabytes;
+#          BENCH_E2E_SMALL_SIZE=0 skips it
+# For each: MB/s, the daemon's CPU (utime + stime from /proc over all the
+# runs of the case) as ms per MB and ns per packet (packets counted in the
+# last recording by svc_tracecheck, times the runs), and the ratio of the
+# latter to Perfetto's traced, ~330 ns of service CPU per packet (the
+# reference figure; < 1 means less CPU than traced).
 #
 #   BENCH_E2E_MB=1024 BENCH_E2E_PRODUCERS=4 make bench-e2e   (1 GiB)
-# Defaults: 256 MB, 4 producers, 1024-byte payloads, 3 runs.
+# Then the SMB exhaustion scenario once (BENCH_E2E_SMB_FULL=0 skips it):
+# written / read / lost packets and the loss episodes flagged.
+# Defaults: 256 MB of 1024-byte payloads, 64 MB of 64-byte payloads,
+# 4 producers, 3 runs. BENCH_E2E_SMALL_MB, BENCH_E2E_SMALL_SIZE,
+# BENCH_E2E_RUNS, BENCH_E2E_SIZE, BENCH_DIR (where the files go).
 set -eu
 : "${top_builddir:=.}"
 export top_builddir
-MB=${BENCH_E2E_MB:-256}
+LARGE_MB=${BENCH_E2E_MB:-256}
 PRODUCERS=${BENCH_E2E_PRODUCERS:-4}
-SIZE=${BENCH_E2E_SIZE:-1024}
+LARGE_SIZE=${BENCH_E2E_SIZE:-1024}
+SMALL_MB=${BENCH_E2E_SMALL_MB:-64}
+SMALL_SIZE=${BENCH_E2E_SMALL_SIZE:-64}
 RUNS=${BENCH_E2E_RUNS:-3}
-export MB PRODUCERS SIZE
+PERFETTO_NS_PER_PACKET=330
+export PRODUCERS
 command -v hyperfine >/dev/null ||
     { echo "bench_e2e: hyperfine not found (apt-get install hyperfine)" >&2
       exit 1; }
 DIR=$(mktemp -d "${BENCH_DIR:-$top_builddir}/bench-e2e.XXXXXX")
 daemon=""
-cleanup() {
+stop_daemon() {
     [ -n "$daemon" ] && kill -TERM "$daemon" 2>/dev/null && wait "$daemon"
+    daemon=""
+}
+cleanup() {
+    stop_daemon || true
     rm -rf "$DIR"
 }
 trap cleanup EXIT
-export PERFETTO_PRODUCER_SOCK_NAME="$DIR/p.sock"
-export PERFETTO_CONSUMER_SOCK_NAME="$DIR/c.sock"
-export OUT="$DIR/trace.pftrace"
-"$top_builddir/libbuf/shmtraced" 2>"$DIR/daemon.log" &
-daemon=$!
-while [ ! -S "$PERFETTO_CONSUMER_SOCK_NAME" ]; do sleep 0.02; done
-
-ticks() { awk '{print $14 + $15}' "/proc/$daemon/stat"; }
-hz=$(getconf CLK_TCK)
-t0=$(ticks)
 here=$(cd "$(dirname "$0")" && pwd)
-hyperfine --runs "$RUNS" --warmup 0 --export-json "$DIR/e2e.json" \
-    -n "shmtraced e2e ($PRODUCERS producers, $MB MB)" \
-    "sh $here/bench_e2e_run.sh" >"$DIR/hyperfine-e2e.txt" ||
-    { cat "$OUT.log" "$DIR/daemon.log" >&2; exit 1; }
-t1=$(ticks)
-bytes=$(stat -c %s "$OUT")
-# The last recording must be a valid, loss-free trace.
-"$top_builddir/tests/svc_tracecheck" "$OUT" >"$DIR/check.txt" 2>&1 ||
-    { cat "$DIR/check.txt" >&2; echo "bench_e2e: bad trace" >&2; exit 1; }
-grep -E "^(test_packets|sequences|gaps_flagged|flagged_packets)=" \
-    "$DIR/check.txt" | tr '\n' ' '; echo
-hyperfine --runs "$RUNS" --export-json "$DIR/copy.json" \
-    -n "dd bs=1M" "dd if=$OUT of=$DIR/copy.dd bs=1M status=none" \
-    -n "cat" "sh -c 'cat $OUT > $DIR/copy.cat'" \
-    >"$DIR/hyperfine-copy.txt"
+hz=$(getconf CLK_TCK)
+ticks() { awk '{print $14 + $15}' "/proc/$daemon/stat"; }
 mean() { sed -n 's/.*"mean": *\([0-9.e+-]*\).*/\1/p' "$1" | sed -n "${2}p"; }
-e2e=$(mean "$DIR/e2e.json" 1)
+
+# e2e_case NAME SIZE MB: one daemon, RUNS recordings; sets case_bytes,
+# case_mean (s per run) and prints the case's figures.
+e2e_case() {
+    name=$1
+    export SIZE=$2 MB=$3
+    export PERFETTO_PRODUCER_SOCK_NAME="$DIR/$name-p.sock"
+    export PERFETTO_CONSUMER_SOCK_NAME="$DIR/$name-c.sock"
+    export OUT="$DIR/$name.pftrace"
+    "$top_builddir/libbuf/shmtraced" 2>"$DIR/$name-daemon.log" &
+    daemon=$!
+    while [ ! -S "$PERFETTO_CONSUMER_SOCK_NAME" ]; do sleep 0.02; done
+    t0=$(ticks)
+    hyperfine --runs "$RUNS" --warmup 0 --export-json "$DIR/$name.json" \
+        -n "shmtraced e2e $name ($PRODUCERS producers, $MB MB, $SIZE B)" \
+        "sh $here/bench_e2e_run.sh" >"$DIR/hyperfine-$name.txt" ||
+        { cat "$OUT.log" "$DIR/$name-daemon.log" >&2; exit 1; }
+    t1=$(ticks)
+    stop_daemon
+    case_bytes=$(stat -c %s "$OUT")
+    case_mean=$(mean "$DIR/$name.json" 1)
+    # The last recording must be a valid, loss-free trace.
+    "$top_builddir/tests/svc_tracecheck" "$OUT" >"$DIR/$name-check.txt" \
+        2>&1 || { cat "$DIR/$name-check.txt" >&2
+                  echo "bench_e2e: bad trace ($name)" >&2; exit 1; }
+    packets=$(sed -n 's/^test_packets=//p' "$DIR/$name-check.txt")
+    printf '%s: ' "$name"
+    grep -E "^(test_packets|sequences|gaps_flagged|flagged_packets)=" \
+        "$DIR/$name-check.txt" | tr '\n' ' '; echo
+    awk -v b="$case_bytes" -v e="$case_mean" -v t="$((t1 - t0))" \
+        -v hz="$hz" -v runs="$RUNS" -v p="$PRODUCERS" -v n="$packets" \
+        -v size="$SIZE" -v name="$name" -v ref="$PERFETTO_NS_PER_PACKET" '
+    BEGIN {
+        mb = b / 1048576
+        cpu = t / hz
+        ns = 1e9 * cpu / (n * runs)
+        printf "%s: %.1f MB trace, %d packets of %d B payload " \
+               "(%d producers), %d runs\n", name, mb, n, size, p, runs
+        printf "  shmtraced end to end: %8.1f MB/s  %10.0f packets/s " \
+               "(%.3f s per run)\n", mb / e, n / e, e
+        printf "  shmtraced CPU: %.3f ms per MB, %.0f ns per packet " \
+               "(%.2f s for %.0f MB)\n", 1000 * cpu / (mb * runs), ns, cpu,
+               mb * runs
+        printf "  vs Perfetto traced (~%d ns per packet): %.2fx its CPU " \
+               "per packet\n", ref, ns / ref
+    }'
+}
+
+e2e_case large "$LARGE_SIZE" "$LARGE_MB"
+large_bytes=$case_bytes
+large_mean=$case_mean
+large_out=$OUT
+if [ "$SMALL_SIZE" -gt 0 ]; then
+    e2e_case small "$SMALL_SIZE" "$SMALL_MB"
+    rm -f "$OUT"
+fi
+
+# SMB exhaustion (tests/e2e_smb_full.sh, once): drop-policy producers
+# overflow an 8 KiB SMB; packets lost vs loss episodes flagged.
+if [ "${BENCH_E2E_SMB_FULL:-1}" != 0 ]; then
+    top_srcdir="$here/.." sh "$here/../tests/e2e_smb_full.sh" \
+        >"$DIR/smb_full.txt" 2>&1 ||
+        { cat "$DIR/smb_full.txt" >&2; echo "bench_e2e: smb_full failed" >&2
+          exit 1; }
+    grep '^smb_full:' "$DIR/smb_full.txt"
+fi
+
+hyperfine --runs "$RUNS" --export-json "$DIR/copy.json" \
+    -n "dd bs=1M" "dd if=$large_out of=$DIR/copy.dd bs=1M status=none" \
+    -n "cat" "sh -c 'cat $large_out > $DIR/copy.cat'" \
+    >"$DIR/hyperfine-copy.txt"
 dd=$(mean "$DIR/copy.json" 1)
 cat=$(mean "$DIR/copy.json" 2)
-awk -v b="$bytes" -v e="$e2e" -v d="$dd" -v c="$cat" -v t="$((t1 - t0))" \
-    -v hz="$hz" -v runs="$RUNS" -v p="$PRODUCERS" 'BEGIN {
+awk -v b="$large_bytes" -v e="$large_mean" -v d="$dd" -v c="$cat" 'BEGIN {
     mb = b / 1048576
-    printf "trace file: %.1f MB (%d producers), %d runs each\n", mb, p, runs
-    printf "shmtraced end to end: %8.1f MB/s  (%.3f s per run)\n", mb/e, e
-    printf "dd bs=1M (ceiling):   %8.1f MB/s  (%.3f s)\n", mb/d, d
-    printf "cat (ceiling):        %8.1f MB/s  (%.3f s)\n", mb/c, c
-    printf "ratio e2e/dd: %.2f   e2e/cat: %.2f\n", d/e, c/e
-    printf "shmtraced CPU: %.2f ms per MB (%.2f s for %.0f MB)\n",
-        1000 * t / hz / (mb * runs), t / hz, mb * runs
+    printf "ceiling for the large trace (%.1f MB):\n", mb
+    printf "  dd bs=1M: %8.1f MB/s  (%.3f s)\n", mb / d, d
+    printf "  cat:      %8.1f MB/s  (%.3f s)\n", mb / c, c
+    printf "  ratio e2e/dd: %.2f   e2e/cat: %.2f\n", d / e, c / e
 }'

@@ -19,17 +19,24 @@ while [ $i -lt "$PRODUCERS" ]; do
     pids="$pids $!"
     i=$((i + 1))
 done
-# wait until the producers' data sources are registered
+# wait until the producers' data sources are registered (at most ~30 s)
+tries=0
 while :; do
     n=$("$b/tests/svc_consumer" stats 2>>"$LOG" |
         sed -n 's/^data_sources_registered=//p')
     [ "${n:-0}" -ge "$PRODUCERS" ] && break
+    tries=$((tries + 1))
+    [ $tries -gt 1500 ] && { echo "bench_e2e_run: producers did not" \
+        "register (see $LOG)" >&2; kill $pids; exit 1; }
     sleep 0.02
 done
 "$b/tests/svc_consumer" record --out "$OUT" --duration-ms 600000 \
     --buffer-kb 131072 --file-period-ms 100 2>>"$LOG" &
 cons=$!
-target=$((per_producer * PRODUCERS * SIZE))
+# Each record is the payload plus >= 30 bytes (Trace.packet framing,
+# timestamp, TestEvent fields, trusted fields): stop when the file holds
+# about every packet; DisableTracing then flushes what is still in flight.
+target=$((per_producer * PRODUCERS * (SIZE + 30)))
 while kill -0 $cons 2>/dev/null; do
     s=$(stat -c %s "$OUT" 2>/dev/null || echo 0)
     [ "$s" -ge "$target" ] && break

@@ -79,6 +79,8 @@ typedef struct {
     uint32_t *pending_loss;      /* loss to report on the next packet */
     size_t cap, count;
     uint32_t next_id;            /* starts at 2 */
+    uint32_t last_key;           /* lookup cache: 0 = none; a packet is */
+    size_t last_slot;            /* usually from the last one's sequence */
 } svc_seqmap;
 
 /* A flush in progress (consumer Flush, final flush, periodic flush). */
@@ -135,6 +137,9 @@ struct svc_session {
     bool file_full;
     /* packets handed out (for stats/progress) */
     uint64_t packets_read;
+    /* reused across reads (svc_read.c): packet scratch, file batch */
+    uint8_t *scratch, *fbuf;
+    size_t scratch_cap, fbuf_cap;
 };
 
 typedef struct {

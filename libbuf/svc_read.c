@@ -21,6 +21,12 @@
  * File mode (svc_session_write_file): the same pass, each packet framed as
  * Trace.packet (0x0A, varint length) and written with one write() per
  * ~1 MiB; max_file_size_bytes stops at the first packet that would reach it.
+ * A buffer packet is copied once, from the ring straight behind its header
+ * in the batch, validated in place, and dropped if invalid.
+ *
+ * Cost per packet (no allocation in steady state): the scratch area and the
+ * file batch live in the session and are reused; the sequence map sits
+ * behind a one-entry cache (consecutive packets mostly share a sequence).
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -30,6 +36,8 @@
 
 #include "svc_int.h"
 #include "svc_packet.h"
+
+#define SVC_FILE_BATCH (1u << 20)   /* bytes per write() in file mode */
 
 #define SVC_EV(x) PERFETTO__PROTOS__TRACING_SERVICE_EVENT__EVENT_TYPE_##x
 
@@ -75,6 +83,7 @@ static int seqmap_grow(svc_seqmap *m)
     free(m->buffer_index);
     free(m->pending_loss);
     m->keys = keys;
+    m->last_key = 0;             /* slots moved */
     m->ids = ids;
     m->buffer_index = bi;
     m->pending_loss = loss;
@@ -96,6 +105,19 @@ static size_t seqmap_slot(svc_seqmap *m, uint32_t key, uint32_t buffer_index)
         m->buffer_index[j] = buffer_index;
         m->pending_loss[j] = 0;
         m->count++;
+    }
+    return j;
+}
+
+/* seqmap_slot behind a one-entry cache (keys are never 0). */
+static size_t seqmap_lookup(svc_seqmap *m, uint32_t key, uint32_t bi)
+{
+    if (key == m->last_key)
+        return m->last_slot;
+    size_t j = seqmap_slot(m, key, bi);
+    if (j != SIZE_MAX) {
+        m->last_key = key;
+        m->last_slot = j;
     }
     return j;
 }
@@ -310,10 +332,22 @@ static int emit_stats(svc_service *svc, svc_session *s, svc_scratch *sc,
     return rc;
 }
 
-int svc_session_read(svc_service *svc, svc_session *s, size_t max_bytes,
-                     svc_emit_fn emit, void *ctx, bool *more)
+/* The file writer (file mode), defined below. */
+typedef struct svc_filew svc_filew;
+static int filew_reserve(svc_filew *w, size_t size, uint8_t **dst);
+static void filew_commit(svc_filew *w, size_t size);
+
+/*
+ * The read pass. With fw (file mode) a packet is copied straight from the
+ * buffer into the file batch behind its Trace.packet header, validated
+ * there and dropped again if invalid: one copy per byte in user space.
+ * Otherwise it goes through the scratch area to emit().
+ */
+static int session_read(svc_service *svc, svc_session *s, size_t max_bytes,
+                        svc_emit_fn emit, void *ctx, bool *more,
+                        svc_filew *fw)
 {
-    svc_scratch sc = {0};
+    svc_scratch sc = { s->scratch, s->scratch_cap };
     size_t budget_used = 0;
     int rc = 0;
     bool events = !(s->cfg->builtin_data_sources &&
@@ -333,6 +367,8 @@ int svc_session_read(svc_service *svc, svc_session *s, size_t max_bytes,
                        (rc = emit_event(svc, &sc, 4, emit, ctx)) < 0))
             goto out;
     }
+    if (s->seqs.next_id == 0)
+        s->seqs.next_id = 2;
     for (size_t bi = 0; bi < s->nbufs; bi++) {
         tb_buffer *buf = svc__buffer(svc, s->buf_ids[bi], NULL);
         if (!buf)
@@ -349,54 +385,74 @@ int svc_session_read(svc_service *svc, svc_session *s, size_t max_bytes,
             }
             if (!tb_read_next_packet(buf, &pkt, &props, &dropped))
                 break;
-            uint32_t seq = svc__seq_id(&s->seqs, props.producer_id,
-                                       props.writer_id, (uint32_t)bi);
             uint32_t key = ((uint32_t)props.producer_id << 16) |
                            props.writer_id;
-            size_t slot = seq ? seqmap_slot(&s->seqs, key ? key : 1u << 31,
-                                            (uint32_t)bi) : SIZE_MAX;
+            size_t slot = seqmap_lookup(&s->seqs, key ? key : 1u << 31,
+                                        (uint32_t)bi);
+            uint32_t seq = 0;
             if (slot != SIZE_MAX) {
+                seq = s->seqs.ids[slot];
                 dropped |= s->seqs.pending_loss[slot];
                 s->seqs.pending_loss[slot] = 0;
             }
-            if (scratch_reserve(&sc, pkt.size + SVC_TRAILER_MAX) < 0) {
-                rc = -ENOMEM;
+            uint8_t trailer[SVC_TRAILER_MAX];
+            size_t tlen = svc_packet_trailer(trailer, (int32_t)props.uid,
+                                             seq, props.pid, dropped);
+            size_t total = pkt.size + tlen;
+            uint8_t *dst = NULL;
+            if (fw && (rc = filew_reserve(fw, total, &dst)) < 0)
                 goto out;
+            bool direct = dst != NULL;
+            if (!direct) {
+                if (scratch_reserve(&sc, total) < 0) {
+                    rc = -ENOMEM;
+                    goto out;
+                }
+                dst = sc.buf;
             }
             size_t off = 0;
             for (size_t i = 0; i < pkt.nslices; i++) {
-                memcpy(sc.buf + off, pkt.slices[i].data, pkt.slices[i].size);
+                memcpy(dst + off, pkt.slices[i].data, pkt.slices[i].size);
                 off += pkt.slices[i].size;
             }
-            if (!svc_packet_validate_untrusted(sc.buf, off)) {
+            if (!svc_packet_validate_untrusted(dst, off)) {
                 s->invalid_packets++;
                 /* Nothing lost silently: the next packet says so. */
                 if (slot != SIZE_MAX)
                     s->seqs.pending_loss[slot] |= dropped | TB_LOSS_PRESENT;
                 continue;
             }
-            off += svc_packet_trailer(sc.buf + off, (int32_t)props.uid, seq,
-                                      props.pid, dropped);
+            memcpy(dst + off, trailer, tlen);
             s->packets_read++;
-            budget_used += off;
-            if ((rc = emit(ctx, sc.buf, off)) < 0)
+            budget_used += total;
+            if (direct)
+                filew_commit(fw, total);
+            else if ((rc = emit(ctx, dst, total)) < 0)
                 goto out;
         }
     }
     rc = emit_stats(svc, s, &sc, emit, ctx);
 out:
-    free(sc.buf);
+    s->scratch = sc.buf;
+    s->scratch_cap = sc.cap;
     return rc;
+}
+
+int svc_session_read(svc_service *svc, svc_session *s, size_t max_bytes,
+                     svc_emit_fn emit, void *ctx, bool *more)
+{
+    return session_read(svc, s, max_bytes, emit, ctx, more, NULL);
 }
 
 /* ---------------------------------------------------------------- file */
 
-typedef struct {
+struct svc_filew {
     svc_session *s;
-    uint8_t *buf;
+    uint8_t *buf;                /* the session's fbuf, ~1 MiB, reused */
     size_t len, cap;
+    size_t hdr;                  /* header length of the reserved packet */
     int err;
-} svc_filew;
+};
 
 static int filew_flush(svc_filew *w)
 {
@@ -414,6 +470,31 @@ static int filew_flush(svc_filew *w)
     return 0;
 }
 
+/* Room for header + size bytes at the end of the batch (flushed first if
+ * full); size > cap grows it. */
+static int filew_room(svc_filew *w, size_t need)
+{
+    if (w->len + need <= w->cap)
+        return 0;
+    int rc = filew_flush(w);
+    if (rc < 0)
+        return w->err = rc;
+    if (need > w->cap) {
+        uint8_t *g = realloc(w->buf, need);
+        if (!g)
+            return w->err = -ENOMEM;
+        w->buf = g;
+        w->cap = need;
+    }
+    return 0;
+}
+
+static size_t packet_header(uint8_t *hdr, size_t size)
+{
+    hdr[0] = 0x0A;                                /* Trace.packet = 1 */
+    return 1 + svc_varint(hdr + 1, size);
+}
+
 static int filew_emit(void *ctx, const uint8_t *p, size_t size)
 {
     svc_filew *w = ctx;
@@ -421,26 +502,15 @@ static int filew_emit(void *ctx, const uint8_t *p, size_t size)
     if (s->file_full)
         return 0;
     uint8_t hdr[11];
-    size_t h = 0;
-    hdr[h++] = 0x0A;                              /* Trace.packet = 1 */
-    h += svc_varint(hdr + h, size);
+    size_t h = packet_header(hdr, size);
     if (s->max_file_size_bytes &&
         s->bytes_written_to_file + h + size >= s->max_file_size_bytes) {
         s->file_full = true;
         return 0;
     }
-    if (w->len + h + size > w->cap) {
-        int rc = filew_flush(w);
-        if (rc < 0)
-            return w->err = rc;
-        if (h + size > w->cap) {
-            uint8_t *g = realloc(w->buf, h + size);
-            if (!g)
-                return w->err = -ENOMEM;
-            w->buf = g;
-            w->cap = h + size;
-        }
-    }
+    int rc = filew_room(w, h + size);
+    if (rc < 0)
+        return rc;
     memcpy(w->buf + w->len, hdr, h);
     memcpy(w->buf + w->len + h, p, size);
     w->len += h + size;
@@ -448,17 +518,50 @@ static int filew_emit(void *ctx, const uint8_t *p, size_t size)
     return 0;
 }
 
+/* Reserves a packet of size bytes in the batch, header written: *dst is
+ * where its bytes go, NULL when the file is (or would become) full, which
+ * filew_emit then handles as for any packet. */
+static int filew_reserve(svc_filew *w, size_t size, uint8_t **dst)
+{
+    svc_session *s = w->s;
+    *dst = NULL;
+    if (s->file_full)
+        return 0;
+    uint8_t hdr[11];
+    size_t h = packet_header(hdr, size);
+    if (s->max_file_size_bytes &&
+        s->bytes_written_to_file + h + size >= s->max_file_size_bytes)
+        return 0;
+    int rc = filew_room(w, h + size);
+    if (rc < 0)
+        return rc;
+    memcpy(w->buf + w->len, hdr, h);
+    w->hdr = h;
+    *dst = w->buf + w->len + h;
+    return 0;
+}
+
+static void filew_commit(svc_filew *w, size_t size)
+{
+    w->len += w->hdr + size;
+    w->s->bytes_written_to_file += w->hdr + size;
+}
+
 int svc_session_write_file(svc_service *svc, svc_session *s)
 {
     if (s->out_fd < 0)
         return 0;
-    svc_filew w = { .s = s, .cap = 1u << 20 };
-    w.buf = malloc(w.cap);
-    if (!w.buf)
-        return -ENOMEM;
-    int rc = svc_session_read(svc, s, 0, filew_emit, &w, NULL);
+    if (!s->fbuf) {
+        s->fbuf = malloc(SVC_FILE_BATCH);
+        if (!s->fbuf)
+            return -ENOMEM;
+        s->fbuf_cap = SVC_FILE_BATCH;
+    }
+    svc_filew w = { .s = s, .buf = s->fbuf, .cap = s->fbuf_cap };
+    int rc = session_read(svc, s, 0, filew_emit, &w, NULL, &w);
     int frc = filew_flush(&w);
-    free(w.buf);
+    s->fbuf = w.buf;
+    s->fbuf_cap = w.cap;
     if (rc < 0)
         return rc;
     return frc;

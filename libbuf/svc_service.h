@@ -132,9 +132,9 @@ int svc_session_read(svc_service *, svc_session *, size_t max_bytes,
 int svc_session_write_file(svc_service *, svc_session *);
 
 /* ---- stats (svc_stats.c) ---- */
-/* Caller frees with svc_stats_free. NULL on no memory. */
-Perfetto__Protos__TraceStats *svc_stats_build(svc_service *,
-                                              const svc_session *);
+/* Caller frees with svc_stats_free. NULL on no memory. With a session,
+ * writers not read yet get their sequence id now (writer_stats). */
+Perfetto__Protos__TraceStats *svc_stats_build(svc_service *, svc_session *);
 void svc_stats_free(Perfetto__Protos__TraceStats *);
 
 #endif /* SHMTRACE_SVC_SERVICE_H */

@@ -460,6 +460,8 @@ static void session_destroy(svc_service *svc, svc_session *s)
     free(s->inst);
     free(s->buf_ids);
     svc__seqmap_free(&s->seqs);
+    free(s->scratch);
+    free(s->fbuf);
     if (s->out_fd >= 0)
         close(s->out_fd);
     perfetto__protos__trace_config__free_unpacked(s->cfg, NULL);

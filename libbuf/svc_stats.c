@@ -5,15 +5,24 @@
  * buffer of the session in config order (all sessions' buffers when no
  * session is given); service-wide counters (producers, data sources,
  * sessions, service-level chunk/patch rejects) from svc_service; per
- * session: invalid_packets, flushes_*, final_flush_outcome; writer_stats =
- * one entry per sequence seen so far (sequence_id, buffer index) so that
- * trace processors can attribute per-sequence losses to buffers. The
- * chunk payload histograms are not kept (libbuf does not expose them), so
- * chunk_payload_histogram_def is absent and the histogram arrays are empty.
+ * session: invalid_packets, flushes_*, final_flush_outcome.
  *
- * Ownership: svc_stats_build allocates one TraceStats with its arrays;
- * svc_stats_free releases all of it.
+ * Chunk usage histograms (trace-buffer.md §10, wire-formats.md §5), per
+ * session unless builtin_data_sources.disable_chunk_usage_histograms:
+ * chunk_payload_histogram_def = the 10 bucket thresholds (TB_HIST_
+ * THRESHOLDS; the overflow bucket is implicit), and one writer_stats entry
+ * per (buffer, writer) that tb_get_writer_stats knows, in config order of
+ * the buffers: sequence_id (the writer's trusted_packet_sequence_id, given
+ * now if it was not read yet), buffer (index in the config), and 11 counts
+ * and 11 sums. Trace processors attribute per-sequence losses to buffers
+ * through these entries. Clones start with empty histograms, hence no
+ * entries; with the histograms disabled there is no writer_stats at all.
+ *
+ * Ownership: svc_stats_build allocates one TraceStats with its arrays
+ * (one block per array: each writer entry carries its histogram arrays,
+ * svc_wentry); svc_stats_free releases all of it.
  */
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -21,6 +30,77 @@
 
 typedef Perfetto__Protos__TraceStats__BufferStats svc_bstats;
 typedef Perfetto__Protos__TraceStats__WriterStats svc_wstats;
+
+/* One writer_stats entry with its arrays; ws first (svc_stats_free). */
+typedef struct {
+    svc_wstats ws;
+    uint64_t counts[TB_HIST_BUCKETS];
+    int64_t sums[TB_HIST_BUCKETS];
+} svc_wentry;
+
+static const int64_t svc_hist_def[TB_HIST_BUCKETS - 1] = TB_HIST_THRESHOLDS;
+
+static bool histograms_enabled(const svc_session *s)
+{
+    const Perfetto__Protos__TraceConfig__BuiltinDataSource *b =
+        s->cfg->builtin_data_sources;
+    return !(b && b->has_disable_chunk_usage_histograms &&
+             b->disable_chunk_usage_histograms);
+}
+
+/* writer_stats of session s (histograms enabled); 0 or -ENOMEM. */
+static int fill_writer_stats(svc_service *svc, svc_session *s,
+                             Perfetto__Protos__TraceStats *st)
+{
+    size_t nw = 0, n;
+    for (size_t i = 0; i < s->nbufs; i++) {
+        tb_buffer *b = svc__buffer(svc, s->buf_ids[i], NULL);
+        if (b && tb_get_writer_stats(b, &n))
+            nw += n;
+    }
+    st->n_chunk_payload_histogram_def = TB_HIST_BUCKETS - 1;
+    st->chunk_payload_histogram_def = (int64_t *)svc_hist_def;
+    if (!nw)
+        return 0;
+    svc_wentry *we = calloc(nw, sizeof(*we));
+    svc_wstats **wsp = calloc(nw, sizeof(*wsp));
+    if (!we || !wsp) {
+        free(we);
+        free(wsp);
+        return -ENOMEM;
+    }
+    size_t k = 0;
+    for (size_t i = 0; i < s->nbufs; i++) {
+        tb_buffer *b = svc__buffer(svc, s->buf_ids[i], NULL);
+        const tb_writer_stats *h = b ? tb_get_writer_stats(b, &n) : NULL;
+        for (size_t j = 0; h && j < n && k < nw; j++, k++) {
+            svc_wentry *e = &we[k];
+            perfetto__protos__trace_stats__writer_stats__init(&e->ws);
+            e->ws.has_sequence_id = true;
+            e->ws.sequence_id = svc__seq_id(&s->seqs, h[j].producer_id,
+                                            h[j].writer_id, (uint32_t)i);
+            e->ws.has_buffer = true;
+            e->ws.buffer = (uint32_t)i;
+            for (size_t q = 0; q < TB_HIST_BUCKETS; q++) {
+                e->counts[q] = h[j].count[q];
+                e->sums[q] = (int64_t)h[j].sum[q];
+            }
+            e->ws.n_chunk_payload_histogram_counts = TB_HIST_BUCKETS;
+            e->ws.chunk_payload_histogram_counts = e->counts;
+            e->ws.n_chunk_payload_histogram_sum = TB_HIST_BUCKETS;
+            e->ws.chunk_payload_histogram_sum = e->sums;
+            wsp[k] = &e->ws;
+        }
+    }
+    st->n_writer_stats = k;
+    st->writer_stats = wsp;
+    if (!k) {
+        free(we);
+        free(wsp);
+        st->writer_stats = NULL;
+    }
+    return 0;
+}
 
 static void fill_buffer_stats(svc_bstats *o, const tb_stats *t)
 {
@@ -50,7 +130,7 @@ static void fill_buffer_stats(svc_bstats *o, const tb_stats *t)
 }
 
 Perfetto__Protos__TraceStats *svc_stats_build(svc_service *svc,
-                                              const svc_session *s)
+                                              svc_session *s)
 {
     Perfetto__Protos__TraceStats *st = calloc(1, sizeof(*st));
     if (!st)
@@ -62,14 +142,9 @@ Perfetto__Protos__TraceStats *svc_stats_build(svc_service *svc,
             nb++;
     svc_bstats *bs = calloc(nb ? nb : 1, sizeof(*bs));
     svc_bstats **bsp = calloc(nb ? nb : 1, sizeof(*bsp));
-    size_t nw = s ? s->seqs.count : 0;
-    svc_wstats *ws = calloc(nw ? nw : 1, sizeof(*ws));
-    svc_wstats **wsp = calloc(nw ? nw : 1, sizeof(*wsp));
-    if (!bs || !bsp || !ws || !wsp) {
+    if (!bs || !bsp) {
         free(bs);
         free(bsp);
-        free(ws);
-        free(wsp);
         free(st);
         return NULL;
     }
@@ -96,22 +171,10 @@ Perfetto__Protos__TraceStats *svc_stats_build(svc_service *svc,
         free(bs);               /* svc_stats_free frees via bsp[0] */
     st->n_buffer_stats = k;
     st->buffer_stats = bsp;
-    k = 0;
-    for (size_t i = 0; s && i < s->seqs.cap; i++) {
-        if (!s->seqs.keys[i])
-            continue;
-        perfetto__protos__trace_stats__writer_stats__init(&ws[k]);
-        ws[k].has_sequence_id = true;
-        ws[k].sequence_id = s->seqs.ids[i];
-        ws[k].has_buffer = true;
-        ws[k].buffer = s->seqs.buffer_index[i];
-        wsp[k] = &ws[k];
-        k++;
+    if (s && histograms_enabled(s) && fill_writer_stats(svc, s, st) < 0) {
+        svc_stats_free(st);
+        return NULL;
     }
-    if (k == 0)
-        free(ws);
-    st->n_writer_stats = k;
-    st->writer_stats = wsp;
 
     uint32_t nds = 0;
     for (size_t i = 0; i < svc->nproducers; i++)

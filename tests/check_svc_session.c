@@ -507,6 +507,114 @@ START_TEST(test_read_drops_invalid_packets_and_flags_next)
 }
 END_TEST
 
+/* ------------------------------------------------------------ stats */
+
+/* The histogram bucket i holds thr[i-1] < v <= thr[i]. */
+static void assert_one_sample_in_right_bucket(const uint64_t *counts,
+                                              const int64_t *sums)
+{
+    static const int64_t thr[] = TB_HIST_THRESHOLDS;
+    uint64_t total = 0;
+    for (size_t q = 0; q < TB_HIST_BUCKETS; q++) {
+        total += counts[q];
+        if (!counts[q])
+            continue;
+        ck_assert_int_gt(sums[q], q ? thr[q - 1] : 0);
+        if (q < TB_HIST_BUCKETS - 1)
+            ck_assert_int_le(sums[q], thr[q]);
+    }
+    ck_assert_uint_eq(total, 1);
+}
+
+START_TEST(test_stats_writer_histograms)
+{
+    svc_service *svc = svc_new();
+    svc_producer *p = add_producer(svc, "one", 11);
+    cfg_t c;
+    cfg_init(&c, 64, 0);
+    svc_session *s = svc_session_enable(svc, NULL, &c.cfg, -1, NULL, 0);
+    ck_assert_ptr_nonnull(s);
+    write_chunk(p, 0, 1, 0, 0, 3, 3);              /* writer 1: 3 packets */
+    commit(svc, p, 0, 0, s->buf_ids[0], 0);
+    write_chunk(p, 1, 2, 0, 10, 20, 3);            /* writer 2: 20 */
+    commit(svc, p, 1, 0, s->buf_ids[0], 0);
+    /* Built before any read: the writers get their sequence ids now. */
+    Perfetto__Protos__TraceStats *st = svc_stats_build(svc, s);
+    ck_assert_ptr_nonnull(st);
+    ck_assert_uint_eq(st->n_chunk_payload_histogram_def, 10);
+    ck_assert_int_eq(st->chunk_payload_histogram_def[0], 8);
+    ck_assert_int_eq(st->chunk_payload_histogram_def[9], 16384);
+    ck_assert_uint_eq(st->n_writer_stats, 2);
+    int64_t sum[2] = {0, 0};
+    uint64_t seq[2];
+    for (size_t i = 0; i < 2; i++) {
+        const Perfetto__Protos__TraceStats__WriterStats *w =
+            st->writer_stats[i];
+        ck_assert(w->has_sequence_id && w->has_buffer);
+        ck_assert_uint_eq(w->buffer, 0);
+        ck_assert_uint_eq(w->n_chunk_payload_histogram_counts, 11);
+        ck_assert_uint_eq(w->n_chunk_payload_histogram_sum, 11);
+        assert_one_sample_in_right_bucket(w->chunk_payload_histogram_counts,
+                                          w->chunk_payload_histogram_sum);
+        for (size_t q = 0; q < 11; q++)
+            sum[i] += w->chunk_payload_histogram_sum[q];
+        seq[i] = w->sequence_id;
+    }
+    ck_assert_int_gt(sum[1], sum[0]);              /* 20 packets vs 3 */
+    ck_assert_uint_ne(seq[0], seq[1]);
+    svc_stats_free(st);
+    /* The packets carry the same sequence ids. */
+    readout_t r;
+    read_all(svc, s, &r);
+    ck_assert_uint_eq(r.seq_of_value[0], seq[0]);
+    ck_assert_uint_eq(r.seq_of_value[10], seq[1]);
+    /* A second chunk of writer 1 adds a sample to its entry. */
+    write_chunk(p, 2, 1, 1, 3, 3, 3);
+    commit(svc, p, 2, 0, s->buf_ids[0], 0);
+    st = svc_stats_build(svc, s);
+    ck_assert_uint_eq(st->n_writer_stats, 2);
+    uint64_t n = 0;
+    for (size_t q = 0; q < 11; q++)
+        n += st->writer_stats[0]->chunk_payload_histogram_counts[q];
+    ck_assert_uint_eq(n, 2);
+    svc_stats_free(st);
+    /* Service-wide stats (no session) carry no histograms. */
+    st = svc_stats_build(svc, NULL);
+    ck_assert_uint_eq(st->n_writer_stats, 0);
+    ck_assert_uint_eq(st->n_chunk_payload_histogram_def, 0);
+    svc_stats_free(st);
+    svc_destroy(svc);
+}
+END_TEST
+
+START_TEST(test_stats_histograms_can_be_disabled)
+{
+    svc_service *svc = svc_new();
+    svc_producer *p = add_producer(svc, "one", 11);
+    cfg_t c;
+    cfg_init(&c, 64, 0);
+    Perfetto__Protos__TraceConfig__BuiltinDataSource b =
+        PERFETTO__PROTOS__TRACE_CONFIG__BUILTIN_DATA_SOURCE__INIT;
+    b.has_disable_chunk_usage_histograms = true;
+    b.disable_chunk_usage_histograms = true;
+    c.cfg.builtin_data_sources = &b;
+    svc_session *s = svc_session_enable(svc, NULL, &c.cfg, -1, NULL, 0);
+    ck_assert_ptr_nonnull(s);
+    write_chunk(p, 0, 1, 0, 0, 3, 3);
+    commit(svc, p, 0, 0, s->buf_ids[0], 0);
+    Perfetto__Protos__TraceStats *st = svc_stats_build(svc, s);
+    ck_assert_ptr_nonnull(st);
+    ck_assert_uint_eq(st->n_writer_stats, 0);
+    ck_assert_uint_eq(st->n_chunk_payload_histogram_def, 0);
+    ck_assert_uint_eq(st->n_buffer_stats, 1);      /* the rest is there */
+    svc_stats_free(st);
+    readout_t r;
+    read_all(svc, s, &r);
+    ck_assert_int_eq(r.values, 3);
+    svc_destroy(svc);
+}
+END_TEST
+
 /* ------------------------------------------------------------ lying */
 
 START_TEST(test_commit_lies_are_counted_not_fatal)
@@ -787,6 +895,79 @@ START_TEST(test_file_mode_writes_trace_records_and_caps_size)
 }
 END_TEST
 
+/* Parses a file of Trace.packet records into r (collect()). */
+static void read_file_records(int fd, readout_t *r)
+{
+    memset(r, 0, sizeof(*r));
+    long size = file_size(fd);
+    uint8_t *buf = malloc((size_t)size + 1);
+    ck_assert_int_eq(pread(fd, buf, (size_t)size, 0), size);
+    long off = 0;
+    while (off < size) {
+        ck_assert_uint_eq(buf[off], 0x0A);
+        off++;
+        uint64_t len = 0;
+        int shift = 0;
+        while (buf[off] & 0x80) {
+            len |= (uint64_t)(buf[off++] & 0x7f) << shift;
+            shift += 7;
+        }
+        len |= (uint64_t)buf[off++] << shift;
+        ck_assert_int_le(off + (long)len, size);
+        collect(r, buf + off, len);
+        off += (long)len;
+    }
+    free(buf);
+}
+
+/* File mode copies packets straight into the write batch and validates
+ * them there: an invalid one leaves no bytes behind and flags the next. */
+START_TEST(test_file_mode_drops_invalid_packets_in_place)
+{
+    svc_service *svc = svc_new();
+    svc_producer *p = add_producer(svc, "one", 11);
+    char path[] = "/tmp/svcfileXXXXXX";
+    int fd = mkstemp(path);
+    ck_assert_int_ge(fd, 0);
+    unlink(path);
+    int mine = dup(fd);
+    cfg_t c;
+    cfg_init(&c, 64, 0);
+    c.cfg.has_write_into_file = true;
+    c.cfg.write_into_file = true;
+    svc_session *s = svc_session_enable(svc, NULL, &c.cfg, fd, NULL, 0);
+    ck_assert_ptr_nonnull(s);
+    write_chunk(p, 0, 1, 0, 0, 3, 3);
+    size_t size, psz;
+    uint8_t *base = svc_producer_smb(p, &size, &psz);
+    uint8_t *pay = base + 16;
+    size_t second = 1 + pay[0];
+    pay[second + 1] = 0x50;         /* packet 1 claims a sequence id */
+    pay[second + 2] = 0x01;
+    pay[second + 3] = 0x08;
+    pay[second + 4] = 0x01;
+    pay[second + 5] = 0x08;
+    pay[second + 6] = 0x01;
+    commit(svc, p, 0, 0, s->buf_ids[0], 0);
+    ck_assert_int_eq(svc_session_write_file(svc, s), 0);
+    /* a second pass appends behind the first, reusing the batch */
+    write_chunk(p, 1, 1, 1, 3, 2, 3);
+    commit(svc, p, 1, 0, s->buf_ids[0], 0);
+    ck_assert_int_eq(svc_session_write_file(svc, s), 0);
+    readout_t r;
+    read_file_records(mine, &r);
+    ck_assert_int_eq(r.values, 4);                   /* 0, 2, 3, 4 */
+    ck_assert_uint_eq(r.invalid_packets, 1);
+    ck_assert_uint_eq(r.dropped_of_value[0], 0);
+    ck_assert_uint_ne(r.dropped_of_value[2], 0);     /* not silent */
+    ck_assert_uint_eq(r.dropped_of_value[3], 0);
+    ck_assert_uint_eq(r.seq_of_value[4], r.seq_of_value[0]);
+    ck_assert_int_eq((long)s->bytes_written_to_file, file_size(mine));
+    close(mine);
+    svc_destroy(svc);
+}
+END_TEST
+
 START_TEST(test_periodic_flush_by_period_and_file_mode)
 {
     svc_service *svc = svc_new();
@@ -849,6 +1030,8 @@ int main(void)
                   test_read_in_bounded_batches,
                   test_read_drops_invalid_packets_and_flags_next}},
         {"untrusted", {test_commit_lies_are_counted_not_fatal}},
+        {"stats", {test_stats_writer_histograms,
+                   test_stats_histograms_can_be_disabled}},
         {"flush", {test_flush_acked_succeeds,
                    test_flush_timeout_scrapes_silent_producer,
                    test_disable_stops_and_notifies,
@@ -856,7 +1039,8 @@ int main(void)
         {"faults", {test_producer_disconnect_scrapes_its_data,
                     test_clone_is_a_snapshot}},
         {"file", {test_file_mode_writes_trace_records_and_caps_size,
-                  test_periodic_flush_by_period_and_file_mode}},
+                  test_periodic_flush_by_period_and_file_mode,
+                  test_file_mode_drops_invalid_packets_in_place}},
     };
     for (size_t g = 0; g < sizeof(groups) / sizeof(groups[0]); g++) {
         TCase *tc = tcase_create(groups[g].name);

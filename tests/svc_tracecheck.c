@@ -9,6 +9,13 @@
  * a silent loss; a value that does not increase is a duplicate. Both fail.
  * The last trace_stats packet is summarised too.
  *
+ * Loss accounting: lost_in_gaps counts the packets missing between two
+ * read ones; lost_leading those before a sequence's first read packet
+ * (flagged or not on that packet: leading_flagged / leading_silent; a ring
+ * buffer that wrapped loses beginnings too, so neither fails the check);
+ * with --per-sequence N, lost_trailing those after its last (N - 1 - last),
+ * which no later packet can flag.
+ *
  * Output: one "key=value" per line (scripts grep them), then a verdict.
  * Exit: 0 ok, 1 check failed, 2 usage or unreadable/undecodable file.
  */
@@ -26,6 +33,7 @@ typedef struct {
     uint64_t count;
     int64_t last;            /* -1 before the first */
     uint64_t first;
+    bool first_flagged;
     uint64_t gaps_flagged, gaps_silent, lost, dups, flagged_packets;
 } seqstat;
 
@@ -38,6 +46,8 @@ static void usage(FILE *f)
 "  --expect-sequences N    exactly N producer sequences\n"
 "  --complete N            every sequence holds exactly seq_values 0..N-1\n"
 "  --min-total N           at least N test packets\n"
+"  --per-sequence N        each sequence was written with N packets (for\n"
+"                          lost_trailing)\n"
 "  --require-loss          some loss must be visible (flag or stats)\n"
 "  --require-stats         a trace_stats packet must be present\n"
 "  --verbose               one line per sequence\n"
@@ -67,6 +77,7 @@ int main(int argc, char **argv)
         {"expect-total", required_argument, NULL, 't'},
         {"expect-sequences", required_argument, NULL, 's'},
         {"complete", required_argument, NULL, 'c'},
+        {"per-sequence", required_argument, NULL, 'n'},
         {"min-total", required_argument, NULL, 'm'},
         {"require-loss", no_argument, NULL, 'l'},
         {"require-stats", no_argument, NULL, 'r'},
@@ -74,6 +85,7 @@ int main(int argc, char **argv)
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
+    long long per_seq = -1;
     long long expect_total = -1, expect_seqs = -1, complete = -1,
               min_total = -1;
     int require_loss = 0, require_stats = 0, verbose = 0, o;
@@ -82,6 +94,7 @@ int main(int argc, char **argv)
         case 't': expect_total = atoll(optarg); break;
         case 's': expect_seqs = atoll(optarg); break;
         case 'c': complete = atoll(optarg); break;
+        case 'n': per_seq = atoll(optarg); break;
         case 'm': min_total = atoll(optarg); break;
         case 'l': require_loss = 1; break;
         case 'r': require_stats = 1; break;
@@ -175,6 +188,8 @@ int main(int argc, char **argv)
             bool flagged = p->has_previous_packet_dropped &&
                            p->previous_packet_dropped != 0;
             s->flagged_packets += flagged;
+            if (s->last < 0)
+                s->first_flagged = flagged;
             if (s->last >= 0 && v <= s->last) {
                 s->dups++;
             } else if (s->last >= 0 && v != s->last + 1) {
@@ -197,12 +212,21 @@ int main(int argc, char **argv)
 
     uint64_t gaps_flagged = 0, gaps_silent = 0, lost = 0, dups = 0,
              flagged = 0, incomplete = 0;
+    uint64_t leading = 0, leading_flagged = 0, leading_silent = 0,
+             trailing = 0;
     for (size_t i = 0; i < nseqs; i++) {
         gaps_flagged += seqs[i].gaps_flagged;
         gaps_silent += seqs[i].gaps_silent;
         lost += seqs[i].lost;
         dups += seqs[i].dups;
         flagged += seqs[i].flagged_packets;
+        if (seqs[i].first > 0) {
+            leading += seqs[i].first;
+            leading_flagged += seqs[i].first_flagged;
+            leading_silent += !seqs[i].first_flagged;
+        }
+        if (per_seq > 0 && seqs[i].last + 1 < per_seq)
+            trailing += (uint64_t)(per_seq - 1 - seqs[i].last);
         if (complete >= 0 && (seqs[i].count != (uint64_t)complete ||
                               seqs[i].first != 0))
             incomplete++;
@@ -238,6 +262,11 @@ int main(int argc, char **argv)
            (unsigned long long)gaps_flagged, (unsigned long long)gaps_silent,
            (unsigned long long)lost, (unsigned long long)dups,
            (unsigned long long)flagged);
+    printf("lost_leading=%llu\nleading_flagged=%llu\nleading_silent=%llu\n",
+           (unsigned long long)leading, (unsigned long long)leading_flagged,
+           (unsigned long long)leading_silent);
+    if (per_seq > 0)
+        printf("lost_trailing=%llu\n", (unsigned long long)trailing);
     if (last_stats)
         printf("stats_abi_violations=%llu\nstats_chunks_overwritten=%llu\n"
                "stats_buf_chunks_discarded=%llu\n"
