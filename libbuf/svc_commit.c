@@ -97,10 +97,20 @@ static int smb_create_fd(size_t size)
         close(fd);
         return e;
     }
+    /* The producer maps this fd too: unsealed, it could shrink the object
+     * and make our reads of the SMB fault (SIGBUS). Refuse rather than risk
+     * it (memfd can always be sealed; the shm_open fallback cannot). */
 #ifdef F_ADD_SEALS
-    (void)fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL);
-#endif
+    if (fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) < 0) {
+        int e = -errno;
+        close(fd);
+        return e;
+    }
     return fd;
+#else
+    close(fd);
+    return -ENOTSUP;
+#endif
 }
 
 int svc__smb_setup(svc_producer *p, const Perfetto__Protos__TraceConfig *cfg)

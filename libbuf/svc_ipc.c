@@ -35,6 +35,10 @@
 #define SVC_TICK_MS 10u
 #define SVC_SHUTDOWN_GRACE_MS 15000u
 
+/* Bounds on what one peer can make the daemon hold. */
+#define SVC_MAX_PENDING_FLUSHES 64    /* per consumer connection */
+#define SVC_MAX_QUEUED_CMDS     4096  /* per producer without GetAsyncCommand */
+
 typedef struct svc_cmd {
     uint8_t *data;
     size_t len;
@@ -92,6 +96,12 @@ static int send_cmd(svc_pconn *pc,
         return fd >= 0 ?
             ipc_call_reply_fd(pc->async_call, &r->base, true, fd) :
             ipc_call_reply(pc->async_call, &r->base, true);
+    }
+    /* A producer that never opens GetAsyncCommand cannot make us queue
+     * commands without limit: past the bound it is disconnected. */
+    if (pc->nqueue >= SVC_MAX_QUEUED_CMDS) {
+        ipc_conn_close(pc->conn);
+        return -ENOBUFS;
     }
     svc_cmd *g = realloc(pc->queue, (pc->nqueue + 1) * sizeof(*g));
     if (!g)
@@ -682,6 +692,12 @@ static void c_flush(ipc_call *call, const ProtobufCMessage *args, void *vd)
             reply_empty(call);
         else
             ipc_call_fail(call);
+        return;
+    }
+    /* A consumer cannot make us hold (and fan out to every producer) an
+     * unbounded number of flushes: past the bound the call fails at once. */
+    if (cc->nflushes >= SVC_MAX_PENDING_FLUSHES) {
+        ipc_call_fail(call);
         return;
     }
     svc_pending_flush *g = realloc(cc->flushes,

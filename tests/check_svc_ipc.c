@@ -413,6 +413,36 @@ START_TEST(test_ipc_flush_unanswered_scrapes)
 }
 END_TEST
 
+/* A consumer cannot pile up flushes: past the daemon's bound (64 pending per
+ * connection) further Flush calls fail at once instead of being held and fanned
+ * out to every producer. The producer here never acks, so every accepted flush
+ * stays pending for the (long) flush timeout. */
+static int flush_failed_now, flush_replies;
+static void on_flush_count(ipc_client *c, int st, const ProtobufCMessage *msg,
+                           bool more, void *ctx)
+{
+    flush_replies++;
+    if (st != 0)
+        flush_failed_now++;
+}
+
+START_TEST(test_ipc_pending_flushes_are_bounded)
+{
+    connect_producer();
+    connect_consumer();
+    enable(256, 10000);
+    run_for(20);
+    flush_failed_now = flush_replies = 0;
+    for (int i = 0; i < 100; i++)
+        ck_assert_int_gt(ipc_client_invoke(F.cc, "Flush", NULL, -1, NULL,
+                                           on_flush_count, NULL), 0);
+    run_for(50);
+    ck_assert_int_eq(flush_failed_now, 100 - 64);
+    ck_assert_int_eq(flush_replies, 100 - 64);
+    ck_assert_int_ge(F.flushes, 1);           /* the producer was asked */
+}
+END_TEST
+
 START_TEST(test_ipc_producer_killed_keeps_its_data)
 {
     connect_producer();
@@ -535,6 +565,7 @@ int main(void)
     tc = tcase_create("untrusted");
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, test_ipc_malformed_frames_do_not_hurt);
+    tcase_add_test(tc, test_ipc_pending_flushes_are_bounded);
     tcase_add_test(tc, test_ipc_second_daemon_refused);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
