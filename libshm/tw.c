@@ -28,6 +28,18 @@
  * is left at a later packet begin; that packet carries
  * previous_packet_dropped = 257.
  *
+ * Trailing loss marker: a loss after a writer's last real packet has no
+ * next packet to carry the flag. So tw_writer_flush and tw_writer_destroy,
+ * when a loss is still unsignalled (drop mode, or signal_loss pending),
+ * first try to write one minimal packet holding only
+ * previous_packet_dropped = 257 (plus first_packet_on_sequence if the
+ * sequence never got one). Getting a chunk for it stalls at most about
+ * TW_MARKER_BUDGET_US in total (backing off like acquire), never when the
+ * arbiter is shut down, whatever the policy. If no chunk comes in that
+ * time the marker is given up: the loss stays counted in packets_lost
+ * (and in the buffer's trace_writer_packet_loss when a packet was cut).
+ * Without a pending loss nothing extra is written.
+ *
  * Fast path (tw_add_* with room in the chunk): a few stores and a pointer
  * bump; no lock, no atomic RMW, no allocation, no indirect call.
  */
@@ -246,6 +258,32 @@ static bool acquire(tw_writer *w, uint16_t packets, smb__chunk_loc *loc)
     }
 }
 
+/* Like acquire, but bounded by TW_MARKER_BUDGET_US of sleep whatever the
+ * policy, and never once the arbiter is shut down. */
+static bool acquire_bounded(tw_writer *w, smb__chunk_loc *loc)
+{
+    uint32_t sleep_us = 0, slept_us = 0;
+    for (;;) {
+        if (smb__arbiter_is_shut_down(w->arb))
+            return false;
+        if (smb__arbiter_acquire_chunk(w->arb, w->writer_id,
+                                       w->next_chunk_id, 0, loc)) {
+            w->next_chunk_id++;          /* wraps at 2^32 */
+            w->stats.chunks_used++;
+            return true;
+        }
+        if (slept_us >= TW_MARKER_BUDGET_US)
+            return false;
+        if (sleep_us > TW_MARKER_BUDGET_US - slept_us)
+            sleep_us = TW_MARKER_BUDGET_US - slept_us;
+        stall_sleep(sleep_us);
+        slept_us += sleep_us;
+        sleep_us = (sleep_us + 1) * 8;
+        if (sleep_us > 2000u)        /* poll often: others want chunks */
+            sleep_us = 2000u;
+    }
+}
+
 static void adopt_chunk(tw_writer *w, const smb__chunk_loc *loc,
                         uint16_t count, uint8_t flags)
 {
@@ -364,14 +402,53 @@ tw_writer *tw_writer_create(smb_arbiter *arb, uint32_t target_buffer,
     return w;
 }
 
+/* Hand back the held chunk (or ready patches) and flush the arbiter. */
+static int commit_held(tw_writer *w)
+{
+    if (w->hdr != NULL)
+        return_chunk(w);
+    else if (patch_ready(w))
+        hand_back(w, false);
+    return smb_arbiter_flush(w->arb, 0);
+}
+
+/* Flag a loss no later packet has flagged yet: see the file comment. */
+static void write_loss_marker(tw_writer *w)
+{
+    smb__chunk_loc nl;
+
+    if (w->in_packet || w->writer_id == 0 ||
+        !(w->dropping || w->signal_loss))
+        return;
+    if (w->dropping || w->hdr == NULL ||
+        (size_t)(w->end - w->pos) < TW_MIN_BYTES_FOR_PACKET ||
+        w->count >= TW_MAX_PACKETS_PER_CHUNK) {
+        if (w->hdr != NULL)
+            return_chunk(w);
+        if (!acquire_bounded(w, &nl)) {
+            w->stats.loss_markers_failed++;
+            return;                  /* still pending: a later packet */
+        }
+        adopt_chunk(w, &nl, 0, 0);
+        w->dropping = false;
+        w->retry = false;
+    }
+    w->signal_loss = true;
+    tw_packet_begin(w);              /* writes 42 = 257 and clears it */
+    tw_packet_end(w);
+    w->stats.packets_written--;      /* not a caller's packet */
+    w->stats.loss_markers++;
+}
+
 void tw_writer_destroy(tw_writer *w)
 {
     if (w == NULL)
         return;
     if (w->in_packet)
         tw_packet_end(w);
+    write_loss_marker(w);
     if (w->hdr != NULL || patch_ready(w))
-        tw_writer_flush(w);
+        commit_held(w);
     smb__arbiter_free_writer(w->arb, w->writer_id);
     free(w->patches);
     free(w);
@@ -393,11 +470,8 @@ int tw_writer_flush(tw_writer *w)
         return -EBUSY;
     if (w->writer_id == 0)
         return 0;
-    if (w->hdr != NULL)
-        return_chunk(w);
-    else if (patch_ready(w))
-        hand_back(w, false);
-    return smb_arbiter_flush(w->arb, 0);
+    write_loss_marker(w);
+    return commit_held(w);
 }
 
 /* ---- packets ------------------------------------------------------------ */

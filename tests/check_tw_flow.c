@@ -302,6 +302,192 @@ START_TEST(test_exhaust_stall_gives_up_after_shutdown)
 }
 END_TEST
 
+/* --- trailing loss marker ------------------------------------------------ */
+
+/* Fill a paused 4-chunk SMB with a drop-policy writer until packets are
+ * lost (and a few more are lost after that); returns packets written. */
+static uint32_t fill_until_lost(tw_writer *w)
+{
+    tw_writer_stats st;
+    uint32_t i = 0, after = 0;
+    for (; i < 5000 && after < 20; i++) {
+        tw_packet_begin(w);
+        tw_add_varint(w, 2, i);
+        tw_add_bytes(w, 1, "0123456789012345678901234567890123456789", 40);
+        tw_packet_end(w);
+        tw_writer_get_stats(w, &st);
+        after += st.packets_lost > 0;
+    }
+    ck_assert_uint_gt(st.packets_lost, 0);
+    return i;
+}
+
+/* Packets of writer `wid`, the last one in *last (NULL if none). */
+static size_t data_packets(hb_pkts *ps, uint16_t wid, const hb_pkt **last)
+{
+    size_t n = 0;
+    uint64_t v;
+    *last = NULL;
+    for (size_t i = 0; i < ps->n; i++) {
+        if (ps->v[i].writer_id != wid)
+            continue;
+        *last = &ps->v[i];
+        n += hb_find_varint(&ps->v[i], 2, &v);
+    }
+    return n;
+}
+
+static void assert_is_marker(const hb_pkt *k)
+{
+    const uint8_t *p = k->data, *end = k->data + k->size;
+    hb_field f;
+    ck_assert_ptr_nonnull(k);
+    ck_assert(hb_next_field(&p, end, &f));
+    ck_assert_uint_eq(f.field, 42);
+    ck_assert_uint_eq(f.wt, 0);
+    ck_assert_uint_eq(f.v, 257);
+    ck_assert(!hb_next_field(&p, end, &f));   /* nothing else */
+}
+
+START_TEST(test_marker_flush_flags_trailing_loss)
+{
+    hb h;
+    tw_writer_stats st;
+    const hb_pkt *last;
+    hb_init_ex(&h, 16 * KiB, 4096, 0, MiB, HB_QUEUED, 0);
+    hb_pause(&h);
+    tw_writer *w = tw_writer_create(h.arb, HB_TARGET, TW_POLICY_DROP);
+    uint16_t wid = tw_writer_id(w);
+    uint32_t total = fill_until_lost(w);
+    hb_drain_and_stop(&h);           /* the SMB has room again */
+    ck_assert_int_eq(tw_writer_flush(w), 0);
+    ck_assert_int_eq(tw_writer_flush(w), 0);   /* nothing pending now */
+    tw_writer_get_stats(w, &st);
+    ck_assert_uint_eq(st.loss_markers, 1);
+    ck_assert_uint_eq(st.loss_markers_failed, 0);
+    tw_writer_destroy(w);
+    hb_pkts ps = hb_read_all(&h);
+    size_t got = data_packets(&ps, wid, &last);
+    assert_is_marker(last);
+    ck_assert_uint_eq(got + st.packets_lost, total);
+    ck_assert_uint_eq(ps.n, got + 1);
+    ck_assert_uint_eq(tb_get_stats(h.buf)->abi_violations, 0);
+    hb_pkts_free(&ps);
+    hb_fini(&h);
+}
+END_TEST
+
+START_TEST(test_marker_given_up_then_written_by_destroy)
+{
+    /* Nobody drains: flush gives up after its bounded stall (the loss is
+     * still pending); once the SMB has room, destroy writes the marker. */
+    hb h;
+    tw_writer_stats st;
+    const hb_pkt *last;
+    hb_init_ex(&h, 16 * KiB, 4096, 0, MiB, HB_QUEUED, 0);
+    hb_pause(&h);
+    tw_writer *w = tw_writer_create(h.arb, HB_TARGET, TW_POLICY_DROP);
+    uint16_t wid = tw_writer_id(w);
+    uint32_t total = fill_until_lost(w);
+    tw_writer_flush(w);
+    tw_writer_get_stats(w, &st);
+    ck_assert_uint_eq(st.loss_markers, 0);
+    ck_assert_uint_eq(st.loss_markers_failed, 1);
+    hb_drain_and_stop(&h);
+    tw_writer_destroy(w);
+    hb_pkts ps = hb_read_all(&h);
+    size_t got = data_packets(&ps, wid, &last);
+    assert_is_marker(last);
+    ck_assert_uint_eq(got + st.packets_lost, total);
+    ck_assert_uint_eq(ps.n, got + 1);
+    hb_pkts_free(&ps);
+    hb_fini(&h);
+}
+END_TEST
+
+START_TEST(test_marker_none_without_pending_loss)
+{
+    hb h;
+    tw_writer_stats st;
+    const hb_pkt *last;
+    uint64_t v;
+    /* No loss at all: flush and destroy add nothing. */
+    hb_init(&h, 64 * KiB, 4096, MiB);
+    tw_writer *w = tw_writer_create(h.arb, HB_TARGET, TW_POLICY_DROP);
+    uint16_t wid = tw_writer_id(w);
+    for (uint32_t i = 0; i < 100; i++) {
+        tw_packet_begin(w);
+        tw_add_varint(w, 2, i);
+        tw_packet_end(w);
+    }
+    tw_writer_flush(w);
+    tw_writer_get_stats(w, &st);
+    ck_assert_uint_eq(st.loss_markers + st.loss_markers_failed, 0);
+    tw_writer_destroy(w);
+    hb_pkts ps = hb_read_all(&h);
+    ck_assert_uint_eq(data_packets(&ps, wid, &last), 100);
+    ck_assert_uint_eq(ps.n, 100);
+    hb_pkts_free(&ps);
+    hb_fini(&h);
+
+    /* A loss already flagged by a later real packet: no marker either. */
+    hb_init_ex(&h, 16 * KiB, 4096, 0, MiB, HB_QUEUED, 0);
+    hb_pause(&h);
+    w = tw_writer_create(h.arb, HB_TARGET, TW_POLICY_DROP);
+    wid = tw_writer_id(w);
+    uint32_t total = fill_until_lost(w);
+    hb_drain_and_stop(&h);
+    /* Drop mode retries a chunk once its garbage wraps: write until a
+     * packet gets through (it carries the flag). */
+    tw_writer_stats before;
+    tw_writer_get_stats(w, &before);
+    do {
+        tw_packet_begin(w);
+        tw_add_varint(w, 2, total++);
+        tw_add_bytes(w, 1, "0123456789012345678901234567890123456789", 40);
+        tw_packet_end(w);
+        tw_writer_get_stats(w, &st);
+    } while (st.packets_written == before.packets_written);
+    tw_writer_flush(w);
+    tw_writer_get_stats(w, &st);
+    ck_assert_uint_eq(st.loss_markers + st.loss_markers_failed, 0);
+    tw_writer_destroy(w);
+    ps = hb_read_all(&h);
+    size_t got = data_packets(&ps, wid, &last);
+    ck_assert_uint_eq(ps.n, got);
+    ck_assert(hb_find_varint(last, 2, &v));
+    ck_assert_uint_eq(v, total - 1);
+    ck_assert(hb_find_varint(last, 42, &v));
+    ck_assert_uint_eq(v, 257);
+    ck_assert_uint_eq(got + st.packets_lost, total);
+    hb_pkts_free(&ps);
+    hb_fini(&h);
+}
+END_TEST
+
+START_TEST(test_marker_none_after_shutdown)
+{
+    /* A shut-down arbiter: no stall, no marker; the loss stays counted. */
+    hb h;
+    tw_writer_stats st;
+    hb_init_ex(&h, 16 * KiB, 4096, 0, MiB, HB_QUEUED, 0);
+    hb_pause(&h);
+    tw_writer *w = tw_writer_create(h.arb, HB_TARGET, TW_POLICY_DROP);
+    uint32_t total = fill_until_lost(w);
+    smb_arbiter_shutdown(h.arb);
+    hb_drain_and_stop(&h);
+    tw_writer_flush(w);
+    tw_writer_get_stats(w, &st);
+    ck_assert_uint_eq(st.loss_markers, 0);
+    ck_assert_uint_eq(st.loss_markers_failed, 1);
+    tw_writer_destroy(w);
+    hb_pkts ps = hb_read_all(&h);
+    ck_assert_uint_eq(ps.n + st.packets_lost, total);
+    hb_pkts_free(&ps);
+    hb_fini(&h);
+}
+END_TEST
+
 /* --- scraping ------------------------------------------------------------- */
 
 START_TEST(test_scrape_then_commit_delivers_each_packet_once)
@@ -501,6 +687,13 @@ static Suite *tw_flow_suite(void)
     tcase_add_test(tc, test_exhaust_drop_policy_flags_losses);
     tcase_add_test(tc, test_exhaust_stall_policy_loses_nothing);
     tcase_add_test(tc, test_exhaust_stall_gives_up_after_shutdown);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("loss_marker");
+    tcase_add_test(tc, test_marker_flush_flags_trailing_loss);
+    tcase_add_test(tc, test_marker_given_up_then_written_by_destroy);
+    tcase_add_test(tc, test_marker_none_without_pending_loss);
+    tcase_add_test(tc, test_marker_none_after_shutdown);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("scrape");

@@ -6,8 +6,12 @@
 # loss between two read packets, and before the first read packet of a
 # sequence, is flagged with previous_packet_dropped on the next packet
 # (svc_tracecheck fails on a silent gap); losses after a sequence's last
-# read packet have no next packet to carry the flag and are reported as
-# lost_trailing (the buffer stats count trace_writer_packet_loss).
+# read packet (lost_trailing) have no next packet to carry the flag: the
+# writer's final flush writes a loss marker (a packet with only
+# previous_packet_dropped) for them, stalling at most ~64 ms for a chunk.
+# Here the service keeps draining, so every trailing loss must be flagged
+# (--require-trailing-flag); the buffer stats count
+# trace_writer_packet_loss as well.
 . "${top_srcdir:-.}/tests/e2e_lib.sh"
 e2e_need_tools
 
@@ -26,7 +30,7 @@ for i in 0 1; do
     eval "e2e_wait_pid \$ppid$i 30" || e2e_fail "producer $i did not exit"
 done
 e2e_check "$E2E_DIR/trace" --require-stats --require-loss --verbose \
-    --expect-sequences 4 --per-sequence "$N"
+    --expect-sequences 4 --per-sequence "$N" --require-trailing-flag
 
 written=0
 lost=0
@@ -50,13 +54,19 @@ lflagged=$(e2e_value leading_flagged)
     e2e_fail "read $read_packets + lost $lost != written $written"
 [ $((gaps + leading + trailing)) -eq "$lost" ] ||
     e2e_fail "gaps $gaps + leading $leading + trailing $trailing != lost $lost"
+[ "$(e2e_value orphan_markers)" = 0 ] ||
+    e2e_fail "a loss marker on a sequence without data packets"
+[ "$trailing" -eq 0 ] || [ "$(e2e_value trailing_flagged)" -gt 0 ] ||
+    e2e_fail "trailing losses without a loss marker"
 [ "$(e2e_value leading_silent)" = 0 ] ||
     e2e_fail "a sequence lost its beginning without a flag"
 [ "$gaps" -eq 0 ] || [ "$episodes" -gt 0 ] || e2e_fail "no gap flagged"
 [ "$(e2e_value stats_writer_packet_loss)" -gt 0 ] ||
     e2e_fail "trace_writer_packet_loss not counted"
 echo "smb_full: written=$written read=$read_packets lost=$lost" \
-     "(in gaps $gaps, leading $leading, trailing $trailing)" \
+     "(in gaps $gaps, leading $leading, trailing $trailing," \
+     "trailing sequences flagged $(e2e_value trailing_flagged)" \
+     "silent $(e2e_value trailing_silent))" \
      "flagged_episodes=$((episodes + lflagged))" \
      "writer_packet_loss_chunks=$(e2e_value stats_writer_packet_loss)"
 e2e_stop_daemon

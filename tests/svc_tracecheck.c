@@ -13,8 +13,15 @@
  * read ones; lost_leading those before a sequence's first read packet
  * (flagged or not on that packet: leading_flagged / leading_silent; a ring
  * buffer that wrapped loses beginnings too, so neither fails the check);
- * with --per-sequence N, lost_trailing those after its last (N - 1 - last),
- * which no later packet can flag.
+ * with --per-sequence N, lost_trailing those after its last (N - 1 - last).
+ * No later data packet can flag those; the writer instead writes a loss
+ * marker at flush/stop when it can: a packet on the sequence with
+ * previous_packet_dropped and no for_testing.seq_value. Markers are
+ * counted (loss_markers), not taken as data packets; a sequence whose
+ * trailing loss is followed by a marker counts in trailing_flagged, one
+ * without in trailing_silent (only a failure with --require-trailing-flag:
+ * the marker is best effort). A marker before a sequence's first data
+ * packet counts in orphan_markers.
  *
  * Output: one "key=value" per line (scripts grep them), then a verdict.
  * Exit: 0 ok, 1 check failed, 2 usage or unreadable/undecodable file.
@@ -34,6 +41,8 @@ typedef struct {
     int64_t last;            /* -1 before the first */
     uint64_t first;
     bool first_flagged;
+    bool marker_after_last;  /* a loss marker after the last data packet */
+    uint64_t markers;
     uint64_t gaps_flagged, gaps_silent, lost, dups, flagged_packets;
 } seqstat;
 
@@ -50,6 +59,8 @@ static void usage(FILE *f)
 "                          lost_trailing)\n"
 "  --require-loss          some loss must be visible (flag or stats)\n"
 "  --require-stats         a trace_stats packet must be present\n"
+"  --require-trailing-flag with --per-sequence: every trailing loss must be\n"
+"                          followed by a loss marker\n"
 "  --verbose               one line per sequence\n"
 "  -h, --help              this help\n"
 "Exit: 0 ok, 1 check failed, 2 usage/unreadable file.\n");
@@ -81,6 +92,7 @@ int main(int argc, char **argv)
         {"min-total", required_argument, NULL, 'm'},
         {"require-loss", no_argument, NULL, 'l'},
         {"require-stats", no_argument, NULL, 'r'},
+        {"require-trailing-flag", no_argument, NULL, 'T'},
         {"verbose", no_argument, NULL, 'v'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
@@ -88,7 +100,8 @@ int main(int argc, char **argv)
     long long per_seq = -1;
     long long expect_total = -1, expect_seqs = -1, complete = -1,
               min_total = -1;
-    int require_loss = 0, require_stats = 0, verbose = 0, o;
+    int require_loss = 0, require_stats = 0, require_tflag = 0, verbose = 0;
+    int o;
     while ((o = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         switch (o) {
         case 't': expect_total = atoll(optarg); break;
@@ -98,6 +111,7 @@ int main(int argc, char **argv)
         case 'm': min_total = atoll(optarg); break;
         case 'l': require_loss = 1; break;
         case 'r': require_stats = 1; break;
+        case 'T': require_tflag = 1; break;
         case 'v': verbose = 1; break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
@@ -117,6 +131,7 @@ int main(int argc, char **argv)
     size_t nseqs = 0;
     uint64_t packets = 0, service_packets = 0, test_packets = 0;
     uint64_t stats_packets = 0, config_packets = 0, other_packets = 0;
+    uint64_t loss_markers = 0, orphan_markers = 0;
     Perfetto__Protos__TraceStats *last_stats = NULL;
     uint8_t *buf = NULL;
     size_t cap = 0;
@@ -199,9 +214,26 @@ int main(int argc, char **argv)
                 else
                     s->gaps_silent++;
             }
-            if (v > s->last)
+            if (v > s->last) {
                 s->last = v;
+                s->marker_after_last = false;
+            }
             s->count++;
+        } else if (seq != 0 && !p->for_testing &&
+                   p->has_previous_packet_dropped &&
+                   p->previous_packet_dropped != 0) {
+            /* A loss marker: flags losses no data packet follows. */
+            loss_markers++;
+            seqstat *s = NULL;
+            for (size_t i = 0; i < nseqs; i++)
+                if (seqs[i].seq_id == seq)
+                    s = &seqs[i];
+            if (s) {
+                s->markers++;
+                s->marker_after_last = true;
+            } else {
+                orphan_markers++;
+            }
         } else {
             other_packets++;
         }
@@ -213,7 +245,7 @@ int main(int argc, char **argv)
     uint64_t gaps_flagged = 0, gaps_silent = 0, lost = 0, dups = 0,
              flagged = 0, incomplete = 0;
     uint64_t leading = 0, leading_flagged = 0, leading_silent = 0,
-             trailing = 0;
+             trailing = 0, trailing_flagged = 0, trailing_silent = 0;
     for (size_t i = 0; i < nseqs; i++) {
         gaps_flagged += seqs[i].gaps_flagged;
         gaps_silent += seqs[i].gaps_silent;
@@ -225,21 +257,29 @@ int main(int argc, char **argv)
             leading_flagged += seqs[i].first_flagged;
             leading_silent += !seqs[i].first_flagged;
         }
-        if (per_seq > 0 && seqs[i].last + 1 < per_seq)
+        if (per_seq > 0 && seqs[i].last + 1 < per_seq) {
             trailing += (uint64_t)(per_seq - 1 - seqs[i].last);
+            if (seqs[i].marker_after_last)
+                trailing_flagged++;
+            else
+                trailing_silent++;
+        }
         if (complete >= 0 && (seqs[i].count != (uint64_t)complete ||
                               seqs[i].first != 0))
             incomplete++;
     }
     for (size_t i = 0; verbose && i < nseqs; i++)
         printf("seq %u: count=%llu first=%llu last=%lld gaps_flagged=%llu "
-               "gaps_silent=%llu lost=%llu flagged=%llu\n", seqs[i].seq_id,
+               "gaps_silent=%llu lost=%llu flagged=%llu markers=%llu "
+               "trailing_flagged=%d\n", seqs[i].seq_id,
                (unsigned long long)seqs[i].count,
                (unsigned long long)seqs[i].first, (long long)seqs[i].last,
                (unsigned long long)seqs[i].gaps_flagged,
                (unsigned long long)seqs[i].gaps_silent,
                (unsigned long long)seqs[i].lost,
-               (unsigned long long)seqs[i].flagged_packets);
+               (unsigned long long)seqs[i].flagged_packets,
+               (unsigned long long)seqs[i].markers,
+               (int)seqs[i].marker_after_last);
     uint64_t abi = 0, overwritten = 0, discarded = 0, wl = 0, wraps = 0;
     if (last_stats) {
         for (size_t i = 0; i < last_stats->n_buffer_stats; i++) {
@@ -265,8 +305,14 @@ int main(int argc, char **argv)
     printf("lost_leading=%llu\nleading_flagged=%llu\nleading_silent=%llu\n",
            (unsigned long long)leading, (unsigned long long)leading_flagged,
            (unsigned long long)leading_silent);
+    printf("loss_markers=%llu\norphan_markers=%llu\n",
+           (unsigned long long)loss_markers,
+           (unsigned long long)orphan_markers);
     if (per_seq > 0)
-        printf("lost_trailing=%llu\n", (unsigned long long)trailing);
+        printf("lost_trailing=%llu\ntrailing_flagged=%llu\n"
+               "trailing_silent=%llu\n", (unsigned long long)trailing,
+               (unsigned long long)trailing_flagged,
+               (unsigned long long)trailing_silent);
     if (last_stats)
         printf("stats_abi_violations=%llu\nstats_chunks_overwritten=%llu\n"
                "stats_buf_chunks_discarded=%llu\n"
@@ -303,8 +349,12 @@ int main(int argc, char **argv)
               (unsigned long long)incomplete, complete - 1);
     if (require_stats)
         CHECK(last_stats != NULL, "no trace_stats packet");
+    if (require_tflag)
+        CHECK(trailing_silent == 0, "%llu sequence(s) lost packets after "
+              "their last one without a loss marker",
+              (unsigned long long)trailing_silent);
     if (require_loss)
-        CHECK(flagged + overwritten + discarded + wl > 0,
+        CHECK(flagged + loss_markers + overwritten + discarded + wl > 0,
               "no loss visible although one was expected");
     if (last_stats)
         perfetto__protos__trace_stats__free_unpacked(last_stats, NULL);

@@ -79,6 +79,12 @@ typedef struct tw_writer_stats {
     uint64_t patches_created;
     uint64_t stalls;
     uint64_t misuse;
+    /* Trailing loss markers (packets holding only previous_packet_dropped
+     * = 257, written by flush/destroy while a loss is unsignalled; not in
+     * packets_written), and markers given up because no chunk came free
+     * within ~64 ms (the loss then stays only in packets_lost). */
+    uint64_t loss_markers;
+    uint64_t loss_markers_failed;
 } tw_writer_stats;
 
 /* New writer for target_buffer (> 0) with a fresh WriterID (registered
@@ -93,7 +99,10 @@ SHMTRACE_API void tw_writer_destroy(tw_writer *w);
 SHMTRACE_API uint16_t tw_writer_id(const tw_writer *w);
 /* Commit the current chunk (even partly filled) and flush the arbiter.
  * Must not be called inside a packet (-EBUSY). Returns the transport's
- * result. */
+ * result. If packets were lost since the last packet that could say so,
+ * first writes a loss marker (a packet with only previous_packet_dropped
+ * = 257), stalling at most ~64 ms for a chunk (none once the arbiter is
+ * shut down); tw_writer_destroy does the same. */
 SHMTRACE_API int tw_writer_flush(tw_writer *w);
 SHMTRACE_API void tw_writer_get_stats(const tw_writer *w,
                                       tw_writer_stats *out);
