@@ -20,8 +20,10 @@
  * counted (loss_markers), not taken as data packets; a sequence whose
  * trailing loss is followed by a marker counts in trailing_flagged, one
  * without in trailing_silent (only a failure with --require-trailing-flag:
- * the marker is best effort). A marker before a sequence's first data
- * packet counts in orphan_markers.
+ * the marker is best effort). A marker also flags the gap (or the
+ * beginning) before the next data packet of its sequence: a flush during a
+ * drop episode writes one mid-sequence. A sequence with markers only (all
+ * its packets lost) counts in orphan_markers and has all N as trailing.
  *
  * Output: one "key=value" per line (scripts grep them), then a verdict.
  * Exit: 0 ok, 1 check failed, 2 usage or unreadable/undecodable file.
@@ -64,6 +66,23 @@ static void usage(FILE *f)
 "  --verbose               one line per sequence\n"
 "  -h, --help              this help\n"
 "Exit: 0 ok, 1 check failed, 2 usage/unreadable file.\n");
+}
+
+/* The sequence's entry, created on first sight (NULL: out of memory). */
+static seqstat *seq_get(seqstat **seqs, size_t *n, uint32_t seq_id)
+{
+    for (size_t i = 0; i < *n; i++)
+        if ((*seqs)[i].seq_id == seq_id)
+            return &(*seqs)[i];
+    seqstat *v = realloc(*seqs, (*n + 1) * sizeof(*v));
+    if (!v)
+        return NULL;
+    *seqs = v;
+    seqstat *s = &v[(*n)++];
+    memset(s, 0, sizeof(*s));
+    s->seq_id = seq_id;
+    s->last = -1;
+    return s;
 }
 
 static int read_varint(FILE *f, uint64_t *out)
@@ -187,21 +206,17 @@ int main(int argc, char **argv)
                 config_packets++;
         } else if (p->for_testing && p->for_testing->has_seq_value) {
             test_packets++;
-            seqstat *s = NULL;
-            for (size_t i = 0; i < nseqs; i++)
-                if (seqs[i].seq_id == seq)
-                    s = &seqs[i];
-            if (!s) {
-                seqs = realloc(seqs, (nseqs + 1) * sizeof(*seqs));
-                s = &seqs[nseqs++];
-                memset(s, 0, sizeof(*s));
-                s->seq_id = seq;
-                s->last = -1;
+            seqstat *s = seq_get(&seqs, &nseqs, seq);
+            if (!s)
+                return 2;
+            if (s->count == 0)
                 s->first = p->for_testing->seq_value;
-            }
             int64_t v = p->for_testing->seq_value;
-            bool flagged = p->has_previous_packet_dropped &&
-                           p->previous_packet_dropped != 0;
+            /* A loss marker since the previous data packet flags this
+             * gap (or this beginning) as well. */
+            bool flagged = (p->has_previous_packet_dropped &&
+                            p->previous_packet_dropped != 0) ||
+                           s->marker_after_last;
             s->flagged_packets += flagged;
             if (s->last < 0)
                 s->first_flagged = flagged;
@@ -214,26 +229,20 @@ int main(int argc, char **argv)
                 else
                     s->gaps_silent++;
             }
-            if (v > s->last) {
+            if (v > s->last)
                 s->last = v;
-                s->marker_after_last = false;
-            }
+            s->marker_after_last = false;
             s->count++;
         } else if (seq != 0 && !p->for_testing &&
                    p->has_previous_packet_dropped &&
                    p->previous_packet_dropped != 0) {
             /* A loss marker: flags losses no data packet follows. */
             loss_markers++;
-            seqstat *s = NULL;
-            for (size_t i = 0; i < nseqs; i++)
-                if (seqs[i].seq_id == seq)
-                    s = &seqs[i];
-            if (s) {
-                s->markers++;
-                s->marker_after_last = true;
-            } else {
-                orphan_markers++;
-            }
+            seqstat *s = seq_get(&seqs, &nseqs, seq);
+            if (!s)
+                return 2;
+            s->markers++;
+            s->marker_after_last = true;
         } else {
             other_packets++;
         }
@@ -247,6 +256,7 @@ int main(int argc, char **argv)
     uint64_t leading = 0, leading_flagged = 0, leading_silent = 0,
              trailing = 0, trailing_flagged = 0, trailing_silent = 0;
     for (size_t i = 0; i < nseqs; i++) {
+        orphan_markers += seqs[i].count == 0;
         gaps_flagged += seqs[i].gaps_flagged;
         gaps_silent += seqs[i].gaps_silent;
         lost += seqs[i].lost;
