@@ -14,15 +14,26 @@
 
 #include "cli_parse.h"
 
+/* The leading unsigned number of S in BASE, END after it. No sign, no
+ * empty number, no overflow. 0 or -EINVAL. */
+static int leading_unsigned(const char *s, int base, unsigned long long *v,
+                            char **end)
+{
+    errno = 0;
+    if (s[0] == '-')
+        return -EINVAL;
+    *v = strtoull(s, end, base);
+    if (errno || *end == s)
+        return -EINVAL;
+    return 0;
+}
+
 /* NUMBER[k|kb|m|mb|g|gb] -> KiB (plain number = KiB); rounded up to 4. */
 int cli_parse_size_kb(const char *s, uint32_t *kb)
 {
     char *end;
-    errno = 0;
-    if (s[0] == '-')
-        return -EINVAL;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (errno || end == s)
+    unsigned long long v;
+    if (leading_unsigned(s, 10, &v, &end) < 0)
         return -EINVAL;
     if (v > UINT32_MAX)
         return -ERANGE; /* also keeps the multiplications below exact */
@@ -48,11 +59,8 @@ int cli_parse_size_kb(const char *s, uint32_t *kb)
 int cli_parse_duration_ms(const char *s, uint32_t *ms)
 {
     char *end;
-    errno = 0;
-    if (s[0] == '-')
-        return -EINVAL;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (errno || end == s)
+    unsigned long long v;
+    if (leading_unsigned(s, 10, &v, &end) < 0)
         return -EINVAL;
     if (v > UINT32_MAX)
         return -ERANGE;
@@ -76,11 +84,8 @@ int cli_parse_duration_ms(const char *s, uint32_t *ms)
 int cli_parse_u64(const char *s, uint64_t *out)
 {
     char *end;
-    errno = 0;
-    if (s[0] == '-')
-        return -EINVAL;
-    unsigned long long v = strtoull(s, &end, 0);
-    if (errno || end == s || *end)
+    unsigned long long v;
+    if (leading_unsigned(s, 0, &v, &end) < 0 || *end)
         return -EINVAL;
     *out = v;
     return 0;
