@@ -33,6 +33,7 @@
 
 #include "svc_int.h"
 #include "../libshm/smb_reader.h"
+#include <shmtrace/smb_shm.h>
 
 /* ---------------------------------------------------------------- sizing */
 
@@ -77,40 +78,24 @@ void svc__smb_sizes(const svc_producer *p,
     *size_out = (size_t)size;
 }
 
-static int smb_create_fd(size_t size)
+/* The SMB comes from libshm's smb_shm_create (sealed memfd, else an
+ * unlinked POSIX shm object). The producer maps the same fd: unsealed, it
+ * could shrink the object and make our reads of the SMB fault (SIGBUS), so
+ * an object without the shrink/grow seals (the shm_open fallback) is
+ * refused. */
+static int smb_create_sealed(size_t size, smb_shm *out)
 {
-    int fd = -1;
-#ifdef HAVE_MEMFD_CREATE
-    fd = memfd_create("perfetto_shmem", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    int rc = smb_shm_create(size, out);
+    if (rc < 0)
+        return rc;
+#ifdef F_GET_SEALS
+    int seals = fcntl(out->fd, F_GET_SEALS);
+    const int need = F_SEAL_SHRINK | F_SEAL_GROW;
+    if (seals >= 0 && (seals & need) == need)
+        return 0;
 #endif
-    if (fd < 0) {
-        char name[64];
-        snprintf(name, sizeof(name), "/shmtraced-smb-%ld-%p", (long)getpid(),
-                 (void *)&name);
-        fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-        if (fd < 0)
-            return -errno;
-        shm_unlink(name);
-    }
-    if (ftruncate(fd, (off_t)size) < 0) {
-        int e = -errno;
-        close(fd);
-        return e;
-    }
-    /* The producer maps this fd too: unsealed, it could shrink the object
-     * and make our reads of the SMB fault (SIGBUS). Refuse rather than risk
-     * it (memfd can always be sealed; the shm_open fallback cannot). */
-#ifdef F_ADD_SEALS
-    if (fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) < 0) {
-        int e = -errno;
-        close(fd);
-        return e;
-    }
-    return fd;
-#else
-    close(fd);
+    smb_shm_unmap(out);
     return -ENOTSUP;
-#endif
 }
 
 int svc__smb_setup(svc_producer *p, const Perfetto__Protos__TraceConfig *cfg)
@@ -119,25 +104,19 @@ int svc__smb_setup(svc_producer *p, const Perfetto__Protos__TraceConfig *cfg)
         return 0;
     size_t page, size;
     svc__smb_sizes(p, cfg, &page, &size);
-    int fd = smb_create_fd(size);
-    if (fd < 0)
-        return fd;
-    void *base = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    if (base == MAP_FAILED) {
-        int e = -errno;
-        close(fd);
-        return e;
-    }
-    smb_reader *r = smb_reader_create(base, size, (uint32_t)page, p->id,
+    smb_shm shm;
+    int rc = smb_create_sealed(size, &shm);
+    if (rc < 0)
+        return rc;
+    smb_reader *r = smb_reader_create(shm.base, size, (uint32_t)page, p->id,
                                       (uint32_t)p->uid, (int32_t)p->pid);
     if (!r) {
         int e = -errno;
-        munmap(base, size);
-        close(fd);
+        smb_shm_unmap(&shm);
         return e;
     }
-    p->smb_fd = fd;
-    p->smb_base = base;
+    p->smb_fd = shm.fd;
+    p->smb_base = shm.base;
     p->smb_size = size;
     p->smb_page_size = page;
     p->smb_reader = r;
