@@ -19,8 +19,13 @@
  * in order of first read (svc_seqmap); 1 is the service's own sequence.
  *
  * Everything coming from a producer (descriptors, commits, SMB bytes) is
- * untrusted and is checked here or in the SMB reader before use. The
- * consumer is trusted but its config is still validated (sizes, counts).
+ * untrusted and is checked here or in the SMB reader before use. A
+ * consumer is trusted with its own sessions only: each session carries its
+ * consumer's uid, and clones, stats and session names are confined to that
+ * uid (root may reach every session unless root_access is off); files are
+ * written only through fds the consumer opened itself, or at an
+ * output_path when the consumer is the daemon's own uid. Its config is
+ * still validated (sizes, counts).
  */
 #ifndef SHMTRACE_SVC_INT_H
 #define SHMTRACE_SVC_INT_H
@@ -118,6 +123,9 @@ struct svc_session {
     uint64_t id;
     int64_t uuid_msb, uuid_lsb;  /* TraceUuid, random per session */
     void *consumer;              /* opaque consumer handle (glue) */
+    uid_t uid;                   /* its consumer's uid (SO_PEERCRED): only
+                                    that uid (and root, see root_access)
+                                    may clone it or see it in stats */
     Perfetto__Protos__TraceConfig *cfg;  /* owned (packed+unpacked copy) */
     size_t nbufs;
     uint32_t *buf_ids;           /* global ids, config order */
@@ -185,7 +193,8 @@ struct svc_producer {
 struct svc_service {
     svc_ops ops;
     void *ops_ctx;
-    uid_t uid;
+    uid_t uid;                   /* the daemon's own uid */
+    bool root_access;            /* uid 0 consumers may use any session */
     svc_producer **producers;
     size_t nproducers;
     svc_session **sessions;
@@ -204,7 +213,8 @@ struct svc_service {
     uint64_t total_buffer_kb;
 };
 
-/* svc_service.c: the buffer table and error formatting */
+/* svc_service.c: access rule (see root_access), buffer table, errors */
+bool svc__may_access(const svc_service *, uid_t viewer, const svc_session *);
 tb_buffer *svc__buffer(svc_service *, uint32_t buffer_id,
                        svc_session **session_out);
 /* Takes ownership of buf; returns the new global id, or 0 (buf destroyed). */
