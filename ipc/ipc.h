@@ -278,8 +278,9 @@ void ipc_sock_describe_error(const char *path, int err, char *out,
  * negative errno with a message in err. */
 int ipc_file_open_output(const char *path, bool read_back, char *err,
                          size_t errlen);
-/* 0 if fd is a regular file open for writing; else a negative errno and a
- * message naming `what` in err. */
+/* 0 if fd is a regular file (or /dev/null) open for writing; else a
+ * negative errno and a message naming `what` in err. For fds a client
+ * passes to the service: a FIFO, socket or terminal could block it. */
 int ipc_file_check_fd(int fd, const char *what, char *err, size_t errlen);
 /* "a directory", "a character device", ... for messages. */
 const char *ipc_file_kind(mode_t mode);

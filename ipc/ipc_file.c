@@ -26,6 +26,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include "ipc_int.h"
@@ -67,7 +68,11 @@ int ipc_file_check_fd(int fd, const char *what, char *err, size_t errlen)
             snprintf(err, errlen, "%s: %s", what, strerror(e));
         return -e;
     }
-    if (!S_ISREG(st.st_mode)) {
+    /* The null device is harmless (perfetto -o /dev/null is a common
+     * idiom); a FIFO, socket or terminal could block the writer. */
+    bool null_dev = S_ISCHR(st.st_mode) && major(st.st_rdev) == 1 &&
+                    minor(st.st_rdev) == 3;
+    if (!S_ISREG(st.st_mode) && !null_dev) {
         if (err && errlen)
             snprintf(err, errlen, "%s is %s, not a regular file", what,
                      ipc_file_kind(st.st_mode));

@@ -651,8 +651,9 @@ int cons_clone_to_file(const char *socket_override, uint64_t session_id,
         err[0] = 0;
     cons_client *c = cons_connect(socket_override, &rc);
     if (!c) {
-        snprintf(err, err_len, "cannot connect to the tracing service: %s",
-                 strerror(-rc));
+        char sock[108] = "";
+        ipc_sock_path(IPC_SOCK_CONSUMER, socket_override, sock, sizeof sock);
+        ipc_sock_describe_error(sock, rc, err, err_len);
         return rc;
     }
     rc = cons_clone(c, session_id, name, err, err_len);
@@ -662,10 +663,10 @@ int cons_clone_to_file(const char *socket_override, uint64_t session_id,
         cons_destroy(c);
         return rc;
     }
-    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    /* Only a regular file is created or replaced (ipc_file.c). */
+    int fd = ipc_file_open_output(path, false, err, err_len);
     if (fd < 0) {
-        rc = -errno;
-        snprintf(err, err_len, "cannot create %s: %s", path, strerror(errno));
+        rc = fd;
         cons_destroy(c);
         return rc;
     }

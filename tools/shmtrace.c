@@ -88,8 +88,16 @@ static void usage_main(FILE *f)
 "  help     this help (or `shmtrace COMMAND --help`)\n"
 "\n"
 "The consumer socket is --socket PATH, else $PERFETTO_CONSUMER_SOCK_NAME,\n"
-"else $XDG_RUNTIME_DIR/shmtrace-consumer.sock, else\n"
-"/tmp/shmtrace-consumer.sock.\n"
+"else shmtrace-consumer.sock in your own runtime directory\n"
+"($XDG_RUNTIME_DIR, else /tmp/shmtrace-UID) if a daemon of yours is\n"
+"there, else the system daemon's " IPC_SYSTEM_SOCK_DIR "/shmtrace-consumer.sock"
+"\n(root: always the system one). shmtrace talks only to a daemon running\n"
+"as root or as you, and sees only your own sessions (root: everyone's,\n"
+"unless the daemon says otherwise).\n"
+"\n"
+"Output files: -o FILE creates FILE (mode 0600) or replaces an existing\n"
+"regular file; anything else there (symlink, directory, device, FIFO,\n"
+"socket) is refused and left alone.\n"
 "\n%s", exit_codes_help);
 }
 
@@ -124,6 +132,9 @@ static void usage_record(FILE *f)
 "  buffers { size_kb: 65536 fill_policy: RING_BUFFER }\n"
 "  data_sources { config { name: \"shmtrace.synthetic\" target_buffer: 0 } }\n"
 "  duration_ms: 10000\n"
+"With write_into_file: true the service writes the trace itself, into\n"
+"FILE, which shmtrace opens with your rights and passes to it; a config's\n"
+"output_path is ignored (the service does not create files for users).\n"
 "Every buffer without an experimental_mode gets TRACE_BUFFER_V2 (what\n"
 "shmtraced's buffers are), so the recorded config says so.\n"
 "\n"
@@ -183,6 +194,17 @@ static void print_summary(const char *what, const char *path,
             o->flagged_packets, l.chunks_overwritten, l.chunks_discarded,
             l.abi_violations, l.trace_writer_packet_loss,
             st ? "" : " (no trace stats available)");
+}
+
+/* A failed cons_connect, worded for the user (-EPERM: a daemon of
+ * another user holds the socket name, ipc_sock_describe_error). */
+static void connect_error(const char *cmd, const char *socket, int rc)
+{
+    char path[108] = "", msg[512];
+    ipc_sock_path(IPC_SOCK_CONSUMER, socket, path, sizeof path);
+    ipc_sock_describe_error(path, rc, msg, sizeof msg);
+    fprintf(stderr, "shmtrace %s: %s%s\n", cmd, msg, rc == -EPERM ? "" :
+            " (is shmtraced running? see --socket)");
 }
 
 /* ---- record ------------------------------------------------------- */
@@ -434,11 +456,17 @@ static int cmd_record(int argc, char **argv)
         fprintf(stderr, "shmtrace record: out of memory\n");
         goto out;
     }
-    bool service_writes = cfg->write_into_file && !cfg->output_path;
-    if (cfg->write_into_file && cfg->output_path) {
-        fprintf(stderr, "shmtrace record: the config's output_path makes "
-                "the service write %s itself; -o %s stays empty\n",
-                cfg->output_path, ro.out);
+    /* write_into_file: we open -o FILE with the user's rights and pass
+     * the fd (Perfetto's way); the service never opens a path for us. */
+    bool service_writes = cfg->write_into_file;
+    if (cfg->write_into_file && cfg->output_path && cfg->output_path[0]) {
+        fprintf(stderr, "shmtrace record: ignoring the config's output_path "
+                "%s: the trace goes to -o %s, which shmtrace opens and "
+                "hands to the service\n", cfg->output_path, ro.out);
+    }
+    if (cfg->output_path) {
+        free(cfg->output_path);
+        cfg->output_path = NULL;
     }
     uint32_t period = ro.period_ms ? ro.period_ms
                       : cfg->file_write_period_ms ? cfg->file_write_period_ms
@@ -446,19 +474,16 @@ static int cmd_record(int argc, char **argv)
     int rc = 0;
     c = cons_connect(ro.socket, &rc);
     if (!c) {
-        char path[108] = "";
-        ipc_sock_path(IPC_SOCK_CONSUMER, ro.socket, path, sizeof path);
-        fprintf(stderr, "shmtrace record: cannot connect to the tracing "
-                "service at %s: %s (is shmtraced running? see --socket)\n",
-                path, strerror(-rc));
+        connect_error("record", ro.socket, rc);
         status = EXIT_NO_SERVICE;
         goto out;
     }
-    /* O_RDWR: with write_into_file we read back what the service wrote. */
-    fd = open(ro.out, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    /* O_RDWR: with write_into_file we read back what the service wrote.
+     * Only a regular file is created or replaced. */
+    char oerr[512];
+    fd = ipc_file_open_output(ro.out, true, oerr, sizeof oerr);
     if (fd < 0) {
-        fprintf(stderr, "shmtrace record: cannot create %s: %s\n", ro.out,
-                strerror(errno));
+        fprintf(stderr, "shmtrace record: %s\n", oerr);
         goto out;
     }
     if (cons_out_init(&o, fd) < 0)
@@ -619,7 +644,9 @@ static int cmd_clone(int argc, char **argv)
     if (rc < 0) {
         fprintf(stderr, "shmtrace clone: %s\n", err);
         cons_out_fini(&o);
-        return strstr(err, "cannot connect") ? EXIT_NO_SERVICE : EXIT_FAIL;
+        return strstr(err, "cannot connect") ||
+               strstr(err, "refusing to use it") ? EXIT_NO_SERVICE
+                                                 : EXIT_FAIL;
     }
     print_summary("cloned", out, &o, o.last_stats,
                   (double)(ipc_now_ms() - t0) / 1000.0);
@@ -683,11 +710,7 @@ static int cmd_stats(int argc, char **argv)
     int rc = 0;
     cons_client *c = cons_connect(socket, &rc);
     if (!c) {
-        char path[108] = "";
-        ipc_sock_path(IPC_SOCK_CONSUMER, socket, path, sizeof path);
-        fprintf(stderr, "shmtrace stats: cannot connect to the tracing "
-                "service at %s: %s (is shmtraced running? see --socket)\n",
-                path, strerror(-rc));
+        connect_error("stats", socket, rc);
         return EXIT_NO_SERVICE;
     }
     Perfetto__Protos__TraceStats *st = NULL;

@@ -271,7 +271,8 @@ static void cb_disconnect(prod_producer *p, int err, void *ctx)
     (void)p; (void)ctx;
     if (!S.quiet)
         fprintf(stderr, "shmtrace-producer: service connection lost: %s\n",
-                err ? strerror(-err) : "closed");
+                err == -EPERM ? "the service runs as another user, neither "
+                "root nor you: refused" : err ? strerror(-err) : "closed");
     event e = { .kind = EV_DISCONNECT };
     post_event(&e);
 }
@@ -550,6 +551,14 @@ int main(int argc, char **argv)
     o.smb_page_size_hint_bytes = S.page_size;
     o.reconnect = S.reconnect;
     g_prod = prod_create(&o, &callbacks, NULL);
+    if (!g_prod && errno == EPERM) {
+        fprintf(stderr, "shmtrace-producer: the service at the producer "
+                "socket runs as another user, neither root nor you: "
+                "refusing to hand it any data (someone may have taken the "
+                "socket name; check --socket / $PERFETTO_PRODUCER_SOCK_NAME)"
+                "\n");
+        return EXIT_NO_SERVICE;
+    }
     if (!g_prod) {
         fprintf(stderr, "shmtrace-producer: cannot connect to the tracing "
                 "service: %s (is shmtraced running? see --socket)\n",
