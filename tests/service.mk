@@ -52,3 +52,10 @@ tests_svc_consumer_SOURCES = tests/svc_consumer.c
 tests_svc_consumer_CPPFLAGS = $(AM_CPPFLAGS) $(IPC_CPPFLAGS)
 tests_svc_consumer_LDADD = ipc/libshmtrace_ipc.la \
 	protos/libshmtrace_protos.la $(PROTOBUF_C_LIBS)
+
+# Security (issue 10): the attacks, performed by a second uid (setpriv;
+# SKIP unless root), and the legitimate paths next to them.
+sec_e2e_tests = tests/e2e_sec_users.sh
+dist_check_SCRIPTS += $(sec_e2e_tests)
+EXTRA_DIST += tests/e2e_sec_lib.sh
+TESTS += $(sec_e2e_tests)
