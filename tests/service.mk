@@ -55,7 +55,8 @@ tests_svc_consumer_LDADD = ipc/libshmtrace_ipc.la \
 
 # Security (issue 10): the attacks, performed by a second uid (setpriv;
 # SKIP unless root), and the legitimate paths next to them.
-sec_e2e_tests = tests/e2e_sec_users.sh
+sec_e2e_tests = tests/e2e_sec_users.sh tests/e2e_sec_sockets.sh \
+	tests/e2e_sec_outputs.sh
 dist_check_SCRIPTS += $(sec_e2e_tests)
 EXTRA_DIST += tests/e2e_sec_lib.sh
 TESTS += $(sec_e2e_tests)
