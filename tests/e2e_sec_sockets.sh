@@ -60,13 +60,14 @@ until [ "$("$CONSUMER" stats 2>/dev/null |
 done
 
 # --- root's clients, pointed at the squatter's sockets -------------------
-PERFETTO_PRODUCER_SOCK_NAME="$UP" "$PRODUCER" --no-reconnect -c 10 \
-    >"$E2E_DIR/p2.log" 2>&1
+# (timeout: a producer that did connect would wait for sessions forever)
+PERFETTO_PRODUCER_SOCK_NAME="$UP" timeout 30 "$PRODUCER" --no-reconnect \
+    -c 10 >"$E2E_DIR/p2.log" 2>&1
 rc=$?
 [ $rc -eq 3 ] || e2e_fail "producer to the user's daemon: exit $rc, not 3"
 grep -q "another user" "$E2E_DIR/p2.log" ||
     e2e_fail "unclear producer message: $(cat "$E2E_DIR/p2.log")"
-"$CLI" record -q -o "$E2E_DIR/x.pftrace" -t 1s --socket "$UC" \
+timeout 60 "$CLI" record -q -o "$E2E_DIR/x.pftrace" -t 1s --socket "$UC" \
     >"$E2E_DIR/c2.log" 2>&1
 rc=$?
 [ $rc -eq 3 ] || e2e_fail "record to the user's daemon: exit $rc, not 3"
