@@ -39,10 +39,13 @@ sec_as_user mkfifo "$SHARED/fifo"
 sec_as_user mkdir "$SHARED/dir"
 # (python3 may live where the second uid cannot run it: bind as root,
 # then give the socket to the second uid.)
-python3 -c 'import socket,sys; socket.socket(socket.AF_UNIX).bind(sys.argv[1])' \
-    "$SHARED/sock" && chown -h "$SEC_UID" "$SHARED/sock" ||
-    { echo "SKIP: cannot create a UNIX socket file (python3)" >&2; exit 77; }
-PLANTS="link dangling fifo dir sock"
+PLANTS="link dangling fifo dir"
+if python3 -c 'import socket,sys; socket.socket(socket.AF_UNIX).bind(sys.argv[1])' \
+        "$SHARED/sock" 2>/dev/null && chown -h "$SEC_UID" "$SHARED/sock"; then
+    PLANTS="$PLANTS sock"
+else
+    echo "note: no python3 to create a socket file; sockets not planted" >&2
+fi
 kind_of() { stat -c %F "$1"; }
 declare -A KIND
 for p in $PLANTS; do KIND[$p]=$(kind_of "$SHARED/$p"); done
@@ -117,8 +120,10 @@ e2e_check "$E2E_DIR/old.pftrace" --min-total 1 >/dev/null
     e2e_fail "inspect replaced a database without -f"
 grep -q "already exists" "$E2E_DIR/l3.log" || e2e_fail "$(cat "$E2E_DIR/l3.log")"
 "$INSPECT" -q "$TRACE" -o "$E2E_DIR/t.db" -f || e2e_fail "inspect -f"
-[ "$(sqlite3 "$E2E_DIR/t.db" 'select count(*) from packet')" -gt 0 ] ||
-    e2e_fail "the replaced database is empty"
+if command -v sqlite3 >/dev/null 2>&1; then
+    [ "$(sqlite3 "$E2E_DIR/t.db" 'select count(*) from packet')" -gt 0 ] ||
+        e2e_fail "the replaced database is empty"
+fi
 "$CLI" record -q -o "$E2E_DIR/old.pftrace" -t 1s -b 1m \
     >"$E2E_DIR/l4.log" 2>&1 ||
     e2e_fail "record over a regular file: $(cat "$E2E_DIR/l4.log")"
