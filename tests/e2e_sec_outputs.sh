@@ -22,14 +22,17 @@ TRACE="$top_srcdir/tests/data/discard_v2.pftrace"
 
 # --- the reported attack: -o /dev/full -f --------------------------------
 FULL="$E2E_DIR/full"
-mknod "$FULL" c 1 7 2>/dev/null ||
-    { echo "SKIP: mknod not permitted here (no CAP_MKNOD)" >&2; exit 77; }
-"$INSPECT" -q "$TRACE" -o "$FULL" -f >"$E2E_DIR/i0.log" 2>&1
-rc=$?
-[ $rc -eq 4 ] || e2e_fail "inspect -o DEVICE -f: exit $rc, not 4"
-grep -q "is a character device, not a regular file" "$E2E_DIR/i0.log" ||
-    e2e_fail "unclear message: $(cat "$E2E_DIR/i0.log")"
-[ -c "$FULL" ] || e2e_fail "the device node was replaced"
+if mknod "$FULL" c 1 7 2>/dev/null; then
+    "$INSPECT" -q "$TRACE" -o "$FULL" -f >"$E2E_DIR/i0.log" 2>&1
+    rc=$?
+    [ $rc -eq 4 ] || e2e_fail "inspect -o DEVICE -f: exit $rc, not 4"
+    grep -q "is a character device, not a regular file" "$E2E_DIR/i0.log" ||
+        e2e_fail "unclear message: $(cat "$E2E_DIR/i0.log")"
+    [ -c "$FULL" ] || e2e_fail "the device node was replaced"
+else
+    # Never aim at the machine's own /dev/full: a regression would break it.
+    echo "note: mknod not permitted here (no CAP_MKNOD): device case skipped" >&2
+fi
 
 # --- the planted names ----------------------------------------------------
 printf 'secret\n' >"$VICTIM/secret"
