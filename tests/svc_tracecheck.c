@@ -395,7 +395,7 @@ int main(int argc, char **argv)
                   (unsigned long long)l->lost_packets);
             acc_lost += l->lost_packets;
             for (size_t c = 0; verbose && c < l->n_causes; c++)
-                printf("seq %u: lost %s=%llu\n", l->sequence_id,
+                printf("loss seq %u: %s=%llu\n", l->sequence_id,
                        l->causes[c]->cause,
                        (unsigned long long)l->causes[c]->packets);
         }
