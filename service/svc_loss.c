@@ -11,8 +11,8 @@
  *   - packets the service refused after reading them (cause invalid);
  *   - producers that went away: what their sequences still have pending
  *     can never complete (cause producer_gone).
- * Producer-level facts (does it report its drops? is it gone?) live in an
- * entry with writer_id 0. Once the session is stopped, or in a clone (a
+ * Producer-level facts (does it report its drops? did it go away while the
+ * session ran?) live in an entry with writer_id 0. Once the session is stopped, or in a clone (a
  * frozen snapshot), pending packets are lost: producer_gone if their
  * producer left, else reassembly (fragments left at stop).
  *
@@ -115,7 +115,9 @@ void svc__loss_producer_gone(svc_service *svc, svc_producer *p)
             had = s->inst[k].producer_id == p->id;
         svc_xloss *pe = had ? xget(s, (uint32_t)p->id << 16, 0) : NULL;
         if (pe) {
-            pe->gone = true;
+            /* Gone while the session ran: what it left unfinished is its
+             * loss. Leaving after the stop costs nothing. */
+            pe->gone |= s->state == SVC_SESSION_STARTED;
             pe->reports |= p->reports_loss;
         }
     }
@@ -157,8 +159,8 @@ static void producer_facts(svc_service *svc, const svc_session *s,
 {
     const svc_xloss *pe = xfind(s, key & 0xFFFF0000u);
     svc_producer *p = svc__producer_by_id(svc, (uint16_t)(key >> 16));
-    *gone = (pe && pe->gone) || !p;
-    *reports = (pe && pe->reports) || (p && !*gone && p->reports_loss);
+    *gone = pe && pe->gone;
+    *reports = (pe && pe->reports) || (p && p->reports_loss);
 }
 
 /* One entry being built, with its cause array. */

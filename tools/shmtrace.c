@@ -187,7 +187,8 @@ static void print_loss_line(const Perfetto__Protos__TraceStats *st)
 {
     static const struct { const char *cause, *text, *advice; } names[] = {
         {"overwrite", "overwritten in the ring before they were read",
-         "a bigger buffer (-b) or reading while tracing (--long -p MS)"},
+         "a bigger buffer (-b), or reading it while tracing and more often "
+         "(--long -p MS, a shorter period)"},
         {"discard", "refused by the full DISCARD buffer",
          "a bigger buffer (-b) or a ring buffer (-f ring)"},
         {"producer_smb_full", "dropped in the producer (shared memory full)",
