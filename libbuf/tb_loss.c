@@ -179,8 +179,10 @@ int tb__loss_clone(tb_buffer *dst, const tb_buffer *src)
     dst->nloss = src->nloss;
     dst->loss_cap = src->loss_cap;
     dst->lhash_cap = src->lhash_cap;
-    for (uint32_t i = 0; i < dst->nloss; i++)
+    for (uint32_t i = 0; i < dst->nloss; i++) { /* reads are not cloned */
+        dst->lossv[i].packets_offered -= dst->lossv[i].packets_read;
         dst->lossv[i].packets_read = 0;
+    }
     return 0;
 }
 

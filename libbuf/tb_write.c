@@ -279,9 +279,10 @@ SHMTRACE_API void tb_copy_chunk_untrusted(tb_buffer *b, uint16_t producer_id,
             skip = s->last_payload_size; /* re-admit */
         } else if (tb__id_cmp(chunk_id, s->last_id) <= 0) {
             b->stats.chunks_discarded++;
-            /* A scraped chunk already delivered, committed again: its
-             * packets were read, not lost. Anything else is lost. */
-            if (!(chunk_id == s->last_id && s->last_incomplete))
+            /* The chunk consumed last, committed again (a scraped chunk
+             * then its real commit, or a duplicate): its packets were
+             * delivered, not lost. An older ChunkID never got in: lost. */
+            if (chunk_id != s->last_id)
                 refuse(b, s, key, TB_CAUSE_DISCARD, npk, 0, frags_size);
             return;
         }

@@ -158,7 +158,8 @@ SHMTRACE_API const tb_writer_stats *tb_get_writer_stats(const tb_buffer *,
  * that held the lost packets: the refused payload, the unread bytes of an
  * evicted record, the fragments of a failed reassembly. Entries are kept
  * for the buffer's life (not garbage-collected with empty sequences), in
- * first-seen order; a clone copies them with packets_read reset to 0. The
+ * first-seen order; a clone copies them without the packets already read
+ * (packets_read = 0, packets_offered less what was read). The
  * hot paths pay O(1) per chunk (counts known from the copy-time
  * tokenization); refusals and slow-path walks tokenize what they drop. */
 typedef enum {
