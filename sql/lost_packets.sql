@@ -39,8 +39,7 @@ FROM sequence
 WHERE seq_id != 1 AND lost_packets IS NOT NULL
 HAVING count(*) > 0;
 
-SELECT 'this trace carries no exact per-packet loss counts (it was not '
-       || 'recorded by shmtraced): per buffer below is what can be known'
+SELECT 'no exact loss counts in this trace (not recorded by shmtraced)'
        AS notice
 WHERE NOT EXISTS (SELECT 1 FROM sequence WHERE lost_packets IS NOT NULL);
 
