@@ -152,6 +152,8 @@ struct svc_session {
     /* loss accounting outside the buffers (svc_loss.c) */
     struct svc_xloss *xloss;
     size_t nxloss, xloss_cap;
+    uint32_t *xhash;             /* key -> index + 1, open addressing */
+    size_t xhash_cap;
     /* reused across reads (svc_read.c): packet scratch, file batch */
     uint8_t *scratch, *fbuf;
     size_t scratch_cap, fbuf_cap;

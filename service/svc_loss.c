@@ -18,7 +18,9 @@
  *
  * Everything from producers is untrusted: a loss report names a writer id
  * in 1..32767 and a buffer the producer may write into, else it is
- * ignored; counts only add up (saturating).
+ * ignored; counts only add up (saturating). Entries are found through a
+ * hash (a producer may name all 32767 writers in every report) and are
+ * capped per session (SVC_XLOSS_MAX; beyond it reports are dropped).
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -47,11 +49,51 @@ static uint64_t sat_add(uint64_t a, uint64_t b)
     return a + b < a ? UINT64_MAX : a + b;
 }
 
+#define SVC_XLOSS_MAX 8192u
+
+static size_t xslot(uint32_t key, size_t cap)
+{
+    return (size_t)((key * 0x9E3779B1u) >> 8) & (cap - 1);
+}
+
+static svc_xloss *xfind(const svc_session *s, uint32_t key)
+{
+    if (!s->xhash_cap)
+        return NULL;
+    for (size_t j = xslot(key, s->xhash_cap); s->xhash[j];
+         j = (j + 1) & (s->xhash_cap - 1))
+        if (s->xloss[s->xhash[j] - 1].key == key)
+            return &s->xloss[s->xhash[j] - 1];
+    return NULL;
+}
+
+static int xhash_rebuild(svc_session *s, size_t cap)
+{
+    uint32_t *h = calloc(cap, sizeof(*h));
+    if (!h)
+        return -ENOMEM;
+    for (size_t i = 0; i < s->nxloss; i++) {
+        size_t j = xslot(s->xloss[i].key, cap);
+        while (h[j])
+            j = (j + 1) & (cap - 1);
+        h[j] = (uint32_t)i + 1;
+    }
+    free(s->xhash);
+    s->xhash = h;
+    s->xhash_cap = cap;
+    return 0;
+}
+
 static svc_xloss *xget(svc_session *s, uint32_t key, uint32_t bi)
 {
-    for (size_t i = 0; i < s->nxloss; i++)
-        if (s->xloss[i].key == key)
-            return &s->xloss[i];
+    svc_xloss *found = xfind(s, key);
+    if (found)
+        return found;
+    if (s->nxloss >= SVC_XLOSS_MAX)
+        return NULL;
+    if ((s->nxloss + 1) * 2 > s->xhash_cap &&
+        xhash_rebuild(s, s->xhash_cap ? s->xhash_cap * 2 : 64) < 0)
+        return NULL;
     if (s->nxloss == s->xloss_cap) {
         size_t cap = s->xloss_cap ? s->xloss_cap * 2 : 16;
         svc_xloss *v = realloc(s->xloss, cap * sizeof(*v));
@@ -64,15 +106,11 @@ static svc_xloss *xget(svc_session *s, uint32_t key, uint32_t bi)
     memset(e, 0, sizeof(*e));
     e->key = key;
     e->buffer_index = bi;
+    size_t j = xslot(key, s->xhash_cap);
+    while (s->xhash[j])
+        j = (j + 1) & (s->xhash_cap - 1);
+    s->xhash[j] = (uint32_t)s->nxloss;
     return e;
-}
-
-static svc_xloss *xfind(const svc_session *s, uint32_t key)
-{
-    for (size_t i = 0; i < s->nxloss; i++)
-        if (s->xloss[i].key == key)
-            return &s->xloss[i];
-    return NULL;
 }
 
 void svc__loss_commit(svc_service *svc, svc_producer *p,
@@ -136,8 +174,10 @@ void svc__loss_invalid(svc_session *s, uint32_t key, uint32_t bi,
 void svc__loss_free(svc_session *s)
 {
     free(s->xloss);
+    free(s->xhash);
     s->xloss = NULL;
-    s->nxloss = s->xloss_cap = 0;
+    s->xhash = NULL;
+    s->nxloss = s->xloss_cap = s->xhash_cap = 0;
 }
 
 int svc__loss_copy(svc_session *dst, const svc_session *src)
@@ -150,7 +190,7 @@ int svc__loss_copy(svc_session *dst, const svc_session *src)
         return -ENOMEM;
     memcpy(dst->xloss, src->xloss, src->nxloss * sizeof(*src->xloss));
     dst->nxloss = dst->xloss_cap = src->nxloss;
-    return 0;
+    return xhash_rebuild(dst, src->xhash_cap);
 }
 
 /* Producer facts for key's producer: reports its drops, gone. */
@@ -262,11 +302,11 @@ int svc__loss_fill(svc_service *svc, svc_session *s,
                           l[j].packets_pending, 0);
             else
                 e->sl.packets_pending = l[j].packets_pending;
-            for (size_t x = 0; x < s->nxloss; x++)
-                if (s->xloss[x].key == key) {
-                    add_x(e, &s->xloss[x]);
-                    used[x] = true;
-                }
+            svc_xloss *xe = xfind(s, key);
+            if (xe) {
+                add_x(e, xe);
+                used[xe - s->xloss] = true;
+            }
             lp[k] = &e->sl;
             k++;
         }
