@@ -457,8 +457,8 @@ void tw_writer_destroy(tw_writer *w)
     if (w->in_packet)
         tw_packet_end(w);
     write_loss_marker(w);
-    if (w->hdr != NULL || patch_ready(w))
-        commit_held(w);
+    if (w->hdr != NULL || patch_ready(w) || w->loss_noted)
+        commit_held(w);              /* loss reports go before we leave */
     smb__arbiter_free_writer(w->arb, w->writer_id);
     free(w->patches);
     free(w);
@@ -564,9 +564,11 @@ void tw_packet_end(tw_writer *w)
         tw_end_nested(w);
     w->in_packet = false;
     if (UNLIKELY(w->dropping)) {
-        if (w->lost_unseen && w->writer_id != 0)
+        if (w->lost_unseen && w->writer_id != 0) {
             smb__arbiter_note_loss(w->arb, w->writer_id, w->target_buffer,
                                    1, logical_pos(w));
+            w->loss_noted = true;
+        }
         w->lost_unseen = false;
         return;
     }
