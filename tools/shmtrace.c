@@ -267,7 +267,8 @@ static void print_summary(const char *what, const char *path,
             "shmtrace: %s %" PRIu64 " packets (%.1f MB) to %s%s%.1f s; "
             "losses: %" PRIu64 " packets flagged previous_packet_dropped, %"
             PRIu64 " chunks overwritten, %" PRIu64 " chunks discarded, %"
-            PRIu64 " abi violations, %" PRIu64 " chunks cut by a writer (SMB full)%s\n",
+            PRIu64 " abi violations, %" PRIu64 " chunks cut by a writer "
+            "(SMB full)%s\n",
             what, o->packets, (double)o->bytes / 1e6, path,
             secs >= 0 ? " in " : "", secs >= 0 ? secs : 0.0,
             o->flagged_packets, l.chunks_overwritten, l.chunks_discarded,
