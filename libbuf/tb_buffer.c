@@ -162,7 +162,7 @@ SHMTRACE_API bool tb_read_next_packet(tb_buffer *b, tb_packet *out,
                 if (previous_packet_dropped)
                     *previous_packet_dropped = s->loss;
                 s->loss = 0;
-                tb_seq_loss *le = tb__loss_entry(b, s, s->key);
+                tb_seq_loss *le = tb__loss_of(b, s);
                 if (le)
                     le->packets_read++;
                 return true;

@@ -295,6 +295,12 @@ uint8_t tb__compute_facts(const uint8_t *payload, uint32_t payload_size,
 
 /* tb_loss.c */
 tb_seq_loss *tb__loss_entry(tb_buffer *b, tb__seq *s, uint32_t key);
+/* s's entry: cached after the first lookup (the hot paths come here). */
+static inline tb_seq_loss *tb__loss_of(tb_buffer *b, tb__seq *s)
+{
+    return s->loss_idx ? &b->lossv[s->loss_idx - 1]
+                       : tb__loss_entry(b, s, s->key);
+}
 void tb__lose(tb_buffer *b, tb__seq *s, uint32_t key, int cause,
               uint64_t packets, uint64_t bytes);
 uint32_t tb__starts_from_summary(uint32_t n, uint32_t first_size,

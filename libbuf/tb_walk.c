@@ -314,8 +314,11 @@ void tb__erase_target(tb_buffer *b, uint32_t off)
         }
         tb__centry *ce = tb__ring_at(s, 0);
         if (ce->npk) {
-            tb__lose(b, s, s->key, TB_CAUSE_OVERWRITE, ce->npk,
-                     r->payload_size);
+            tb_seq_loss *le = tb__loss_of(b, s);
+            if (le) {
+                le->lost_packets[TB_CAUSE_OVERWRITE] += ce->npk;
+                le->lost_bytes[TB_CAUSE_OVERWRITE] += r->payload_size;
+            }
             ce->npk = 0;
         }
         tb__seq_erase_head(b, s);

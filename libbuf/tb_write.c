@@ -351,7 +351,7 @@ SHMTRACE_API void tb_copy_chunk_untrusted(tb_buffer *b, uint16_t producer_id,
         return;
     }
     tb__ring_at(s, pos)->npk = npk;
-    tb_seq_loss *le = tb__loss_entry(b, s, key);
+    tb_seq_loss *le = tb__loss_of(b, s);
     if (le)
         le->packets_offered += npk;
     if (s->count == 1 && s->counted_empty) {
