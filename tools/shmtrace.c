@@ -85,7 +85,7 @@ static void usage_main(FILE *f)
 "  record   start a tracing session and write the trace to a file\n"
 "  clone    snapshot a running session into a file\n"
 "  stats    print the service's trace statistics\n"
-"  help     this help; `shmtrace help COMMAND` the command's\n"
+"  help     this help; `shmtrace help COMMAND`: that command's help\n"
 "\n"
 "The consumer socket is --socket PATH, else $PERFETTO_CONSUMER_SOCK_NAME,\n"
 "else $XDG_RUNTIME_DIR/shmtrace-consumer.sock, else\n"
