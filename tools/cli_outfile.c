@@ -33,13 +33,13 @@ int cli_outfile_open(cli_outfile *of, const char *path, char *err,
         return 0;
     }
     struct stat st;
+    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
+        snprintf(err, errlen, "%s is a directory: give a file name", path);
+        return -EISDIR;
+    }
     if (lstat(path, &st) == 0 && !S_ISREG(st.st_mode) && !S_ISLNK(st.st_mode)) {
         snprintf(err, errlen, "%s exists and is not a regular file", path);
         return -EEXIST;
-    }
-    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
-        snprintf(err, errlen, "%s is a directory", path);
-        return -EISDIR;
     }
     size_t n = strlen(path) + sizeof ".partial.XXXXXX";
     if (n > sizeof g_sig_tmp) {

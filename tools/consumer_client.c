@@ -655,24 +655,25 @@ int cons_clone_to_file(const char *socket_override, uint64_t session_id,
     int rc = 0;
     if (err_len)
         err[0] = 0;
+    /* Whole or nothing: a failed run leaves no file behind. The output is
+     * checked first, so a bad -o fails before anything else. */
+    cli_outfile of;
+    rc = cli_outfile_open(&of, path, err, err_len);
+    if (rc < 0)
+        return rc;
     cons_client *c = cons_connect(socket_override, &rc);
     if (!c) {
         char sock[108] = "";
         ipc_sock_path(IPC_SOCK_CONSUMER, socket_override, sock, sizeof sock);
         snprintf(err, err_len, CONS_NO_SERVICE_FMT, sock, strerror(-rc));
+        cli_outfile_abort(&of);
         return rc;
     }
     rc = cons_clone(c, session_id, name, err, err_len);
     if (rc < 0) {
         if (!err[0])
             snprintf(err, err_len, "CloneSession failed: %s", strerror(-rc));
-        cons_destroy(c);
-        return rc;
-    }
-    /* Whole or nothing: a failed read leaves no file behind. */
-    cli_outfile of;
-    rc = cli_outfile_open(&of, path, err, err_len);
-    if (rc < 0) {
+        cli_outfile_abort(&of);
         cons_destroy(c);
         return rc;
     }

@@ -561,7 +561,14 @@ static int cmd_record(int argc, char **argv)
     uint32_t period = ro.period_ms ? ro.period_ms
                       : cfg->file_write_period_ms ? cfg->file_write_period_ms
                                                   : DEFAULT_PERIOD_MS;
-    int rc = 0;
+    /* FILE.partial.XXXXXX, renamed to FILE when kept (O_RDWR: with
+     * write_into_file we read back what the service wrote). First, so a
+     * bad -o fails before anything starts. */
+    int rc = cli_outfile_open(&of, ro.out, err, sizeof err);
+    if (rc < 0) {
+        fprintf(stderr, "shmtrace record: %s; nothing written\n", err);
+        goto out;
+    }
     c = cons_connect(ro.socket, &rc);
     if (!c) {
         char path[108] = "";
@@ -569,13 +576,6 @@ static int cmd_record(int argc, char **argv)
         fprintf(stderr, "shmtrace record: " CONS_NO_SERVICE_FMT "\n", path,
                 strerror(-rc));
         status = EXIT_NO_SERVICE;
-        goto out;
-    }
-    /* FILE.partial.XXXXXX, renamed to FILE when kept (O_RDWR: with
-     * write_into_file we read back what the service wrote). */
-    rc = cli_outfile_open(&of, ro.out, err, sizeof err);
-    if (rc < 0) {
-        fprintf(stderr, "shmtrace record: %s\n", err);
         goto out;
     }
     if (cons_out_init(&o, of.fd) < 0)
