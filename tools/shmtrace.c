@@ -610,6 +610,10 @@ static int cmd_record(int argc, char **argv)
             disable_deadline = ipc_now_ms() + DISABLE_WAIT_MS;
             if (pg.enabled)
                 fputc('\n', stderr);
+            fprintf(stderr, "shmtrace record: stopping: final flush, then "
+                    "reading the buffers into %s (Ctrl-C again to stop "
+                    "waiting%s)\n", ro.out, ro.long_mode && !service_writes
+                    ? " and keep what was read" : "; nothing is written then");
             rc = cons_disable(c);
             if (rc < 0 && rc != -ENOTCONN)
                 fprintf(stderr, "shmtrace record: DisableTracing failed: "
