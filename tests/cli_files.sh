@@ -154,4 +154,25 @@ grep -q "interrupted twice: .*r8.pftrace holds the [1-9][0-9]* whole packets" \
 e2e_check "$D/r8.pftrace" --min-total 1
 no_file "$D/r8.pftrace.partial"
 kill -CONT "$PROD"
+wait_for registered
+
+# 9. Progress on a terminal (script(1) gives record a pty): elapsed and
+# remaining time against -t; without --long it says the packets are in the
+# service's buffers (not "file 0.0 MB" throughout); with --long the file.
+if command -v script >/dev/null 2>&1; then
+    script -qec "\"$CLI\" record -o \"$D/p1.pftrace\" -t 2" "$D/p1.tty" \
+        >/dev/null 2>&1 </dev/null || e2e_fail "record on a pty: rc=$?"
+    tr '\r' '\n' <"$D/p1.tty" >"$D/p1.txt"
+    grep -q '^.*\[ *[0-9.]* s, [0-9]* s left\] traced [0-9.]* MB | in the service.s buffers, read at the end | losses' \
+        "$D/p1.txt" || e2e_fail "progress: $(cat "$D/p1.txt")"
+    grep -q 'file 0.0 MB' "$D/p1.txt" && e2e_fail "progress shows an empty file"
+    script -qec "\"$CLI\" record -o \"$D/p2.pftrace\" -t 2 --long -p 100" \
+        "$D/p2.tty" >/dev/null 2>&1 </dev/null || e2e_fail "record --long on a pty"
+    tr '\r' '\n' <"$D/p2.tty" >"$D/p2.txt"
+    grep -q '\[ *[0-9.]* s, [0-9]* s left\] traced [0-9.]* MB | file [0-9.]* MB, [0-9]* packets |' \
+        "$D/p2.txt" || e2e_fail "progress --long: $(cat "$D/p2.txt")"
+    grep -q "wrote [1-9][0-9]* packets" "$D/p2.txt" || e2e_fail "no summary on a pty"
+else
+    echo "note: script(1) not installed: progress display not checked"
+fi
 echo "cli_files: all checks passed"

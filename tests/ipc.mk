@@ -30,6 +30,6 @@ $(tests_check_cli_OBJECTS): $(PROTO_GEN_H)
 # Scripted: CLI argument handling (no daemon) and a smoke test of
 # record/clone/stats against the real daemon (uses tests/e2e_lib.sh).
 ipc_cli_tests = tests/cli_args.sh tests/cli_smoke.sh tests/cli_files.sh \
-	tests/cli_docs.sh tests/cli_demo.sh
+	tests/cli_docs.sh tests/cli_demo.sh tests/cli_install.sh
 dist_check_SCRIPTS += $(ipc_cli_tests)
 TESTS += $(ipc_cli_tests)

@@ -299,6 +299,7 @@ typedef struct progress {
     uint64_t start_ms, last_ms;
     uint32_t duration_ms;  /* 0: until Ctrl-C */
     bool reading;          /* --long: we read into the file while tracing */
+    int service_fd;        /* write_into_file: the file the service writes */
 } progress;
 
 static void draw_progress(progress *pg, cons_client *c, const cons_out *o,
@@ -331,9 +332,13 @@ static void draw_progress(progress *pg, cons_client *c, const cons_out *o,
                  (double)el / 1000.0);
     /* Without --long nothing reaches the file before the end: show what
      * the service holds instead of a file that stays empty. */
+    struct stat fst;
     if (pg->reading)
         snprintf(where, sizeof where, "file %.1f MB, %" PRIu64 " packets",
                  (double)o->bytes / 1e6, o->packets);
+    else if (pg->service_fd >= 0 && fstat(pg->service_fd, &fst) == 0)
+        snprintf(where, sizeof where, "file %.1f MB (the service writes it)",
+                 (double)fst.st_size / 1e6);
     else
         snprintf(where, sizeof where, "in the service's buffers, "
                  "read at the end");
@@ -593,7 +598,8 @@ static int cmd_record(int argc, char **argv)
     }
     progress pg = { !ro.quiet && isatty(STDERR_FILENO), ipc_now_ms(), 0,
                     cfg->has_duration_ms ? cfg->duration_ms : 0,
-                    ro.long_mode && !service_writes };
+                    ro.long_mode && !service_writes,
+                    service_writes ? of.fd : -1 };
     uint64_t next_read = ipc_now_ms() + period;
     bool disabled = false;
     uint64_t disable_deadline = 0;
