@@ -512,13 +512,18 @@ static int cmd_record(int argc, char **argv)
     }
     ro.data_sources = ds_list;
     if (optind < argc) {
-        fprintf(stderr, "shmtrace record: unexpected argument '%s' (see "
-                "shmtrace record --help)\n", argv[optind]);
+        fprintf(stderr, "shmtrace record: unexpected argument '%s'\n"
+                CLI_TRY_HELP("shmtrace record"), argv[optind]);
         return EXIT_USAGE;
     }
     if (!ro.out) {
-        fprintf(stderr, "shmtrace record: missing -o FILE (see shmtrace "
-                "record --help)\n");
+        fprintf(stderr, "shmtrace record: missing -o FILE (the trace "
+                "file to write)\n" CLI_TRY_HELP("shmtrace record"));
+        return EXIT_USAGE;
+    }
+    if (ro.json && strcmp(ro.out, "-") == 0) {
+        fprintf(stderr, "shmtrace record: --json and -o - both want "
+                "stdout: write the trace to a file\n");
         return EXIT_USAGE;
     }
     /* Build the config. */
@@ -782,13 +787,13 @@ static int cmd_clone(int argc, char **argv)
         }
     }
     if (optind < argc) {
-        fprintf(stderr, "shmtrace clone: unexpected argument '%s' (see "
-                "shmtrace clone --help)\n", argv[optind]);
+        fprintf(stderr, "shmtrace clone: unexpected argument '%s'\n"
+                CLI_TRY_HELP("shmtrace clone"), argv[optind]);
         return EXIT_USAGE;
     }
     if (!out) {
-        fprintf(stderr, "shmtrace clone: missing -o FILE (see shmtrace "
-                "clone --help)\n");
+        fprintf(stderr, "shmtrace clone: missing -o FILE (the trace "
+                "file to write)\n" CLI_TRY_HELP("shmtrace clone"));
         return EXIT_USAGE;
     }
     if (name && id != UINT64_MAX) {
@@ -871,8 +876,8 @@ static int cmd_stats(int argc, char **argv)
         }
     }
     if (optind < argc) {
-        fprintf(stderr, "shmtrace stats: unexpected argument '%s' (see "
-                "shmtrace stats --help)\n", argv[optind]);
+        fprintf(stderr, "shmtrace stats: unexpected argument '%s'\n"
+                CLI_TRY_HELP("shmtrace stats"), argv[optind]);
         return EXIT_USAGE;
     }
     int rc = 0;
