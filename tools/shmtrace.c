@@ -35,6 +35,7 @@
 #include "cli_json.h"
 #include "cli_outfile.h"
 #include "cli_parse.h"
+#include "cli_report.h"
 #include "consumer_client.h"
 #include "ipc.h"
 #include "textproto.h"
@@ -294,132 +295,12 @@ static int apply_flags(TraceConfig *cfg, const rec_opts *ro)
     return 0;
 }
 
-typedef struct progress {
-    bool enabled;
-    uint64_t start_ms, last_ms;
-    uint32_t duration_ms;  /* 0: until Ctrl-C */
-    bool reading;          /* --long: we read into the file while tracing */
-    int service_fd;        /* write_into_file: the file the service writes */
-} progress;
-
-static void draw_progress(progress *pg, cons_client *c, const cons_out *o,
-                          bool final)
-{
-    if (!pg->enabled)
-        return;
-    if (final) {
-        fputs("\r\033[K", stderr); /* the summary line replaces it */
-        return;
-    }
-    uint64_t now = ipc_now_ms();
-    if (now - pg->last_ms < 1000)
-        return;
-    pg->last_ms = now;
-    Perfetto__Protos__TraceStats *st = NULL;
-    cons_losses l;
-    memset(&l, 0, sizeof l);
-    if (cons_get_stats(c, &st) == 0)
-        cons_losses_from_stats(st, &l);
-    uint64_t el = now - pg->start_ms;
-    char when[64], where[96];
-    if (pg->duration_ms)
-        snprintf(when, sizeof when, "%6.1f s, %.0f s left",
-                 (double)el / 1000.0,
-                 el >= pg->duration_ms
-                     ? 0.0 : (double)(pg->duration_ms - el) / 1000.0);
-    else
-        snprintf(when, sizeof when, "%6.1f s, Ctrl-C stops",
-                 (double)el / 1000.0);
-    /* Without --long nothing reaches the file before the end: show what
-     * the service holds instead of a file that stays empty. */
-    struct stat fst;
-    if (pg->reading)
-        snprintf(where, sizeof where, "file %.1f MB, %" PRIu64 " packets",
-                 (double)o->bytes / 1e6, o->packets);
-    else if (pg->service_fd >= 0 && fstat(pg->service_fd, &fst) == 0)
-        snprintf(where, sizeof where, "file %.1f MB (the service writes it)",
-                 (double)fst.st_size / 1e6);
-    else
-        snprintf(where, sizeof where, "in the service's buffers, "
-                 "read at the end");
-    fprintf(stderr,
-            "\r\033[K[%s] traced %.1f MB | %s | losses: %" PRIu64
-            " flagged, %" PRIu64 " overwritten, %" PRIu64 " discarded, %"
-            PRIu64 " in producers", when, (double)l.bytes_written / 1e6,
-            where, o->flagged_packets, l.chunks_overwritten,
-            l.chunks_discarded, l.trace_writer_packet_loss);
-    perfetto__protos__trace_stats__free_unpacked(st, NULL);
-}
-
-/* The summary as one JSON object on stdout (--json). */
-static void print_json_summary(const char *cmd, const char *path,
-                               const cons_out *o,
-                               const Perfetto__Protos__TraceStats *st,
-                               uint64_t elapsed_ms, const char *status)
-{
-    cons_losses l;
-    cons_losses_from_stats(st, &l);
-    printf("{\"command\":");
-    cli_json_string(stdout, cmd);
-    printf(",\"status\":");
-    cli_json_string(stdout, status);
-    printf(",\"file\":");
-    cli_json_string(stdout, path);
-    printf(",\"seconds\":%.3f,\"packets\":%" PRIu64 ",\"bytes\":%" PRIu64
-           ",\"packets_flagged_previous_packet_dropped\":%" PRIu64
-           ",\"malformed_packets\":%" PRIu64
-           ",\"losses\":{\"chunks_overwritten\":%" PRIu64
-           ",\"chunks_discarded\":%" PRIu64 ",\"abi_violations\":%" PRIu64
-           ",\"trace_writer_packet_loss\":%" PRIu64
-           ",\"patches_failed\":%" PRIu64 ",\"invalid_packets\":%" PRIu64
-           "},\"trace_stats\":",
-           (double)elapsed_ms / 1000.0, o->packets, o->bytes,
-           o->flagged_packets, o->malformed, l.chunks_overwritten,
-           l.chunks_discarded, l.abi_violations, l.trace_writer_packet_loss,
-           l.patches_failed, l.invalid_packets);
-    cli_json_message(stdout, st ? &st->base : NULL);
-    printf("}\n");
-    fflush(stdout);
-}
-
 /* ReadBuffers callback of --long: a second Ctrl-C stops writing. */
 static int rec_packet(const uint8_t *packet, size_t len, void *out)
 {
     if (g_stop >= 2)
         return -ECANCELED;
     return cons_out_packet(packet, len, out);
-}
-
-/* A run that ends early (interrupted twice, service gone): keep FILE only
- * if it holds whole packets -- what we read (ours) or what the service
- * wrote (cut at its last whole record) -- and say what it holds; else
- * remove it and say nothing was written. */
-static void keep_partial(cli_outfile *of, cons_out *o, bool keep, bool json,
-                         const char *why, uint64_t elapsed_ms,
-                         bool service_wrote)
-{
-    char err[512];
-    if (keep && service_wrote && of->fd >= 0) {
-        int rc = cons_out_scan_fd(o, of->fd);
-        if ((rc == 0 || rc == -EBADMSG) &&
-            ftruncate(of->fd, (off_t)o->bytes) < 0)
-            o->packets = 0;
-    }
-    if (keep && o->packets > 0 && (service_wrote || cons_out_flush(o) == 0) &&
-        cli_outfile_commit(of, err, sizeof err) == 0) {
-        fprintf(stderr, "shmtrace record: %s: %s holds the %" PRIu64
-                " whole packets (%.1f MB) recorded in the first %.1f s; the "
-                "rest of the session was not read\n", why, of->path,
-                o->packets, (double)o->bytes / 1e6,
-                (double)elapsed_ms / 1000.0);
-        if (json)
-            print_json_summary("record", of->path, o, o->last_stats,
-                               elapsed_ms, "partial");
-        return;
-    }
-    cli_outfile_abort(of);
-    fprintf(stderr, "shmtrace record: %s: nothing written (%s not "
-            "created)\n", why, of->path);
 }
 
 static int cmd_record(int argc, char **argv)
@@ -601,7 +482,7 @@ static int cmd_record(int argc, char **argv)
                 strerror(-rc));
         goto out;
     }
-    progress pg = { !ro.quiet && isatty(STDERR_FILENO), ipc_now_ms(), 0,
+    cli_progress pg = { !ro.quiet && isatty(STDERR_FILENO), ipc_now_ms(), 0,
                     cfg->has_duration_ms ? cfg->duration_ms : 0,
                     ro.long_mode && !service_writes,
                     service_writes ? of.fd : -1 };
@@ -646,24 +527,24 @@ static int cmd_record(int argc, char **argv)
             next_read = ipc_now_ms() + period;
         }
         if (!cons_ended(c, NULL))
-            draw_progress(&pg, c, &o, false);
+            cli_progress_draw(&pg, c, &o, false);
     }
     uint64_t elapsed_ms = ipc_now_ms() - pg.start_ms;
     if (g_stop >= 2) {
-        draw_progress(&pg, c, &o, true);
+        cli_progress_draw(&pg, c, &o, true);
         status = CLI_EXIT_INTERRUPTED;
-        keep_partial(&of, &o, ro.long_mode || service_writes, ro.json,
+        cli_keep_partial(&of, &o, ro.long_mode || service_writes, ro.json,
                      "interrupted twice", elapsed_ms, service_writes);
         goto out;
     }
     if (end_err) {
-        draw_progress(&pg, c, &o, true);
+        cli_progress_draw(&pg, c, &o, true);
         if (strstr(end_err, "lost")) {
             fprintf(stderr, "shmtrace record: the connection to the tracing "
                     "service at %s was lost after %.1f s (shmtraced stopped "
                     "or killed?)\n", cons_socket_path(c),
                     (double)elapsed_ms / 1000.0);
-            keep_partial(&of, &o, ro.long_mode || service_writes, ro.json,
+            cli_keep_partial(&of, &o, ro.long_mode || service_writes, ro.json,
                          "connection lost", elapsed_ms, service_writes);
             goto out;
         }
@@ -689,7 +570,7 @@ static int cmd_record(int argc, char **argv)
             fprintf(stderr, "shmtrace record: reading buffers into %s "
                     "failed: %s\n", ro.out, strerror(-rc));
             if (rc == -ENOTCONN && o.packets) {
-                keep_partial(&of, &o, true, ro.json, "connection lost",
+                cli_keep_partial(&of, &o, true, ro.json, "connection lost",
                              elapsed_ms, false);
                 goto out;
             }
@@ -711,7 +592,7 @@ static int cmd_record(int argc, char **argv)
         if (!st)
             st = o.last_stats;
     }
-    draw_progress(&pg, c, &o, true);
+    cli_progress_draw(&pg, c, &o, true);
     rc = cli_outfile_commit(&of, err, sizeof err);
     if (rc < 0) {
         fprintf(stderr, "shmtrace record: %s (nothing written)\n", err);
@@ -720,7 +601,7 @@ static int cmd_record(int argc, char **argv)
     }
     status = 0;
     if (ro.json)
-        print_json_summary("record", ro.out, &o, st, elapsed_ms,
+        cli_json_summary("record", ro.out, &o, st, elapsed_ms,
                            cut_short ? "cut_short" : "complete");
     else
         print_summary("wrote", ro.out, &o, st, (double)elapsed_ms / 1000.0);
@@ -738,7 +619,7 @@ static int cmd_record(int argc, char **argv)
     perfetto__protos__trace_stats__free_unpacked(fetched, NULL);
     goto out;
 fail_nothing:
-    draw_progress(&pg, c, &o, true);
+    cli_progress_draw(&pg, c, &o, true);
     fprintf(stderr, "shmtrace record: nothing written (%s not created)\n",
             ro.out);
 out:
@@ -812,7 +693,7 @@ static int cmd_clone(int argc, char **argv)
         return strstr(err, "cannot connect") ? EXIT_NO_SERVICE : EXIT_FAIL;
     }
     if (json)
-        print_json_summary("clone", out, &o, o.last_stats,
+        cli_json_summary("clone", out, &o, o.last_stats,
                            ipc_now_ms() - t0, "complete");
     else
         print_summary("cloned", out, &o, o.last_stats,
