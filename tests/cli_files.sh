@@ -156,6 +156,14 @@ no_file "$D/r8.pftrace.partial"
 kill -CONT "$PROD"
 wait_for registered
 
+# 8. The producer told each of the three outages once (not every retry)
+# and each reconnection.
+n=$(grep -c "connection to the tracing service at $PERFETTO_PRODUCER_SOCK_NAME lost: .*; reconnecting every second" "$D/prod.log")
+[ "$n" -eq 3 ] || e2e_fail "producer: $n 'lost' lines for 3 outages: $(cat "$D/prod.log")"
+n=$(grep -c "^shmtrace-producer: connected to $PERFETTO_PRODUCER_SOCK_NAME" "$D/prod.log")
+[ "$n" -eq 4 ] || e2e_fail "producer: $n 'connected' lines, want 4"
+grep -q "cannot connect" "$D/prod.log" && e2e_fail "producer: 'cannot connect' after it had connected"
+
 # 9. Progress on a terminal (script(1) gives record a pty): elapsed and
 # remaining time against -t; without --long it says the packets are in the
 # service's buffers (not "file 0.0 MB" throughout); with --long the file.
