@@ -9,9 +9,10 @@
 #      to find;
 #   4. inspect the trace into SQLite;
 #   5. print what was lost, where and why, with plain sqlite3 and sql/*.sql.
-#   6. say where the trace and the database are and how to open them.
-# Every process it starts is stopped on exit, whatever happens. The trace,
-# the database and the logs are kept (DEMO_KEEP=0 removes them).
+# Every process it starts is stopped on exit, whatever happens.
+#
+# At the end it says where the trace, the database and the logs are kept
+# and how to open them (DEMO_KEEP=0 removes them instead).
 #
 # Knobs (environment): DEMO_SECONDS (3), DEMO_BUFFER (128k), DEMO_PRODUCERS
 # (3), DEMO_RATE (packets/s per thread, 4000), DEMO_SIZE (payload bytes, 200),
