@@ -61,5 +61,5 @@ if [ "$mode" = test ]; then
   fi
 else
   echo "=== running the main job (make demo)"
-  make demo
+  make -s --no-print-directory demo
 fi
