@@ -57,7 +57,7 @@ echo old >"$D/keep.pftrace"
 "$CLI" clone -n nosuch -o "$D/keep.pftrace" 2>"$D/c2.err"
 rc=$?
 [ $rc -eq 1 ] || e2e_fail "clone nosuch: rc=$rc"
-grep -q "no tracing session named 'nosuch' to clone; nothing written" \
+grep -q "^shmtrace clone: no tracing session named 'nosuch' to clone.*; nothing written\$" \
     "$D/c2.err" || e2e_fail "c2: $(cat "$D/c2.err")"
 [ "$(cat "$D/keep.pftrace")" = old ] || e2e_fail "older file clobbered"
 no_file "$D/keep.pftrace.partial"
