@@ -88,8 +88,11 @@ if [ -n "${pkgdatadir:-}" ]; then
 fi
 grep -q "Perfetto's default path" "$DIR/i.help" &&
     fail "inspect --help still says \"Perfetto's default path\""
-grep -q '/tmp/shmtrace-consumer.sock' "$DIR/i.help" ||
-    fail "inspect --help does not name the default socket"
+# The default it gives is the one of `shmtrace --help` (one place to say it).
+grep -q 'else as `shmtrace --help` says' "$DIR/i.help" ||
+    fail "inspect --help does not give the default socket"
+grep -q 'PERFETTO_CONSUMER_SOCK_NAME' "$DIR/main.help" ||
+    fail "shmtrace --help does not give the default socket"
 
 # 4. Man pages generated from --help, with the same table.
 for m in shmtrace shmtrace-producer shmtrace-inspect shmtraced; do

@@ -123,20 +123,18 @@ static bool g_connected_once, g_said_retrying;
 static char g_sock[256];
 
 /* The socket libshm connects to, for messages: the flag, else
- * $PERFETTO_PRODUCER_SOCK_NAME, else $XDG_RUNTIME_DIR/..., else /tmp/...
- * (the order of ipc_sock_path, which libshm does not export). */
+ * $PERFETTO_PRODUCER_SOCK_NAME; libshm resolves the default itself (and
+ * does not export the result), so that one is described, not guessed. */
 static void resolve_socket(void)
 {
     const char *env = getenv("PERFETTO_PRODUCER_SOCK_NAME");
-    const char *xdg = getenv("XDG_RUNTIME_DIR");
     if (S.socket && *S.socket)
         snprintf(g_sock, sizeof g_sock, "%s", S.socket);
     else if (env && *env)
         snprintf(g_sock, sizeof g_sock, "%s", env);
-    else if (xdg && xdg[0] == '/')
-        snprintf(g_sock, sizeof g_sock, "%s/shmtrace-producer.sock", xdg);
     else
-        snprintf(g_sock, sizeof g_sock, "/tmp/shmtrace-producer.sock");
+        snprintf(g_sock, sizeof g_sock, "the default producer socket (see "
+                 "--socket in --help)");
 }
 
 static void post_event(const event *e)
@@ -292,7 +290,9 @@ static void cb_disconnect(prod_producer *p, int err, void *ctx)
 {
     (void)p; (void)ctx;
     bool retry = S.reconnect && !S.once;
-    const char *why = err ? strerror(-err) : "closed";
+    const char *why = err == -EPERM ? "the service runs as another user, "
+                      "neither root nor you: refused"
+                      : err ? strerror(-err) : "closed";
     /* Once per outage, not once per retry. */
     if (!S.quiet && !g_said_retrying) {
         if (g_connected_once)
