@@ -65,7 +65,7 @@ START_TEST(test_outfile_commit_and_abort)
     struct stat st;
     ck_assert_int_eq(stat(path, &st), 0);
     ck_assert_int_eq(st.st_size, 3);
-    ck_assert_int_eq(st.st_mode & 0600, 0600);    /* readable by its owner */
+    ck_assert_int_eq(st.st_mode & 0777, 0600);    /* its owner's only */
 
     /* A failed run: the older file stays as it was, no partial left. */
     ck_assert_int_eq(cli_outfile_open(&of, path, err, sizeof err), 0);
@@ -97,6 +97,14 @@ START_TEST(test_outfile_refusals)
     ck_assert_int_eq(cli_outfile_open(&of, "/dev/null", err, sizeof err),
                      -EEXIST);
     ck_assert_ptr_nonnull(strstr(err, "not a regular file"));
+    /* A symlink is refused and left alone (not replaced, not followed). */
+    char link[128], target[128];
+    snprintf(link, sizeof link, "%s/link", g_dir);
+    snprintf(target, sizeof target, "%s/target", g_dir);
+    ck_assert_int_eq(symlink(target, link), 0);
+    ck_assert_int_eq(cli_outfile_open(&of, link, err, sizeof err), -EEXIST);
+    ck_assert_ptr_nonnull(strstr(err, "a symlink"));
+    ck_assert_int_eq(unlink(link), 0);
     snprintf(path, sizeof path, "%s/no/such/dir/t", g_dir);
     ck_assert_int_eq(cli_outfile_open(&of, path, err, sizeof err), -ENOENT);
     ck_assert_ptr_nonnull(strstr(err, "cannot create"));

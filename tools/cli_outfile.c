@@ -33,12 +33,16 @@ int cli_outfile_open(cli_outfile *of, const char *path, char *err,
         return 0;
     }
     struct stat st;
-    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
+    if (lstat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
         snprintf(err, errlen, "%s is a directory: give a file name", path);
         return -EISDIR;
     }
-    if (lstat(path, &st) == 0 && !S_ISREG(st.st_mode) && !S_ISLNK(st.st_mode)) {
-        snprintf(err, errlen, "%s exists and is not a regular file", path);
+    if (lstat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
+        snprintf(err, errlen, "%s exists and is not a regular file (%s): "
+                 "refused, left alone", path,
+                 S_ISLNK(st.st_mode) ? "a symlink" : S_ISCHR(st.st_mode) ||
+                 S_ISBLK(st.st_mode) ? "a device" : S_ISFIFO(st.st_mode)
+                 ? "a FIFO" : S_ISSOCK(st.st_mode) ? "a socket" : "special");
         return -EEXIST;
     }
     size_t n = strlen(path) + sizeof ".partial.XXXXXX";
@@ -60,9 +64,9 @@ int cli_outfile_open(cli_outfile *of, const char *path, char *err,
         of->tmp = NULL;
         return -e;
     }
-    mode_t mask = umask(0);
-    umask(mask);
-    (void)fchmod(fd, 0644 & ~mask);
+    /* mkostemp's mode 0600 stays: a trace can hold anything a producer
+     * wrote, so it is readable by its owner only (as the security rules
+     * of the outputs want). */
     of->fd = fd;
     g_sig_tmp_set = 0;
     memcpy(g_sig_tmp, of->tmp, n);

@@ -9,9 +9,12 @@
  * unlinked from the signal handler (cli_outfile_abort_from_signal). "-"
  * means standard output: written directly, nothing to rename or remove.
  *
- * An existing FILE that is not a regular file (a directory, a device, a
- * FIFO) is refused before anything starts, so a long recording cannot end
- * in a failed rename.
+ * An existing FILE that is not a regular file (a symlink, a directory, a
+ * device, a FIFO, a socket) is refused and left alone before anything
+ * starts, so a long recording cannot end in a failed rename; the
+ * temporary file is created with O_EXCL (never through a symlink) and
+ * the rename replaces a name, never writes through one. Files are created
+ * with mode 0600.
  */
 #ifndef SHMTRACE_CLI_OUTFILE_H
 #define SHMTRACE_CLI_OUTFILE_H
@@ -24,7 +27,7 @@ typedef struct cli_outfile {
     int fd;           /* -1 when closed */
 } cli_outfile;
 
-/* Create the temporary file (mode 0644 less the umask). 0, or a negative
+/* Create the temporary file (mode 0600). 0, or a negative
  * errno with err naming the file and the cause. */
 int cli_outfile_open(cli_outfile *of, const char *path, char *err,
                      size_t errlen);
