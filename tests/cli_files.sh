@@ -30,7 +30,14 @@ wait_for() {
 }
 session_running() { "$CLI" stats 2>/dev/null | grep -q '^tracing_sessions         1'; }
 registered() { "$CLI" stats 2>/dev/null | grep -q '^data_sources_registered  1'; }
-partial_nonempty() { for f in "$1".partial.*; do [ -s "$f" ] && return 0; done; return 1; }
+# The file being written already holds producer packets (a check of a
+# file caught mid-write just fails and is retried).
+partial_has_packets() {
+    for f in "$1".partial.*; do
+        [ -s "$f" ] && "$TRACECHECK" --min-total 1 "$f" && return 0
+    done
+    return 1
+}
 restart_daemon() {
     rm -f "$PERFETTO_PRODUCER_SOCK_NAME" "$PERFETTO_CONSUMER_SOCK_NAME"
     e2e_start_daemon
@@ -111,7 +118,7 @@ restart_daemon
 # 6. Same with --long: what was read is whole packets, kept and reported.
 e2e_spawn rec6 "$CLI" record -o "$D/r6.pftrace" --long -p 100 -q
 R=$E2E_LAST_PID
-wait_for partial_nonempty "$D/r6.pftrace"
+wait_for partial_has_packets "$D/r6.pftrace"
 kill -KILL "$DAEMON_PID"
 e2e_wait_pid "$R" 60 || e2e_fail "record did not end with the daemon"
 [ "$E2E_RC" -eq 1 ] || e2e_fail "daemon killed (--long): rc=$E2E_RC"
@@ -121,9 +128,16 @@ e2e_check "$D/r6.pftrace" --min-total 1
 no_file "$D/r6.pftrace.partial"
 restart_daemon
 
-# 7. Ctrl-C twice while the service waits for a stopped producer: exit 130
-# at once; nothing written (the buffers were never read)...
-e2e_spawn rec7 "$CLI" record -o "$D/r7.pftrace" -q
+# 7. Ctrl-C twice while the service waits for a stopped producer (a minute
+# at most, whatever the load): exit 130 at once; nothing written (the
+# buffers were never read)...
+cat >"$D/slow.cfg" <<'CFG'
+buffers { size_kb: 4096 }
+data_sources { config { name: "shmtrace.synthetic" } }
+flush_timeout_ms: 60000
+data_source_stop_timeout_ms: 60000
+CFG
+e2e_spawn rec7 "$CLI" record -c "$D/slow.cfg" -o "$D/r7.pftrace" -q
 R=$E2E_LAST_PID
 wait_for session_running
 kill -STOP "$PROD"
@@ -140,9 +154,10 @@ wait_for registered
 wait_for sh -c "! \"$CLI\" stats | grep -q '^tracing_sessions         1'"
 
 # ... and with --long the whole packets read until then, reported.
-e2e_spawn rec8 "$CLI" record -o "$D/r8.pftrace" --long -p 100 -q
+e2e_spawn rec8 "$CLI" record -c "$D/slow.cfg" -o "$D/r8.pftrace" --long \
+    -p 100 -q
 R=$E2E_LAST_PID
-wait_for partial_nonempty "$D/r8.pftrace"
+wait_for partial_has_packets "$D/r8.pftrace"
 kill -STOP "$PROD"
 kill -INT "$R"
 wait_for grep -q "Ctrl-C again to stop waiting" "$D/rec8.log"
