@@ -104,6 +104,12 @@ for m in shmtrace shmtrace-producer shmtrace-inspect shmtraced; do
 done
 grep -q '^\.SH "shmtrace record"' "$top_builddir/man/shmtrace.1" ||
     fail "shmtrace.1 lacks the record section"
+if command -v groff >/dev/null 2>&1; then
+    for f in "$top_builddir"/man/*.1; do
+        w=$(groff -man -ww -z "$f" 2>&1)
+        [ -z "$w" ] || fail "groff warns about $f: $w"
+    done
+fi
 
 # 5. The docs' example outputs are what the commands print.
 sh "$top_srcdir/scripts/doc_examples.sh" --check
