@@ -5,9 +5,10 @@
 # short (shmtraced SIGTERMed) keeps a whole trace, says so and exits 1; a
 # daemon SIGKILLed mid-record leaves nothing, or with --long a file of
 # whole packets that is reported as such; a second Ctrl-C exits 130 with
-# nothing written, or with --long the whole packets read so far; --json
-# summaries. Real daemon and producer on private sockets (e2e_lib.sh);
-# waits on conditions, never on timing.
+# nothing written, or with --long (or write_into_file) the whole packets
+# in the file so far; --json summaries; the progress line on a pty. Real
+# daemon and producer on private sockets (e2e_lib.sh); waits on
+# conditions, never on timing.
 . "${top_srcdir:-.}/tests/e2e_lib.sh"
 e2e_need_tools
 [ -x "$SHMTRACED" ] && [ -x "$TRACECHECK" ] || { echo "SKIP: daemon not built"; exit 77; }
@@ -168,6 +169,30 @@ grep -q "interrupted twice: .*r8.pftrace holds the [1-9][0-9]* whole packets" \
     "$D/rec8.log" || e2e_fail "r8: $(cat "$D/rec8.log")"
 e2e_check "$D/r8.pftrace" --min-total 1
 no_file "$D/r8.pftrace.partial"
+kill -CONT "$PROD"
+wait_for registered
+wait_for sh -c "! \"$CLI\" stats | grep -q '^tracing_sessions         1'"
+
+# ... and when the service writes the file (write_into_file), the whole
+# records it wrote, cut at the last one.
+cat "$D/slow.cfg" - >"$D/wif.cfg" <<'CFG'
+write_into_file: true
+file_write_period_ms: 100
+CFG
+e2e_spawn rec9 "$CLI" record -c "$D/wif.cfg" -o "$D/r9.pftrace" -q
+R=$E2E_LAST_PID
+wait_for partial_has_packets "$D/r9.pftrace"
+kill -STOP "$PROD"
+kill -INT "$R"
+wait_for grep -q "Ctrl-C again to stop waiting and keep the whole packets" \
+    "$D/rec9.log"
+kill -INT "$R"
+e2e_wait_pid "$R" 20 || e2e_fail "second Ctrl-C did not stop record"
+[ "$E2E_RC" -eq 130 ] || e2e_fail "interrupted twice (write_into_file): rc=$E2E_RC"
+grep -q "interrupted twice: .*r9.pftrace holds the [1-9][0-9]* whole packets" \
+    "$D/rec9.log" || e2e_fail "r9: $(cat "$D/rec9.log")"
+e2e_check "$D/r9.pftrace" --min-total 1
+no_file "$D/r9.pftrace.partial"
 kill -CONT "$PROD"
 wait_for registered
 

@@ -139,9 +139,10 @@ static void usage_record(FILE *f)
 "and renamed at the end, so a failed run leaves no file behind and an\n"
 "older FILE intact. Ctrl-C (or SIGTERM) stops the session and still\n"
 "writes the trace; a second Ctrl-C stops waiting (exit 130): with --long\n"
-"FILE keeps the whole packets read so far, else nothing is written. If\n"
-"the service ends the session early (shmtraced stopped or killed), FILE\n"
-"keeps what was read, the message says so, and the exit status is 1.\n"
+"or write_into_file FILE keeps the whole packets already in it, else\n"
+"nothing is written. If the service ends the session early (shmtraced\n"
+"stopped or killed), FILE keeps what was read, the message says so, and\n"
+"the exit status is 1.\n"
 "\n%s", exit_codes_help);
 }
 
@@ -504,8 +505,9 @@ static int cmd_record(int argc, char **argv)
                 fputc('\n', stderr);
             fprintf(stderr, "shmtrace record: stopping: final flush, then "
                     "reading the buffers into %s (Ctrl-C again to stop "
-                    "waiting%s)\n", ro.out, ro.long_mode && !service_writes
-                    ? " and keep what was read" : "; nothing is written then");
+                    "waiting%s)\n", ro.out, ro.long_mode || service_writes
+                    ? " and keep the whole packets already in it"
+                    : "; nothing is written then");
             rc = cons_disable(c);
             if (rc < 0 && rc != -ENOTCONN)
                 fprintf(stderr, "shmtrace record: DisableTracing failed: "
