@@ -8,6 +8,8 @@
  * SIGTERM/SIGINT (via signalfd) stop it cleanly: running sessions are
  * disabled (final flush, files written, consumers told) before it exits.
  */
+#include "config.h"
+
 #include <errno.h>
 #include <getopt.h>
 #include <stdbool.h>
@@ -19,12 +21,13 @@
 #include <sys/signalfd.h>
 #include <unistd.h>
 
+#include "cli_exit.h"
 #include "svc_ipc.h"
 
 static void usage(FILE *f)
 {
     fprintf(f,
-"usage: shmtraced [--producer-socket PATH] [--consumer-socket PATH]\n"
+"Usage: shmtraced [--producer-socket PATH] [--consumer-socket PATH]\n"
 "                 [--allow-abstract-sockets] [--no-root-access]\n"
 "\n"
 "The shmtrace tracing service. Producers connect to the producer socket\n"
@@ -42,6 +45,7 @@ static void usage(FILE *f)
 "                            like everyone else (default: root may clone\n"
 "                            and see every user's sessions)\n"
 "  -h, --help                this help\n"
+"  -V, --version             print the version\n"
 "\n"
 "Sockets, first match wins: the flag; $PERFETTO_PRODUCER_SOCK_NAME /\n"
 "$PERFETTO_CONSUMER_SOCK_NAME; else shmtrace-{producer,consumer}.sock in a\n"
@@ -53,7 +57,7 @@ static void usage(FILE *f)
 "producers) talk only to\na daemon running as root or as their own user.\n"
 "\n"
 "Users: a session belongs to the uid of the consumer that started it.\n"
-"Only that uid can clone it (shmtrace clone, shmtrace-inspect --live), and\n"
+"Only that uid can clone it (shmtrace clone, live inspection) and\n"
 "GetTraceStats shows a consumer only its own sessions and buffers, plus\n"
 "counts anyone may know (producers, data sources, rejected chunks). A\n"
 "consumer reads, flushes and stops only the session of its connection.\n"
@@ -66,7 +70,11 @@ static void usage(FILE *f)
 "device or FIFO); anyone else's output_path is refused.\n"
 "\n"
 "SIGTERM or SIGINT stops the daemon cleanly.\n"
-"\nExit status: 0 clean stop, 1 cannot start, 2 usage error.\n");
+"\n"
+"shmtraced exits 0 after a clean stop and 1 when it cannot start (the\n"
+"message says why: socket in use, directory not its own, path too long,\n"
+"...).\n"
+"\n" CLI_EXIT_HELP);
 }
 
 typedef struct {
@@ -93,25 +101,38 @@ int main(int argc, char **argv)
         {"allow-abstract-sockets", no_argument, NULL, 'A'},
         {"no-root-access", no_argument, NULL, 'R'},
         {"help", no_argument, NULL, 'h'},
+        {"version", no_argument, NULL, 'V'},
         {NULL, 0, NULL, 0},
     };
     const char *pflag = NULL, *cflag = NULL;
     bool allow_abstract = false, root_access = true;
     int o;
-    while ((o = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+    opterr = 0;
+    while ((o = getopt_long(argc, argv, ":hV", opts, NULL)) != -1) {
         switch (o) {
         case 'p': pflag = optarg; break;
         case 'c': cflag = optarg; break;
         case 'A': allow_abstract = true; break;
         case 'R': root_access = false; break;
         case 'h': usage(stdout); return 0;
-        default: usage(stderr); return 2;
+        case 'V': printf("shmtraced %s\n", PACKAGE_VERSION); return 0;
+        default:
+            if (o == ':')
+                fprintf(stderr, "shmtraced: option '%s' needs a value\n",
+                        argv[optind - 1]);
+            else if (optopt)
+                fprintf(stderr, "shmtraced: unknown option '-%c'\n", optopt);
+            else
+                fprintf(stderr, "shmtraced: unknown option '%s'\n",
+                        argv[optind - 1]);
+            fputs(CLI_TRY_HELP("shmtraced"), stderr);
+            return CLI_EXIT_USAGE;
         }
     }
     if (optind < argc) {
-        fprintf(stderr, "shmtraced: unexpected argument '%s'\n", argv[optind]);
-        usage(stderr);
-        return 2;
+        fprintf(stderr, "shmtraced: unexpected argument '%s'\n"
+                CLI_TRY_HELP("shmtraced"), argv[optind]);
+        return CLI_EXIT_USAGE;
     }
     char ppath[108], cpath[108], perr[512];
     int rc;
@@ -132,7 +153,7 @@ int main(int argc, char **argv)
                 "file permission protects (any local user can connect); "
                 "pass --allow-abstract-sockets to use it anyway\n",
                 ppath[0] == '@' ? ppath : cpath);
-        return 2;
+        return CLI_EXIT_USAGE;
     }
     signal(SIGPIPE, SIG_IGN);
     sigset_t mask;

@@ -579,13 +579,14 @@ svc_session *svc_session_clone_uid(svc_service *svc, void *consumer,
     if (!src) {
         /* The same words whether it does not exist or is not yours. */
         if (err && errlen && unique_name && unique_name[0])
-            snprintf(err, errlen, "no tracing session named '%s' of yours "
-                     "to clone", unique_name);
+            snprintf(err, errlen, "no tracing session named '%s' to clone "
+                     "among yours (it may have ended)", unique_name);
         else if (err && errlen && session_id != UINT64_MAX)
-            snprintf(err, errlen, "no tracing session %llu of yours to "
-                     "clone", (unsigned long long)session_id);
+            snprintf(err, errlen, "no tracing session %llu to clone among "
+                     "yours (it may have ended)",
+                     (unsigned long long)session_id);
         else if (err && errlen)
-            snprintf(err, errlen, "no tracing session of yours to clone");
+            snprintf(err, errlen, "no tracing session to clone among yours");
         return NULL;
     }
     svc__scrape_session(svc, src);

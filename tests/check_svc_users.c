@@ -89,17 +89,20 @@ START_TEST(test_users_clone_confined)
     ck_assert_ptr_null(clone_as(svc, MALLORY, 0, "a", err, sizeof err));
     ck_assert_ptr_null(clone_as(svc, MALLORY, 0, "nosuch", err2,
                                 sizeof err2));
-    ck_assert_str_eq(err, "no tracing session named 'a' of yours to clone");
+    ck_assert_str_eq(err, "no tracing session named 'a' to clone among yours "
+                     "(it may have ended)");
     ck_assert_str_eq(err2,
-                     "no tracing session named 'nosuch' of yours to clone");
+                     "no tracing session named 'nosuch' to clone among "
+                     "yours (it may have ended)");
     ck_assert_ptr_null(clone_as(svc, MALLORY, svc_session_id(a), NULL, err,
                                 sizeof err));
-    snprintf(err2, sizeof err2, "no tracing session %llu of yours to clone",
+    snprintf(err2, sizeof err2, "no tracing session %llu to clone among yours (it "
+             "may have ended)",
              (unsigned long long)svc_session_id(a));
     ck_assert_str_eq(err, err2);
     ck_assert_ptr_null(clone_as(svc, MALLORY, UINT64_MAX, NULL, err,
                                 sizeof err));
-    ck_assert_str_eq(err, "no tracing session of yours to clone");
+    ck_assert_str_eq(err, "no tracing session to clone among yours");
     /* Alice: her own, by any selector; never root's. */
     svc_session *c = clone_as(svc, ALICE, 0, "a", err, sizeof err);
     ck_assert_ptr_nonnull(c);
