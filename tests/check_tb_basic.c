@@ -70,8 +70,7 @@ START_TEST(test_read_single_chunk_packets_in_order)
     }
     tbt_free(&ps);
     /* Reads are destructive. */
-    ps = tbt_read_all(b);
-    ck_assert_uint_eq(ps.n, 0);
+    ck_assert_uint_eq(tbt_read_count(b), 0);
     const tb_stats *st = tb_get_stats(b);
     ck_assert_uint_eq(st->chunks_written, 1);
     ck_assert_uint_eq(st->chunks_read, 1);
@@ -181,13 +180,20 @@ END_TEST
 
 /* --- ring -------------------------------------------------------------- */
 
+/* One fragment of `size` bytes with a 4-byte header (tbt_commit). */
+static void commit_frag4(tb_buffer *b, uint16_t w, uint32_t id,
+                         uint32_t size, uint8_t seed)
+{
+    static tbt_chunk c;
+    tbt_reset(&c);
+    tbt_frag4(&c, size, seed);
+    tbt_commit(b, w, id, 0, &c);
+}
+
 /* 4096-byte buffer, chunks of 1000 fragment bytes -> outer 1024: four fit. */
 static void commit_kb(tb_buffer *b, uint16_t w, uint32_t id, uint8_t seed)
 {
-    tbt_chunk c;
-    tbt_reset(&c);
-    tbt_frag4(&c, 996, seed);
-    tbt_commit(b, w, id, 0, &c);
+    commit_frag4(b, w, id, 996, seed);
 }
 
 START_TEST(test_ring_exact_fill_then_wrap_overwrites_oldest)
@@ -236,10 +242,7 @@ START_TEST(test_ring_partial_overlap_leaves_padding)
     for (uint32_t id = 1; id <= 4; id++)
         commit_kb(b, 1, id, (uint8_t)id);
     /* 4 + 1516 fragment bytes: outer 1536 covers record 1 and half of 2. */
-    tbt_chunk c;
-    tbt_reset(&c);
-    tbt_frag4(&c, 1516, 9);
-    tbt_commit(b, 2, 1, 0, &c);
+    commit_frag4(b, 2, 1, 1516, 9);
     ck_assert_uint_eq(TBT_STAT(b, chunks_overwritten), 2);
     ck_assert_uint_eq(TBT_STAT(b, padding_bytes_written), 512);
     tbt_pkts ps = tbt_read_all(b);
@@ -260,13 +263,11 @@ START_TEST(test_ring_overwrite_of_read_chunks_is_no_loss)
     tb_buffer *b = tb_create(4096, TB_RING_BUFFER);
     for (uint32_t id = 1; id <= 4; id++)
         commit_kb(b, 1, id, (uint8_t)id);
-    tbt_pkts ps = tbt_read_all(b);
-    ck_assert_uint_eq(ps.n, 4);
-    tbt_free(&ps);
+    ck_assert_uint_eq(tbt_read_count(b), 4);
     commit_kb(b, 1, 5, 5);
     ck_assert_uint_eq(TBT_STAT(b, chunks_overwritten), 0);
     ck_assert_uint_eq(TBT_STAT(b, padding_bytes_cleared), 1024);
-    ps = tbt_read_all(b);
+    tbt_pkts ps = tbt_read_all(b);
     ck_assert_uint_eq(ps.n, 1);
     ck_assert_uint_eq(ps.p[0].loss, 0);
     tbt_free(&ps);
@@ -277,19 +278,12 @@ END_TEST
 START_TEST(test_ring_chunk_larger_than_buffer_rejected)
 {
     tb_buffer *b = tb_create(4096, TB_RING_BUFFER);
-    tbt_chunk c;
-    tbt_reset(&c);
-    tbt_frag4(&c, 4080, 1); /* 4084 + 16 > 4096 */
-    tbt_commit(b, 1, 1, 0, &c);
+    commit_frag4(b, 1, 1, 4080, 1); /* 4084 + 16 > 4096 */
     ck_assert_uint_eq(TBT_STAT(b, abi_violations), 1);
     ck_assert_uint_eq(TBT_STAT(b, chunks_written), 0);
-    tbt_reset(&c);
-    tbt_frag4(&c, 4076, 1); /* exactly 4096 */
-    tbt_commit(b, 1, 1, 0, &c);
+    commit_frag4(b, 1, 1, 4076, 1); /* exactly 4096 */
     ck_assert_uint_eq(TBT_STAT(b, chunks_written), 1);
-    tbt_pkts ps = tbt_read_all(b);
-    ck_assert_uint_eq(ps.n, 1);
-    tbt_free(&ps);
+    ck_assert_uint_eq(tbt_read_count(b), 1);
     tb_destroy(b);
 }
 END_TEST
@@ -301,16 +295,12 @@ START_TEST(test_discard_stops_at_end_even_if_read)
     tb_buffer *b = tb_create(4096, TB_DISCARD);
     for (uint32_t id = 1; id <= 4; id++)
         commit_kb(b, 1, id, (uint8_t)id);
-    tbt_pkts ps = tbt_read_all(b);
-    ck_assert_uint_eq(ps.n, 4);
-    tbt_free(&ps);
+    ck_assert_uint_eq(tbt_read_count(b), 4);
     commit_kb(b, 1, 5, 5);
     commit_kb(b, 1, 6, 6);
     ck_assert_uint_eq(TBT_STAT(b, chunks_discarded), 2);
     ck_assert_uint_eq(TBT_STAT(b, write_wrap_count), 0);
-    ps = tbt_read_all(b);
-    ck_assert_uint_eq(ps.n, 0);
-    tbt_free(&ps);
+    ck_assert_uint_eq(tbt_read_count(b), 0);
     tb_destroy(b);
 }
 END_TEST
@@ -320,16 +310,11 @@ START_TEST(test_discard_small_chunk_after_stop_also_dropped)
     tb_buffer *b = tb_create(4096, TB_DISCARD);
     for (uint32_t id = 1; id <= 3; id++)
         commit_kb(b, 1, id, (uint8_t)id);
-    tbt_chunk c;
-    tbt_reset(&c);
-    tbt_frag4(&c, 1496, 9); /* does not fit in the last 1024 */
-    tbt_commit(b, 1, 4, 0, &c);
+    commit_frag4(b, 1, 4, 1496, 9); /* does not fit in the last 1024 */
     uint32_t one[] = {8};
     tbt_commit_sizes(b, 1, 5, 0, one, 1, 5); /* would fit, stopped */
     ck_assert_uint_eq(TBT_STAT(b, chunks_discarded), 2);
-    tbt_pkts ps = tbt_read_all(b);
-    ck_assert_uint_eq(ps.n, 3);
-    tbt_free(&ps);
+    ck_assert_uint_eq(tbt_read_count(b), 3);
     tb_destroy(b);
 }
 END_TEST
@@ -422,11 +407,4 @@ static Suite *tb_basic_suite(void)
     return s;
 }
 
-int main(void)
-{
-    SRunner *sr = srunner_create(tb_basic_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
-}
+TBT_MAIN(tb_basic_suite)
