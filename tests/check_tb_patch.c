@@ -6,12 +6,13 @@
 
 static tbt_chunk c;
 
-static void put1(tb_buffer *b, uint16_t p, uint16_t w, uint32_t id,
-                 uint8_t flags, uint32_t size, uint8_t seed)
+/* A 1024-byte record: one 1000-byte fragment with a 4-byte header. */
+static void put_kb(tb_buffer *b, uint16_t p, uint32_t id, uint8_t flags,
+                   uint8_t seed)
 {
     tbt_reset(&c);
-    tbt_frag(&c, size, seed);
-    tbt_commit_ex(b, p, w, id, flags, true, &c, 0);
+    tbt_frag4(&c, 1000, seed);
+    tbt_commit_ex(b, p, 1, id, flags, true, &c, 0);
 }
 
 static tb_patch mkpatch(uint32_t off, const char *four)
@@ -25,9 +26,9 @@ static tb_patch mkpatch(uint32_t off, const char *four)
 START_TEST(test_patch_applies_bytes_at_payload_offset)
 {
     tb_buffer *b = tb_create(4096, TB_RING_BUFFER);
-    put1(b, 1, 1, 0, 0, 100, 'a');
-    put1(b, 2, 1, 0, 0, 9, 'b'); /* payload: [09] b0 .. b8 */
-    put1(b, 3, 1, 0, 0, 100, 'c');
+    tbt_put1(b, 1, 1, 0, 0, 100, 'a');
+    tbt_put1(b, 2, 1, 0, 0, 9, 'b'); /* payload: [09] b0 .. b8 */
+    tbt_put1(b, 3, 1, 0, 0, 100, 'c');
     tb_patch p = mkpatch(5, "YMCA");
     ck_assert(tb_try_patch_chunk(b, 2, 1, 0, &p, 1, false));
     ck_assert_uint_eq(TBT_STAT(b, patches_succeeded), 1);
@@ -45,7 +46,7 @@ END_TEST
 START_TEST(test_patch_missing_sequence_or_chunk_fails)
 {
     tb_buffer *b = tb_create(4096, TB_RING_BUFFER);
-    put1(b, 1, 1, 0, 0, 100, 'a');
+    tbt_put1(b, 1, 1, 0, 0, 100, 'a');
     tb_patch p = mkpatch(0, "XXXX");
     ck_assert(!tb_try_patch_chunk(b, 1, 2, 0, &p, 1, false));
     ck_assert(!tb_try_patch_chunk(b, 1, 1, 1, &p, 1, false));
@@ -53,10 +54,7 @@ START_TEST(test_patch_missing_sequence_or_chunk_fails)
     ck_assert(!tb_try_patch_chunk(b, 9, 1, 0, &p, 1, false));
     ck_assert_uint_eq(TBT_STAT(b, patches_failed), 4);
     ck_assert_uint_eq(TBT_STAT(b, patches_succeeded), 0);
-    tbt_pkts ps = tbt_read_all(b);
-    ck_assert_uint_eq(ps.n, 1);
-    ck_assert(tbt_pkt_is1(&ps.p[0], 100, 'a'));
-    tbt_free(&ps);
+    tbt_expect(b, "a", (uint32_t[]){100});
     /* a chunk consumed by a read is gone too */
     ck_assert(!tb_try_patch_chunk(b, 1, 1, 0, &p, 1, false));
     ck_assert_uint_eq(TBT_STAT(b, patches_failed), 5);
@@ -67,9 +65,9 @@ END_TEST
 START_TEST(test_patch_at_both_ends_of_a_chunk)
 {
     tb_buffer *b = tb_create(4096, TB_RING_BUFFER);
-    put1(b, 1, 1, 0, TB_F2, 100, 'a');
-    put1(b, 1, 1, 1, TB_F1 | TB_F2, 16, 'b'); /* payload 17 bytes */
-    put1(b, 1, 1, 2, TB_F1, 100, 'c');
+    tbt_put1(b, 1, 1, 0, TB_F2, 100, 'a');
+    tbt_put1(b, 1, 1, 1, TB_F1 | TB_F2, 16, 'b'); /* payload 17 bytes */
+    tbt_put1(b, 1, 1, 2, TB_F1, 100, 'c');
     tb_patch p[2] = {mkpatch(1, "PERF"), mkpatch(13, "ETTO")};
     ck_assert(tb_try_patch_chunk(b, 1, 1, 1, p, 2, false));
     ck_assert_uint_eq(TBT_STAT(b, patches_succeeded), 2);
@@ -86,8 +84,8 @@ END_TEST
 START_TEST(test_patch_bounds_checked)
 {
     tb_buffer *b = tb_create(4096, TB_RING_BUFFER);
-    put1(b, 1, 1, 0, 0, 2048, 'a');
-    put1(b, 1, 1, 1, 0, 16, 'b'); /* payload_size 17: last valid offset 13 */
+    tbt_put1(b, 1, 1, 0, 0, 2048, 'a');
+    tbt_put1(b, 1, 1, 1, 0, 16, 'b'); /* payload_size 17: last valid offset 13 */
     const uint32_t bad[] = {14, 16, 17, UINT32_MAX - 3, UINT32_MAX - 7,
                             UINT32_MAX, 0x80000000u, 2048};
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
@@ -98,7 +96,7 @@ START_TEST(test_patch_bounds_checked)
     tb_patch ok = mkpatch(13, "edge");
     ck_assert(tb_try_patch_chunk(b, 1, 1, 1, &ok, 1, false));
     /* a tiny chunk (payload < 4) cannot be patched at all */
-    put1(b, 1, 1, 2, 0, 1, 'c'); /* payload 2 bytes */
+    tbt_put1(b, 1, 1, 2, 0, 1, 'c'); /* payload 2 bytes */
     tb_patch z = mkpatch(0, "zzzz");
     ck_assert(!tb_try_patch_chunk(b, 1, 1, 2, &z, 1, false));
     tbt_pkts ps = tbt_read_all(b);
@@ -114,7 +112,7 @@ END_TEST
 START_TEST(test_patch_failed_batch_keeps_earlier_patches)
 {
     tb_buffer *b = tb_create(4096, TB_RING_BUFFER);
-    put1(b, 1, 1, 0, TB_F4, 16, 'a');
+    tbt_put1(b, 1, 1, 0, TB_F4, 16, 'a');
     tb_patch p[2] = {mkpatch(1, "GOOD"), mkpatch(100, "BAD!")};
     ck_assert(!tb_try_patch_chunk(b, 1, 1, 0, p, 2, false));
     ck_assert_uint_eq(TBT_STAT(b, patches_failed), 1);
@@ -133,24 +131,20 @@ START_TEST(test_patch_pending_stalls_only_its_sequence)
 {
     tb_buffer *b = tb_create(4096, TB_RING_BUFFER);
     /* seq 1: a (begin, needs patching) + continuation b */
-    put1(b, 1, 1, 0, TB_F2 | TB_F4, 16, 'a');
-    put1(b, 1, 1, 1, TB_F1, 16, 'b');
+    tbt_put1(b, 1, 1, 0, TB_F2 | TB_F4, 16, 'a');
+    tbt_put1(b, 1, 1, 1, TB_F1, 16, 'b');
     /* seq 2: c, then d (begin, needs patching), e */
-    put1(b, 2, 1, 0, 0, 16, 'c');
-    put1(b, 2, 1, 1, TB_F2 | TB_F4, 16, 'd');
-    put1(b, 2, 1, 2, TB_F1, 16, 'e');
+    tbt_put1(b, 2, 1, 0, 0, 16, 'c');
+    tbt_put1(b, 2, 1, 1, TB_F2 | TB_F4, 16, 'd');
+    tbt_put1(b, 2, 1, 2, TB_F1, 16, 'e');
     /* seq 3: f whole packet */
-    put1(b, 3, 1, 0, 0, 16, 'f');
-    tbt_pkts ps = tbt_read_all(b);
-    ck_assert_uint_eq(ps.n, 2);
-    ck_assert(tbt_pkt_is1(&ps.p[0], 16, 'c'));
-    ck_assert(tbt_pkt_is1(&ps.p[1], 16, 'f'));
-    tbt_free(&ps);
+    tbt_put1(b, 3, 1, 0, 0, 16, 'f');
+    tbt_expect(b, "cf", (uint32_t[]){16, 16});
     ck_assert_uint_eq(TBT_STAT(b, readaheads_failed), 2);
 
     tb_patch p = mkpatch(1, "PATC");
     ck_assert(tb_try_patch_chunk(b, 2, 1, 1, &p, 1, false));
-    ps = tbt_read_all(b);
+    tbt_pkts ps = tbt_read_all(b);
     ck_assert_uint_eq(ps.n, 1);
     ck_assert_uint_eq(ps.p[0].size, 32);
     ck_assert_mem_eq(ps.p[0].data, "PATC", 4);
@@ -160,9 +154,7 @@ START_TEST(test_patch_pending_stalls_only_its_sequence)
     /* more patches pending: still stalled */
     p = mkpatch(1, "PERF");
     ck_assert(tb_try_patch_chunk(b, 1, 1, 0, &p, 1, true));
-    ps = tbt_read_all(b);
-    ck_assert_uint_eq(ps.n, 0);
-    tbt_free(&ps);
+    ck_assert_uint_eq(tbt_read_count(b), 0);
     p = mkpatch(5, "ETTO");
     ck_assert(tb_try_patch_chunk(b, 1, 1, 0, &p, 1, false));
     ps = tbt_read_all(b);
@@ -177,15 +169,13 @@ END_TEST
 START_TEST(test_patch_needed_in_middle_chunk_stalls_reassembly)
 {
     tb_buffer *b = tb_create(4096, TB_RING_BUFFER);
-    put1(b, 1, 1, 0, TB_F2, 10, 'a');
-    put1(b, 1, 1, 1, TB_F1 | TB_F2 | TB_F4, 10, 'b');
-    put1(b, 1, 1, 2, TB_F1, 10, 'c');
-    tbt_pkts ps = tbt_read_all(b);
-    ck_assert_uint_eq(ps.n, 0);
-    tbt_free(&ps);
+    tbt_put1(b, 1, 1, 0, TB_F2, 10, 'a');
+    tbt_put1(b, 1, 1, 1, TB_F1 | TB_F2 | TB_F4, 10, 'b');
+    tbt_put1(b, 1, 1, 2, TB_F1, 10, 'c');
+    ck_assert_uint_eq(tbt_read_count(b), 0);
     tb_patch p = mkpatch(1, "MIDL");
     ck_assert(tb_try_patch_chunk(b, 1, 1, 1, &p, 1, false));
-    ps = tbt_read_all(b);
+    tbt_pkts ps = tbt_read_all(b);
     ck_assert_uint_eq(ps.n, 1);
     ck_assert_uint_eq(ps.p[0].size, 30);
     ck_assert_mem_eq(ps.p[0].data + 10, "MIDL", 4);
@@ -197,27 +187,16 @@ END_TEST
 START_TEST(test_patch_stall_released_by_overwrite)
 {
     tb_buffer *b = tb_create(4096, TB_RING_BUFFER);
-    tbt_reset(&c);
-    tbt_frag4(&c, 1000, 'a');
-    tbt_commit_ex(b, 1, 1, 0, TB_F2 | TB_F4, true, &c, 0); /* 1024 */
-    for (uint32_t id = 1; id <= 3; id++) {
-        tbt_reset(&c);
-        tbt_frag4(&c, 1000, (uint8_t)('a' + id));
-        tbt_commit_ex(b, 2, 1, id, 0, true, &c, 0);
-    }
-    tbt_pkts ps = tbt_read_all(b);
-    ck_assert_uint_eq(ps.n, 3);
-    tbt_free(&ps);
+    put_kb(b, 1, 0, TB_F2 | TB_F4, 'a');
+    for (uint32_t id = 1; id <= 3; id++)
+        put_kb(b, 2, id, 0, (uint8_t)('a' + id));
+    ck_assert_uint_eq(tbt_read_count(b), 3);
     /* the next chunk of seq 2 evicts the stalled begin of seq 1 */
-    tbt_reset(&c);
-    tbt_frag4(&c, 1000, 'z');
-    tbt_commit_ex(b, 2, 1, 4, 0, true, &c, 0);
+    put_kb(b, 2, 4, 0, 'z');
     ck_assert_uint_eq(TBT_STAT(b, readaheads_failed), 2);
     ck_assert_uint_eq(TBT_STAT(b, chunks_overwritten), 1);
-    tbt_reset(&c);
-    tbt_frag(&c, 10, 'n');
-    tbt_commit_ex(b, 1, 1, 1, 0, true, &c, 0);
-    ps = tbt_read_all(b);
+    tbt_put1(b, 1, 1, 1, 0, 10, 'n');
+    tbt_pkts ps = tbt_read_all(b);
     ck_assert_uint_eq(ps.n, 2);
     ck_assert(tbt_pkt_is1(&ps.p[0], 1000, 'z'));
     ck_assert(tbt_pkt_is1(&ps.p[1], 10, 'n'));
@@ -230,8 +209,8 @@ END_TEST
 START_TEST(test_patch_zero_patches_clears_flag)
 {
     tb_buffer *b = tb_create(4096, TB_RING_BUFFER);
-    put1(b, 1, 1, 0, TB_F2 | TB_F4, 10, 'a');
-    put1(b, 1, 1, 1, TB_F1, 10, 'b');
+    tbt_put1(b, 1, 1, 0, TB_F2 | TB_F4, 10, 'a');
+    tbt_put1(b, 1, 1, 1, TB_F1, 10, 'b');
     ck_assert(tb_try_patch_chunk(b, 1, 1, 0, NULL, 0, false));
     ck_assert_uint_eq(TBT_STAT(b, patches_succeeded), 0);
     tbt_pkts ps = tbt_read_all(b);
@@ -250,9 +229,9 @@ START_TEST(test_patch_lookup_after_wrap_and_ooo)
     for (int i = 0; i < 300; i++, id++) {
         if (i == 150)
             continue; /* gap */
-        put1(b, 1, 1, id, 0, 40, (uint8_t)i);
+        tbt_put1(b, 1, 1, id, 0, 40, (uint8_t)i);
     }
-    put1(b, 1, 1, UINT32_MAX - 100 + 150, 0, 40, 150); /* late, OOO */
+    tbt_put1(b, 1, 1, UINT32_MAX - 100 + 150, 0, 40, 150); /* late, OOO */
     ck_assert_uint_eq(TBT_STAT(b, chunks_committed_out_of_order), 1);
     tb_patch p = mkpatch(1, "HIT!");
     for (int i = 0; i < 300; i++)
