@@ -376,35 +376,24 @@ END_TEST
 static Suite *tb_basic_suite(void)
 {
     Suite *s = suite_create("tb_basic");
-    TCase *tc = tcase_create("create");
-    tcase_add_test(tc, test_create_rounds_up_to_page);
-    tcase_add_test(tc, test_create_rejects_zero_and_huge);
-    tcase_add_test(tc, test_create_empty_buffer_reads_nothing);
-    suite_add_tcase(s, tc);
-    tc = tcase_create("read");
-    tcase_add_test(tc, test_read_single_chunk_packets_in_order);
-    tcase_add_test(tc, test_read_record_size_is_fragments_aligned_to_16);
-    tcase_add_test(tc, test_read_null_props_and_loss);
-    tcase_add_test(tc, test_read_empty_packets_skipped);
-    tcase_add_test(tc, test_read_two_sequences_buffer_order);
-    tcase_add_test(tc, test_read_interleaved_with_writes);
-    tcase_add_test(tc, test_read_past_many_empty_records);
-    suite_add_tcase(s, tc);
-    tc = tcase_create("ring");
-    tcase_add_test(tc, test_ring_exact_fill_then_wrap_overwrites_oldest);
-    tcase_add_test(tc, test_ring_many_laps_keeps_newest);
-    tcase_add_test(tc, test_ring_partial_overlap_leaves_padding);
-    tcase_add_test(tc, test_ring_overwrite_of_read_chunks_is_no_loss);
-    tcase_add_test(tc, test_ring_chunk_larger_than_buffer_rejected);
-    suite_add_tcase(s, tc);
-    tc = tcase_create("histogram");
-    tcase_add_test(tc, test_hist_buckets_per_writer);
-    suite_add_tcase(s, tc);
-    tc = tcase_create("discard");
-    tcase_add_test(tc, test_discard_stops_at_end_even_if_read);
-    tcase_add_test(tc, test_discard_small_chunk_after_stop_also_dropped);
-    suite_add_tcase(s, tc);
+    TCK_CASE(s, "create", test_create_rounds_up_to_page,
+             test_create_rejects_zero_and_huge,
+             test_create_empty_buffer_reads_nothing);
+    TCK_CASE(s, "read", test_read_single_chunk_packets_in_order,
+             test_read_record_size_is_fragments_aligned_to_16,
+             test_read_null_props_and_loss, test_read_empty_packets_skipped,
+             test_read_two_sequences_buffer_order,
+             test_read_interleaved_with_writes,
+             test_read_past_many_empty_records);
+    TCK_CASE(s, "ring", test_ring_exact_fill_then_wrap_overwrites_oldest,
+             test_ring_many_laps_keeps_newest,
+             test_ring_partial_overlap_leaves_padding,
+             test_ring_overwrite_of_read_chunks_is_no_loss,
+             test_ring_chunk_larger_than_buffer_rejected);
+    TCK_CASE(s, "histogram", test_hist_buckets_per_writer);
+    TCK_CASE(s, "discard", test_discard_stops_at_end_even_if_read,
+             test_discard_small_chunk_after_stop_also_dropped);
     return s;
 }
 
-TBT_MAIN(tb_basic_suite)
+TCK_MAIN(tb_basic_suite)

@@ -247,20 +247,15 @@ END_TEST
 static Suite *tb_clone_suite(void)
 {
     Suite *s = suite_create("tb_clone");
-    TCase *tc = tcase_create("clone");
-    tcase_add_test(tc, test_clone_reads_from_scratch);
-    tcase_add_test(tc, test_clone_stats_copied_except_read_counters);
-    tcase_add_test(tc, test_clone_refuses_writes_and_patches);
-    tcase_add_test(tc, test_clone_of_partial_ooo_and_patched_data);
-    tcase_add_test(tc, test_clone_after_wrap_and_discard_stop);
-    suite_add_tcase(s, tc);
-    tc = tcase_create("evict_callback");
-    tcase_add_test(tc, test_evict_callback_gets_unread_packets_in_order);
-    suite_add_tcase(s, tc);
-    tc = tcase_create("gc");
-    tcase_add_test(tc, test_gc_keeps_newest_1024_empty_sequences);
-    suite_add_tcase(s, tc);
+    TCK_CASE(s, "clone", test_clone_reads_from_scratch,
+             test_clone_stats_copied_except_read_counters,
+             test_clone_refuses_writes_and_patches,
+             test_clone_of_partial_ooo_and_patched_data,
+             test_clone_after_wrap_and_discard_stop);
+    TCK_CASE(s, "evict_callback",
+             test_evict_callback_gets_unread_packets_in_order);
+    TCK_CASE(s, "gc", test_gc_keeps_newest_1024_empty_sequences);
     return s;
 }
 
-TBT_MAIN(tb_clone_suite)
+TCK_MAIN(tb_clone_suite)

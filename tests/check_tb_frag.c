@@ -352,34 +352,23 @@ END_TEST
 static Suite *tb_frag_suite(void)
 {
     Suite *s = suite_create("tb_frag");
-    TCase *tc = tcase_create("reassembly");
-    tcase_add_test(tc, test_reasm_simple_two_chunks);
-    tcase_add_test(tc, test_reasm_waits_for_missing_end);
-    tcase_add_test(tc, test_reasm_stall_does_not_block_other_sequences);
-    tcase_add_test(tc, test_long_packets_any_length);
-    tcase_add_test(tc, test_long_packet_across_id_wrap);
-    tcase_add_test(tc, test_props_follow_the_sequence);
-    suite_add_tcase(s, tc);
-    tc = tcase_create("out_of_order");
-    tcase_add_test(tc, test_ooo_middle_chunk_committed_last);
-    tcase_add_test(tc, test_ooo_fragmented_chain_completed_by_middle);
-    tcase_add_test(tc, test_ooo_batch_across_id_wrap);
-    tcase_add_test(tc, test_ooo_gap_after_sorting_is_loss);
-    suite_add_tcase(s, tc);
-    tc = tcase_create("empty_chunks");
-    tcase_add_test(tc, test_empty_chunk_before_fragments);
-    tcase_add_test(tc, test_empty_chunk_after_begin_stalls);
-    tcase_add_test(tc, test_empty_chunk_in_the_middle_skipped);
-    suite_add_tcase(s, tc);
-    tc = tcase_create("writer_abort");
-    tcase_add_test(tc, test_drop_sentinel_discards_fragmented_packet);
-    tcase_add_test(tc, test_drop_sentinel_any_encoding_stops_chunk);
-    suite_add_tcase(s, tc);
-    tc = tcase_create("scraped");
-    tcase_add_test(tc, test_scraped_chunk_last_fragment_ignored);
-    tcase_add_test(tc, test_scraped_chunk_blocks_later_chunks_until_recommit);
-    suite_add_tcase(s, tc);
+    TCK_CASE(s, "reassembly", test_reasm_simple_two_chunks,
+             test_reasm_waits_for_missing_end,
+             test_reasm_stall_does_not_block_other_sequences,
+             test_long_packets_any_length, test_long_packet_across_id_wrap,
+             test_props_follow_the_sequence);
+    TCK_CASE(s, "out_of_order", test_ooo_middle_chunk_committed_last,
+             test_ooo_fragmented_chain_completed_by_middle,
+             test_ooo_batch_across_id_wrap,
+             test_ooo_gap_after_sorting_is_loss);
+    TCK_CASE(s, "empty_chunks", test_empty_chunk_before_fragments,
+             test_empty_chunk_after_begin_stalls,
+             test_empty_chunk_in_the_middle_skipped);
+    TCK_CASE(s, "writer_abort", test_drop_sentinel_discards_fragmented_packet,
+             test_drop_sentinel_any_encoding_stops_chunk);
+    TCK_CASE(s, "scraped", test_scraped_chunk_last_fragment_ignored,
+             test_scraped_chunk_blocks_later_chunks_until_recommit);
     return s;
 }
 
-TBT_MAIN(tb_frag_suite)
+TCK_MAIN(tb_frag_suite)

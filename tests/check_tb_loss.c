@@ -373,4 +373,4 @@ static Suite *tb_loss_suite(void)
     return s;
 }
 
-TBT_MAIN(tb_loss_suite)
+TCK_MAIN(tb_loss_suite)

@@ -328,27 +328,19 @@ END_TEST
 static Suite *tb_malicious_suite(void)
 {
     Suite *s = suite_create("tb_malicious");
-    TCase *tc = tcase_create("fragments");
-    tcase_add_test(tc, test_bad_num_fragments_too_many);
-    tcase_add_test(tc, test_bad_num_fragments_too_few_or_zero);
-    tcase_add_test(tc, test_bad_fragment_size_past_end);
-    tcase_add_test(tc, test_bad_varint_too_long_or_truncated);
-    tcase_add_test(tc, test_bad_varint_huge_value);
-    tcase_add_test(tc, test_bad_zero_varint_header_in_sequence);
-    suite_add_tcase(s, tc);
-    tc = tcase_create("header");
-    tcase_add_test(tc, test_bad_flags_unknown_bits_ignored);
-    tcase_add_test(tc, test_bad_flags_continuation_lies);
-    tcase_add_test(tc, test_bad_incomplete_with_no_fragments);
-    tcase_add_test(tc, test_bad_payload_size_zero_null_and_huge);
-    tcase_add_test(tc, test_bad_chunk_too_big_for_buffer);
-    tcase_add_test(tc, test_bad_chunk_id_replayed_or_old);
-    tcase_add_test(tc, test_bad_identity_zero);
-    suite_add_tcase(s, tc);
-    tc = tcase_create("flood");
-    tcase_add_test(tc, test_bad_flood_does_not_cost_others);
-    suite_add_tcase(s, tc);
+    TCK_CASE(s, "fragments", test_bad_num_fragments_too_many,
+             test_bad_num_fragments_too_few_or_zero,
+             test_bad_fragment_size_past_end,
+             test_bad_varint_too_long_or_truncated, test_bad_varint_huge_value,
+             test_bad_zero_varint_header_in_sequence);
+    TCK_CASE(s, "header", test_bad_flags_unknown_bits_ignored,
+             test_bad_flags_continuation_lies,
+             test_bad_incomplete_with_no_fragments,
+             test_bad_payload_size_zero_null_and_huge,
+             test_bad_chunk_too_big_for_buffer,
+             test_bad_chunk_id_replayed_or_old, test_bad_identity_zero);
+    TCK_CASE(s, "flood", test_bad_flood_does_not_cost_others);
     return s;
 }
 
-TBT_MAIN(tb_malicious_suite)
+TCK_MAIN(tb_malicious_suite)

@@ -254,23 +254,17 @@ END_TEST
 static Suite *tb_patch_suite(void)
 {
     Suite *s = suite_create("tb_patch");
-    TCase *tc = tcase_create("lookup");
-    tcase_add_test(tc, test_patch_applies_bytes_at_payload_offset);
-    tcase_add_test(tc, test_patch_missing_sequence_or_chunk_fails);
-    tcase_add_test(tc, test_patch_lookup_after_wrap_and_ooo);
-    suite_add_tcase(s, tc);
-    tc = tcase_create("bounds");
-    tcase_add_test(tc, test_patch_at_both_ends_of_a_chunk);
-    tcase_add_test(tc, test_patch_bounds_checked);
-    tcase_add_test(tc, test_patch_failed_batch_keeps_earlier_patches);
-    suite_add_tcase(s, tc);
-    tc = tcase_create("stall");
-    tcase_add_test(tc, test_patch_pending_stalls_only_its_sequence);
-    tcase_add_test(tc, test_patch_needed_in_middle_chunk_stalls_reassembly);
-    tcase_add_test(tc, test_patch_stall_released_by_overwrite);
-    tcase_add_test(tc, test_patch_zero_patches_clears_flag);
-    suite_add_tcase(s, tc);
+    TCK_CASE(s, "lookup", test_patch_applies_bytes_at_payload_offset,
+             test_patch_missing_sequence_or_chunk_fails,
+             test_patch_lookup_after_wrap_and_ooo);
+    TCK_CASE(s, "bounds", test_patch_at_both_ends_of_a_chunk,
+             test_patch_bounds_checked,
+             test_patch_failed_batch_keeps_earlier_patches);
+    TCK_CASE(s, "stall", test_patch_pending_stalls_only_its_sequence,
+             test_patch_needed_in_middle_chunk_stalls_reassembly,
+             test_patch_stall_released_by_overwrite,
+             test_patch_zero_patches_clears_flag);
     return s;
 }
 
-TBT_MAIN(tb_patch_suite)
+TCK_MAIN(tb_patch_suite)

@@ -254,28 +254,22 @@ END_TEST
 static Suite *tb_recommit_suite(void)
 {
     Suite *s = suite_create("tb_recommit");
-    TCase *tc = tcase_create("in_place");
-    tcase_add_test(tc, test_recommit_before_read_in_place);
-    tcase_add_test(tc, test_recommit_in_place_when_partially_unread);
-    tcase_add_test(tc, test_recommit_identical_is_silent);
-    tcase_add_test(tc, test_recommit_incomplete_same_size_unblocks);
-    tcase_add_test(tc, test_recommit_incomplete_fragmenting);
-    tcase_add_test(tc, test_recommit_not_relocated_in_discard_mode);
-    suite_add_tcase(s, tc);
-    tc = tcase_create("relocate");
-    tcase_add_test(tc, test_recommit_after_partial_read_relocates);
-    tcase_add_test(tc, test_recommit_reordered_with_next_chunk);
-    tcase_add_test(tc, test_recommit_reordered_fragmenting);
-    tcase_add_test(tc, test_recommit_relocation_wraps_at_end_of_buffer);
-    tcase_add_test(tc, test_readmit_after_scraped_record_erased);
-    suite_add_tcase(s, tc);
-    tc = tcase_create("invalid");
-    tcase_add_test(tc, test_recommit_complete_chunk_cannot_grow);
-    tcase_add_test(tc, test_recommit_shorter_is_violation);
-    tcase_add_test(tc, test_recommit_dropping_flags_is_violation);
-    tcase_add_test(tc, test_recommit_after_full_read_discarded);
-    suite_add_tcase(s, tc);
+    TCK_CASE(s, "in_place", test_recommit_before_read_in_place,
+             test_recommit_in_place_when_partially_unread,
+             test_recommit_identical_is_silent,
+             test_recommit_incomplete_same_size_unblocks,
+             test_recommit_incomplete_fragmenting,
+             test_recommit_not_relocated_in_discard_mode);
+    TCK_CASE(s, "relocate", test_recommit_after_partial_read_relocates,
+             test_recommit_reordered_with_next_chunk,
+             test_recommit_reordered_fragmenting,
+             test_recommit_relocation_wraps_at_end_of_buffer,
+             test_readmit_after_scraped_record_erased);
+    TCK_CASE(s, "invalid", test_recommit_complete_chunk_cannot_grow,
+             test_recommit_shorter_is_violation,
+             test_recommit_dropping_flags_is_violation,
+             test_recommit_after_full_read_discarded);
     return s;
 }
 
-TBT_MAIN(tb_recommit_suite)
+TCK_MAIN(tb_recommit_suite)

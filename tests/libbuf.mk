@@ -3,7 +3,8 @@
 libbuf_test_cflags = $(AM_CFLAGS) $(CHECK_CFLAGS) -I$(top_srcdir)/libbuf
 libbuf_test_ldadd = libbuf/libtb_core.la $(CHECK_LIBS)
 
-noinst_HEADERS += tests/tb_testutil.h
+# tck_main.h: TCK_CASE / TCK_MAIN, used by every Check program.
+noinst_HEADERS += tests/tb_testutil.h tests/tck_main.h
 
 check_PROGRAMS += tests/check_tb_basic
 tests_check_tb_basic_SOURCES = tests/check_tb_basic.c

@@ -22,6 +22,8 @@
 
 #include <shmtrace/trace_buffer.h>
 
+#include "tck_main.h"
+
 #define TBT_MAX_CHUNK 65536
 
 /* A chunk being assembled. */
@@ -304,17 +306,6 @@ static inline void tbt_expect(tb_buffer *b, const char *seeds,
 }
 
 #define TBT_STAT(b, field) (tb_get_stats(b)->field)
-
-/* main() running one suite; exit status = failures. */
-#define TBT_MAIN(suite_fn)                                                 \
-    int main(void)                                                         \
-    {                                                                      \
-        SRunner *sr = srunner_create(suite_fn());                          \
-        srunner_run_all(sr, CK_NORMAL);                                    \
-        int failed = srunner_ntests_failed(sr);                            \
-        srunner_free(sr);                                                  \
-        return failed ? EXIT_FAILURE : EXIT_SUCCESS;                       \
-    }
 
 #define TB_F1 TB_CHUNK_FIRST_PACKET_CONTINUES_FROM_PREV
 #define TB_F2 TB_CHUNK_LAST_PACKET_CONTINUES_ON_NEXT

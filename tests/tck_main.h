@@ -1,0 +1,51 @@
+/*
+ * tck_main.h - what every Check test program needs around its tests: a
+ * test case made of a list of tests (TCK_CASE) and a main() that runs one
+ * suite (TCK_MAIN, or tck_run when main has more to do first).
+ *
+ * The suite runs in Check's default mode (each test forked, CK_FORK=no
+ * still honoured); the exit status is non-zero if any test failed, which
+ * is what `make check` reads.
+ */
+#ifndef TESTS_TCK_MAIN_H
+#define TESTS_TCK_MAIN_H
+
+#include <check.h>
+#include <stdarg.h>
+#include <stdlib.h>
+
+/* Adds to s a test case `name` with the tests given (NULL ends the
+ * list); returns it, for fixtures and timeouts. Use TCK_CASE. */
+static inline TCase *tck_case(Suite *s, const char *name, ...)
+{
+    TCase *tc = tcase_create(name);
+    va_list ap;
+    va_start(ap, name);
+    for (const TTest *t; (t = va_arg(ap, const TTest *)) != NULL;)
+        tcase_add_test(tc, t);
+    va_end(ap);
+    suite_add_tcase(s, tc);
+    return tc;
+}
+
+#define TCK_CASE(s, name, ...)                                             \
+    tck_case((s), (name), __VA_ARGS__, (const TTest *)NULL)
+
+/* Runs s; EXIT_SUCCESS if every test passed. */
+static inline int tck_run(Suite *s)
+{
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
+
+/* main() running the suite suite_fn() builds. */
+#define TCK_MAIN(suite_fn)                                                 \
+    int main(void)                                                         \
+    {                                                                      \
+        return tck_run(suite_fn());                                        \
+    }
+
+#endif /* TESTS_TCK_MAIN_H */
