@@ -7,6 +7,7 @@
 #include <stdio.h>
 
 #include "check_smb_harness.h"
+#include "tck_main.h"
 
 /* A transport that only records (chunks stay Complete in the SMB). */
 typedef struct {
@@ -269,35 +270,14 @@ END_TEST
 static Suite *arbiter_suite(void)
 {
     Suite *s = suite_create("arbiter");
-    TCase *tc;
-
-    tc = tcase_create("create");
-    tcase_add_test(tc, test_create_validates_arguments);
-    tcase_add_test(tc, test_create_shm_and_from_fd_share_memory);
-    suite_add_tcase(s, tc);
-
-    tc = tcase_create("pages");
-    tcase_add_test(tc, test_pages_partitioned_on_demand_in_order);
-    suite_add_tcase(s, tc);
-
-    tc = tcase_create("batching");
-    tcase_add_test(tc, test_batching_by_bytes_and_flush);
-    tcase_add_test(tc, test_batch_sent_at_half_the_smb);
-    tcase_add_test(tc, test_pending_batch_sent_before_giving_up);
-    suite_add_tcase(s, tc);
-
-    tc = tcase_create("writers");
-    tcase_add_test(tc, test_writers_registered_and_shutdown);
-    suite_add_tcase(s, tc);
+    TCK_CASE(s, "create", test_create_validates_arguments,
+             test_create_shm_and_from_fd_share_memory);
+    TCK_CASE(s, "pages", test_pages_partitioned_on_demand_in_order);
+    TCK_CASE(s, "batching", test_batching_by_bytes_and_flush,
+             test_batch_sent_at_half_the_smb,
+             test_pending_batch_sent_before_giving_up);
+    TCK_CASE(s, "writers", test_writers_registered_and_shutdown);
     return s;
 }
 
-int main(void)
-{
-    SRunner *sr = srunner_create(arbiter_suite());
-    int failed;
-    srunner_run_all(sr, CK_NORMAL);
-    failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
-}
+TCK_MAIN(arbiter_suite)

@@ -46,6 +46,7 @@
 #include "trace.pb-c.h"
 #include "smb_reader.h"
 #include "ins_inspect.h"
+#include "tck_main.h"
 
 /* ------------------------------------------------------------ helpers */
 
@@ -1146,9 +1147,5 @@ static Suite *fuzz_suite(void)
 int main(void)
 {
     signal(SIGPIPE, SIG_IGN);
-    SRunner *sr = srunner_create(fuzz_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return tck_run(fuzz_suite());
 }

@@ -9,6 +9,7 @@
  * row may exist, and every sequence row must match.
  */
 #include "check_ins_util.h"
+#include "tck_main.h"
 
 static const char *const TRACES[] = {"ok_v2", "ring_loss_v2", "discard_v2"};
 #define NTRACES (int)(sizeof(TRACES) / sizeof(TRACES[0]))
@@ -250,11 +251,4 @@ static Suite *golden_suite(void)
     return s;
 }
 
-int main(void)
-{
-    SRunner *sr = srunner_create(golden_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
-}
+TCK_MAIN(golden_suite)

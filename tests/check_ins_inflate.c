@@ -10,6 +10,7 @@
 #include "check_ins_util.h"
 
 #include "ins_inflate.h"
+#include "tck_main.h"
 
 /* The text make_compressed.py compressed. */
 static char *expected_text(size_t *len)
@@ -275,11 +276,4 @@ static Suite *inflate_suite(void)
     return s;
 }
 
-int main(void)
-{
-    SRunner *sr = srunner_create(inflate_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
-}
+TCK_MAIN(inflate_suite)

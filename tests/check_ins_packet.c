@@ -12,6 +12,7 @@
 
 #include "ins_packet.h"
 #include "ins_reader.h"
+#include "tck_main.h"
 
 typedef struct bytes {
     uint8_t *d;
@@ -335,31 +336,16 @@ END_TEST
 static Suite *packet_suite(void)
 {
     Suite *s = suite_create("ins_packet");
-    TCase *tc = tcase_create("fields");
-    tcase_add_test(tc, test_packet_header_fields);
-    tcase_add_test(tc, test_packet_last_one_wins);
-    tcase_add_test(tc, test_packet_empty_and_other_trace_fields);
-    tcase_add_test(tc, test_packet_varint_limits);
-    suite_add_tcase(s, tc);
-    tc = tcase_create("streaming");
-    tcase_add_test(tc, test_packet_large_payload_streams);
-    tcase_add_test(tc, test_packet_submessage_larger_than_window);
-    suite_add_tcase(s, tc);
-    tc = tcase_create("bad_input");
-    tcase_add_test(tc, test_packet_truncated_header);
-    tcase_add_test(tc, test_packet_truncated_body);
-    tcase_add_test(tc, test_packet_malformed_wire_type);
-    tcase_add_test(tc, test_packet_malformed_length_overrun);
-    tcase_add_test(tc, test_packet_malformed_varint);
-    suite_add_tcase(s, tc);
+    TCK_CASE(s, "fields", test_packet_header_fields, test_packet_last_one_wins,
+             test_packet_empty_and_other_trace_fields,
+             test_packet_varint_limits);
+    TCK_CASE(s, "streaming", test_packet_large_payload_streams,
+             test_packet_submessage_larger_than_window);
+    TCK_CASE(s, "bad_input", test_packet_truncated_header,
+             test_packet_truncated_body, test_packet_malformed_wire_type,
+             test_packet_malformed_length_overrun,
+             test_packet_malformed_varint);
     return s;
 }
 
-int main(void)
-{
-    SRunner *sr = srunner_create(packet_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
-}
+TCK_MAIN(packet_suite)

@@ -9,6 +9,7 @@
 
 #include "config.pb-c.h"
 #include "ins_stats.h"
+#include "tck_main.h"
 
 typedef struct session {
     char *dir, *trace, *db;
@@ -521,33 +522,17 @@ END_TEST
 static Suite *stats_suite(void)
 {
     Suite *s = suite_create("ins_stats");
-    TCase *tc = tcase_create("trace_stats");
-    tcase_add_test(tc, test_stats_single_rows_exist_at_zero);
-    tcase_add_test(tc, test_stats_trace_stats_values);
-    tcase_add_test(tc, test_stats_last_packet_wins);
-    tcase_add_test(tc, test_stats_filter_bytes);
-    tcase_add_test(tc, test_stats_clock_snapshot_packet_skips_stats);
-    tcase_add_test(tc, test_stats_definitions);
-    suite_add_tcase(s, tc);
-    tc = tcase_create("derived_loss");
-    tcase_add_test(tc, test_stats_derived_loss);
-    tcase_add_test(tc, test_stats_incremental_sequences_dropped);
-    tcase_add_test(tc, test_stats_reason_names);
-    suite_add_tcase(s, tc);
-    tc = tcase_create("service_events");
-    tcase_add_test(tc, test_stats_clone_events);
-    suite_add_tcase(s, tc);
-    tc = tcase_create("tables");
-    tcase_add_test(tc, test_stats_buffer_config_and_view);
-    suite_add_tcase(s, tc);
+    TCK_CASE(s, "trace_stats", test_stats_single_rows_exist_at_zero,
+             test_stats_trace_stats_values, test_stats_last_packet_wins,
+             test_stats_filter_bytes,
+             test_stats_clock_snapshot_packet_skips_stats,
+             test_stats_definitions);
+    TCK_CASE(s, "derived_loss", test_stats_derived_loss,
+             test_stats_incremental_sequences_dropped,
+             test_stats_reason_names);
+    TCK_CASE(s, "service_events", test_stats_clone_events);
+    TCK_CASE(s, "tables", test_stats_buffer_config_and_view);
     return s;
 }
 
-int main(void)
-{
-    SRunner *sr = srunner_create(stats_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
-}
+TCK_MAIN(stats_suite)

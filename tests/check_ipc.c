@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "ipc.h"
+#include "tck_main.h"
 
 typedef Perfetto__Protos__IPCFrame Frame;
 typedef Perfetto__Protos__RegisterTraceWriterRequest Rtw;
@@ -1201,56 +1202,34 @@ END_TEST
 static Suite *ipc_suite(void)
 {
     Suite *s = suite_create("ipc");
-    TCase *tc = tcase_create("frame");
-    tcase_add_test(tc, test_frame_roundtrip_bytewise);
-    tcase_add_test(tc, test_frame_many_in_one_buffer);
-    tcase_add_test(tc, test_frame_empty_ignored);
-    tcase_add_test(tc, test_frame_garbage_dropped_stream_continues);
-    tcase_add_test(tc, test_frame_oversize_fatal);
-    tcase_add_test(tc, test_frame_max_size_accepted);
-    tcase_add_test(tc, test_frame_random_garbage_never_crashes);
-    suite_add_tcase(s, tc);
-    tc = tcase_create("loop");
-    tcase_add_test(tc, test_loop_timers_order_and_cancel);
-    tcase_add_test(tc, test_loop_periodic_cancel_from_callback);
-    tcase_add_test(tc, test_loop_post_threadsafe_wakes);
-    suite_add_tcase(s, tc);
-    tc = tcase_create("sock");
-    tcase_add_test(tc, test_sock_path_resolution);
-    tcase_add_test(tc, test_sock_listen_ownership);
-    tcase_add_test(tc, test_sock_abstract_name);
-    suite_add_tcase(s, tc);
-    tc = tcase_create("rpc");
-    tcase_add_test(tc, test_rpc_bind_and_reply);
-    tcase_add_test(tc, test_rpc_bind_unknown_service);
-    tcase_add_test(tc, test_rpc_streaming_reply);
-    tcase_add_test(tc, test_rpc_deferred_reply_and_failure);
-    tcase_add_test(tc, test_rpc_drop_reply);
-    tcase_add_test(tc, test_rpc_reply_too_big_rejected);
-    tcase_add_test(tc, test_rpc_conn_close_from_handler);
-    suite_add_tcase(s, tc);
-    tc = tcase_create("wire");
-    tcase_add_test(tc, test_wire_unknown_request_and_bad_ids);
-    tcase_add_test(tc, test_wire_garbage_then_valid);
-    tcase_add_test(tc, test_wire_oversize_frame_drops_connection);
-    tcase_add_test(tc, test_wire_peer_eof_mid_frame);
-    tcase_add_test(tc, test_wire_nonreading_peer_dropped_at_tx_bound);
-    suite_add_tcase(s, tc);
-    tc = tcase_create("fdpass");
-    tcase_add_test(tc, test_fdpass_client_to_host_process);
-    tcase_add_test(tc, test_fdpass_host_to_client_process);
-    tcase_add_test(tc, test_fdpass_host_dies_client_notified);
-    tcase_add_test(tc, test_fdpass_back_to_back_fds_not_mixed);
-    suite_add_tcase(s, tc);
+    TCK_CASE(s, "frame", test_frame_roundtrip_bytewise,
+             test_frame_many_in_one_buffer, test_frame_empty_ignored,
+             test_frame_garbage_dropped_stream_continues,
+             test_frame_oversize_fatal, test_frame_max_size_accepted,
+             test_frame_random_garbage_never_crashes);
+    TCK_CASE(s, "loop", test_loop_timers_order_and_cancel,
+             test_loop_periodic_cancel_from_callback,
+             test_loop_post_threadsafe_wakes);
+    TCK_CASE(s, "sock", test_sock_path_resolution, test_sock_listen_ownership,
+             test_sock_abstract_name);
+    TCK_CASE(s, "rpc", test_rpc_bind_and_reply, test_rpc_bind_unknown_service,
+             test_rpc_streaming_reply, test_rpc_deferred_reply_and_failure,
+             test_rpc_drop_reply, test_rpc_reply_too_big_rejected,
+             test_rpc_conn_close_from_handler);
+    TCK_CASE(s, "wire", test_wire_unknown_request_and_bad_ids,
+             test_wire_garbage_then_valid,
+             test_wire_oversize_frame_drops_connection,
+             test_wire_peer_eof_mid_frame,
+             test_wire_nonreading_peer_dropped_at_tx_bound);
+    TCK_CASE(s, "fdpass", test_fdpass_client_to_host_process,
+             test_fdpass_host_to_client_process,
+             test_fdpass_host_dies_client_notified,
+             test_fdpass_back_to_back_fds_not_mixed);
     return s;
 }
 
 int main(void)
 {
     signal(SIGPIPE, SIG_IGN);
-    SRunner *sr = srunner_create(ipc_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return tck_run(ipc_suite());
 }

@@ -23,6 +23,7 @@
 #include "common.pb-c.h"
 #include "config.pb-c.h"
 #include "ipc.h"
+#include "tck_main.h"
 
 /* ---- fake service ------------------------------------------------- */
 
@@ -590,32 +591,23 @@ END_TEST
 static Suite *producer_suite(void)
 {
     Suite *s = suite_create("ipc_producer");
-    TCase *tc = tcase_create("session");
+    TCase *tc = TCK_CASE(s, "session", test_producer_session_batches_and_acks,
+                         test_producer_ignores_unknown_instance_and_ds);
     tcase_add_checked_fixture(tc, setup, teardown);
-    tcase_add_test(tc, test_producer_session_batches_and_acks);
-    tcase_add_test(tc, test_producer_ignores_unknown_instance_and_ds);
-    suite_add_tcase(s, tc);
-    tc = tcase_create("reconnect");
+    tc = TCK_CASE(s, "reconnect",
+                  test_producer_reconnects_after_service_restart,
+                  test_producer_no_service);
     tcase_add_checked_fixture(tc, setup, teardown);
-    tcase_add_test(tc, test_producer_reconnects_after_service_restart);
-    tcase_add_test(tc, test_producer_no_service);
-    suite_add_tcase(s, tc);
-    tc = tcase_create("hostile");
+    tc = TCK_CASE(s, "hostile", test_producer_hostile_service_bad_smb_fd,
+                  test_producer_hostile_service_bad_page_size,
+                  test_producer_hostile_service_huge_page_size,
+                  test_producer_hostile_service_undecodable_command);
     tcase_add_checked_fixture(tc, setup, teardown);
-    tcase_add_test(tc, test_producer_hostile_service_bad_smb_fd);
-    tcase_add_test(tc, test_producer_hostile_service_bad_page_size);
-    tcase_add_test(tc, test_producer_hostile_service_huge_page_size);
-    tcase_add_test(tc, test_producer_hostile_service_undecodable_command);
-    suite_add_tcase(s, tc);
     return s;
 }
 
 int main(void)
 {
     signal(SIGPIPE, SIG_IGN);
-    SRunner *sr = srunner_create(producer_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return tck_run(producer_suite());
 }

@@ -15,6 +15,7 @@
 #include "check_smb_harness.h"
 #include "trace.pb-c.h"
 #include "tw_int.h"
+#include "tck_main.h"
 
 #define KiB 1024u
 #define MiB (1024u * 1024u)
@@ -883,12 +884,4 @@ static Suite *tw_suite(void)
     return s;
 }
 
-int main(void)
-{
-    SRunner *sr = srunner_create(tw_suite());
-    int failed;
-    srunner_run_all(sr, CK_NORMAL);
-    failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
-}
+TCK_MAIN(tw_suite)
