@@ -60,6 +60,15 @@ static void rm_tmpdir(void)
 
 /* ================= frame codec ================= */
 
+/* The next frame d decodes has request_id rid. */
+static void expect_frame_id(ipc_decoder *d, uint64_t rid)
+{
+    Frame *out;
+    ck_assert_int_eq(ipc_decoder_next(d, &out), 1);
+    ck_assert_uint_eq(out->request_id, rid);
+    perfetto__protos__ipcframe__free_unpacked(out, NULL);
+}
+
 static Frame *bind_frame(uint64_t rid, const char *name, Frame *f,
                          Perfetto__Protos__IPCFrame__BindService *b)
 {
@@ -119,12 +128,9 @@ START_TEST(test_frame_many_in_one_buffer)
         ck_assert_int_eq(ipc_decoder_feed(d, buf, len), 0);
         free(buf);
     }
+    for (uint64_t r = 1; r <= 100; r++)
+        expect_frame_id(d, r);
     Frame *out;
-    for (uint64_t r = 1; r <= 100; r++) {
-        ck_assert_int_eq(ipc_decoder_next(d, &out), 1);
-        ck_assert_uint_eq(out->request_id, r);
-        perfetto__protos__ipcframe__free_unpacked(out, NULL);
-    }
     ck_assert_int_eq(ipc_decoder_next(d, &out), 0);
     ipc_decoder_destroy(d);
 }
@@ -138,10 +144,7 @@ START_TEST(test_frame_empty_ignored)
     /* then a valid frame: request_id = 5 */
     static const uint8_t ok[] = { 2, 0, 0, 0, 0x10, 5 };
     ck_assert_int_eq(ipc_decoder_feed(d, ok, sizeof ok), 0);
-    Frame *out;
-    ck_assert_int_eq(ipc_decoder_next(d, &out), 1);
-    ck_assert_uint_eq(out->request_id, 5);
-    perfetto__protos__ipcframe__free_unpacked(out, NULL);
+    expect_frame_id(d, 5);
     ck_assert_uint_eq(ipc_decoder_empty_frames(d), 2);
     ipc_decoder_destroy(d);
 }
@@ -159,10 +162,7 @@ START_TEST(test_frame_garbage_dropped_stream_continues)
     static const uint8_t ok[] = { 2, 0, 0, 0, 0x10, 9 };
     ck_assert_int_eq(ipc_decoder_feed(d, bad, sizeof bad), 0);
     ck_assert_int_eq(ipc_decoder_feed(d, ok, sizeof ok), 0);
-    Frame *out;
-    ck_assert_int_eq(ipc_decoder_next(d, &out), 1);
-    ck_assert_uint_eq(out->request_id, 9);
-    perfetto__protos__ipcframe__free_unpacked(out, NULL);
+    expect_frame_id(d, 9);
     ck_assert_uint_eq(ipc_decoder_dropped_frames(d), 3);
     ipc_decoder_destroy(d);
 }
@@ -1004,11 +1004,57 @@ static int memfile_with(int v)
     return fd;
 }
 
+/* A fresh temp dir and the path of a host socket in it. */
+static const char *host_sock_path(void)
+{
+    static char path[128];
+    make_tmpdir();
+    snprintf(path, sizeof path, "%s/host.sock", tmpdir);
+    return path;
+}
+
+/* The host side in a child process: a host on path exposing TestPort,
+ * then serve(), whose result is the child's exit status. Returns once the
+ * child listens. */
+static pid_t fork_host(const char *path,
+                       int (*serve)(ipc_loop *, ipc_host *, test_svc *))
+{
+    int ready[2];
+    ck_assert_int_eq(pipe(ready), 0);
+    pid_t child = fork();
+    ck_assert_int_ge(child, 0);
+    if (child == 0) {
+        ipc_loop *hl = ipc_loop_create();
+        test_svc svc = { 0 };
+        ipc_host *h = ipc_host_create(hl, path, 0600, NULL);
+        if (!h)
+            _exit(2);
+        ipc_host_expose_service(h, &test_service, &svc);
+        ck_assert_int_eq(write(ready[1], "r", 1), 1);
+        _exit(serve(hl, h, &svc));
+    }
+    char c;
+    ck_assert_int_eq(read(ready[0], &c, 1), 1);
+    close(ready[0]);
+    close(ready[1]);
+    return child;
+}
+
+/* A TestPort client of the host on path, bound. */
+static ipc_client *connect_bound(ipc_loop *loop, const char *path,
+                                 cli_state *cs)
+{
+    int err = 0;
+    ipc_client *cl = ipc_client_connect(loop, path, "TestPort", &client_cbs,
+                                        cs, &err);
+    ck_assert_msg(cl, "connect: %s", ipc_strerror(err));
+    pump(loop, &cs->bound_cb);
+    return cl;
+}
+
 START_TEST(test_fdpass_client_to_host_process)
 {
-    make_tmpdir();
-    char path[128];
-    snprintf(path, sizeof path, "%s/host.sock", tmpdir);
+    const char *path = host_sock_path();
     ipc_loop *loop = ipc_loop_create();
     int err = 0;
     ipc_host *host = ipc_host_create(loop, path, 0600, &err);
@@ -1054,37 +1100,22 @@ START_TEST(test_fdpass_client_to_host_process)
 }
 END_TEST
 
+/* Serves until the client leaves; 0 if it came once, with credentials. */
+static int serve_until_disconnect(ipc_loop *hl, ipc_host *h, test_svc *svc)
+{
+    for (int i = 0; i < 1000 && svc->disconnects == 0; i++)
+        ipc_loop_run_once(hl, 10);
+    ipc_host_destroy(h);
+    return svc->disconnects == 1 && svc->pid != 0 ? 0 : 5;
+}
+
 START_TEST(test_fdpass_host_to_client_process)
 {
-    make_tmpdir();
-    char path[128];
-    snprintf(path, sizeof path, "%s/host.sock", tmpdir);
-    int ready[2];
-    ck_assert_int_eq(pipe(ready), 0);
-    pid_t child = fork();
-    if (child == 0) {
-        /* Child: the host process. */
-        ipc_loop *hl = ipc_loop_create();
-        test_svc svc = { 0 };
-        ipc_host *h = ipc_host_create(hl, path, 0600, NULL);
-        if (!h)
-            _exit(2);
-        ipc_host_expose_service(h, &test_service, &svc);
-        ck_assert_int_eq(write(ready[1], "r", 1), 1);
-        for (int i = 0; i < 1000 && svc.disconnects == 0; i++)
-            ipc_loop_run_once(hl, 10);
-        ipc_host_destroy(h);
-        _exit(svc.disconnects == 1 && svc.pid != 0 ? 0 : 5);
-    }
-    char c;
-    ck_assert_int_eq(read(ready[0], &c, 1), 1);
+    const char *path = host_sock_path();
+    pid_t child = fork_host(path, serve_until_disconnect);
     ipc_loop *loop = ipc_loop_create();
     cli_state cs = { 0 };
-    int err = 0;
-    ipc_client *cl = ipc_client_connect(loop, path, "TestPort", &client_cbs,
-                                        &cs, &err);
-    ck_assert_msg(cl, "connect: %s", ipc_strerror(err));
-    pump(loop, &cs.bound_cb);
+    ipc_client *cl = connect_bound(loop, path, &cs);
     ck_assert_int_gt(ipc_client_invoke(cl, "GiveFd", NULL, -1, NULL, c_reply,
                                        &cs), 0);
     pump(loop, &cs.done);
@@ -1105,33 +1136,22 @@ START_TEST(test_fdpass_host_to_client_process)
 }
 END_TEST
 
+/* Serves until a call is deferred, then dies with it unanswered. */
+static int serve_then_die(ipc_loop *hl, ipc_host *h, test_svc *svc)
+{
+    for (int i = 0; i < 1000 && svc->deferred == NULL; i++)
+        ipc_loop_run_once(hl, 10);
+    kill(getpid(), SIGKILL);
+    return 9;
+}
+
 START_TEST(test_fdpass_host_dies_client_notified)
 {
-    make_tmpdir();
-    char path[128];
-    snprintf(path, sizeof path, "%s/host.sock", tmpdir);
-    int ready[2];
-    ck_assert_int_eq(pipe(ready), 0);
-    pid_t child = fork();
-    if (child == 0) {
-        ipc_loop *hl = ipc_loop_create();
-        test_svc svc = { 0 };
-        ipc_host *h = ipc_host_create(hl, path, 0600, NULL);
-        ipc_host_expose_service(h, &test_service, &svc);
-        ck_assert_int_eq(write(ready[1], "r", 1), 1);
-        for (int i = 0; i < 1000 && svc.deferred == NULL; i++)
-            ipc_loop_run_once(hl, 10);
-        kill(getpid(), SIGKILL); /* die with the call unanswered */
-        _exit(9);
-    }
-    char c;
-    ck_assert_int_eq(read(ready[0], &c, 1), 1);
+    const char *path = host_sock_path();
+    pid_t child = fork_host(path, serve_then_die);
     ipc_loop *loop = ipc_loop_create();
     cli_state cs = { 0 };
-    ipc_client *cl = ipc_client_connect(loop, path, "TestPort", &client_cbs,
-                                        &cs, NULL);
-    ck_assert_ptr_nonnull(cl);
-    pump(loop, &cs.bound_cb);
+    ipc_client *cl = connect_bound(loop, path, &cs);
     ck_assert_int_gt(ipc_client_invoke(cl, "Defer", NULL, -1, NULL, c_reply,
                                        &cs), 0);
     pump(loop, &cs.disconnected);
