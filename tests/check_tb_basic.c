@@ -37,22 +37,18 @@ START_TEST(test_create_rejects_zero_and_huge)
 }
 END_TEST
 
-START_TEST(test_create_empty_buffer_reads_nothing)
+TBT_RING_TEST(test_create_empty_buffer_reads_nothing)
 {
-    tb_buffer *b = tb_create(4096, TB_RING_BUFFER);
     tb_begin_read(b);
     tb_packet pkt;
     ck_assert(!tb_read_next_packet(b, &pkt, NULL, NULL));
     ck_assert(!tb_read_next_packet(b, &pkt, NULL, NULL));
-    tb_destroy(b);
 }
-END_TEST
 
 /* --- read -------------------------------------------------------------- */
 
-START_TEST(test_read_single_chunk_packets_in_order)
+TBT_RING_TEST(test_read_single_chunk_packets_in_order)
 {
-    tb_buffer *b = tb_create(4096, TB_RING_BUFFER);
     uint32_t sizes[] = {10, 200, 1, 127};
     tbt_commit_sizes(b, 7, 100, 0, sizes, 4, 0x10);
     tbt_pkts ps = tbt_read_all(b);
@@ -75,13 +71,10 @@ START_TEST(test_read_single_chunk_packets_in_order)
     ck_assert_uint_eq(st->chunks_written, 1);
     ck_assert_uint_eq(st->chunks_read, 1);
     ck_assert_uint_eq(st->bytes_written, st->bytes_read);
-    tb_destroy(b);
 }
-END_TEST
 
-START_TEST(test_read_record_size_is_fragments_aligned_to_16)
+TBT_RING_TEST(test_read_record_size_is_fragments_aligned_to_16)
 {
-    tb_buffer *b = tb_create(4096, TB_RING_BUFFER);
     tbt_chunk c;
     tbt_reset(&c);
     tbt_frag(&c, 10, 1);              /* 11 bytes of fragments */
@@ -91,13 +84,10 @@ START_TEST(test_read_record_size_is_fragments_aligned_to_16)
     ck_assert_uint_eq(TBT_STAT(b, bytes_written), 32); /* 16 + 11 -> 32 */
     ck_assert_uint_eq(tb_used_size(b), 32);
     ck_assert_uint_eq(TBT_STAT(b, abi_violations), 0);
-    tb_destroy(b);
 }
-END_TEST
 
-START_TEST(test_read_null_props_and_loss)
+TBT_RING_TEST(test_read_null_props_and_loss)
 {
-    tb_buffer *b = tb_create(4096, TB_RING_BUFFER);
     uint32_t sizes[] = {5};
     tbt_commit_sizes(b, 1, 1, 0, sizes, 1, 0);
     tb_begin_read(b);
@@ -105,13 +95,10 @@ START_TEST(test_read_null_props_and_loss)
     ck_assert(tb_read_next_packet(b, &pkt, NULL, NULL));
     ck_assert_uint_eq(pkt.size, 5);
     ck_assert(!tb_read_next_packet(b, &pkt, NULL, NULL));
-    tb_destroy(b);
 }
-END_TEST
 
-START_TEST(test_read_empty_packets_skipped)
+TBT_RING_TEST(test_read_empty_packets_skipped)
 {
-    tb_buffer *b = tb_create(4096, TB_RING_BUFFER);
     uint32_t sizes[] = {0, 3, 0, 0, 4, 0};
     tbt_commit_sizes(b, 1, 1, 0, sizes, 6, 0);
     tbt_pkts ps = tbt_read_all(b);
@@ -120,13 +107,10 @@ START_TEST(test_read_empty_packets_skipped)
     ck_assert_uint_eq(ps.p[1].size, 4);
     tbt_free(&ps);
     ck_assert_uint_eq(TBT_STAT(b, chunks_read), 1);
-    tb_destroy(b);
 }
-END_TEST
 
-START_TEST(test_read_two_sequences_buffer_order)
+TBT_RING_TEST(test_read_two_sequences_buffer_order)
 {
-    tb_buffer *b = tb_create(4096, TB_RING_BUFFER);
     uint32_t one[] = {8};
     tbt_commit_sizes(b, 1, 1, 0, one, 1, 1); /* A1 */
     tbt_commit_sizes(b, 2, 1, 0, one, 1, 2); /* B1 */
@@ -139,9 +123,7 @@ START_TEST(test_read_two_sequences_buffer_order)
     ck_assert_uint_eq(ps.p[0].props.writer_id, 1);
     ck_assert_uint_eq(ps.p[1].props.writer_id, 2);
     tbt_free(&ps);
-    tb_destroy(b);
 }
-END_TEST
 
 START_TEST(test_read_past_many_empty_records)
 {
@@ -162,9 +144,8 @@ START_TEST(test_read_past_many_empty_records)
 }
 END_TEST
 
-START_TEST(test_read_interleaved_with_writes)
+TBT_RING_TEST(test_read_interleaved_with_writes)
 {
-    tb_buffer *b = tb_create(4096, TB_RING_BUFFER);
     uint32_t one[] = {8};
     for (uint32_t id = 1; id <= 5; id++) {
         tbt_commit_sizes(b, 1, id, 0, one, 1, (uint8_t)id);
@@ -174,9 +155,7 @@ START_TEST(test_read_interleaved_with_writes)
         ck_assert_uint_eq(ps.p[0].loss, 0);
         tbt_free(&ps);
     }
-    tb_destroy(b);
 }
-END_TEST
 
 /* --- ring -------------------------------------------------------------- */
 
@@ -196,9 +175,8 @@ static void commit_kb(tb_buffer *b, uint16_t w, uint32_t id, uint8_t seed)
     commit_frag4(b, w, id, 996, seed);
 }
 
-START_TEST(test_ring_exact_fill_then_wrap_overwrites_oldest)
+TBT_RING_TEST(test_ring_exact_fill_then_wrap_overwrites_oldest)
 {
-    tb_buffer *b = tb_create(4096, TB_RING_BUFFER);
     for (uint32_t id = 1; id <= 4; id++)
         commit_kb(b, 1, id, (uint8_t)id);
     ck_assert_uint_eq(TBT_STAT(b, write_wrap_count), 0);
@@ -215,13 +193,10 @@ START_TEST(test_ring_exact_fill_then_wrap_overwrites_oldest)
     for (size_t i = 1; i < 4; i++)
         ck_assert_uint_eq(ps.p[i].loss, 0);
     tbt_free(&ps);
-    tb_destroy(b);
 }
-END_TEST
 
-START_TEST(test_ring_many_laps_keeps_newest)
+TBT_RING_TEST(test_ring_many_laps_keeps_newest)
 {
-    tb_buffer *b = tb_create(4096, TB_RING_BUFFER);
     for (uint32_t id = 1; id <= 103; id++)
         commit_kb(b, 1, id, (uint8_t)id);
     tbt_pkts ps = tbt_read_all(b);
@@ -232,13 +207,10 @@ START_TEST(test_ring_many_laps_keeps_newest)
     tbt_free(&ps);
     ck_assert_uint_eq(TBT_STAT(b, chunks_overwritten), 99);
     ck_assert_uint_eq(TBT_STAT(b, chunks_written), 103);
-    tb_destroy(b);
 }
-END_TEST
 
-START_TEST(test_ring_partial_overlap_leaves_padding)
+TBT_RING_TEST(test_ring_partial_overlap_leaves_padding)
 {
-    tb_buffer *b = tb_create(4096, TB_RING_BUFFER);
     for (uint32_t id = 1; id <= 4; id++)
         commit_kb(b, 1, id, (uint8_t)id);
     /* 4 + 1516 fragment bytes: outer 1536 covers record 1 and half of 2. */
@@ -254,13 +226,10 @@ START_TEST(test_ring_partial_overlap_leaves_padding)
     ck_assert_uint_eq(ps.p[2].props.writer_id, 2);
     ck_assert_uint_eq(ps.p[2].loss, 0);
     tbt_free(&ps);
-    tb_destroy(b);
 }
-END_TEST
 
-START_TEST(test_ring_overwrite_of_read_chunks_is_no_loss)
+TBT_RING_TEST(test_ring_overwrite_of_read_chunks_is_no_loss)
 {
-    tb_buffer *b = tb_create(4096, TB_RING_BUFFER);
     for (uint32_t id = 1; id <= 4; id++)
         commit_kb(b, 1, id, (uint8_t)id);
     ck_assert_uint_eq(tbt_read_count(b), 4);
@@ -271,22 +240,17 @@ START_TEST(test_ring_overwrite_of_read_chunks_is_no_loss)
     ck_assert_uint_eq(ps.n, 1);
     ck_assert_uint_eq(ps.p[0].loss, 0);
     tbt_free(&ps);
-    tb_destroy(b);
 }
-END_TEST
 
-START_TEST(test_ring_chunk_larger_than_buffer_rejected)
+TBT_RING_TEST(test_ring_chunk_larger_than_buffer_rejected)
 {
-    tb_buffer *b = tb_create(4096, TB_RING_BUFFER);
     commit_frag4(b, 1, 1, 4080, 1); /* 4084 + 16 > 4096 */
     ck_assert_uint_eq(TBT_STAT(b, abi_violations), 1);
     ck_assert_uint_eq(TBT_STAT(b, chunks_written), 0);
     commit_frag4(b, 1, 1, 4076, 1); /* exactly 4096 */
     ck_assert_uint_eq(TBT_STAT(b, chunks_written), 1);
     ck_assert_uint_eq(tbt_read_count(b), 1);
-    tb_destroy(b);
 }
-END_TEST
 
 /* --- discard ----------------------------------------------------------- */
 

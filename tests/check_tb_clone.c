@@ -38,9 +38,8 @@ START_TEST(test_clone_reads_from_scratch)
 }
 END_TEST
 
-START_TEST(test_clone_stats_copied_except_read_counters)
+TBT_RING_TEST(test_clone_stats_copied_except_read_counters)
 {
-    tb_buffer *b = tb_create(4096, TB_RING_BUFFER);
     tbt_put1(b, 1, 1, 0, TB_F2, 10, 'a');
     tbt_put1(b, 1, 1, 1, TB_F1, 10, 'b');
     tbt_put1(b, 1, 1, 2, 0, 10, 'c');
@@ -63,13 +62,10 @@ START_TEST(test_clone_stats_copied_except_read_counters)
     tbt_free(&ps);
     ck_assert_uint_eq(s->chunks_read, 1);
     tb_destroy(snap);
-    tb_destroy(b);
 }
-END_TEST
 
-START_TEST(test_clone_refuses_writes_and_patches)
+TBT_RING_TEST(test_clone_refuses_writes_and_patches)
 {
-    tb_buffer *b = tb_create(4096, TB_RING_BUFFER);
     tbt_put1(b, 1, 1, 0, TB_F4, 10, 'a');
     tb_buffer *snap = tb_clone_readonly(b);
     tbt_put1(snap, 1, 1, 1, 0, 10, 'b');
@@ -84,13 +80,10 @@ START_TEST(test_clone_refuses_writes_and_patches)
     ck_assert(tbt_pkt_is1(&ps.p[0], 10, 'a'));
     tbt_free(&ps);
     tb_destroy(snap);
-    tb_destroy(b);
 }
-END_TEST
 
-START_TEST(test_clone_of_partial_ooo_and_patched_data)
+TBT_RING_TEST(test_clone_of_partial_ooo_and_patched_data)
 {
-    tb_buffer *b = tb_create(4096, TB_RING_BUFFER);
     tbt_put1(b, 1, 1, 0, 0, 10, 'a');
     tbt_put1(b, 1, 1, 2, 0, 30, 'c');
     tbt_put1(b, 2, 1, 0, 0, 9, 'p');
@@ -111,9 +104,7 @@ START_TEST(test_clone_of_partial_ooo_and_patched_data)
               tbt_pkt_is1(&ps.p[2], 20, 'b'));
     tbt_free(&ps);
     tb_destroy(snap);
-    tb_destroy(b);
 }
-END_TEST
 
 START_TEST(test_clone_after_wrap_and_discard_stop)
 {
@@ -183,9 +174,8 @@ static void put_abc(tb_buffer *b, uint32_t id)
     tbt_commit_ex(b, 3, 7, id + 1, TB_F1, true, &c, 0);
 }
 
-START_TEST(test_evict_callback_gets_unread_packets_in_order)
+TBT_RING_TEST(test_evict_callback_gets_unread_packets_in_order)
 {
-    tb_buffer *b = tb_create(4096, TB_RING_BUFFER);
     evicted_t ev = {.n = 0};
     tb_set_evict_callback(b, on_evict, &ev);
     /* seq 3: [a, begin b] [end b', c] ... then wrap over the first one */
@@ -210,9 +200,7 @@ START_TEST(test_evict_callback_gets_unread_packets_in_order)
     tbt_expect(b, "y", (uint32_t[]){3000});
     for (size_t i = 0; i < ev.n; i++)
         free(ev.p[i].data);
-    tb_destroy(b);
 }
-END_TEST
 
 /* --- GC of empty sequences --------------------------------------------- */
 

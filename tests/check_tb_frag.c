@@ -7,9 +7,8 @@
 
 static tbt_chunk c;
 
-START_TEST(test_reasm_simple_two_chunks)
+TBT_RING_TEST(test_reasm_simple_two_chunks)
 {
-    tb_buffer *b = tb_create(4096, TB_RING_BUFFER);
     tbt_put(b, 1, 1, 0, TB_F1 | TB_F2, (uint32_t[]){10, 20, 30, 10}, "abcd");
     tbt_put(b, 1, 1, 1, TB_F1, (uint32_t[]){20, 30}, "ef");
     tbt_pkts ps = tbt_read_all(b);
@@ -26,13 +25,10 @@ START_TEST(test_reasm_simple_two_chunks)
     tbt_free(&ps);
     ck_assert_uint_eq(TBT_STAT(b, readaheads_succeeded), 1);
     ck_assert_uint_eq(TBT_STAT(b, chunks_read), 2);
-    tb_destroy(b);
 }
-END_TEST
 
-START_TEST(test_reasm_waits_for_missing_end)
+TBT_RING_TEST(test_reasm_waits_for_missing_end)
 {
-    tb_buffer *b = tb_create(4096, TB_RING_BUFFER);
     tbt_put(b, 1, 1, 0, TB_F1, (uint32_t[]){2}, "a");
     tbt_put(b, 1, 1, 1, TB_F2, (uint32_t[]){2}, "b");
     ck_assert_uint_eq(tbt_read_count(b), 0);
@@ -45,13 +41,10 @@ START_TEST(test_reasm_waits_for_missing_end)
     ck_assert_uint_eq(ps.p[0].loss,
                       TB_LOSS_PRESENT | TB_LOSS_ORPHAN_CONTINUATION);
     tbt_free(&ps);
-    tb_destroy(b);
 }
-END_TEST
 
-START_TEST(test_reasm_stall_does_not_block_other_sequences)
+TBT_RING_TEST(test_reasm_stall_does_not_block_other_sequences)
 {
-    tb_buffer *b = tb_create(4096, TB_RING_BUFFER);
     tbt_put(b, 1, 1, 0, TB_F2, (uint32_t[]){10, 10}, "ab");
     tbt_put(b, 1, 2, 0, 0, (uint32_t[]){10}, "x");
     tbt_put(b, 1, 1, 1, TB_F1 | TB_F2, (uint32_t[]){10}, "c");
@@ -63,13 +56,10 @@ START_TEST(test_reasm_stall_does_not_block_other_sequences)
     ck_assert(tbt_pkt_is_s(&ps.p[0], (uint32_t[]){10, 10, 10}, "bcd"));
     ck_assert_uint_eq(ps.p[0].nslices, 3);
     tbt_free(&ps);
-    tb_destroy(b);
 }
-END_TEST
 
-START_TEST(test_ooo_middle_chunk_committed_last)
+TBT_RING_TEST(test_ooo_middle_chunk_committed_last)
 {
-    tb_buffer *b = tb_create(4096, TB_RING_BUFFER);
     tbt_put(b, 1, 1, 0, 0, (uint32_t[]){10}, "a");
     tbt_put(b, 1, 1, 2, 0, (uint32_t[]){30}, "c");
     tbt_put(b, 1, 1, 1, 0, (uint32_t[]){20}, "b");
@@ -82,13 +72,10 @@ START_TEST(test_ooo_middle_chunk_committed_last)
     for (size_t i = 0; i < 3; i++)
         ck_assert_uint_eq(ps.p[i].loss, 0);
     tbt_free(&ps);
-    tb_destroy(b);
 }
-END_TEST
 
-START_TEST(test_ooo_fragmented_chain_completed_by_middle)
+TBT_RING_TEST(test_ooo_fragmented_chain_completed_by_middle)
 {
-    tb_buffer *b = tb_create(4096, TB_RING_BUFFER);
     tbt_put(b, 1, 1, 0, TB_F2, (uint32_t[]){10}, "a");
     tbt_put(b, 1, 1, 2, TB_F1, (uint32_t[]){30}, "c");
     tbt_put(b, 1, 2, 0, 0, (uint32_t[]){10}, "z");
@@ -100,13 +87,10 @@ START_TEST(test_ooo_fragmented_chain_completed_by_middle)
     ck_assert(tbt_pkt_is1(&ps.p[1], 10, 'z'));
     ck_assert(tbt_pkt_is1(&ps.p[2], 40, 'd'));
     tbt_free(&ps);
-    tb_destroy(b);
 }
-END_TEST
 
-START_TEST(test_ooo_batch_across_id_wrap)
+TBT_RING_TEST(test_ooo_batch_across_id_wrap)
 {
-    tb_buffer *b = tb_create(4096, TB_RING_BUFFER);
     /* One scrape batch: ids UINT32_MAX-1, 1, 0, UINT32_MAX. */
     tbt_put(b, 1, 1, UINT32_MAX - 1, 0, (uint32_t[]){10}, "a");
     tbt_put(b, 1, 1, 1, 0, (uint32_t[]){40}, "d");
@@ -118,13 +102,10 @@ START_TEST(test_ooo_batch_across_id_wrap)
     for (size_t i = 0; i < 4; i++)
         ck_assert_uint_eq(ps.p[i].loss, 0);
     tbt_free(&ps);
-    tb_destroy(b);
 }
-END_TEST
 
-START_TEST(test_ooo_gap_after_sorting_is_loss)
+TBT_RING_TEST(test_ooo_gap_after_sorting_is_loss)
 {
-    tb_buffer *b = tb_create(4096, TB_RING_BUFFER);
     tbt_put(b, 1, 1, 0, 0, (uint32_t[]){10}, "a");
     ck_assert_uint_eq(tbt_read_count(b), 1);
     /* A later batch 3, 2: chunk 1 never arrives. */
@@ -139,13 +120,10 @@ START_TEST(test_ooo_gap_after_sorting_is_loss)
     tbt_put(b, 1, 1, 1, 0, (uint32_t[]){10}, "b");
     ck_assert_uint_eq(TBT_STAT(b, chunks_discarded), 1);
     ck_assert_uint_eq(tbt_read_count(b), 0);
-    tb_destroy(b);
 }
-END_TEST
 
-START_TEST(test_empty_chunk_before_fragments)
+TBT_RING_TEST(test_empty_chunk_before_fragments)
 {
-    tb_buffer *b = tb_create(4096, TB_RING_BUFFER);
     tbt_put(b, 1, 1, 0, 0, NULL, "");
     tbt_put(b, 1, 1, 1, TB_F2, (uint32_t[]){10, 20}, "ab");
     tbt_put(b, 1, 1, 2, TB_F1 | TB_F2, (uint32_t[]){30, 40}, "cd");
@@ -157,23 +135,17 @@ START_TEST(test_empty_chunk_before_fragments)
     /* the empty record counted as neither read nor written payload */
     ck_assert_uint_eq(TBT_STAT(b, chunks_written), 3);
     ck_assert_uint_eq(TBT_STAT(b, chunks_read), 1);
-    tb_destroy(b);
 }
-END_TEST
 
-START_TEST(test_empty_chunk_after_begin_stalls)
+TBT_RING_TEST(test_empty_chunk_after_begin_stalls)
 {
-    tb_buffer *b = tb_create(4096, TB_RING_BUFFER);
     tbt_put(b, 1, 1, 0, TB_F2, (uint32_t[]){10, 10}, "ab");
     tbt_put(b, 1, 1, 1, 0, NULL, "");
     tbt_expect(b, "a", (uint32_t[]){10});
-    tb_destroy(b);
 }
-END_TEST
 
-START_TEST(test_empty_chunk_in_the_middle_skipped)
+TBT_RING_TEST(test_empty_chunk_in_the_middle_skipped)
 {
-    tb_buffer *b = tb_create(4096, TB_RING_BUFFER);
     tbt_put(b, 1, 1, 0, TB_F2, (uint32_t[]){10}, "a");
     tbt_put(b, 1, 1, 1, 0, NULL, "");
     tbt_put(b, 1, 1, 2, TB_F1, (uint32_t[]){10, 20}, "bc");
@@ -183,9 +155,7 @@ START_TEST(test_empty_chunk_in_the_middle_skipped)
     ck_assert(tbt_pkt_is1(&ps.p[1], 20, 'c'));
     ck_assert_uint_eq(ps.p[0].loss, 0);
     tbt_free(&ps);
-    tb_destroy(b);
 }
-END_TEST
 
 START_TEST(test_long_packets_any_length)
 {
@@ -219,9 +189,8 @@ START_TEST(test_long_packets_any_length)
 }
 END_TEST
 
-START_TEST(test_long_packet_across_id_wrap)
+TBT_RING_TEST(test_long_packet_across_id_wrap)
 {
-    tb_buffer *b = tb_create(4096, TB_RING_BUFFER);
     uint32_t sizes[5];
     uint8_t seeds[5];
     size_t n = 0;
@@ -237,13 +206,10 @@ START_TEST(test_long_packet_across_id_wrap)
     ck_assert(tbt_pkt_is(&ps.p[0], 5, sizes, seeds));
     ck_assert_uint_eq(ps.p[0].loss, 0);
     tbt_free(&ps);
-    tb_destroy(b);
 }
-END_TEST
 
-START_TEST(test_props_follow_the_sequence)
+TBT_RING_TEST(test_props_follow_the_sequence)
 {
-    tb_buffer *b = tb_create(4096, TB_RING_BUFFER);
     tbt_build(&c, (uint32_t[]){10, 10}, "ab");
     tb_copy_chunk_untrusted(b, 1, 11, 111, 1, 0, c.nfrags, TB_F2, true,
                             c.data, c.size);
@@ -268,13 +234,10 @@ START_TEST(test_props_follow_the_sequence)
     ck_assert(tbt_pkt_is_s(&ps.p[1], (uint32_t[]){10, 10}, "be"));
     ck_assert(tbt_pkt_is1(&ps.p[4], 10, 'f'));
     tbt_free(&ps);
-    tb_destroy(b);
 }
-END_TEST
 
-START_TEST(test_drop_sentinel_discards_fragmented_packet)
+TBT_RING_TEST(test_drop_sentinel_discards_fragmented_packet)
 {
-    tb_buffer *b = tb_create(4096, TB_RING_BUFFER);
     tbt_put(b, 1, 1, 0, TB_F2, (uint32_t[]){10, 10}, "ab");
     tbt_reset(&c);
     tbt_put_varint4(&c, TB_PACKET_SIZE_DROP_PACKET); /* ff ff ff 7f */
@@ -290,13 +253,10 @@ START_TEST(test_drop_sentinel_discards_fragmented_packet)
     ck_assert_uint_eq(ps.p[0].loss, TB_LOSS_PRESENT | TB_LOSS_WRITER_ABORT);
     ck_assert(tbt_pkt_is1(&ps.p[1], 10, 'd'));
     tbt_free(&ps);
-    tb_destroy(b);
 }
-END_TEST
 
-START_TEST(test_drop_sentinel_any_encoding_stops_chunk)
+TBT_RING_TEST(test_drop_sentinel_any_encoding_stops_chunk)
 {
-    tb_buffer *b = tb_create(4096, TB_RING_BUFFER);
     tbt_reset(&c);
     tbt_frag(&c, 10, 'a');
     tbt_put_varint(&c, TB_PACKET_SIZE_DROP_PACKET); /* canonical form */
@@ -311,13 +271,10 @@ START_TEST(test_drop_sentinel_any_encoding_stops_chunk)
     ck_assert(tbt_pkt_is1(&ps.p[0], 10, 'a'));
     ck_assert_uint_eq(ps.p[0].loss, TB_LOSS_PRESENT | TB_LOSS_WRITER_ABORT);
     tbt_free(&ps);
-    tb_destroy(b);
 }
-END_TEST
 
-START_TEST(test_scraped_chunk_last_fragment_ignored)
+TBT_RING_TEST(test_scraped_chunk_last_fragment_ignored)
 {
-    tb_buffer *b = tb_create(4096, TB_RING_BUFFER);
     tbt_put_ex(b, 1, 1, 0, TB_F2 | TB_F4, false, 512, (uint32_t[]){20, 30},
                "ab");
     /* whole 512-byte payload reserved for the later commit */
@@ -327,13 +284,10 @@ START_TEST(test_scraped_chunk_last_fragment_ignored)
     ck_assert_uint_eq(tbt_read_count(b), 0);
     /* its visible payload was consumed: counted read, record kept */
     ck_assert_uint_eq(TBT_STAT(b, chunks_read), 1);
-    tb_destroy(b);
 }
-END_TEST
 
-START_TEST(test_scraped_chunk_blocks_later_chunks_until_recommit)
+TBT_RING_TEST(test_scraped_chunk_blocks_later_chunks_until_recommit)
 {
-    tb_buffer *b = tb_create(4096, TB_RING_BUFFER);
     tbt_put_ex(b, 1, 1, 0, 0, false, 512, (uint32_t[]){20, 30}, "ab");
     tbt_put(b, 1, 1, 1, 0, (uint32_t[]){40}, "c");
     tbt_put(b, 1, 2, 0, 0, (uint32_t[]){5}, "x");
@@ -345,9 +299,7 @@ START_TEST(test_scraped_chunk_blocks_later_chunks_until_recommit)
     ck_assert_uint_eq(ps.p[0].loss, 0);
     ck_assert(tbt_pkt_is1(&ps.p[1], 40, 'c'));
     tbt_free(&ps);
-    tb_destroy(b);
 }
-END_TEST
 
 static Suite *tb_frag_suite(void)
 {

@@ -63,9 +63,8 @@ static void raw1(tb_buffer *b, uint16_t w, uint32_t id, uint16_t nfrags,
     raw(b, 1, w, id, nfrags, flags, true, c.data, c.size);
 }
 
-START_TEST(test_bad_num_fragments_too_many)
+TBT_RING_TEST(test_bad_num_fragments_too_many)
 {
-    tb_buffer *b = tb_create(4096, TB_RING_BUFFER);
     good(b, 0);
     tbt_reset(&c);
     tbt_frag(&c, 64, 'a');
@@ -74,26 +73,20 @@ START_TEST(test_bad_num_fragments_too_many)
     good(b, 1);
     ck_assert_uint_eq(TBT_STAT(b, abi_violations), 2);
     expect_read(b, 2, 1); /* the valid 'a' */
-    tb_destroy(b);
 }
-END_TEST
 
-START_TEST(test_bad_num_fragments_too_few_or_zero)
+TBT_RING_TEST(test_bad_num_fragments_too_few_or_zero)
 {
-    tb_buffer *b = tb_create(4096, TB_RING_BUFFER);
     tbt_build(&c, (uint32_t[]){10, 10}, "ab");
     raw(b, 1, 1, 0, 1, 0, true, c.data, c.size); /* 'b' ignored */
     raw(b, 1, 1, 1, 0, 0, true, c.data, c.size); /* nothing */
     ck_assert_uint_eq(TBT_STAT(b, abi_violations), 0);
     ck_assert_uint_eq(TBT_STAT(b, bytes_written), 32 + 16);
     tbt_expect(b, "a", (uint32_t[]){10});
-    tb_destroy(b);
 }
-END_TEST
 
-START_TEST(test_bad_fragment_size_past_end)
+TBT_RING_TEST(test_bad_fragment_size_past_end)
 {
-    tb_buffer *b = tb_create(4096, TB_RING_BUFFER);
     good(b, 0);
     tbt_reset(&c);
     tbt_frag(&c, 20, 'a');
@@ -105,13 +98,10 @@ START_TEST(test_bad_fragment_size_past_end)
     good(b, 1);
     ck_assert_uint_eq(TBT_STAT(b, abi_violations), 1);
     expect_read(b, 2, 1);
-    tb_destroy(b);
 }
-END_TEST
 
-START_TEST(test_bad_varint_too_long_or_truncated)
+TBT_RING_TEST(test_bad_varint_too_long_or_truncated)
 {
-    tb_buffer *b = tb_create(4096, TB_RING_BUFFER);
     uint8_t eleven[16];
     memset(eleven, 0x80, sizeof(eleven));
     eleven[11] = 0x00; /* terminates only at byte 12: too long */
@@ -128,9 +118,7 @@ START_TEST(test_bad_varint_too_long_or_truncated)
     ck_assert_uint_eq(TBT_STAT(b, abi_violations), 3);
     good(b, 0);
     expect_read(b, 1, 1); /* 'q' (size 1) */
-    tb_destroy(b);
 }
-END_TEST
 
 START_TEST(test_bad_varint_huge_value)
 {
@@ -148,9 +136,8 @@ START_TEST(test_bad_varint_huge_value)
 }
 END_TEST
 
-START_TEST(test_bad_zero_varint_header_in_sequence)
+TBT_RING_TEST(test_bad_zero_varint_header_in_sequence)
 {
-    tb_buffer *b = tb_create(4096, TB_RING_BUFFER);
     /* a(begin) | b(cont) whose header says 0 | c(end), d | e */
     tbt_reset(&c);
     tbt_frag(&c, 4, 'a');
@@ -177,25 +164,19 @@ START_TEST(test_bad_zero_varint_header_in_sequence)
     ck_assert(tbt_pkt_is1(&ps.p[1], 4, 'd'));
     ck_assert(tbt_pkt_is1(&ps.p[2], 4, 'e'));
     tbt_free(&ps);
-    tb_destroy(b);
 }
-END_TEST
 
-START_TEST(test_bad_flags_unknown_bits_ignored)
+TBT_RING_TEST(test_bad_flags_unknown_bits_ignored)
 {
-    tb_buffer *b = tb_create(4096, TB_RING_BUFFER);
     /* 0x80 is our private "incomplete" marker: a producer cannot set it */
     raw1(b, 1, 0, 1, 0xF8, 10, 'a');
     ck_assert_uint_eq(tbt_read_count(b), 1);
     /* and the chunk was not treated as scraped (it was read, not stalled) */
     ck_assert_uint_eq(TBT_STAT(b, chunks_read), 1);
-    tb_destroy(b);
 }
-END_TEST
 
-START_TEST(test_bad_flags_continuation_lies)
+TBT_RING_TEST(test_bad_flags_continuation_lies)
 {
-    tb_buffer *b = tb_create(4096, TB_RING_BUFFER);
     good(b, 0);
     /* claims to continue from and on: an orphan continue that never ends */
     raw1(b, 1, 0, 1, TB_F1 | TB_F2 | TB_F4, 10, 'a');
@@ -208,13 +189,10 @@ START_TEST(test_bad_flags_continuation_lies)
                       TB_LOSS_PRESENT | TB_LOSS_ORPHAN_CONTINUATION);
     tbt_free(&ps);
     ck_assert_uint_eq(TBT_STAT(b, abi_violations), 0);
-    tb_destroy(b);
 }
-END_TEST
 
-START_TEST(test_bad_incomplete_with_no_fragments)
+TBT_RING_TEST(test_bad_incomplete_with_no_fragments)
 {
-    tb_buffer *b = tb_create(4096, TB_RING_BUFFER);
     uint8_t junk[300];
     memset(junk, 0xAB, sizeof(junk));
     raw(b, 1, 1, 0, 0, TB_F2, false, junk, sizeof(junk));
@@ -222,9 +200,7 @@ START_TEST(test_bad_incomplete_with_no_fragments)
     ck_assert_uint_eq(TBT_STAT(b, bytes_written), 320);
     good(b, 0);
     expect_read(b, 1, 0);
-    tb_destroy(b);
 }
-END_TEST
 
 START_TEST(test_bad_payload_size_zero_null_and_huge)
 {
@@ -245,22 +221,18 @@ START_TEST(test_bad_payload_size_zero_null_and_huge)
 }
 END_TEST
 
-START_TEST(test_bad_chunk_too_big_for_buffer)
+TBT_RING_TEST(test_bad_chunk_too_big_for_buffer)
 {
-    tb_buffer *b = tb_create(4096, TB_RING_BUFFER);
     good(b, 0);
     tbt_build(&c, (uint32_t[]){4096, 2048}, "ab");
     raw(b, 1, 1, 0, 2, 0, true, c.data, c.size);
     ck_assert_uint_eq(TBT_STAT(b, abi_violations), 1);
     ck_assert_uint_eq(TBT_STAT(b, chunks_overwritten), 0);
     expect_read(b, 1, 0);
-    tb_destroy(b);
 }
-END_TEST
 
-START_TEST(test_bad_chunk_id_replayed_or_old)
+TBT_RING_TEST(test_bad_chunk_id_replayed_or_old)
 {
-    tb_buffer *b = tb_create(4096, TB_RING_BUFFER);
     tbt_build(&c, (uint32_t[]){30, 40}, "ab");
     raw(b, 1, 1, 0, 2, 0, true, c.data, c.size);
     ck_assert_uint_eq(tbt_read_count(b), 2);
@@ -274,22 +246,17 @@ START_TEST(test_bad_chunk_id_replayed_or_old)
     ck_assert_uint_eq(ps.n, 1);
     ck_assert_uint_eq(ps.p[0].loss, 0);
     tbt_free(&ps);
-    tb_destroy(b);
 }
-END_TEST
 
-START_TEST(test_bad_identity_zero)
+TBT_RING_TEST(test_bad_identity_zero)
 {
-    tb_buffer *b = tb_create(4096, TB_RING_BUFFER);
     tbt_build(&c, (uint32_t[]){10}, "a");
     raw(b, 0, 0, 0, 1, 0, true, c.data, c.size); /* would look like padding */
     ck_assert_uint_eq(TBT_STAT(b, abi_violations), 1);
     raw(b, 0, 5, 0, 1, 0, true, c.data, c.size); /* producer 0 alone: ok */
     raw(b, 5, 0, 0, 1, 0, true, c.data, c.size); /* writer 0 alone: ok */
     ck_assert_uint_eq(tbt_read_count(b), 2);
-    tb_destroy(b);
 }
-END_TEST
 
 START_TEST(test_bad_flood_does_not_cost_others)
 {

@@ -23,9 +23,8 @@ static tb_patch mkpatch(uint32_t off, const char *four)
     return p;
 }
 
-START_TEST(test_patch_applies_bytes_at_payload_offset)
+TBT_RING_TEST(test_patch_applies_bytes_at_payload_offset)
 {
-    tb_buffer *b = tb_create(4096, TB_RING_BUFFER);
     tbt_put1(b, 1, 1, 0, 0, 100, 'a');
     tbt_put1(b, 2, 1, 0, 0, 9, 'b'); /* payload: [09] b0 .. b8 */
     tbt_put1(b, 3, 1, 0, 0, 100, 'c');
@@ -39,13 +38,10 @@ START_TEST(test_patch_applies_bytes_at_payload_offset)
     ck_assert_mem_eq(ps.p[1].data + 4, "YMCA", 4);
     ck_assert_uint_eq(ps.p[1].data[8], (uint8_t)('b' + 8));
     tbt_free(&ps);
-    tb_destroy(b);
 }
-END_TEST
 
-START_TEST(test_patch_missing_sequence_or_chunk_fails)
+TBT_RING_TEST(test_patch_missing_sequence_or_chunk_fails)
 {
-    tb_buffer *b = tb_create(4096, TB_RING_BUFFER);
     tbt_put1(b, 1, 1, 0, 0, 100, 'a');
     tb_patch p = mkpatch(0, "XXXX");
     ck_assert(!tb_try_patch_chunk(b, 1, 2, 0, &p, 1, false));
@@ -58,13 +54,10 @@ START_TEST(test_patch_missing_sequence_or_chunk_fails)
     /* a chunk consumed by a read is gone too */
     ck_assert(!tb_try_patch_chunk(b, 1, 1, 0, &p, 1, false));
     ck_assert_uint_eq(TBT_STAT(b, patches_failed), 5);
-    tb_destroy(b);
 }
-END_TEST
 
-START_TEST(test_patch_at_both_ends_of_a_chunk)
+TBT_RING_TEST(test_patch_at_both_ends_of_a_chunk)
 {
-    tb_buffer *b = tb_create(4096, TB_RING_BUFFER);
     tbt_put1(b, 1, 1, 0, TB_F2, 100, 'a');
     tbt_put1(b, 1, 1, 1, TB_F1 | TB_F2, 16, 'b'); /* payload 17 bytes */
     tbt_put1(b, 1, 1, 2, TB_F1, 100, 'c');
@@ -77,13 +70,10 @@ START_TEST(test_patch_at_both_ends_of_a_chunk)
     ck_assert_mem_eq(ps.p[0].data + 100, "PERF", 4);
     ck_assert_mem_eq(ps.p[0].data + 112, "ETTO", 4);
     tbt_free(&ps);
-    tb_destroy(b);
 }
-END_TEST
 
-START_TEST(test_patch_bounds_checked)
+TBT_RING_TEST(test_patch_bounds_checked)
 {
-    tb_buffer *b = tb_create(4096, TB_RING_BUFFER);
     tbt_put1(b, 1, 1, 0, 0, 2048, 'a');
     tbt_put1(b, 1, 1, 1, 0, 16, 'b'); /* payload_size 17: last valid offset 13 */
     const uint32_t bad[] = {14, 16, 17, UINT32_MAX - 3, UINT32_MAX - 7,
@@ -105,13 +95,10 @@ START_TEST(test_patch_bounds_checked)
     ck_assert_mem_eq(ps.p[1].data + 12, "edge", 4);
     ck_assert(tbt_pkt_is1(&ps.p[2], 1, 'c'));
     tbt_free(&ps);
-    tb_destroy(b);
 }
-END_TEST
 
-START_TEST(test_patch_failed_batch_keeps_earlier_patches)
+TBT_RING_TEST(test_patch_failed_batch_keeps_earlier_patches)
 {
-    tb_buffer *b = tb_create(4096, TB_RING_BUFFER);
     tbt_put1(b, 1, 1, 0, TB_F4, 16, 'a');
     tb_patch p[2] = {mkpatch(1, "GOOD"), mkpatch(100, "BAD!")};
     ck_assert(!tb_try_patch_chunk(b, 1, 1, 0, p, 2, false));
@@ -123,13 +110,10 @@ START_TEST(test_patch_failed_batch_keeps_earlier_patches)
     ck_assert_uint_eq(ps.n, 1);
     ck_assert_mem_eq(ps.p[0].data, "GOOD", 4);
     tbt_free(&ps);
-    tb_destroy(b);
 }
-END_TEST
 
-START_TEST(test_patch_pending_stalls_only_its_sequence)
+TBT_RING_TEST(test_patch_pending_stalls_only_its_sequence)
 {
-    tb_buffer *b = tb_create(4096, TB_RING_BUFFER);
     /* seq 1: a (begin, needs patching) + continuation b */
     tbt_put1(b, 1, 1, 0, TB_F2 | TB_F4, 16, 'a');
     tbt_put1(b, 1, 1, 1, TB_F1, 16, 'b');
@@ -162,13 +146,10 @@ START_TEST(test_patch_pending_stalls_only_its_sequence)
     ck_assert_mem_eq(ps.p[0].data, "PERFETTO", 8);
     tbt_free(&ps);
     ck_assert_uint_eq(TBT_STAT(b, patches_succeeded), 3);
-    tb_destroy(b);
 }
-END_TEST
 
-START_TEST(test_patch_needed_in_middle_chunk_stalls_reassembly)
+TBT_RING_TEST(test_patch_needed_in_middle_chunk_stalls_reassembly)
 {
-    tb_buffer *b = tb_create(4096, TB_RING_BUFFER);
     tbt_put1(b, 1, 1, 0, TB_F2, 10, 'a');
     tbt_put1(b, 1, 1, 1, TB_F1 | TB_F2 | TB_F4, 10, 'b');
     tbt_put1(b, 1, 1, 2, TB_F1, 10, 'c');
@@ -180,13 +161,10 @@ START_TEST(test_patch_needed_in_middle_chunk_stalls_reassembly)
     ck_assert_uint_eq(ps.p[0].size, 30);
     ck_assert_mem_eq(ps.p[0].data + 10, "MIDL", 4);
     tbt_free(&ps);
-    tb_destroy(b);
 }
-END_TEST
 
-START_TEST(test_patch_stall_released_by_overwrite)
+TBT_RING_TEST(test_patch_stall_released_by_overwrite)
 {
-    tb_buffer *b = tb_create(4096, TB_RING_BUFFER);
     put_kb(b, 1, 0, TB_F2 | TB_F4, 'a');
     for (uint32_t id = 1; id <= 3; id++)
         put_kb(b, 2, id, 0, (uint8_t)('a' + id));
@@ -202,13 +180,10 @@ START_TEST(test_patch_stall_released_by_overwrite)
     ck_assert(tbt_pkt_is1(&ps.p[1], 10, 'n'));
     ck_assert_uint_eq(ps.p[1].loss, TB_LOSS_PRESENT | TB_LOSS_OVERWRITE);
     tbt_free(&ps);
-    tb_destroy(b);
 }
-END_TEST
 
-START_TEST(test_patch_zero_patches_clears_flag)
+TBT_RING_TEST(test_patch_zero_patches_clears_flag)
 {
-    tb_buffer *b = tb_create(4096, TB_RING_BUFFER);
     tbt_put1(b, 1, 1, 0, TB_F2 | TB_F4, 10, 'a');
     tbt_put1(b, 1, 1, 1, TB_F1, 10, 'b');
     ck_assert(tb_try_patch_chunk(b, 1, 1, 0, NULL, 0, false));
@@ -217,9 +192,7 @@ START_TEST(test_patch_zero_patches_clears_flag)
     ck_assert_uint_eq(ps.n, 1);
     ck_assert_uint_eq(ps.p[0].size, 20);
     tbt_free(&ps);
-    tb_destroy(b);
 }
-END_TEST
 
 START_TEST(test_patch_lookup_after_wrap_and_ooo)
 {

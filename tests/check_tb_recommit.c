@@ -13,9 +13,8 @@ static void put(tb_buffer *b, uint32_t id, uint8_t flags, bool complete,
     tbt_put_ex(b, 1, 1, id, flags, complete, pad, sizes, seeds);
 }
 
-START_TEST(test_recommit_before_read_in_place)
+TBT_RING_TEST(test_recommit_before_read_in_place)
 {
-    tb_buffer *b = tb_create(4096, TB_RING_BUFFER);
     put(b, 0, 0, false, 512, (uint32_t[]){100, 100}, "ab");
     ck_assert_uint_eq(TBT_STAT(b, bytes_written), 528);
     put(b, 0, 0, true, 512, (uint32_t[]){100, 100, 100, 100}, "abcd");
@@ -23,13 +22,10 @@ START_TEST(test_recommit_before_read_in_place)
     ck_assert_uint_eq(TBT_STAT(b, chunks_written), 1);
     ck_assert_uint_eq(TBT_STAT(b, bytes_written), 528);
     tbt_expect(b, "abcd", (uint32_t[]){100, 100, 100, 100});
-    tb_destroy(b);
 }
-END_TEST
 
-START_TEST(test_recommit_after_partial_read_relocates)
+TBT_RING_TEST(test_recommit_after_partial_read_relocates)
 {
-    tb_buffer *b = tb_create(4096, TB_RING_BUFFER);
     put(b, 0, 0, false, 512, (uint32_t[]){20, 30}, "ab");
     tbt_expect(b, "a", (uint32_t[]){20});
     put(b, 0, 0, true, 512, (uint32_t[]){20, 30, 40, 50}, "abcd");
@@ -43,13 +39,10 @@ START_TEST(test_recommit_after_partial_read_relocates)
     ck_assert(tbt_pkt_is1(&ps.p[1], 40, 'c'));
     ck_assert(tbt_pkt_is1(&ps.p[2], 50, 'd'));
     tbt_free(&ps);
-    tb_destroy(b);
 }
-END_TEST
 
-START_TEST(test_recommit_in_place_when_partially_unread)
+TBT_RING_TEST(test_recommit_in_place_when_partially_unread)
 {
-    tb_buffer *b = tb_create(4096, TB_RING_BUFFER);
     /* 3 visible fragments of 4; read only... all of them are read in one
      * pass, so use a stall from another route: commit, read nothing */
     put(b, 0, 0, false, 512, (uint32_t[]){20, 30, 40}, "abc");
@@ -60,25 +53,19 @@ START_TEST(test_recommit_in_place_when_partially_unread)
     put(b, 0, 0, true, 512, (uint32_t[]){20, 30, 40, 50}, "abcd");
     ck_assert_uint_eq(TBT_STAT(b, chunks_relocated), 1);
     tbt_expect(b, "d", (uint32_t[]){50});
-    tb_destroy(b);
 }
-END_TEST
 
-START_TEST(test_recommit_complete_chunk_cannot_grow)
+TBT_RING_TEST(test_recommit_complete_chunk_cannot_grow)
 {
-    tb_buffer *b = tb_create(4096, TB_RING_BUFFER);
     put(b, 0, 0, true, 512, (uint32_t[]){20, 30}, "ab");
     /* complete chunks reserve only their fragments: no room to grow */
     put(b, 0, 0, true, 512, (uint32_t[]){20, 30, 40}, "abc");
     ck_assert_uint_eq(TBT_STAT(b, abi_violations), 1);
     tbt_expect(b, "ab", (uint32_t[]){20, 30});
-    tb_destroy(b);
 }
-END_TEST
 
-START_TEST(test_recommit_shorter_is_violation)
+TBT_RING_TEST(test_recommit_shorter_is_violation)
 {
-    tb_buffer *b = tb_create(4096, TB_RING_BUFFER);
     put(b, 0, 0, false, 512, (uint32_t[]){200, 20}, "ab");
     put(b, 0, 0, true, 512, (uint32_t[]){100}, "x");
     ck_assert_uint_eq(TBT_STAT(b, abi_violations), 1);
@@ -86,13 +73,10 @@ START_TEST(test_recommit_shorter_is_violation)
     /* larger than the reserved 512 bytes */
     ck_assert_uint_eq(TBT_STAT(b, abi_violations), 2);
     tbt_expect(b, "a", (uint32_t[]){200});
-    tb_destroy(b);
 }
-END_TEST
 
-START_TEST(test_recommit_dropping_flags_is_violation)
+TBT_RING_TEST(test_recommit_dropping_flags_is_violation)
 {
-    tb_buffer *b = tb_create(4096, TB_RING_BUFFER);
     put(b, 0, TB_F1, false, 512, (uint32_t[]){20, 30, 40}, "abc");
     put(b, 0, 0, true, 512, (uint32_t[]){20, 30, 40}, "abc");
     ck_assert_uint_eq(TBT_STAT(b, abi_violations), 1);
@@ -100,13 +84,10 @@ START_TEST(test_recommit_dropping_flags_is_violation)
     put(b, 0, TB_F1 | TB_F2, true, 512, (uint32_t[]){20, 30, 40}, "abc");
     ck_assert_uint_eq(TBT_STAT(b, abi_violations), 1);
     ck_assert_uint_eq(TBT_STAT(b, chunks_rewritten), 1);
-    tb_destroy(b);
 }
-END_TEST
 
-START_TEST(test_recommit_identical_is_silent)
+TBT_RING_TEST(test_recommit_identical_is_silent)
 {
-    tb_buffer *b = tb_create(4096, TB_RING_BUFFER);
     put(b, 0, 0, true, 512, (uint32_t[]){20, 30}, "ab");
     put(b, 0, 0, true, 512, (uint32_t[]){20, 30}, "ab");
     put(b, 1, 0, true, 512, (uint32_t[]){40, 50}, "cd");
@@ -114,13 +95,10 @@ START_TEST(test_recommit_identical_is_silent)
     ck_assert_uint_eq(TBT_STAT(b, abi_violations), 0);
     ck_assert_uint_eq(TBT_STAT(b, chunks_written), 2);
     tbt_expect(b, "abcd", (uint32_t[]){20, 30, 40, 50});
-    tb_destroy(b);
 }
-END_TEST
 
-START_TEST(test_recommit_after_full_read_discarded)
+TBT_RING_TEST(test_recommit_after_full_read_discarded)
 {
-    tb_buffer *b = tb_create(4096, TB_RING_BUFFER);
     put(b, 0, 0, true, 512, (uint32_t[]){20, 30}, "ab");
     tbt_expect(b, "ab", (uint32_t[]){20, 30});
     put(b, 1, 0, true, 512, (uint32_t[]){40}, "c");
@@ -131,13 +109,10 @@ START_TEST(test_recommit_after_full_read_discarded)
     tbt_expect(b, "", NULL);
     put(b, 2, 0, true, 512, (uint32_t[]){10, 10}, "de");
     tbt_expect(b, "de", (uint32_t[]){10, 10});
-    tb_destroy(b);
 }
-END_TEST
 
-START_TEST(test_recommit_reordered_with_next_chunk)
+TBT_RING_TEST(test_recommit_reordered_with_next_chunk)
 {
-    tb_buffer *b = tb_create(4096, TB_RING_BUFFER);
     put(b, 0, 0, false, 512, (uint32_t[]){20, 30}, "ab");
     tbt_expect(b, "a", (uint32_t[]){20});
     put(b, 1, 0, true, 512, (uint32_t[]){50, 60}, "de");
@@ -153,13 +128,10 @@ START_TEST(test_recommit_reordered_with_next_chunk)
     for (size_t i = 0; i < 4; i++)
         ck_assert_uint_eq(ps.p[i].loss, 0);
     tbt_free(&ps);
-    tb_destroy(b);
 }
-END_TEST
 
-START_TEST(test_recommit_reordered_fragmenting)
+TBT_RING_TEST(test_recommit_reordered_fragmenting)
 {
-    tb_buffer *b = tb_create(4096, TB_RING_BUFFER);
     put(b, 0, 0, false, 512, (uint32_t[]){20, 30}, "ab");
     tbt_expect(b, "a", (uint32_t[]){20});
     put(b, 1, TB_F1, true, 512, (uint32_t[]){50, 60}, "de");
@@ -171,26 +143,20 @@ START_TEST(test_recommit_reordered_fragmenting)
                          (uint8_t[]){'c', 'd'}));
     ck_assert(tbt_pkt_is1(&ps.p[2], 60, 'e'));
     tbt_free(&ps);
-    tb_destroy(b);
 }
-END_TEST
 
-START_TEST(test_recommit_incomplete_same_size_unblocks)
+TBT_RING_TEST(test_recommit_incomplete_same_size_unblocks)
 {
-    tb_buffer *b = tb_create(4096, TB_RING_BUFFER);
     put(b, 0, 0, false, 512, (uint32_t[]){20, 30}, "ab");
     tbt_expect(b, "a", (uint32_t[]){20});
     put(b, 1, 0, true, 512, (uint32_t[]){40, 50}, "cd");
     tbt_expect(b, "", NULL); /* still behind the incomplete chunk */
     put(b, 0, 0, true, 512, (uint32_t[]){20, 30}, "ab");
     tbt_expect(b, "bcd", (uint32_t[]){30, 40, 50});
-    tb_destroy(b);
 }
-END_TEST
 
-START_TEST(test_recommit_incomplete_fragmenting)
+TBT_RING_TEST(test_recommit_incomplete_fragmenting)
 {
-    tb_buffer *b = tb_create(4096, TB_RING_BUFFER);
     put(b, 0, TB_F2, false, 512, (uint32_t[]){20, 30}, "ab");
     tbt_expect(b, "a", (uint32_t[]){20});
     put(b, 1, TB_F1, true, 512, (uint32_t[]){40, 50}, "cd");
@@ -202,9 +168,7 @@ START_TEST(test_recommit_incomplete_fragmenting)
                          (uint8_t[]){'b', 'c'}));
     ck_assert(tbt_pkt_is1(&ps.p[1], 50, 'd'));
     tbt_free(&ps);
-    tb_destroy(b);
 }
-END_TEST
 
 START_TEST(test_recommit_relocation_wraps_at_end_of_buffer)
 {
@@ -233,9 +197,8 @@ START_TEST(test_recommit_not_relocated_in_discard_mode)
 }
 END_TEST
 
-START_TEST(test_readmit_after_scraped_record_erased)
+TBT_RING_TEST(test_readmit_after_scraped_record_erased)
 {
-    tb_buffer *b = tb_create(4096, TB_RING_BUFFER);
     /* scraped chunk fully read then erased because a later read walk moved
      * past it: relocation consumes it; the real commit then re-admits */
     put(b, 0, 0, false, 256, (uint32_t[]){20, 30}, "ab");
@@ -247,9 +210,7 @@ START_TEST(test_readmit_after_scraped_record_erased)
     put(b, 0, 0, true, 256, (uint32_t[]){20, 30, 40, 50}, "abcd");
     ck_assert_uint_eq(TBT_STAT(b, chunks_relocated), 1);
     tbt_expect(b, "cd", (uint32_t[]){40, 50});
-    tb_destroy(b);
 }
-END_TEST
 
 static Suite *tb_recommit_suite(void)
 {

@@ -307,6 +307,24 @@ static inline void tbt_expect(tb_buffer *b, const char *seeds,
 
 #define TBT_STAT(b, field) (tb_get_stats(b)->field)
 
+/* A test on an empty 4 KiB ring buffer `b`, destroyed after the body:
+ *   TBT_RING_TEST(test_x)
+ *   {
+ *       tbt_put(b, ...);
+ *   }
+ * (no END_TEST). Registered like any START_TEST test. */
+#define TBT_RING_TEST(name)                                                \
+    static void name##_on(tb_buffer *b);                                   \
+    START_TEST(name)                                                       \
+    {                                                                      \
+        tb_buffer *ring = tb_create(4096, TB_RING_BUFFER);                 \
+        ck_assert_ptr_nonnull(ring);                                       \
+        name##_on(ring);                                                   \
+        tb_destroy(ring);                                                  \
+    }                                                                      \
+    END_TEST                                                               \
+    static void name##_on(tb_buffer *b)
+
 #define TB_F1 TB_CHUNK_FIRST_PACKET_CONTINUES_FROM_PREV
 #define TB_F2 TB_CHUNK_LAST_PACKET_CONTINUES_ON_NEXT
 #define TB_F4 TB_CHUNK_NEEDS_PATCHING
