@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "svc_ipc.h"
+#include "tck_main.h"
 #include "trace.pb-c.h"
 
 typedef struct {
@@ -548,29 +549,21 @@ START_TEST(test_ipc_second_daemon_refused)
 }
 END_TEST
 
-int main(void)
+static Suite *svc_ipc_suite(void)
 {
     Suite *s = suite_create("svc_ipc");
-    TCase *tc = tcase_create("session");
+    TCase *tc = TCK_CASE(s, "session", test_ipc_full_session,
+                         test_ipc_bad_config_reports_error);
     tcase_add_checked_fixture(tc, setup, teardown);
-    tcase_add_test(tc, test_ipc_full_session);
-    tcase_add_test(tc, test_ipc_bad_config_reports_error);
-    suite_add_tcase(s, tc);
-    tc = tcase_create("faults");
+    tc = TCK_CASE(s, "faults", test_ipc_flush_unanswered_scrapes,
+                  test_ipc_producer_killed_keeps_its_data,
+                  test_ipc_consumer_disconnect_frees_session);
     tcase_add_checked_fixture(tc, setup, teardown);
-    tcase_add_test(tc, test_ipc_flush_unanswered_scrapes);
-    tcase_add_test(tc, test_ipc_producer_killed_keeps_its_data);
-    tcase_add_test(tc, test_ipc_consumer_disconnect_frees_session);
-    suite_add_tcase(s, tc);
-    tc = tcase_create("untrusted");
+    tc = TCK_CASE(s, "untrusted", test_ipc_malformed_frames_do_not_hurt,
+                  test_ipc_pending_flushes_are_bounded,
+                  test_ipc_second_daemon_refused);
     tcase_add_checked_fixture(tc, setup, teardown);
-    tcase_add_test(tc, test_ipc_malformed_frames_do_not_hurt);
-    tcase_add_test(tc, test_ipc_pending_flushes_are_bounded);
-    tcase_add_test(tc, test_ipc_second_daemon_refused);
-    suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return s;
 }
+
+TCK_MAIN(svc_ipc_suite)

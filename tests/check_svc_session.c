@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "svc_fixture.h"
+#include "tck_main.h"
 
 /* ------------------------------------------------------------ config */
 
@@ -638,42 +639,32 @@ START_TEST(test_smb_sizes_clamped)
 }
 END_TEST
 
-int main(void)
+static Suite *svc_session_suite(void)
 {
     Suite *s = suite_create("svc_session");
-    struct { const char *name; const TTest *t[8]; } groups[] = {
-        {"config", {test_config_rejects_bad_buffers,
-                    test_config_creates_buffers_with_global_ids,
-                    test_smb_sizes_clamped}},
-        {"matching", {test_match_all_producers_and_late_registration,
-                      test_deferred_start_waits_for_start_tracing,
-                      test_match_producer_name_filter,
-                      test_register_ds_rejects_bad_descriptors}},
-        {"read", {test_read_adds_trusted_fields_and_sequences,
-                  test_read_in_bounded_batches,
-                  test_read_drops_invalid_packets_and_flags_next}},
-        {"untrusted", {test_commit_lies_are_counted_not_fatal}},
-        {"stats", {test_stats_writer_histograms,
-                   test_stats_histograms_can_be_disabled}},
-        {"flush", {test_flush_acked_succeeds,
-                   test_flush_timeout_scrapes_silent_producer,
-                   test_disable_stops_and_notifies,
-                   test_duration_disables_after_failed_final_flush}},
-        {"faults", {test_producer_disconnect_scrapes_its_data,
-                    test_clone_is_a_snapshot}},
-        {"file", {test_file_mode_writes_trace_records_and_caps_size,
-                  test_periodic_flush_by_period_and_file_mode,
-                  test_file_mode_drops_invalid_packets_in_place}},
-    };
-    for (size_t g = 0; g < sizeof(groups) / sizeof(groups[0]); g++) {
-        TCase *tc = tcase_create(groups[g].name);
-        for (size_t i = 0; i < 8 && groups[g].t[i]; i++)
-            tcase_add_test(tc, groups[g].t[i]);
-        suite_add_tcase(s, tc);
-    }
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    TCK_CASE(s, "config", test_config_rejects_bad_buffers,
+             test_config_creates_buffers_with_global_ids,
+             test_smb_sizes_clamped);
+    TCK_CASE(s, "matching", test_match_all_producers_and_late_registration,
+             test_deferred_start_waits_for_start_tracing,
+             test_match_producer_name_filter,
+             test_register_ds_rejects_bad_descriptors);
+    TCK_CASE(s, "read", test_read_adds_trusted_fields_and_sequences,
+             test_read_in_bounded_batches,
+             test_read_drops_invalid_packets_and_flags_next);
+    TCK_CASE(s, "untrusted", test_commit_lies_are_counted_not_fatal);
+    TCK_CASE(s, "stats", test_stats_writer_histograms,
+             test_stats_histograms_can_be_disabled);
+    TCK_CASE(s, "flush", test_flush_acked_succeeds,
+             test_flush_timeout_scrapes_silent_producer,
+             test_disable_stops_and_notifies,
+             test_duration_disables_after_failed_final_flush);
+    TCK_CASE(s, "faults", test_producer_disconnect_scrapes_its_data,
+             test_clone_is_a_snapshot);
+    TCK_CASE(s, "file", test_file_mode_writes_trace_records_and_caps_size,
+             test_periodic_flush_by_period_and_file_mode,
+             test_file_mode_drops_invalid_packets_in_place);
+    return s;
 }
+
+TCK_MAIN(svc_session_suite)
