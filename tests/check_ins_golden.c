@@ -238,16 +238,10 @@ END_TEST
 static Suite *golden_suite(void)
 {
     Suite *s = suite_create("ins_golden");
-    TCase *tc = tcase_create("stats_rows");
-    tcase_add_loop_test(tc, test_golden_stats_rows, 0, NTRACES);
-    suite_add_tcase(s, tc);
-    tc = tcase_create("sequences");
-    tcase_add_loop_test(tc, test_golden_sequences, 0, NTRACES);
-    suite_add_tcase(s, tc);
-    tc = tcase_create("loss_facts");
-    tcase_add_test(tc, test_golden_ring_loss_reasons);
-    tcase_add_test(tc, test_golden_discard_policy);
-    suite_add_tcase(s, tc);
+    tck_loop_case(s, "stats_rows", test_golden_stats_rows, 0, NTRACES);
+    tck_loop_case(s, "sequences", test_golden_sequences, 0, NTRACES);
+    TCK_CASE(s, "loss_facts", test_golden_ring_loss_reasons,
+             test_golden_discard_policy);
     return s;
 }
 

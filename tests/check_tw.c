@@ -848,39 +848,22 @@ END_TEST
 static Suite *tw_suite(void)
 {
     Suite *s = suite_create("tw");
-    TCase *tc;
-
-    tc = tcase_create("encode");
-    tcase_add_test(tc, test_encode_small_packets_match_protobuf_c);
-    tcase_add_test(tc, test_encode_field_types);
-    tcase_add_test(tc, test_encode_nested_messages);
-    tcase_add_test(tc, test_encode_misuse_is_counted_not_fatal);
-    suite_add_tcase(s, tc);
-
-    tc = tcase_create("chunk");
-    tcase_add_test(tc, test_chunk_header_and_framing_bytes);
-    tcase_add_test(tc, test_chunk_spec_worked_example);
-    suite_add_tcase(s, tc);
-
-    tc = tcase_create("fragment");
+    TCK_CASE(s, "encode", test_encode_small_packets_match_protobuf_c,
+             test_encode_field_types, test_encode_nested_messages,
+             test_encode_misuse_is_counted_not_fatal);
+    TCK_CASE(s, "chunk", test_chunk_header_and_framing_bytes,
+             test_chunk_spec_worked_example);
+    TCase *tc = TCK_CASE(s, "fragment", test_fragment_sizes_1B_to_8MiB,
+                         test_fragment_nested_field_at_every_chunk_end_offset,
+                         test_fragment_other_layouts_and_pages);
     tcase_set_timeout(tc, 120);
-    tcase_add_test(tc, test_fragment_sizes_1B_to_8MiB);
-    tcase_add_test(tc, test_fragment_nested_field_at_every_chunk_end_offset);
-    tcase_add_test(tc, test_fragment_other_layouts_and_pages);
-    suite_add_tcase(s, tc);
-
-    tc = tcase_create("random");
-    tcase_set_timeout(tc, 120);
-    tcase_add_loop_test(tc, test_random_packets_roundtrip, 0, 6);
+    tc = tck_loop_case(s, "random", test_random_packets_roundtrip, 0, 6);
     tcase_add_loop_test(tc, test_random_packets_with_drops, 0, 4);
-    suite_add_tcase(s, tc);
-
-    tc = tcase_create("ids");
     tcase_set_timeout(tc, 120);
-    tcase_add_test(tc, test_ids_chunk_id_wraps);
-    tcase_add_test(tc, test_ids_writer_ids_next_fit_and_recycled);
-    tcase_add_test(tc, test_ids_create_rejects_bad_arguments);
-    suite_add_tcase(s, tc);
+    tc = TCK_CASE(s, "ids", test_ids_chunk_id_wraps,
+                  test_ids_writer_ids_next_fit_and_recycled,
+                  test_ids_create_rejects_bad_arguments);
+    tcase_set_timeout(tc, 120);
     return s;
 }
 

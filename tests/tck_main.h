@@ -31,6 +31,16 @@ static inline TCase *tck_case(Suite *s, const char *name, ...)
 #define TCK_CASE(s, name, ...)                                             \
     tck_case((s), (name), __VA_ARGS__, (const TTest *)NULL)
 
+/* Adds to s a test case `name` holding the loop test t (run for _i from
+ * start to end - 1); returns it, for more tests. */
+static inline TCase *tck_loop_case(Suite *s, const char *name,
+                                   const TTest *t, int start, int end)
+{
+    TCase *tc = tck_case(s, name, (const TTest *)NULL);
+    tcase_add_loop_test(tc, t, start, end);
+    return tc;
+}
+
 /* Runs s; EXIT_SUCCESS if every test passed. */
 static inline int tck_run(Suite *s)
 {
