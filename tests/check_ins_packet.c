@@ -83,6 +83,22 @@ static void close_fixture(fixture *fx)
     ck_rmdir(fx->dir);
 }
 
+/* Decodes file through a 64-byte window: `good` packets, then `code`
+ * with an error naming `what`, at byte `off` unless that is UINT64_MAX. */
+static void expect_decode_error(const bytes *file, int good, int code,
+                                uint64_t off, const char *what)
+{
+    fixture fx;
+    open_fixture(&fx, file, 64);
+    for (int i = 0; i < good; i++)
+        ck_assert_int_eq(ins_decoder_next(&fx.d, &fx.p), INS_DECODE_PACKET);
+    ck_assert_int_eq(ins_decoder_next(&fx.d, &fx.p), code);
+    if (off != UINT64_MAX)
+        ck_assert_uint_eq(fx.d.error_offset, off);
+    ck_assert_ptr_nonnull(strstr(fx.d.error, what));
+    close_fixture(&fx);
+}
+
 START_TEST(test_packet_header_fields)
 {
     bytes body = {0}, file = {0};
@@ -232,13 +248,7 @@ START_TEST(test_packet_truncated_header)
     put_record(&file, &body);
     uint64_t off = file.n;
     put(&file, "\x0a\x85", 2);   /* length varint cut short */
-    fixture fx;
-    open_fixture(&fx, &file, 64);
-    ck_assert_int_eq(ins_decoder_next(&fx.d, &fx.p), INS_DECODE_PACKET);
-    ck_assert_int_eq(ins_decoder_next(&fx.d, &fx.p), INS_DECODE_TRUNCATED);
-    ck_assert_uint_eq(fx.d.error_offset, off);
-    ck_assert_ptr_nonnull(strstr(fx.d.error, "truncated"));
-    close_fixture(&fx);
+    expect_decode_error(&file, 1, INS_DECODE_TRUNCATED, off, "truncated");
     free(body.d);
     free(file.d);
 }
@@ -252,13 +262,8 @@ START_TEST(test_packet_truncated_body)
     uint64_t off = file.n;
     put_tag(&file, 1, 2); put_varint(&file, 100);      /* claims 100 */
     put_tag(&file, 900, 2); put_varint(&file, 90); put(&file, "short", 5);
-    fixture fx;
-    open_fixture(&fx, &file, 64);
-    ck_assert_int_eq(ins_decoder_next(&fx.d, &fx.p), INS_DECODE_PACKET);
-    ck_assert_int_eq(ins_decoder_next(&fx.d, &fx.p), INS_DECODE_TRUNCATED);
-    ck_assert_uint_eq(fx.d.error_offset, off);
-    ck_assert_ptr_nonnull(strstr(fx.d.error, "declares 100 bytes"));
-    close_fixture(&fx);
+    expect_decode_error(&file, 1, INS_DECODE_TRUNCATED, off,
+                        "declares 100 bytes");
     free(body.d);
     free(file.d);
 }
@@ -272,12 +277,8 @@ START_TEST(test_packet_malformed_wire_type)
     put_tag(&body, 5, 3);                               /* start group */
     put_tag(&body, 8, 0); put_varint(&body, 1);
     put_record(&file, &body);
-    fixture fx;
-    open_fixture(&fx, &file, 64);
-    ck_assert_int_eq(ins_decoder_next(&fx.d, &fx.p), INS_DECODE_MALFORMED);
-    ck_assert_uint_eq(fx.d.error_offset, 2 + field_at);
-    ck_assert_ptr_nonnull(strstr(fx.d.error, "wire type 3"));
-    close_fixture(&fx);
+    expect_decode_error(&file, 0, INS_DECODE_MALFORMED, 2 + field_at,
+                        "wire type 3");
     free(body.d);
     free(file.d);
 }
@@ -290,12 +291,7 @@ START_TEST(test_packet_malformed_length_overrun)
     put(&body, "0123456789", 10);
     put_record(&file, &body);
     put(&file, "more bytes after the packet, plenty of them....", 47);
-    fixture fx;
-    open_fixture(&fx, &file, 64);
-    ck_assert_int_eq(ins_decoder_next(&fx.d, &fx.p), INS_DECODE_MALFORMED);
-    ck_assert_uint_eq(fx.d.error_offset, 2);
-    ck_assert_ptr_nonnull(strstr(fx.d.error, "claims 50 bytes"));
-    close_fixture(&fx);
+    expect_decode_error(&file, 0, INS_DECODE_MALFORMED, 2, "claims 50 bytes");
     free(body.d);
     free(file.d);
 }
@@ -309,11 +305,8 @@ START_TEST(test_packet_malformed_varint)
         put(&body, "\xff", 1);                    /* 11-byte varint */
     put(&body, "\x01", 1);
     put_record(&file, &body);
-    fixture fx;
-    open_fixture(&fx, &file, 64);
-    ck_assert_int_eq(ins_decoder_next(&fx.d, &fx.p), INS_DECODE_MALFORMED);
-    ck_assert_ptr_nonnull(strstr(fx.d.error, "bad varint"));
-    close_fixture(&fx);
+    expect_decode_error(&file, 0, INS_DECODE_MALFORMED, UINT64_MAX,
+                        "bad varint");
     free(body.d);
     free(file.d);
 }
