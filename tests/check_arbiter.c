@@ -37,15 +37,8 @@ static smb_arbiter *rec_arbiter(rec *r, smb_shm *shm, size_t size,
                                 uint32_t batch)
 {
     smb_transport t = {r, rec_commit, NULL, NULL};
-    smb_arbiter_options o;
     memset(r, 0, sizeof(*r));
-    memset(&o, 0, sizeof(o));
-    o.page_layout = layout;
-    o.batch_bytes = batch;
-    ck_assert_int_eq(smb_shm_create(size, shm), 0);
-    smb_arbiter *arb = smb_arbiter_create(shm->base, size, page, &t, &o);
-    ck_assert_ptr_nonnull(arb);
-    return arb;
+    return hb_arbiter_new(shm, size, page, &t, layout, batch);
 }
 
 START_TEST(test_create_validates_arguments)
@@ -232,9 +225,7 @@ START_TEST(test_pending_batch_sent_before_giving_up)
     ck_assert_uint_eq(st.packets_lost, 0);
     ck_assert_uint_lt(h.batches, st.chunks_used);  /* really batched */
     tw_writer_flush(w);
-    hb_pkts ps = hb_read_all(&h);
-    ck_assert_uint_eq(ps.n, 100);
-    hb_pkts_free(&ps);
+    ck_assert_uint_eq(hb_read_count(&h), 100);
     tw_writer_destroy(w);
     hb_fini(&h);
 }

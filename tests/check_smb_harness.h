@@ -259,22 +259,36 @@ static inline void *hb_reader_main(void *arg)
     return NULL;
 }
 
+/* A new SMB of `size` bytes in shm and an arbiter on it: pages of
+ * page_size, the given page layout and commit batch (0: defaults),
+ * committing through t. */
+static inline smb_arbiter *hb_arbiter_new(smb_shm *shm, size_t size,
+                                          uint32_t page_size,
+                                          const smb_transport *t,
+                                          uint32_t layout,
+                                          uint32_t batch_bytes)
+{
+    smb_arbiter_options o;
+    memset(&o, 0, sizeof(o));
+    o.page_layout = layout;
+    o.batch_bytes = batch_bytes;
+    ck_assert_int_eq(smb_shm_create(size, shm), 0);
+    smb_arbiter *arb = smb_arbiter_create(shm->base, size, page_size, t, &o);
+    ck_assert_ptr_nonnull(arb);
+    return arb;
+}
+
 static inline void hb_init_ex(hb *h, size_t smb_size, uint32_t page_size,
                        uint32_t layout, size_t buf_size, hb_mode mode,
                        uint32_t batch_bytes)
 {
     smb_transport t = {h, hb_commit, hb_register, hb_unregister};
-    smb_arbiter_options o;
 
     memset(h, 0, sizeof(*h));
-    memset(&o, 0, sizeof(o));
-    o.page_layout = layout;
-    o.batch_bytes = batch_bytes;
     h->mode = mode;
     h->page_size = page_size;
-    ck_assert_int_eq(smb_shm_create(smb_size, &h->shm), 0);
-    h->arb = smb_arbiter_create(h->shm.base, h->shm.size, page_size, &t, &o);
-    ck_assert_ptr_nonnull(h->arb);
+    h->arb = hb_arbiter_new(&h->shm, smb_size, page_size, &t, layout,
+                            batch_bytes);
     h->reader = smb_reader_create(h->shm.base, h->shm.size, page_size,
                                   HB_PRODUCER, 1000, 42);
     ck_assert_ptr_nonnull(h->reader);
@@ -400,6 +414,15 @@ static inline void hb_pkts_free(hb_pkts *ps)
     free(ps->v);
     ps->v = NULL;
     ps->n = ps->cap = 0;
+}
+
+/* Reads every packet the buffer holds; returns how many there were. */
+static inline size_t hb_read_count(hb *h)
+{
+    hb_pkts ps = hb_read_all(h);
+    size_t n = ps.n;
+    hb_pkts_free(&ps);
+    return n;
 }
 
 /* ---- a tiny protobuf field walker ---------------------------------------- */
