@@ -325,6 +325,9 @@ static inline void tbt_expect(tb_buffer *b, const char *seeds,
     END_TEST                                                               \
     static void name##_on(tb_buffer *b)
 
+/* The older name of TCK_MAIN, for tests written before tck_main.h. */
+#define TBT_MAIN(suite_fn) TCK_MAIN(suite_fn)
+
 #define TB_F1 TB_CHUNK_FIRST_PACKET_CONTINUES_FROM_PREV
 #define TB_F2 TB_CHUNK_LAST_PACKET_CONTINUES_ON_NEXT
 #define TB_F4 TB_CHUNK_NEEDS_PATCHING
