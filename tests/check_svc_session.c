@@ -84,98 +84,80 @@ END_TEST
 
 /* ------------------------------------------------------------ matching */
 
-START_TEST(test_match_all_producers_and_late_registration)
+SVF_TEST(test_match_all_producers_and_late_registration, 2)
 {
-    svf_fx f;
-    svf_start(&f, 2);
-    ck_assert_uint_ne(svc_producer_id(f.p[0]), svc_producer_id(f.p[1]));
-    svc_session *s = svf_enable(&f);
+    ck_assert_uint_ne(svc_producer_id(f->p[0]), svc_producer_id(f->p[1]));
+    svc_session *s = svf_enable(f);
     ck_assert_int_eq(svf_rec.setup_tracing, 2);      /* one SMB per producer */
     ck_assert_int_eq(svf_rec.start_ds, 2);
     ck_assert_int_eq(svf_rec.setup_ds, 2);
-    ck_assert_uint_eq(svf_rec.last_target_buffer, f.buf);
+    ck_assert_uint_eq(svf_rec.last_target_buffer, f->buf);
     ck_assert_uint_eq(svf_rec.last_session_id, svc_session_id(s));
-    svc_producer *p3 = svf_add_producer(f.svc, "three", 13);   /* late */
+    svc_producer *p3 = svf_add_producer(f->svc, "three", 13);   /* late */
     ck_assert_int_eq(svf_rec.start_ds, 3);
     ck_assert_int_eq(svf_rec.setup_tracing, 3);
-    ck_assert(svc__producer_may_write(p3, f.buf));
+    ck_assert(svc__producer_may_write(p3, f->buf));
     /* A second session reuses the SMBs: no new SetupTracing. */
-    svc_session *s2 = svc_session_enable(f.svc, NULL, &f.c.cfg, -1, NULL, 0);
+    svc_session *s2 = svc_session_enable(f->svc, NULL, &f->c.cfg, -1, NULL, 0);
     ck_assert_ptr_nonnull(s2);
     ck_assert_int_eq(svf_rec.setup_tracing, 3);
     ck_assert_int_eq(svf_rec.start_ds, 6);
-    svc_destroy(f.svc);
 }
-END_TEST
 
-START_TEST(test_deferred_start_waits_for_start_tracing)
+SVF_TEST(test_deferred_start_waits_for_start_tracing, 1)
 {
-    svf_fx f;
-    svf_start(&f, 1);
-    f.c.cfg.has_deferred_start = true;
-    f.c.cfg.deferred_start = true;
-    svc_session *s = svf_enable(&f);
+    f->c.cfg.has_deferred_start = true;
+    f->c.cfg.deferred_start = true;
+    svc_session *s = svf_enable(f);
     ck_assert_int_eq(svf_rec.start_ds, 0);
-    ck_assert_int_eq(svc_session_flush(f.svc, s, 100, 0, 1), -EINVAL);
-    ck_assert_int_eq(svc_session_start(f.svc, s), 0);
+    ck_assert_int_eq(svc_session_flush(f->svc, s, 100, 0, 1), -EINVAL);
+    ck_assert_int_eq(svc_session_start(f->svc, s), 0);
     ck_assert_int_eq(svf_rec.start_ds, 1);
-    ck_assert_int_eq(svc_session_start(f.svc, s), 0);      /* idempotent */
+    ck_assert_int_eq(svc_session_start(f->svc, s), 0);      /* idempotent */
     ck_assert_int_eq(svf_rec.start_ds, 1);
     /* A deferred session disabled before it started ends at once. */
-    svc_session *d = svc_session_enable(f.svc, NULL, &f.c.cfg, -1, NULL, 0);
-    ck_assert_int_eq(svc_session_disable(f.svc, d), 0);
+    svc_session *d = svc_session_enable(f->svc, NULL, &f->c.cfg, -1, NULL, 0);
+    ck_assert_int_eq(svc_session_disable(f->svc, d), 0);
     ck_assert(svc_session_is_disabled(d));
     ck_assert_int_eq(svf_rec.disabled, 1);
-    svc_destroy(f.svc);
 }
-END_TEST
 
-START_TEST(test_match_producer_name_filter)
+SVF_TEST(test_match_producer_name_filter, 2)
 {
-    svf_fx f;
-    svf_start(&f, 2);
     char *names[] = {"two"};
-    f.c.ds.n_producer_name_filter = 1;
-    f.c.ds.producer_name_filter = names;
-    svf_enable(&f);
+    f->c.ds.n_producer_name_filter = 1;
+    f->c.ds.producer_name_filter = names;
+    svf_enable(f);
     ck_assert_int_eq(svf_rec.start_ds, 1);
-    svc_destroy(f.svc);
 }
-END_TEST
 
-START_TEST(test_register_ds_rejects_bad_descriptors)
+SVF_TEST(test_register_ds_rejects_bad_descriptors, 1)
 {
-    svf_fx f;
-    svf_start(&f, 1);
-    svc_producer *p = f.p[0];
+    svc_producer *p = f->p[0];
     Perfetto__Protos__DataSourceDescriptor d =
         PERFETTO__PROTOS__DATA_SOURCE_DESCRIPTOR__INIT;
     char err[128];
-    ck_assert_int_lt(svc_producer_register_ds(f.svc, p, &d, err,
+    ck_assert_int_lt(svc_producer_register_ds(f->svc, p, &d, err,
                                               sizeof(err)), 0);
     d.name = "test.ds";
-    ck_assert_int_eq(svc_producer_register_ds(f.svc, p, &d, err,
+    ck_assert_int_eq(svc_producer_register_ds(f->svc, p, &d, err,
                                               sizeof(err)), -EEXIST);
-    ck_assert_int_eq(svc_producer_register_writer(f.svc, p, 0, 1), -EINVAL);
-    ck_assert_int_eq(svc_producer_register_writer(f.svc, p, 40000, 1),
+    ck_assert_int_eq(svc_producer_register_writer(f->svc, p, 0, 1), -EINVAL);
+    ck_assert_int_eq(svc_producer_register_writer(f->svc, p, 40000, 1),
                      -EINVAL);
-    svc_destroy(f.svc);
 }
-END_TEST
 
 /* ------------------------------------------------------------ commit+read */
 
-START_TEST(test_read_adds_trusted_fields_and_sequences)
+SVF_TEST(test_read_adds_trusted_fields_and_sequences, 2)
 {
-    svf_fx f;
-    svf_start(&f, 2);
-    svc_session *s = svf_enable(&f);
-    svf_put(&f, f.p[0], 0, 1, 0, 0, 3);      /* values 0..2, writer 1 */
-    ck_assert_uint_eq(svf_page_word(f.p[0], 0), 0);   /* chunk freed */
-    svf_put(&f, f.p[1], 0, 1, 0, 10, 2);     /* values 10..11 */
-    svf_put(&f, f.p[0], 1, 2, 0, 20, 1);     /* writer 2 of producer 1 */
+    svc_session *s = svf_enable(f);
+    svf_put(f, f->p[0], 0, 1, 0, 0, 3);      /* values 0..2, writer 1 */
+    ck_assert_uint_eq(svf_page_word(f->p[0], 0), 0);   /* chunk freed */
+    svf_put(f, f->p[1], 0, 1, 0, 10, 2);     /* values 10..11 */
+    svf_put(f, f->p[0], 1, 2, 0, 20, 1);     /* writer 2 of producer 1 */
     svf_readout r;
-    svf_read_all(f.svc, s, &r);
+    svf_read_all(f->svc, s, &r);
     ck_assert_int_eq(r.values, 6);
     ck_assert_int_eq(r.n_config, 1);
     ck_assert_int_eq(r.n_uuid, 1);
@@ -188,53 +170,43 @@ START_TEST(test_read_adds_trusted_fields_and_sequences)
     ck_assert_int_eq(r.pid_of_value[10], 12);
     ck_assert_uint_eq(r.dropped_of_value[0], 0);
     /* A second pass: no config again, nothing left but the stats. */
-    svf_read_all(f.svc, s, &r);
+    svf_read_all(f->svc, s, &r);
     ck_assert_int_eq(r.values, 0);
     ck_assert_int_eq(r.n_config, 0);
     ck_assert_int_eq(r.n_stats, 1);
-    svc_destroy(f.svc);
 }
-END_TEST
 
-START_TEST(test_read_in_bounded_batches)
+SVF_TEST(test_read_in_bounded_batches, 1)
 {
-    svf_fx f;
-    svf_start(&f, 1);
-    svc_session *s = svf_enable(&f);
+    svc_session *s = svf_enable(f);
     for (uint32_t i = 0; i < 8; i++)
-        svf_put(&f, f.p[0], i, 1, i, i * 4, 4);
+        svf_put(f, f->p[0], i, 1, i, i * 4, 4);
     svf_readout r;
     memset(&r, 0, sizeof(r));
     bool more = true;
     int rounds = 0;
     while (more && rounds < 100) {
-        ck_assert_int_eq(svc_session_read(f.svc, s, 40, svf_collect, &r,
+        ck_assert_int_eq(svc_session_read(f->svc, s, 40, svf_collect, &r,
                                           &more), 0);
         rounds++;
     }
     ck_assert_int_eq(r.values, 32);
     ck_assert_int_gt(rounds, 2);
-    svc_destroy(f.svc);
 }
-END_TEST
 
-START_TEST(test_read_drops_invalid_packets_and_flags_next)
+SVF_TEST(test_read_drops_invalid_packets_and_flags_next, 1)
 {
-    svf_fx f;
-    svf_start(&f, 1);
-    svc_session *s = svf_enable(&f);
-    svf_write_chunk(f.p[0], 0, 1, 0, 0, 3, 3);
-    svf_poison_second_packet(f.p[0]);
-    svf_commit(f.svc, f.p[0], 0, 0, f.buf, 0);
+    svc_session *s = svf_enable(f);
+    svf_write_chunk(f->p[0], 0, 1, 0, 0, 3, 3);
+    svf_poison_second_packet(f->p[0]);
+    svf_commit(f->svc, f->p[0], 0, 0, f->buf, 0);
     svf_readout r;
-    svf_read_all(f.svc, s, &r);
+    svf_read_all(f->svc, s, &r);
     ck_assert_int_eq(r.values, 2);
     ck_assert_uint_eq(r.invalid_packets, 1);
     ck_assert_uint_eq(r.dropped_of_value[0], 0);
     ck_assert_uint_ne(r.dropped_of_value[2], 0);     /* not silent */
-    svc_destroy(f.svc);
 }
-END_TEST
 
 /* ------------------------------------------------------------ stats */
 
@@ -255,15 +227,13 @@ static void assert_one_sample_in_right_bucket(const uint64_t *counts,
     ck_assert_uint_eq(total, 1);
 }
 
-START_TEST(test_stats_writer_histograms)
+SVF_TEST(test_stats_writer_histograms, 1)
 {
-    svf_fx f;
-    svf_start(&f, 1);
-    svc_session *s = svf_enable(&f);
-    svf_put(&f, f.p[0], 0, 1, 0, 0, 3);            /* writer 1: 3 packets */
-    svf_put(&f, f.p[0], 1, 2, 0, 10, 20);          /* writer 2: 20 */
+    svc_session *s = svf_enable(f);
+    svf_put(f, f->p[0], 0, 1, 0, 0, 3);            /* writer 1: 3 packets */
+    svf_put(f, f->p[0], 1, 2, 0, 10, 20);          /* writer 2: 20 */
     /* Built before any read: the writers get their sequence ids now. */
-    Perfetto__Protos__TraceStats *st = svc_stats_build(f.svc, s);
+    Perfetto__Protos__TraceStats *st = svc_stats_build(f->svc, s);
     ck_assert_ptr_nonnull(st);
     ck_assert_uint_eq(st->n_chunk_payload_histogram_def, 10);
     ck_assert_int_eq(st->chunk_payload_histogram_def[0], 8);
@@ -289,12 +259,12 @@ START_TEST(test_stats_writer_histograms)
     svc_stats_free(st);
     /* The packets carry the same sequence ids. */
     svf_readout r;
-    svf_read_all(f.svc, s, &r);
+    svf_read_all(f->svc, s, &r);
     ck_assert_uint_eq(r.seq_of_value[0], seq[0]);
     ck_assert_uint_eq(r.seq_of_value[10], seq[1]);
     /* A second chunk of writer 1 adds a sample to its entry. */
-    svf_put(&f, f.p[0], 2, 1, 1, 3, 3);
-    st = svc_stats_build(f.svc, s);
+    svf_put(f, f->p[0], 2, 1, 1, 3, 3);
+    st = svc_stats_build(f->svc, s);
     ck_assert_uint_eq(st->n_writer_stats, 2);
     uint64_t n = 0;
     for (size_t q = 0; q < 11; q++)
@@ -302,37 +272,31 @@ START_TEST(test_stats_writer_histograms)
     ck_assert_uint_eq(n, 2);
     svc_stats_free(st);
     /* Service-wide stats (no session) carry no histograms. */
-    st = svc_stats_build(f.svc, NULL);
+    st = svc_stats_build(f->svc, NULL);
     ck_assert_uint_eq(st->n_writer_stats, 0);
     ck_assert_uint_eq(st->n_chunk_payload_histogram_def, 0);
     svc_stats_free(st);
-    svc_destroy(f.svc);
 }
-END_TEST
 
-START_TEST(test_stats_histograms_can_be_disabled)
+SVF_TEST(test_stats_histograms_can_be_disabled, 1)
 {
-    svf_fx f;
-    svf_start(&f, 1);
     Perfetto__Protos__TraceConfig__BuiltinDataSource b =
         PERFETTO__PROTOS__TRACE_CONFIG__BUILTIN_DATA_SOURCE__INIT;
     b.has_disable_chunk_usage_histograms = true;
     b.disable_chunk_usage_histograms = true;
-    f.c.cfg.builtin_data_sources = &b;
-    svc_session *s = svf_enable(&f);
-    svf_put(&f, f.p[0], 0, 1, 0, 0, 3);
-    Perfetto__Protos__TraceStats *st = svc_stats_build(f.svc, s);
+    f->c.cfg.builtin_data_sources = &b;
+    svc_session *s = svf_enable(f);
+    svf_put(f, f->p[0], 0, 1, 0, 0, 3);
+    Perfetto__Protos__TraceStats *st = svc_stats_build(f->svc, s);
     ck_assert_ptr_nonnull(st);
     ck_assert_uint_eq(st->n_writer_stats, 0);
     ck_assert_uint_eq(st->n_chunk_payload_histogram_def, 0);
     ck_assert_uint_eq(st->n_buffer_stats, 1);      /* the rest is there */
     svc_stats_free(st);
     svf_readout r;
-    svf_read_all(f.svc, s, &r);
+    svf_read_all(f->svc, s, &r);
     ck_assert_int_eq(r.values, 3);
-    svc_destroy(f.svc);
 }
-END_TEST
 
 /* ------------------------------------------------------------ lying */
 
@@ -427,130 +391,108 @@ START_TEST(test_flush_acked_succeeds)
 }
 END_TEST
 
-START_TEST(test_flush_timeout_scrapes_silent_producer)
+SVF_TEST(test_flush_timeout_scrapes_silent_producer, 1)
 {
-    svf_fx f;
-    svf_start(&f, 1);
-    svc_session *s = svf_enable(&f);
-    ck_assert_int_eq(svc_producer_register_writer(f.svc, f.p[0], 1, f.buf),
+    svc_session *s = svf_enable(f);
+    ck_assert_int_eq(svc_producer_register_writer(f->svc, f->p[0], 1, f->buf),
                      0);
     /* A chunk still being written, 3 fragments started: 2 are complete. */
-    svf_write_chunk(f.p[0], 0, 1, 0, 0, 3, 1);
-    ck_assert_int_eq(svc_session_flush(f.svc, s, 1000, 0, 9), 0);
-    ck_assert_uint_ne(svc_next_deadline_ms(f.svc), 0);
-    svc_tick(f.svc, svc_now_ms() + 60000);
+    svf_write_chunk(f->p[0], 0, 1, 0, 0, 3, 1);
+    ck_assert_int_eq(svc_session_flush(f->svc, s, 1000, 0, 9), 0);
+    ck_assert_uint_ne(svc_next_deadline_ms(f->svc), 0);
+    svc_tick(f->svc, svc_now_ms() + 60000);
     ck_assert_int_eq(svf_rec.flush_done_fail, 1);
     ck_assert_uint_eq(s->flushes_failed, 1);
-    ck_assert_uint_eq(svf_page_word(f.p[0], 0) & 3, 1);  /* never freed */
+    ck_assert_uint_eq(svf_page_word(f->p[0], 0) & 3, 1);  /* never freed */
     svf_readout r;
-    svf_read_all(f.svc, s, &r);
+    svf_read_all(f->svc, s, &r);
     ck_assert_int_eq(r.values, 2);                 /* 0 and 1 recovered */
-    svc_destroy(f.svc);
 }
-END_TEST
 
-START_TEST(test_disable_stops_and_notifies)
+SVF_TEST(test_disable_stops_and_notifies, 1)
 {
-    svf_fx f;
-    svf_start(&f, 1);
-    f.c.cfg.has_flush_timeout_ms = true;
-    f.c.cfg.flush_timeout_ms = 100;
-    svc_session *s = svf_enable(&f);
-    ck_assert_int_eq(svc_session_disable(f.svc, s), 0);
+    f->c.cfg.has_flush_timeout_ms = true;
+    f->c.cfg.flush_timeout_ms = 100;
+    svc_session *s = svf_enable(f);
+    ck_assert_int_eq(svc_session_disable(f->svc, s), 0);
     ck_assert_int_eq(svf_rec.flush, 1);
     ck_assert_int_eq(svf_rec.disabled, 0);
     Perfetto__Protos__CommitDataRequest req =
         PERFETTO__PROTOS__COMMIT_DATA_REQUEST__INIT;
     req.has_flush_request_id = true;
     req.flush_request_id = svf_rec.last_flush_id;
-    ck_assert_int_eq(svc_producer_commit(f.svc, f.p[0], &req), 0);
+    ck_assert_int_eq(svc_producer_commit(f->svc, f->p[0], &req), 0);
     ck_assert_int_eq(svf_rec.stop_ds, 1);
     ck_assert_int_eq(svf_rec.disabled, 1);
     ck_assert(svc_session_is_disabled(s));
     ck_assert_int_eq(s->final_flush_outcome, 1);
-    svc_destroy(f.svc);
 }
-END_TEST
 
-START_TEST(test_duration_disables_after_failed_final_flush)
+SVF_TEST(test_duration_disables_after_failed_final_flush, 1)
 {
-    svf_fx f;
-    svf_start(&f, 1);
-    f.c.cfg.has_duration_ms = true;
-    f.c.cfg.duration_ms = 10;
-    svc_session *s = svf_enable(&f);
-    svc_tick(f.svc, svc_now_ms() + 20);        /* duration: final flush */
+    f->c.cfg.has_duration_ms = true;
+    f->c.cfg.duration_ms = 10;
+    svc_session *s = svf_enable(f);
+    svc_tick(f->svc, svc_now_ms() + 20);        /* duration: final flush */
     ck_assert_int_eq(svf_rec.flush, 1);
-    svc_tick(f.svc, svc_now_ms() + 60000);     /* nobody answers */
+    svc_tick(f->svc, svc_now_ms() + 60000);     /* nobody answers */
     ck_assert_int_eq(svf_rec.disabled, 1);
     ck_assert_int_eq(s->final_flush_outcome, 2);
-    svc_destroy(f.svc);
 }
-END_TEST
 
 /* ------------------------------------------------------------ faults */
 
-START_TEST(test_producer_disconnect_scrapes_its_data)
+SVF_TEST(test_producer_disconnect_scrapes_its_data, 2)
 {
-    svf_fx f;
-    svf_start(&f, 2);
-    svc_session *s = svf_enable(&f);
-    svc_producer_register_writer(f.svc, f.p[0], 1, f.buf);
-    svf_write_chunk(f.p[0], 0, 1, 0, 0, 4, 3); /* complete, not committed */
-    svf_put(&f, f.p[1], 0, 1, 0, 10, 2);
-    ck_assert_int_eq(svc_session_flush(f.svc, s, 1000, 0, 1), 0);
-    svc_producer_disconnect(f.svc, f.p[0]);    /* killed mid-flush */
+    svc_session *s = svf_enable(f);
+    svc_producer_register_writer(f->svc, f->p[0], 1, f->buf);
+    svf_write_chunk(f->p[0], 0, 1, 0, 0, 4, 3); /* complete, not committed */
+    svf_put(f, f->p[1], 0, 1, 0, 10, 2);
+    ck_assert_int_eq(svc_session_flush(f->svc, s, 1000, 0, 1), 0);
+    svc_producer_disconnect(f->svc, f->p[0]);    /* killed mid-flush */
     ck_assert_int_eq(svf_rec.flush_done_ok, 0);  /* "two" still owes one */
     svf_readout r;
-    svf_read_all(f.svc, s, &r);
+    svf_read_all(f->svc, s, &r);
     ck_assert_int_eq(r.values, 6);             /* its 4 scraped + 2 */
-    svc_destroy(f.svc);
 }
-END_TEST
 
-START_TEST(test_clone_is_a_snapshot)
+SVF_TEST(test_clone_is_a_snapshot, 1)
 {
-    svf_fx f;
-    svf_start(&f, 1);
-    svc_session *s = svf_enable(&f);
-    svf_put(&f, f.p[0], 0, 1, 0, 0, 3);
+    svc_session *s = svf_enable(f);
+    svf_put(f, f->p[0], 0, 1, 0, 0, 3);
     char err[128];
-    svc_session *cl = svc_session_clone(f.svc, NULL, svc_session_id(s),
+    svc_session *cl = svc_session_clone(f->svc, NULL, svc_session_id(s),
                                         NULL, err, sizeof(err));
     ck_assert_ptr_nonnull(cl);
-    ck_assert_ptr_null(svc_session_clone(f.svc, NULL, 12345, NULL, err,
+    ck_assert_ptr_null(svc_session_clone(f->svc, NULL, 12345, NULL, err,
                                          sizeof(err)));
     svf_readout r;
-    svf_read_all(f.svc, cl, &r);
+    svf_read_all(f->svc, cl, &r);
     ck_assert_int_eq(r.values, 3);
-    svf_read_all(f.svc, s, &r);                /* original still has them */
+    svf_read_all(f->svc, s, &r);                /* original still has them */
     ck_assert_int_eq(r.values, 3);
-    svf_put(&f, f.p[0], 0, 1, 1, 3, 1);        /* tracing goes on */
-    svf_read_all(f.svc, s, &r);
+    svf_put(f, f->p[0], 0, 1, 1, 3, 1);        /* tracing goes on */
+    svf_read_all(f->svc, s, &r);
     ck_assert_int_eq(r.values, 1);
-    svc_destroy(f.svc);
 }
-END_TEST
 
 /* ------------------------------------------------------------ file */
 
-START_TEST(test_file_mode_writes_trace_records_and_caps_size)
+SVF_TEST(test_file_mode_writes_trace_records_and_caps_size, 1)
 {
-    svf_fx f;
-    svf_start(&f, 1);
     int mine;
     int fd = svf_temp_file(&mine);
-    svf_cfg_file(&f.c);
-    f.c.cfg.has_file_write_period_ms = true;
-    f.c.cfg.file_write_period_ms = 1;          /* clamped to 100 */
-    f.c.cfg.has_max_file_size_bytes = true;
-    f.c.cfg.max_file_size_bytes = 4000;
-    svc_session *s = svf_enable_fd(&f, fd);
+    svf_cfg_file(&f->c);
+    f->c.cfg.has_file_write_period_ms = true;
+    f->c.cfg.file_write_period_ms = 1;          /* clamped to 100 */
+    f->c.cfg.has_max_file_size_bytes = true;
+    f->c.cfg.max_file_size_bytes = 4000;
+    svc_session *s = svf_enable_fd(f, fd);
     ck_assert(svc_session_writes_file(s));
     ck_assert_uint_eq(s->file_write_period_ms, 100);
     for (uint32_t i = 0; i < 40; i++)
-        svf_put(&f, f.p[0], i % 8, 1, i, i * 10, 10);
-    svc_tick(f.svc, svc_now_ms() + 150);       /* a periodic file write */
+        svf_put(f, f->p[0], i % 8, 1, i, i * 10, 10);
+    svc_tick(f->svc, svc_now_ms() + 150);       /* a periodic file write */
     long size = svf_file_size(mine);
     ck_assert_int_gt(size, 0);
     ck_assert_int_lt(size, 4000);              /* whole packets, < limit */
@@ -561,27 +503,23 @@ START_TEST(test_file_mode_writes_trace_records_and_caps_size)
     svf_read_file_records(mine, &r);
     ck_assert_int_gt(r.n, 3);
     close(mine);
-    svc_destroy(f.svc);
 }
-END_TEST
 
 /* File mode copies packets straight into the write batch and validates
  * them there: an invalid one leaves no bytes behind and flags the next. */
-START_TEST(test_file_mode_drops_invalid_packets_in_place)
+SVF_TEST(test_file_mode_drops_invalid_packets_in_place, 1)
 {
-    svf_fx f;
-    svf_start(&f, 1);
     int mine;
     int fd = svf_temp_file(&mine);
-    svf_cfg_file(&f.c);
-    svc_session *s = svf_enable_fd(&f, fd);
-    svf_write_chunk(f.p[0], 0, 1, 0, 0, 3, 3);
-    svf_poison_second_packet(f.p[0]);
-    svf_commit(f.svc, f.p[0], 0, 0, f.buf, 0);
-    ck_assert_int_eq(svc_session_write_file(f.svc, s), 0);
+    svf_cfg_file(&f->c);
+    svc_session *s = svf_enable_fd(f, fd);
+    svf_write_chunk(f->p[0], 0, 1, 0, 0, 3, 3);
+    svf_poison_second_packet(f->p[0]);
+    svf_commit(f->svc, f->p[0], 0, 0, f->buf, 0);
+    ck_assert_int_eq(svc_session_write_file(f->svc, s), 0);
     /* a second pass appends behind the first, reusing the batch */
-    svf_put(&f, f.p[0], 1, 1, 1, 3, 2);
-    ck_assert_int_eq(svc_session_write_file(f.svc, s), 0);
+    svf_put(f, f->p[0], 1, 1, 1, 3, 2);
+    ck_assert_int_eq(svc_session_write_file(f->svc, s), 0);
     svf_readout r;
     svf_read_file_records(mine, &r);
     ck_assert_int_eq(r.values, 4);                   /* 0, 2, 3, 4 */
@@ -592,18 +530,14 @@ START_TEST(test_file_mode_drops_invalid_packets_in_place)
     ck_assert_uint_eq(r.seq_of_value[4], r.seq_of_value[0]);
     ck_assert_int_eq((long)s->bytes_written_to_file, svf_file_size(mine));
     close(mine);
-    svc_destroy(f.svc);
 }
-END_TEST
 
-START_TEST(test_periodic_flush_by_period_and_file_mode)
+SVF_TEST(test_periodic_flush_by_period_and_file_mode, 1)
 {
-    svf_fx f;
-    svf_start(&f, 1);
-    f.c.cfg.has_flush_period_ms = true;
-    f.c.cfg.flush_period_ms = 200;
-    svf_enable(&f);
-    svc_tick(f.svc, svc_now_ms() + 250);
+    f->c.cfg.has_flush_period_ms = true;
+    f->c.cfg.flush_period_ms = 200;
+    svf_enable(f);
+    svc_tick(f->svc, svc_now_ms() + 250);
     ck_assert_int_eq(svf_rec.flush, 1);
     /* File mode, write_flush_mode unspecified: every 5 s whatever
      * flush_period_ms says. */
@@ -613,12 +547,10 @@ START_TEST(test_periodic_flush_by_period_and_file_mode)
     fc.cfg.has_flush_period_ms = true;
     fc.cfg.flush_period_ms = 200;
     int fd = open("/dev/null", O_WRONLY);
-    svc_session *fs = svc_session_enable(f.svc, NULL, &fc.cfg, fd, NULL, 0);
+    svc_session *fs = svc_session_enable(f->svc, NULL, &fc.cfg, fd, NULL, 0);
     ck_assert_ptr_nonnull(fs);
     ck_assert_uint_eq(fs->flush_period_ms, 5000);
-    svc_destroy(f.svc);
 }
-END_TEST
 
 START_TEST(test_smb_sizes_clamped)
 {

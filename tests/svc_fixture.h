@@ -9,7 +9,7 @@
  * The usual set-up is one call: svf_start(&f, n) makes the service and n
  * producers ("one", "two", "three"; pids 11, 12, 13) and a config of one
  * 64 KiB ring buffer; the test may change f.c before svf_enable() starts
- * the session. Packets carry TracePacket.for_testing.seq_value, so a test
+ * the session. SVF_TEST(name, n) wraps that around a test body. Packets carry TracePacket.for_testing.seq_value, so a test
  * reads back which values arrived (svf_readout.values, *_of_value[]).
  * Header only: one test program includes it.
  */
@@ -399,5 +399,26 @@ static inline void svf_put(svf_fx *f, svc_producer *p, uint32_t page,
     svf_write_chunk(p, page, writer, chunk_id, first, n, 3);
     svf_commit(f->svc, p, page, 0, f->buf, 0);
 }
+
+/* A test on a service started by svf_start(f, nproducers): the body gets
+ * the fixture f, may change f->c, enables the session itself; the service
+ * is destroyed after the body. Registered like a START_TEST test:
+ *   SVF_TEST(test_x, 1)
+ *   {
+ *       svc_session *s = svf_enable(f);
+ *       ...
+ *   }
+ */
+#define SVF_TEST(name, nproducers)                                         \
+    static void name##_on(svf_fx *f);                                      \
+    START_TEST(name)                                                       \
+    {                                                                      \
+        svf_fx fx;                                                         \
+        svf_start(&fx, (nproducers));                                      \
+        name##_on(&fx);                                                    \
+        svc_destroy(fx.svc);                                               \
+    }                                                                      \
+    END_TEST                                                               \
+    static void name##_on(svf_fx *f)
 
 #endif /* TESTS_SVC_FIXTURE_H */
