@@ -599,7 +599,11 @@ typedef struct fixture {
     int raw; /* a raw socket into the host, or -1 */
 } fixture;
 
-static void fx_init(fixture *fx, bool with_client)
+/* A host (no socket file) exposing `service` with ctx fx->svc, one
+ * connection adopted through a socketpair; its other end is a client
+ * binding `port` (after the bind attempt), or fx->raw if port is NULL. */
+static void fx_open(fixture *fx, const ipc_service *service,
+                    const char *port)
 {
     memset(fx, 0, sizeof *fx);
     fx->raw = -1;
@@ -607,22 +611,37 @@ static void fx_init(fixture *fx, bool with_client)
     int err = 0;
     fx->host = ipc_host_create_from_fd(fx->loop, -1, &err);
     ck_assert_ptr_nonnull(fx->host);
-    ck_assert_int_eq(ipc_host_expose_service(fx->host, &test_service,
-                                             &fx->svc), 0);
-    ck_assert_int_eq(ipc_host_expose_service(fx->host, &test_service,
-                                             &fx->svc), -EEXIST);
+    ck_assert_int_eq(ipc_host_expose_service(fx->host, service, &fx->svc),
+                     0);
     int sv[2];
     ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
     ck_assert_int_eq(ipc_host_adopt_client(fx->host, sv[0]), 0);
-    if (with_client) {
-        fx->client = ipc_client_create_from_fd(fx->loop, sv[1], "TestPort",
+    if (port) {
+        fx->client = ipc_client_create_from_fd(fx->loop, sv[1], port,
                                                &client_cbs, &fx->cs, &err);
         ck_assert_ptr_nonnull(fx->client);
         pump(fx->loop, &fx->cs.bound_cb);
-        ck_assert(fx->cs.bound_ok);
     } else {
         fx->raw = sv[1];
     }
+}
+
+/* TestPort, bound by a client or reached raw; a service is exposed once. */
+static void fx_init(fixture *fx, bool with_client)
+{
+    fx_open(fx, &test_service, with_client ? "TestPort" : NULL);
+    ck_assert_int_eq(ipc_host_expose_service(fx->host, &test_service,
+                                             &fx->svc), -EEXIST);
+    if (with_client)
+        ck_assert(fx->cs.bound_ok);
+}
+
+/* Invokes method (no arguments) with c_reply collecting into fx->cs. */
+static void fx_invoke(fixture *fx, const char *method,
+                      const ProtobufCMessageDescriptor *reply_desc)
+{
+    ck_assert_int_gt(ipc_client_invoke(fx->client, method, NULL, -1,
+                                       reply_desc, c_reply, &fx->cs), 0);
 }
 
 static void fx_fini(fixture *fx)
@@ -661,25 +680,14 @@ END_TEST
 
 START_TEST(test_rpc_bind_unknown_service)
 {
-    ipc_loop *loop = ipc_loop_create();
-    ipc_host *host = ipc_host_create_from_fd(loop, -1, NULL);
-    test_svc svc = { 0 };
-    ipc_host_expose_service(host, &test_service, &svc);
-    int sv[2];
-    socketpair(AF_UNIX, SOCK_STREAM, 0, sv);
-    ipc_host_adopt_client(host, sv[0]);
-    cli_state cs = { 0 };
-    ipc_client *c = ipc_client_create_from_fd(loop, sv[1], "ConsumerPort",
-                                              &client_cbs, &cs, NULL);
-    pump(loop, &cs.bound_cb);
-    ck_assert(!cs.bound_ok);
-    ck_assert(!ipc_client_is_bound(c));
-    ck_assert_int_eq(ipc_client_invoke(c, "Echo", NULL, -1, NULL, c_reply,
-                                       &cs), -ENOTCONN);
-    ipc_client_destroy(c);
-    ipc_host_destroy(host);
-    ipc_loop_destroy(loop);
-    ck_assert_int_eq(svc.disconnects, 0); /* never used the service */
+    fixture fx;
+    fx_open(&fx, &test_service, "ConsumerPort");
+    ck_assert(!fx.cs.bound_ok);
+    ck_assert(!ipc_client_is_bound(fx.client));
+    ck_assert_int_eq(ipc_client_invoke(fx.client, "Echo", NULL, -1, NULL,
+                                       c_reply, &fx.cs), -ENOTCONN);
+    fx_fini(&fx);
+    ck_assert_int_eq(fx.svc.disconnects, 0); /* never used the service */
 }
 END_TEST
 
@@ -687,8 +695,7 @@ START_TEST(test_rpc_streaming_reply)
 {
     fixture fx;
     fx_init(&fx, true);
-    ck_assert_int_gt(ipc_client_invoke(fx.client, "Stream", NULL, -1,
-                                       RTW_DESC, c_reply, &fx.cs), 0);
+    fx_invoke(&fx, "Stream", RTW_DESC);
     pump(fx.loop, &fx.cs.done);
     ck_assert_int_eq(fx.cs.replies, 3);
     ck_assert_int_eq(fx.cs.n_vals, 3);
@@ -703,8 +710,7 @@ START_TEST(test_rpc_deferred_reply_and_failure)
 {
     fixture fx;
     fx_init(&fx, true);
-    ck_assert_int_gt(ipc_client_invoke(fx.client, "Defer", NULL, -1, NULL,
-                                       c_reply, &fx.cs), 0);
+    fx_invoke(&fx, "Defer", NULL);
     pump_n(fx.loop, 5);
     ck_assert_ptr_nonnull(fx.svc.deferred);
     ck_assert_int_eq(fx.cs.replies, 0);
@@ -712,8 +718,7 @@ START_TEST(test_rpc_deferred_reply_and_failure)
     pump(fx.loop, &fx.cs.done);
     ck_assert_int_eq(fx.cs.last_status, 0);
     fx.cs.done = false;
-    ck_assert_int_gt(ipc_client_invoke(fx.client, "Fail", NULL, -1, NULL,
-                                       c_reply, &fx.cs), 0);
+    fx_invoke(&fx, "Fail", NULL);
     pump(fx.loop, &fx.cs.done);
     ck_assert_int_eq(fx.cs.last_status, -EPROTO);
     fx_fini(&fx);
@@ -742,10 +747,8 @@ START_TEST(test_rpc_reply_too_big_rejected)
 {
     fixture fx;
     fx_init(&fx, true);
-    ck_assert_int_gt(ipc_client_invoke(
-                         fx.client, "Big", NULL, -1,
-                         &perfetto__protos__read_buffers_response__descriptor,
-                         c_reply, &fx.cs), 0);
+    fx_invoke(&fx, "Big",
+              &perfetto__protos__read_buffers_response__descriptor);
     pump(fx.loop, &fx.cs.done);
     ck_assert_int_eq(fx.cs.last_status, 0);
     ck_assert(!fx.cs.disconnected);
@@ -757,10 +760,8 @@ START_TEST(test_rpc_conn_close_from_handler)
 {
     fixture fx;
     fx_init(&fx, true);
-    ck_assert_int_gt(ipc_client_invoke(fx.client, "Defer", NULL, -1, NULL,
-                                       c_reply, &fx.cs), 0);
-    ck_assert_int_gt(ipc_client_invoke(fx.client, "Close", NULL, -1, NULL,
-                                       c_reply, &fx.cs), 0);
+    fx_invoke(&fx, "Defer", NULL);
+    fx_invoke(&fx, "Close", NULL);
     pump(fx.loop, &fx.cs.disconnected);
     /* both pending calls were failed with -ECONNRESET */
     ck_assert_int_eq(fx.cs.replies, 2);
@@ -1188,34 +1189,23 @@ START_TEST(test_fdpass_back_to_back_fds_not_mixed)
 {
     static const ipc_method methods[] = { { "TakeFd", NULL, m_take_fd_rec } };
     static const ipc_service svc = { "FdPort", methods, 1, NULL };
-    ipc_loop *loop = ipc_loop_create();
-    ipc_host *host = ipc_host_create_from_fd(loop, -1, NULL);
-    test_svc ts = { 0 };
-    ipc_host_expose_service(host, &svc, &ts);
-    int sv[2];
-    ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
-    ck_assert_int_eq(ipc_host_adopt_client(host, sv[0]), 0);
-    cli_state cs = { 0 };
-    ipc_client *c = ipc_client_create_from_fd(loop, sv[1], "FdPort",
-                                              &client_cbs, &cs, NULL);
-    pump(loop, &cs.bound_cb);
+    fixture fx;
+    fx_open(&fx, &svc, "FdPort");
     n_fd_values = 0;
     for (int i = 0; i < 3; i++) {
         int fd = memfile_with(100 + i);
         /* no reply wanted: the frames go out back to back */
-        ck_assert_int_gt(ipc_client_invoke(c, "TakeFd", NULL, fd, NULL,
-                                           NULL, NULL), 0);
+        ck_assert_int_gt(ipc_client_invoke(fx.client, "TakeFd", NULL, fd,
+                                           NULL, NULL, NULL), 0);
         close(fd);
     }
     for (int i = 0; i < 200 && n_fd_values < 3; i++)
-        ipc_loop_run_once(loop, 10);
+        ipc_loop_run_once(fx.loop, 10);
     ck_assert_int_eq(n_fd_values, 3);
     ck_assert_int_eq(fd_values[0], 100);
     ck_assert_int_eq(fd_values[1], 101);
     ck_assert_int_eq(fd_values[2], 102);
-    ipc_client_destroy(c);
-    ipc_host_destroy(host);
-    ipc_loop_destroy(loop);
+    fx_fini(&fx);
 }
 END_TEST
 
