@@ -89,6 +89,24 @@ static void fill_buffer(tbufstats *b, uint64_t base)
 #undef F
 }
 
+/* TraceStats with two buffers: b[0] filled from 1000, b[1] from 2000. */
+typedef struct {
+    tbufstats b[2];
+    tbufstats *bp[2];
+    tstats st;
+} two_buffers;
+
+static void two_buffers_init(two_buffers *t)
+{
+    fill_buffer(&t->b[0], 1000);
+    fill_buffer(&t->b[1], 2000);
+    t->bp[0] = &t->b[0];
+    t->bp[1] = &t->b[1];
+    perfetto__protos__trace_stats__init(&t->st);
+    t->st.n_buffer_stats = 2;
+    t->st.buffer_stats = t->bp;
+}
+
 static const struct {
     const char *name;
     int field;
@@ -112,14 +130,9 @@ START_TEST(test_stats_trace_stats_values)
 {
     session s;
     s_open(&s);
-    tbufstats b0, b1;
-    fill_buffer(&b0, 1000);
-    fill_buffer(&b1, 2000);
-    tbufstats *bufs[] = {&b0, &b1};
-    tstats st = PERFETTO__PROTOS__TRACE_STATS__INIT;
-    st.n_buffer_stats = 2;
-    st.buffer_stats = bufs;
-#define T(name, v) st.has_##name = 1; st.name = (v)
+    two_buffers t;
+    two_buffers_init(&t);
+#define T(name, v) t.st.has_##name = 1; t.st.name = (v)
     T(producers_connected, 3); T(producers_seen, 7);
     T(data_sources_registered, 4); T(data_sources_seen, 9);
     T(tracing_sessions, 2); T(total_buffers, 5); T(chunks_discarded, 11);
@@ -128,7 +141,7 @@ START_TEST(test_stats_trace_stats_values)
     T(final_flush_outcome,
       PERFETTO__PROTOS__TRACE_STATS__FINAL_FLUSH_OUTCOME__FINAL_FLUSH_FAILED);
 #undef T
-    ck_write_stats_packet(s.f, 5000, &st);
+    ck_write_stats_packet(s.f, 5000, &t.st);
     s_inspect(&s);
     for (size_t i = 0; i < sizeof(BUF_STATS) / sizeof(*BUF_STATS); i++) {
         for (int b = 0; b < 2; b++) {
@@ -169,19 +182,14 @@ START_TEST(test_stats_last_packet_wins)
 {
     session s;
     s_open(&s);
-    tbufstats b0, b1;
-    fill_buffer(&b0, 1000);
-    fill_buffer(&b1, 2000);
-    tbufstats *bufs[] = {&b0, &b1};
-    tstats st = PERFETTO__PROTOS__TRACE_STATS__INIT;
-    st.n_buffer_stats = 2;
-    st.buffer_stats = bufs;
-    st.has_producers_connected = 1;
-    st.producers_connected = 3;
-    st.has_final_flush_outcome = 1;
-    st.final_flush_outcome =
+    two_buffers t;
+    two_buffers_init(&t);
+    t.st.has_producers_connected = 1;
+    t.st.producers_connected = 3;
+    t.st.has_final_flush_outcome = 1;
+    t.st.final_flush_outcome =
         PERFETTO__PROTOS__TRACE_STATS__FINAL_FLUSH_OUTCOME__FINAL_FLUSH_SUCCEEDED;
-    ck_write_stats_packet(s.f, 100, &st);
+    ck_write_stats_packet(s.f, 100, &t.st);
     /* Second TraceStats: one buffer, producers_connected absent. */
     tbufstats c0;
     fill_buffer(&c0, 5000);
