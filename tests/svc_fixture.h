@@ -11,7 +11,8 @@
  * 64 KiB ring buffer; the test may change f.c before svf_enable() starts
  * the session. SVF_TEST(name, n) wraps that around a test body. Packets carry TracePacket.for_testing.seq_value, so a test
  * reads back which values arrived (svf_readout.values, *_of_value[]).
- * Header only: one test program includes it.
+ * Header only (static functions); check_svc_ipc.c, which reaches the
+ * service through its sockets, uses the config, chunk and commit builders.
  */
 #ifndef TESTS_SVC_FIXTURE_H
 #define TESTS_SVC_FIXTURE_H
@@ -159,33 +160,24 @@ static inline svc_producer *svf_add_producer(svc_service *svc,
 
 /* ------------------------------------------------------------ SMB */
 
-/* Writes one Div1 chunk at page `page` holding packets with seq_value
- * first..first+n-1; state 3 (Complete) or 1 (BeingWritten). */
-static inline void svf_write_chunk(svc_producer *p, uint32_t page,
-                                   uint16_t writer, uint32_t chunk_id,
-                                   uint32_t first, unsigned n, unsigned state)
+/* Fills the page at pg with one Div1 chunk holding packets with seq_value
+ * first..first+n-1, then publishes its header word: state 3 (Complete) or
+ * 1 (BeingWritten). */
+static inline void svf_fill_chunk(uint8_t *pg, uint16_t writer,
+                                  uint32_t chunk_id, uint32_t first,
+                                  unsigned n, unsigned state)
 {
-    size_t size, psz;
-    uint8_t *base = svc_producer_smb(p, &size, &psz);
-    ck_assert_ptr_nonnull(base);
-    uint8_t *pg = base + (size_t)page * psz;
     uint8_t *ch = pg + 8;
     uint8_t *pay = ch + 8;
     size_t off = 0;
     for (unsigned i = 0; i < n; i++) {
         uint32_t v = first + i;
         /* TracePacket { for_testing (900) { seq_value (2): v } } */
-        uint8_t pkt[16];
-        size_t k = 0;
-        pkt[k++] = 0xA2;
-        pkt[k++] = 0x38;
-        pkt[k++] = 0x03;
-        pkt[k++] = 0x10;
-        pkt[k++] = (uint8_t)(0x80 | (v & 0x7f));
-        pkt[k++] = (uint8_t)(v >> 7);
-        pay[off++] = (uint8_t)k;
-        memcpy(pay + off, pkt, k);
-        off += k;
+        uint8_t pkt[] = {0xA2, 0x38, 0x03, 0x10,
+                         (uint8_t)(0x80 | (v & 0x7f)), (uint8_t)(v >> 7)};
+        pay[off++] = sizeof(pkt);
+        memcpy(pay + off, pkt, sizeof(pkt));
+        off += sizeof(pkt);
     }
     memcpy(ch, &chunk_id, 4);
     memcpy(ch + 4, &writer, 2);
@@ -193,6 +185,18 @@ static inline void svf_write_chunk(svc_producer *p, uint32_t page,
     memcpy(ch + 6, &packets, 2);
     uint32_t word = (1u << 28) | state;
     atomic_store((_Atomic uint32_t *)(void *)pg, word);
+}
+
+/* svf_fill_chunk at page `page` of producer p's SMB. */
+static inline void svf_write_chunk(svc_producer *p, uint32_t page,
+                                   uint16_t writer, uint32_t chunk_id,
+                                   uint32_t first, unsigned n, unsigned state)
+{
+    size_t size, psz;
+    uint8_t *base = svc_producer_smb(p, &size, &psz);
+    ck_assert_ptr_nonnull(base);
+    svf_fill_chunk(base + (size_t)page * psz, writer, chunk_id, first, n,
+                   state);
 }
 
 /* Makes packet 1 of the chunk at page 0 (written by svf_write_chunk)
@@ -219,26 +223,39 @@ static inline uint32_t svf_page_word(svc_producer *p, uint32_t page)
     return atomic_load((_Atomic uint32_t *)(void *)(base + page * psz));
 }
 
-/* CommitData moving one chunk (and acking flush_id if not 0). */
+/* A CommitDataRequest moving one chunk and acking flush_id if not 0. */
+typedef struct {
+    Perfetto__Protos__CommitDataRequest req;
+    Perfetto__Protos__CommitDataRequest__ChunksToMove m, *mp;
+} svf_commit_msg;
+
+static inline void svf_commit_msg_init(svf_commit_msg *c, uint32_t page,
+                                       uint32_t chunk, uint32_t target,
+                                       uint64_t flush_id)
+{
+    perfetto__protos__commit_data_request__init(&c->req);
+    perfetto__protos__commit_data_request__chunks_to_move__init(&c->m);
+    c->m.has_page = c->m.has_chunk = c->m.has_target_buffer = true;
+    c->m.page = page;
+    c->m.chunk = chunk;
+    c->m.target_buffer = target;
+    c->mp = &c->m;
+    c->req.n_chunks_to_move = 1;
+    c->req.chunks_to_move = &c->mp;
+    if (flush_id) {
+        c->req.has_flush_request_id = true;
+        c->req.flush_request_id = flush_id;
+    }
+}
+
+/* CommitData of that request, straight into the service. */
 static inline void svf_commit(svc_service *svc, svc_producer *p,
                               uint32_t page, uint32_t chunk, uint32_t target,
                               uint64_t flush_id)
 {
-    Perfetto__Protos__CommitDataRequest req =
-        PERFETTO__PROTOS__COMMIT_DATA_REQUEST__INIT;
-    Perfetto__Protos__CommitDataRequest__ChunksToMove m =
-        PERFETTO__PROTOS__COMMIT_DATA_REQUEST__CHUNKS_TO_MOVE__INIT, *mp = &m;
-    m.has_page = m.has_chunk = m.has_target_buffer = true;
-    m.page = page;
-    m.chunk = chunk;
-    m.target_buffer = target;
-    req.n_chunks_to_move = 1;
-    req.chunks_to_move = &mp;
-    if (flush_id) {
-        req.has_flush_request_id = true;
-        req.flush_request_id = flush_id;
-    }
-    ck_assert_int_eq(svc_producer_commit(svc, p, &req), 0);
+    svf_commit_msg c;
+    svf_commit_msg_init(&c, page, chunk, target, flush_id);
+    ck_assert_int_eq(svc_producer_commit(svc, p, &c.req), 0);
 }
 
 /* ------------------------------------------------------------ reading */
