@@ -9,8 +9,9 @@
  * The usual set-up is one call: svf_start(&f, n) makes the service and n
  * producers ("one", "two", "three"; pids 11, 12, 13) and a config of one
  * 64 KiB ring buffer; the test may change f.c before svf_enable() starts
- * the session. SVF_TEST(name, n) wraps that around a test body. Packets carry TracePacket.for_testing.seq_value, so a test
- * reads back which values arrived (svf_readout.values, *_of_value[]).
+ * the session. SVF_TEST(name, n) wraps that around a test body. Packets
+ * carry TracePacket.for_testing.seq_value, so a test reads back which
+ * values arrived (svf_readout.values, *_of_value[]).
  * Header only (static functions); check_svc_ipc.c, which reaches the
  * service through its sockets, uses the config, chunk and commit builders.
  */
