@@ -75,7 +75,7 @@ TBT_RING_TEST(test_patch_at_both_ends_of_a_chunk)
 TBT_RING_TEST(test_patch_bounds_checked)
 {
     tbt_put1(b, 1, 1, 0, 0, 2048, 'a');
-    tbt_put1(b, 1, 1, 1, 0, 16, 'b'); /* payload_size 17: last valid offset 13 */
+    tbt_put1(b, 1, 1, 1, 0, 16, 'b'); /* payload 17: last valid offset 13 */
     const uint32_t bad[] = {14, 16, 17, UINT32_MAX - 3, UINT32_MAX - 7,
                             UINT32_MAX, 0x80000000u, 2048};
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
