@@ -20,13 +20,11 @@ grep -q 'cannot connect' "$E2E_DIR/none.log" ||
 
 e2e_start_daemon
 e2e_spawn prod "$PRODUCER" -n ins.live -t 2 -S 200 -r 2000 --once
-e2e_until 200 0.05 "producer did not register" \
-    e2e_cli_stat 'data_sources_registered  1'
+e2e_cli_wait 'data_sources_registered  1' "producer did not register"
 e2e_spawn rec "$CLI" record -o "$E2E_DIR/rec.pftrace" -d ins.live \
     -b 64k -n ins-live-session -q
 REC=$E2E_LAST_PID
-e2e_until 200 0.05 "session did not start" \
-    e2e_cli_stat 'tracing_sessions         1'
+e2e_cli_wait 'tracing_sessions         1' "session did not start"
 
 # Clone until the snapshot has producer packets (they arrive at once).
 live_has_packets() {

@@ -109,6 +109,11 @@ e2e_cli_stat() {
     "$CLI" stats 2>/dev/null | grep -q "$1"
 }
 
+# e2e_cli_wait PATTERN WHAT: until `shmtrace stats` prints PATTERN (10 s).
+e2e_cli_wait() {
+    e2e_until 200 0.05 "$2" e2e_cli_stat "$1"
+}
+
 # e2e_wait_pid PID SECONDS: wait for a child to end, SIGKILL it after
 # SECONDS. Sets E2E_RC to its exit status; returns 1 if it had to be killed.
 e2e_wait_pid() {
