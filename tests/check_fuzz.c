@@ -47,6 +47,7 @@
 #include "smb_reader.h"
 #include "ins_inspect.h"
 #include "tck_main.h"
+#include "trng.h"
 
 /* ------------------------------------------------------------ helpers */
 
@@ -54,12 +55,7 @@ static uint64_t rng_state;
 
 static uint64_t rnd(void)
 {
-    uint64_t x = rng_state;
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-    rng_state = x;
-    return x;
+    return trng_next64(&rng_state);
 }
 
 static uint32_t rndn(uint32_t n)

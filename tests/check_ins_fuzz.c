@@ -9,6 +9,7 @@
  */
 #include "check_ins_util.h"
 #include "tck_main.h"
+#include "trng.h"
 
 typedef struct blob {
     uint8_t *d;
@@ -32,11 +33,7 @@ static blob load(const char *name)
 static uint64_t rng_state;
 static uint64_t rnd(void)
 {
-    uint64_t x = rng_state;
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-    return rng_state = x;
+    return trng_next64(&rng_state);
 }
 
 static void write_file(const char *path, const uint8_t *d, size_t n)

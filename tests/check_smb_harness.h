@@ -35,6 +35,7 @@
 #include <shmtrace/trace_writer.h>
 
 #include "smb_reader.h"
+#include "trng.h"
 
 /* ck_assert records its location on every success (a write to Check's
  * temporary file), far too slow inside loops over millions of packets:
@@ -506,12 +507,8 @@ static inline bool hb_find_varint(const hb_pkt *k, uint32_t field,
 static inline void hb_fill(uint8_t *p, size_t n, uint32_t seed)
 {
     uint32_t x = seed * 2654435761u + 1;
-    for (size_t i = 0; i < n; i++) {
-        x ^= x << 13;
-        x ^= x >> 17;
-        x ^= x << 5;
-        p[i] = (uint8_t)x;
-    }
+    for (size_t i = 0; i < n; i++)
+        p[i] = (uint8_t)trng_next32(&x);
 }
 
 #endif /* CHECK_SMB_HARNESS_H */
