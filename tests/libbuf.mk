@@ -6,6 +6,8 @@ libbuf_test_ldadd = libbuf/libtb_core.la $(CHECK_LIBS)
 # tck_main.h: TCK_CASE / TCK_MAIN, used by every Check program; trng.h:
 # the tests' deterministic random streams.
 noinst_HEADERS += tests/tb_testutil.h tests/tck_main.h tests/trng.h
+# Which fixture serves which layer of tests.
+EXTRA_DIST += tests/README.md
 
 check_PROGRAMS += tests/check_tb_basic
 tests_check_tb_basic_SOURCES = tests/check_tb_basic.c
