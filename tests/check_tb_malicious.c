@@ -11,9 +11,7 @@ static tbt_chunk c;
 /* A well-behaved neighbour sequence (producer 9) around each bad chunk. */
 static void good(tb_buffer *b, uint32_t id)
 {
-    tbt_reset(&c);
-    tbt_frag(&c, 32, (uint8_t)id);
-    tbt_commit_ex(b, 9, 9, id, 0, true, &c, 0);
+    tbt_put1(b, 9, 9, id, 0, 32, (uint8_t)id);
 }
 
 static void raw(tb_buffer *b, uint16_t p, uint16_t w, uint32_t id,
