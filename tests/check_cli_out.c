@@ -20,6 +20,7 @@
 #include "cli_outfile.h"
 #include "cli_parse.h"
 #include "trace.pb-c.h"
+#include "tck_main.h"
 
 static char g_dir[64];
 
@@ -180,18 +181,12 @@ START_TEST(test_json_message)
 }
 END_TEST
 
-int main(void)
+static Suite *cli_out_suite(void)
 {
     Suite *s = suite_create("cli_out");
-    TCase *tc = tcase_create("cli_out");
-    tcase_add_test(tc, test_outfile_commit_and_abort);
-    tcase_add_test(tc, test_outfile_refusals);
-    tcase_add_test(tc, test_buffer_kb_limits);
-    tcase_add_test(tc, test_json_message);
-    suite_add_tcase(s, tc);
-    SRunner *r = srunner_create(s);
-    srunner_run_all(r, CK_NORMAL);
-    int failed = srunner_ntests_failed(r);
-    srunner_free(r);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    TCK_CASE(s, "cli_out", test_outfile_commit_and_abort,
+             test_outfile_refusals, test_buffer_kb_limits, test_json_message);
+    return s;
 }
+
+TCK_MAIN(cli_out_suite)
