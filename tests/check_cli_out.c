@@ -26,15 +26,12 @@ static char g_dir[64];
 
 static void make_dir(void)
 {
-    snprintf(g_dir, sizeof g_dir, "/tmp/check_cli_out.XXXXXX");
-    ck_assert_ptr_nonnull(mkdtemp(g_dir));
+    tck_mkdtemp(g_dir, sizeof g_dir, "check_cli_out");
 }
 
 static void rm_dir(void)
 {
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", g_dir);
-    ck_assert_int_eq(system(cmd), 0);
+    tck_rmdir(g_dir);
 }
 
 /* Entries of g_dir (names joined by ' '). */

@@ -47,15 +47,12 @@ static char tmpdir[64];
 
 static void make_tmpdir(void)
 {
-    snprintf(tmpdir, sizeof tmpdir, "/tmp/check_ipc.XXXXXX");
-    ck_assert_ptr_nonnull(mkdtemp(tmpdir));
+    tck_mkdtemp(tmpdir, sizeof tmpdir, "check_ipc");
 }
 
 static void rm_tmpdir(void)
 {
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
-    ck_assert_int_eq(system(cmd), 0);
+    tck_rmdir(tmpdir);
 }
 
 /* ================= frame codec ================= */

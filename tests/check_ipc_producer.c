@@ -376,17 +376,13 @@ static void pump_until_count(fake *f, atomic_int *counter, int v)
 
 static void setup(void)
 {
-    snprintf(tmpdir, sizeof tmpdir, "/tmp/check_prod.XXXXXX");
-    ck_assert_ptr_nonnull(mkdtemp(tmpdir));
+    tck_mkdtemp(tmpdir, sizeof tmpdir, "check_prod");
     snprintf(sock_path, sizeof sock_path, "%s/p.sock", tmpdir);
 }
 
 static void teardown(void)
 {
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
-    if (system(cmd) != 0)
-        perror("rm");
+    tck_rmdir(tmpdir);
 }
 
 START_TEST(test_producer_session_batches_and_acks)

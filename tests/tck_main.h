@@ -1,7 +1,8 @@
 /*
  * tck_main.h - what every Check test program needs around its tests: a
- * test case made of a list of tests (TCK_CASE) and a main() that runs one
- * suite (TCK_MAIN, or tck_run when main has more to do first).
+ * test case made of a list of tests (TCK_CASE, tck_loop_case for a loop
+ * test), a main() that runs one suite (TCK_MAIN, or tck_run when main has
+ * more to do first), and a private temp dir (tck_mkdtemp, tck_rmdir).
  *
  * The suite runs in Check's default mode (each test forked, CK_FORK=no
  * still honoured); the exit status is non-zero if any test failed, which
@@ -12,6 +13,7 @@
 
 #include <check.h>
 #include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 /* Adds to s a test case `name` with the tests given (NULL ends the
@@ -39,6 +41,24 @@ static inline TCase *tck_loop_case(Suite *s, const char *name,
     TCase *tc = tck_case(s, name, (const TTest *)NULL);
     tcase_add_loop_test(tc, t, start, end);
     return tc;
+}
+
+/* A fresh private directory /tmp/NAME.XXXXXX in dir[size] (short, so
+ * UNIX socket paths inside it fit); tck_rmdir removes it with its
+ * contents. */
+static inline void tck_mkdtemp(char *dir, size_t size, const char *name)
+{
+    ck_assert_int_lt(snprintf(dir, size, "/tmp/%s.XXXXXX", name),
+                     (int)size);
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+}
+
+static inline void tck_rmdir(const char *dir)
+{
+    char cmd[256];
+    ck_assert_int_lt(snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir),
+                     (int)sizeof cmd);
+    ck_assert_int_eq(system(cmd), 0);
 }
 
 /* Runs s; EXIT_SUCCESS if every test passed. */
