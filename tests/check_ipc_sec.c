@@ -23,24 +23,25 @@
 #include <unistd.h>
 
 #include "ipc.h"
+#include "tck_main.h"
 
 #define SEC_UID 64001
 
 static char tmpdir[64];
 
+/* A temp dir the second uid can traverse. */
 static void mk_tmpdir(void)
 {
-    snprintf(tmpdir, sizeof tmpdir, "/tmp/check_ipc_sec.XXXXXX");
-    ck_assert_ptr_nonnull(mkdtemp(tmpdir));
+    tck_mkdtemp(tmpdir, sizeof tmpdir, "check_ipc_sec");
     ck_assert_int_eq(chmod(tmpdir, 0755), 0);
 }
 
 static void rm_tmpdir(void)
 {
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s' /tmp/shmtrace-%d", tmpdir,
-             SEC_UID);
-    ck_assert_int_eq(system(cmd), 0);
+    char user_tmp[64];
+    snprintf(user_tmp, sizeof user_tmp, "/tmp/shmtrace-%d", SEC_UID);
+    tck_rmdir(tmpdir);
+    tck_rmdir(user_tmp);
 }
 
 /* Become SEC_UID for good (in a child). */
@@ -220,6 +221,15 @@ START_TEST(test_sec_root_service_dir)
 }
 END_TEST
 
+static Suite *sec_suite(void)
+{
+    Suite *s = suite_create("ipc_sec");
+    TCK_CASE(s, "sockets", test_sec_user_trusts_root,
+             test_sec_root_refuses_user_daemon, test_sec_user_service_dir,
+             test_sec_root_service_dir);
+    return s;
+}
+
 int main(void)
 {
     if (geteuid() != 0) {
@@ -232,16 +242,5 @@ int main(void)
                 SEC_UID);
         return 77;
     }
-    Suite *s = suite_create("ipc_sec");
-    TCase *tc = tcase_create("sockets");
-    tcase_add_test(tc, test_sec_user_trusts_root);
-    tcase_add_test(tc, test_sec_root_refuses_user_daemon);
-    tcase_add_test(tc, test_sec_user_service_dir);
-    tcase_add_test(tc, test_sec_root_service_dir);
-    suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return tck_run(sec_suite());
 }

@@ -27,6 +27,7 @@
 #include "ipc.h"
 #include "svc_int.h"
 #include "svc_service.h"
+#include "tck_main.h"
 
 #define ROOT 0
 #define ALICE 1001
@@ -195,15 +196,12 @@ static char tmpdir[64];
 
 static void mk_tmpdir(void)
 {
-    snprintf(tmpdir, sizeof tmpdir, "/tmp/check_svc_users.XXXXXX");
-    ck_assert_ptr_nonnull(mkdtemp(tmpdir));
+    tck_mkdtemp(tmpdir, sizeof tmpdir, "check_svc_users");
 }
 
 static void rm_tmpdir(void)
 {
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
-    ck_assert_int_eq(system(cmd), 0);
+    tck_rmdir(tmpdir);
 }
 
 static svc_session *enable_file(svc_service *svc, uid_t uid,
@@ -326,21 +324,14 @@ START_TEST(test_users_open_output_regular_only)
 }
 END_TEST
 
-int main(void)
+static Suite *users_suite(void)
 {
     Suite *s = suite_create("svc_users");
-    TCase *tc = tcase_create("isolation");
-    tcase_add_test(tc, test_users_clone_confined);
-    tcase_add_test(tc, test_users_names_per_uid);
-    tcase_add_test(tc, test_users_stats_confined);
-    suite_add_tcase(s, tc);
-    tc = tcase_create("files");
-    tcase_add_test(tc, test_users_output_path_rule);
-    tcase_add_test(tc, test_users_open_output_regular_only);
-    suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    TCK_CASE(s, "isolation", test_users_clone_confined,
+             test_users_names_per_uid, test_users_stats_confined);
+    TCK_CASE(s, "files", test_users_output_path_rule,
+             test_users_open_output_regular_only);
+    return s;
 }
+
+TCK_MAIN(users_suite)
