@@ -316,6 +316,35 @@ static int emit_first_pass(svc_service *svc, svc_session *s, svc_scratch *sc,
     return 0;
 }
 
+/* A `trigger` (or, for a clone made on a CLONE_SNAPSHOT trigger,
+ * `clone_snapshot_trigger`) packet, timestamped when the trigger arrived. */
+typedef struct {
+    svc_service *svc;
+    svc_scratch *sc;
+    svc_emit_fn emit;
+    void *ctx;
+} svc_trig_emit_ctx;
+
+static int emit_trigger(void *vctx, const svc_trig_info *t, bool clone)
+{
+    svc_trig_emit_ctx *c = vctx;
+    Perfetto__Protos__TracePacket pk = PERFETTO__PROTOS__TRACE_PACKET__INIT;
+    Perfetto__Protos__Trigger tr = PERFETTO__PROTOS__TRIGGER__INIT;
+    service_header(c->svc, &pk, false);
+    pk.has_timestamp = true;
+    pk.timestamp = t->boot_time_ns;
+    tr.trigger_name = t->name;
+    tr.producer_name = t->producer_name;
+    tr.has_trusted_producer_uid = tr.has_stop_delay_ms = true;
+    tr.trusted_producer_uid = t->producer_uid;
+    tr.stop_delay_ms = t->stop_delay_ms;
+    if (clone)
+        pk.clone_snapshot_trigger = &tr;
+    else
+        pk.trigger = &tr;
+    return emit_service_packet(c->sc, &pk, c->emit, c->ctx);
+}
+
 /* ---------------------------------------------------------------- read */
 
 static int emit_stats(svc_service *svc, svc_session *s, svc_scratch *sc,
@@ -355,9 +384,21 @@ static int session_read(svc_service *svc, svc_session *s, size_t max_bytes,
                     s->cfg->builtin_data_sources->disable_service_events);
     if (more)
         *more = false;
+    /* Waiting for a trigger (or a CLONE_SNAPSHOT session, read through its
+     * clones only): no data at all, not even the service's packets. */
+    if (svc__trigger_withholds(s))
+        return 0;
+    bool first_pass = !s->emitted_config;
     if (!s->emitted_config) {
         s->emitted_config = true;
         if ((rc = emit_first_pass(svc, s, &sc, emit, ctx)) < 0)
+            goto out;
+    }
+    if (!(s->cfg->builtin_data_sources &&
+          s->cfg->builtin_data_sources->has_disable_trace_config &&
+          s->cfg->builtin_data_sources->disable_trace_config)) {
+        svc_trig_emit_ctx tc = { svc, &sc, emit, ctx };
+        if ((rc = svc__trigger_emit(s, first_pass, emit_trigger, &tc)) < 0)
             goto out;
     }
     if (s->state == SVC_SESSION_DISABLED && !s->emitted_disabled &&
