@@ -16,9 +16,11 @@
  * are hidden).
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "config.h"
 #include "ipc.pb-c.h"
@@ -217,6 +219,7 @@ tss *svc_query_state(svc_service *svc, uid_t caller_uid, bool sessions_only)
             pr->has_id = pr->has_pid = pr->has_uid = true;
             pr->id = p->id;
             pr->name = p->name ? p->name : "";
+            pr->sdk_version = p->sdk_version ? p->sdk_version : "";
             pr->pid = (int32_t)p->pid;
             pr->uid = (int32_t)p->uid;
             for (size_t k = 0; k < p->nds; k++) {
@@ -280,4 +283,91 @@ tss *svc_query_state(svc_service *svc, uid_t caller_uid, bool sessions_only)
 oom:
     svc_query_free(st);
     return NULL;
+}
+
+/* ---------------------------------------------------------------- clone */
+
+static svc_session *session_by_id(svc_service *svc, uint64_t id)
+{
+    for (size_t i = 0; i < svc->nsessions; i++)
+        if (svc->sessions[i]->id == id && !svc->sessions[i]->is_clone)
+            return svc->sessions[i];
+    return NULL;
+}
+
+/* Copies what src wrote so far (bytes_written_to_file of its file) into
+ * fd, reading the file through /proc (our fd may be write-only). */
+static int copy_file(const svc_session *src, int fd, char *err,
+                     size_t errlen)
+{
+    char path[64];
+    snprintf(path, sizeof(path), "/proc/self/fd/%d", src->out_fd);
+    int in = open(path, O_RDONLY | O_CLOEXEC);
+    if (in < 0) {
+        if (err && errlen)
+            snprintf(err, errlen, "cannot read the session's trace file: %s",
+                     strerror(errno));
+        return -errno;
+    }
+    uint8_t buf[65536];
+    uint64_t left = src->bytes_written_to_file;
+    off_t off = 0;
+    int rc = 0;
+    while (left) {
+        ssize_t n = pread(in, buf, left < sizeof(buf) ? left : sizeof(buf),
+                          off);
+        if (n <= 0) {
+            rc = n < 0 ? -errno : -EIO;
+            break;
+        }
+        for (ssize_t w = 0; w < n;) {
+            ssize_t k = write(fd, buf + w, (size_t)(n - w));
+            if (k < 0 && errno == EINTR)
+                continue;
+            if (k <= 0) {
+                rc = k < 0 ? -errno : -EIO;
+                break;
+            }
+            w += k;
+        }
+        if (rc < 0)
+            break;
+        off += n;
+        left -= (uint64_t)n;
+    }
+    close(in);
+    if (rc < 0 && err && errlen)
+        snprintf(err, errlen, "cannot copy the session's trace file: %s",
+                 strerror(-rc));
+    return rc;
+}
+
+int svc_session_clone_file(svc_service *svc, svc_session *clone, int fd,
+                           char *err, size_t errlen)
+{
+    svc_session *src = clone->is_clone ?
+                       session_by_id(svc, clone->cloned_from) : NULL;
+    if (!src || src->out_fd < 0) {
+        if (fd >= 0)
+            close(fd);
+        return 0;
+    }
+    if (fd < 0) {
+        svc__set_err(err, errlen, "cannot clone a write_into_file session "
+                "without an output file descriptor%.0llu%.0llu", 0, 0);
+        return -EINVAL;
+    }
+    int rc = copy_file(src, fd, err, errlen);
+    if (rc < 0) {
+        close(fd);
+        return rc;
+    }
+    clone->out_fd = fd;
+    rc = svc_session_write_file(svc, clone);
+    if (rc < 0) {
+        svc__set_err(err, errlen, "writing the clone failed (errno %llu)"
+                "%.0llu", (unsigned long long)-rc, 0);
+        return rc;
+    }
+    return 1;
 }

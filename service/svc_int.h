@@ -162,6 +162,7 @@ struct svc_session {
     svc_seqmap seqs;
     svc_session_state state;
     bool is_clone;
+    uint64_t cloned_from;        /* the source session's id (clones) */
     bool emitted_config;         /* first-pass packets sent */
     bool emitted_started, emitted_disabled;
     bool notified_disabled;      /* session_disabled op already called */
@@ -209,6 +210,7 @@ struct svc_producer {
     uid_t uid;
     pid_t pid;
     char *name;
+    char *sdk_version;           /* owned, NULL if not sent */
     uint32_t page_hint_bytes, size_hint_bytes;
     bool scraping_enabled;
     /* SMB, created on the first SetupDataSource */

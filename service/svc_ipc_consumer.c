@@ -350,12 +350,12 @@ static void c_clone(ipc_call *call, const ProtobufCMessage *args, void *vd)
     svc_cconn *cc = cconn_get(d, call);
     const Perfetto__Protos__CloneSessionRequest *req = (const void *)args;
     int fd = ipc_call_take_fd(call);
-    if (fd >= 0)
-        close(fd);
     Perfetto__Protos__CloneSessionResponse r =
         PERFETTO__PROTOS__CLONE_SESSION_RESPONSE__INIT;
     char err[256] = "";
     if (!cc || cc->s) {
+        if (fd >= 0)
+            close(fd);
         r.has_success = true;
         r.success = false;
         r.error = "this consumer already has a session";
@@ -375,6 +375,23 @@ static void c_clone(ipc_call *call, const ProtobufCMessage *args, void *vd)
         r.error = err;
     } else {
         svc__clone_extras(cc, req);
+        /* A write_into_file source: the clone goes into the fd (its file
+         * so far, then the clone's buffers), as Perfetto does. */
+        int wf = svc_session_clone_file(d->svc, cc->s, fd, err, sizeof(err));
+        fd = -1;
+        if (wf < 0) {
+            svc_session_free(d->svc, cc->s);
+            cc->s = NULL;
+            r.success = false;
+            r.error = err;
+        } else if (wf > 0) {
+            r.has_was_write_into_file = true;
+            r.was_write_into_file = true;
+        }
+    }
+    if (fd >= 0)
+        close(fd);
+    if (cc->s) {
         r.has_uuid_msb = r.has_uuid_lsb = true;
         svc_session_uuid(cc->s, &r.uuid_msb, &r.uuid_lsb);
     }

@@ -193,6 +193,7 @@ static void p_initialize(ipc_call *call, const ProtobufCMessage *args,
         .name = req->producer_name,
         .smb_scraping_mode = req->has_smb_scraping_mode ?
             (int)req->smb_scraping_mode : 0,
+        .sdk_version = req->sdk_version,
     };
     pc->d = d;
     pc->conn = conn;

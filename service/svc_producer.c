@@ -78,6 +78,8 @@ svc_producer *svc_producer_connect(svc_service *svc, void *conn, uid_t uid,
         p->page_hint_bytes = params->page_size_hint_bytes;
         p->size_hint_bytes = params->smb_size_hint_bytes;
         p->scraping_enabled = params->smb_scraping_mode != 2;
+        if (params->sdk_version)
+            p->sdk_version = strndup(params->sdk_version, SVC_MAX_DS_NAME);
     } else {
         p->scraping_enabled = true;
     }
@@ -110,6 +112,7 @@ static void producer_free(svc_producer *p)
     free(p->writer_buf);
     free(p->allowed);
     free(p->name);
+    free(p->sdk_version);
     free(p);
 }
 

@@ -83,6 +83,7 @@ typedef struct {
     uint32_t page_size_hint_bytes, smb_size_hint_bytes;
     const char *name;            /* may be NULL */
     int smb_scraping_mode;       /* 0 unspecified (on), 1 on, 2 off */
+    const char *sdk_version;     /* may be NULL (QueryServiceState) */
 } svc_producer_params;
 
 /* NULL + errno (EAGAIN: no free producer id). */
@@ -170,6 +171,13 @@ svc_session *svc_session_attach(svc_service *, void *consumer, uid_t uid,
  * match get the data source. -EINVAL when the session is not running. */
 int svc_session_change_config(svc_service *, svc_session *,
         const Perfetto__Protos__TraceConfig *cfg, char *err, size_t errlen);
+/* After svc_session_clone with the consumer's fd (owned from now on, -1
+ * ok): if the source writes into a file, its file so far is copied into
+ * fd and the clone's buffers appended (returns 1, was_write_into_file);
+ * otherwise fd is closed and 0 returned (read the clone as usual). <0 with
+ * err on failure (the clone should be freed). */
+int svc_session_clone_file(svc_service *, svc_session *clone, int fd,
+                           char *err, size_t errlen);
 /* QueryServiceState: producers, their data sources (descriptors as
  * registered), the sessions `caller_uid` may see (all for root), version.
  * Caller frees with svc_query_free. NULL on no memory. */

@@ -541,6 +541,7 @@ svc_session *svc_session_clone(svc_service *svc, void *consumer,
         return NULL;
     }
     s->is_clone = true;
+    s->cloned_from = src->id;
     s->state = SVC_SESSION_DISABLED;
     s->notified_disabled = true;
     for (size_t i = 0; i < src->nbufs; i++) {
