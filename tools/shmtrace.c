@@ -34,6 +34,7 @@
 #include "cli_parse.h"
 #include "consumer_client.h"
 #include "ipc.h"
+#include "shmtrace_ext.h"
 #include "textproto.h"
 
 #define EXIT_FAIL 1
@@ -84,7 +85,9 @@ static void usage_main(FILE *f)
 "Commands:\n"
 "  record   start a tracing session and write the trace to a file\n"
 "  clone    snapshot a running session into a file\n"
-"  stats    print the service's trace statistics\n"
+"  stats    print the service's trace statistics and state\n"
+"  query    print the service's state (producers, data sources, sessions)\n"
+"  trigger  activate triggers (trigger_config of running sessions)\n"
 "  help     this help (or `shmtrace COMMAND --help`)\n"
 "\n"
 "The consumer socket is --socket PATH, else $PERFETTO_CONSUMER_SOCK_NAME,\n"
@@ -120,6 +123,7 @@ static void usage_record(FILE *f)
 "  -q, --quiet             no progress display\n"
 "  -h, --help              this help\n"
 "\n"
+"%s"
 "Config file example:\n"
 "  buffers { size_kb: 65536 fill_policy: RING_BUFFER }\n"
 "  data_sources { config { name: \"shmtrace.synthetic\" target_buffer: 0 } }\n"
@@ -130,7 +134,7 @@ static void usage_record(FILE *f)
 "Progress (elapsed, bytes, packets, losses) is shown on a terminal; a\n"
 "one-line loss summary is printed at the end. Ctrl-C (or SIGTERM) stops\n"
 "the session and still writes the trace; a second Ctrl-C exits at once.\n"
-"\n%s", exit_codes_help);
+"\n%s", shx_record_help, exit_codes_help);
 }
 
 static void usage_clone(FILE *f)
@@ -152,10 +156,13 @@ static void usage_clone(FILE *f)
 static void usage_stats(FILE *f)
 {
     fprintf(f,
-"Usage: shmtrace stats [-s PATH]\n"
+"Usage: shmtrace stats [--json] [-s PATH]\n"
 "Print the service's TraceStats (producers, data sources, sessions,\n"
-"buffers and their loss counters).\n"
+"buffers and their loss counters), then its state as `shmtrace query`\n"
+"shows it (producers, data sources, your sessions, version).\n"
 "\n"
+"  -j, --json              both as one JSON object {trace_stats,\n"
+"                          service_state}, fields named as in the .proto\n"
 "  -s, --socket PATH       consumer socket\n"
 "  -h, --help              this help\n"
 "\n%s", exit_codes_help);
@@ -200,6 +207,7 @@ typedef struct rec_opts {
     size_t n_data_sources;
     bool long_mode, quiet;
     uint32_t period_ms;
+    shx_rec_opts x;        /* triggers, detach/attach: shmtrace_ext.c */
 } rec_opts;
 
 /* Apply flags to cfg (allocating with malloc, as the parser does). */
@@ -332,10 +340,11 @@ static int cmd_record(int argc, char **argv)
         { "socket", required_argument, 0, 's' },
         { "quiet", no_argument, 0, 'q' },
         { "help", no_argument, 0, 'h' },
+        SHX_RECORD_LONG_OPTIONS,
         { 0, 0, 0, 0 },
     };
     const char *ds_list[64];
-    int ch;
+    int ch, rc0;
     uint64_t v;
     optind = 1;
     while ((ch = getopt_long(argc, argv, "o:c:b:f:t:d:n:lp:s:qh", lopts,
@@ -385,10 +394,22 @@ static int cmd_record(int argc, char **argv)
         case 's': ro.socket = optarg; break;
         case 'q': ro.quiet = true; break;
         case 'h': usage_record(stdout); return 0;
-        default: usage_record(stderr); return EXIT_USAGE;
+        default:
+            rc0 = shx_record_option(&ro.x, ch, optarg);
+            if (rc0 > 0)
+                break;
+            if (rc0 == 0)
+                usage_record(stderr);
+            return EXIT_USAGE;
         }
     }
     ro.data_sources = ds_list;
+    if (optind == argc) {
+        int done = 0, xs = shx_record_early(&ro.x, ro.socket, ro.quiet,
+                                            &done);
+        if (done)
+            return xs;
+    }
     if (optind < argc) {
         fprintf(stderr, "shmtrace record: unexpected argument '%s' (see "
                 "shmtrace record --help)\n", argv[optind]);
@@ -434,6 +455,18 @@ static int cmd_record(int argc, char **argv)
         fprintf(stderr, "shmtrace record: out of memory\n");
         goto out;
     }
+    char terr[128];
+    if (shx_apply_triggers(cfg, &ro.x.trig, terr, sizeof terr) < 0) {
+        fprintf(stderr, "shmtrace record: %s\n", terr);
+        goto out;
+    }
+    bool clone_mode = shx_is_clone_snapshot(cfg);
+    unsigned snapshots = 0;
+    if (ro.x.detach_key) {
+        /* Detached, nobody reads over IPC: the service writes FILE. */
+        cfg->has_write_into_file = true;
+        cfg->write_into_file = true;
+    }
     bool service_writes = cfg->write_into_file && !cfg->output_path;
     if (cfg->write_into_file && cfg->output_path) {
         fprintf(stderr, "shmtrace record: the config's output_path makes "
@@ -474,6 +507,24 @@ static int cmd_record(int argc, char **argv)
                 strerror(-rc));
         goto out;
     }
+    if (ro.x.detach_key) {
+        /* A refused config answers EnableTracing at once: wait for that
+         * (or any other reply) before detaching. */
+        cons_poll(c, 200);
+        const char *e = NULL;
+        if (cons_ended(c, &e)) {
+            fprintf(stderr, "shmtrace record: the service refused the "
+                    "session: %s\n", e ? e : "no reason given");
+            goto out;
+        }
+        status = shx_detach(c, ro.x.detach_key, ro.out);
+        goto out;
+    }
+    if (clone_mode && (rc = cons_observe(c)) < 0) {
+        fprintf(stderr, "shmtrace record: ObserveEvents failed: %s\n",
+                strerror(-rc));
+        goto out;
+    }
     progress pg = { !ro.quiet && isatty(STDERR_FILENO), ipc_now_ms(), 0 };
     uint64_t next_read = ipc_now_ms() + period;
     bool disabled = false;
@@ -498,6 +549,8 @@ static int cmd_record(int argc, char **argv)
             continue;
         }
         cons_poll(c, 100);
+        if (clone_mode)
+            shx_snapshots(c, ro.socket, ro.out, &snapshots);
         if (ro.long_mode && !service_writes && ipc_now_ms() >= next_read) {
             rc = cons_read(c, cons_out_packet, &o);
             if (rc == 0)
@@ -511,6 +564,12 @@ static int cmd_record(int argc, char **argv)
         }
         if (!cons_ended(c, NULL))
             draw_progress(&pg, c, &o, false);
+    }
+    if (clone_mode) {
+        shx_snapshots(c, ro.socket, ro.out, &snapshots);
+        fprintf(stderr, "shmtrace record: %u snapshot(s) written as %s.N; a "
+                "CLONE_SNAPSHOT session returns no data of its own\n",
+                snapshots, ro.out);
     }
     if (end_err) {
         fprintf(stderr, "shmtrace record: the tracing session ended with an "
@@ -661,16 +720,19 @@ static void print_stats(const Perfetto__Protos__TraceStats *st)
 static int cmd_stats(int argc, char **argv)
 {
     const char *socket = NULL;
+    bool json = false;
     static const struct option lopts[] = {
         { "socket", required_argument, 0, 's' },
+        { "json", no_argument, 0, 'j' },
         { "help", no_argument, 0, 'h' },
         { 0, 0, 0, 0 },
     };
     int ch;
     optind = 1;
-    while ((ch = getopt_long(argc, argv, "s:h", lopts, NULL)) != -1) {
+    while ((ch = getopt_long(argc, argv, "s:jh", lopts, NULL)) != -1) {
         switch (ch) {
         case 's': socket = optarg; break;
+        case 'j': json = true; break;
         case 'h': usage_stats(stdout); return 0;
         default: usage_stats(stderr); return EXIT_USAGE;
         }
@@ -692,15 +754,18 @@ static int cmd_stats(int argc, char **argv)
     }
     Perfetto__Protos__TraceStats *st = NULL;
     rc = cons_get_stats(c, &st);
-    cons_destroy(c);
     if (rc < 0) {
+        cons_destroy(c);
         fprintf(stderr, "shmtrace stats: GetTraceStats failed: %s\n",
                 strerror(-rc));
         return EXIT_FAIL;
     }
-    print_stats(st);
+    if (!json)
+        print_stats(st);
+    int xs = shx_stats_extra(c, st, json);
+    cons_destroy(c);
     perfetto__protos__trace_stats__free_unpacked(st, NULL);
-    return 0;
+    return xs;
 }
 
 int main(int argc, char **argv)
@@ -725,6 +790,10 @@ int main(int argc, char **argv)
         return cmd_clone(argc - 1, argv + 1);
     if (!strcmp(cmd, "stats"))
         return cmd_stats(argc - 1, argv + 1);
+    if (!strcmp(cmd, "query"))
+        return shx_cmd_query(argc - 1, argv + 1);
+    if (!strcmp(cmd, "trigger"))
+        return shx_cmd_trigger(argc - 1, argv + 1);
     fprintf(stderr, "shmtrace: unknown command '%s' (see shmtrace --help)\n",
             cmd);
     return EXIT_USAGE;
