@@ -53,3 +53,7 @@ tests_check_tb_random_CFLAGS = $(libbuf_test_cflags)
 tests_check_tb_random_LDADD = $(libbuf_test_ldadd)
 TESTS += tests/check_tb_random
 
+
+# The installed libraries export only their contracts (nm / readelf).
+dist_check_SCRIPTS += tests/check_exports.sh
+TESTS += tests/check_exports.sh
