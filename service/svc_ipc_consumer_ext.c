@@ -13,7 +13,7 @@
  *                          triggers) and all_data_sources_started.
  *   QueryServiceState      a stream of TracingServiceState pieces: the
  *                          client concatenates them (protobuf merge), so
- *                          large data source lists go in several replies.
+ *                          large states go in several replies.
  *   SaveTraceForBugreport  answered "not supported" with the alternative.
  * and what CloneSession adds: the cloning consumer's uid, and the trigger
  * that made perfetto clone (clone_snapshot_trigger packet).
@@ -25,7 +25,8 @@
 
 #include "svc_ipc_int.h"
 
-#define SVC_QUERY_PIECE_BYTES (256u * 1024)
+/* Below IPC_MAX_PAYLOAD_BYTES with room for the reply's framing. */
+#define SVC_QUERY_PIECE_BYTES (IPC_MAX_PAYLOAD_BYTES - 1024u)
 
 void svc__c_detach(ipc_call *call, const ProtobufCMessage *args, void *vd)
 {
@@ -196,6 +197,51 @@ static int send_state(ipc_call *call, Perfetto__Protos__TracingServiceState *st,
     return ipc_call_reply(call, &r.base, has_more);
 }
 
+/* Length of the top-level field at p (tag + payload), 0 if malformed. */
+static size_t field_len(const uint8_t *p, size_t n)
+{
+    size_t i = 0;
+    uint64_t key = 0, v = 0;
+    for (int sh = 0; i < n && sh < 64; sh += 7) {
+        key |= (uint64_t)(p[i] & 0x7f) << sh;
+        if (!(p[i++] & 0x80))
+            break;
+    }
+    switch (key & 7) {
+    case 0:
+        while (i < n && (p[i] & 0x80))
+            i++;
+        return i < n ? i + 1 : 0;
+    case 1: return i + 8 <= n ? i + 8 : 0;
+    case 5: return i + 4 <= n ? i + 4 : 0;
+    case 2:
+        for (int sh = 0; i < n && sh < 64; sh += 7) {
+            v |= (uint64_t)(p[i] & 0x7f) << sh;
+            if (!(p[i++] & 0x80))
+                break;
+        }
+        return v <= n - i ? i + (size_t)v : 0;
+    default: return 0;
+    }
+}
+
+static int send_piece(ipc_call *call, const uint8_t *p, size_t n,
+                      bool has_more)
+{
+    Perfetto__Protos__TracingServiceState *st =
+        perfetto__protos__tracing_service_state__unpack(NULL, n, p);
+    if (!st)
+        return -EBADMSG;
+    int rc = send_state(call, st, has_more);
+    perfetto__protos__tracing_service_state__free_unpacked(st, NULL);
+    return rc;
+}
+
+/* The state can exceed one IPC frame (many producers, large track_event
+ * descriptors): it is cut at top-level field boundaries into pieces of at
+ * most SVC_QUERY_PIECE_BYTES; the client concatenates them, which
+ * protobuf decodes as the whole (repeated fields append). A single field
+ * larger than a frame (one huge descriptor) is left out and logged. */
 void svc__c_query(ipc_call *call, const ProtobufCMessage *args, void *vd)
 {
     svc_daemon *d = vd;
@@ -203,41 +249,39 @@ void svc__c_query(ipc_call *call, const ProtobufCMessage *args, void *vd)
     ipc_conn *conn = ipc_call_conn(call);
     Perfetto__Protos__TracingServiceState *st = svc_query_state(d->svc,
             ipc_conn_uid(conn), req->has_sessions_only && req->sessions_only);
-    if (!st) {
+    size_t n = st ? perfetto__protos__tracing_service_state__get_packed_size(
+                        st) : 0;
+    uint8_t *buf = st ? malloc(n ? n : 1) : NULL;
+    if (!buf) {
+        svc_query_free(st);
         ipc_call_fail(call);
         return;
     }
-    /* Data sources first, in pieces of at most SVC_QUERY_PIECE_BYTES (a
-     * track_event descriptor can be large); the rest in the last reply. */
-    size_t nds = st->n_data_sources, i = 0;
-    Perfetto__Protos__TracingServiceState__DataSource **all = st->data_sources;
-    while (i < nds) {
-        Perfetto__Protos__TracingServiceState piece =
-            PERFETTO__PROTOS__TRACING_SERVICE_STATE__INIT;
-        size_t start = i, bytes = 0;
-        while (i < nds) {
-            size_t b = protobuf_c_message_get_packed_size(&all[i]->base) + 8;
-            if (i > start && bytes + b > SVC_QUERY_PIECE_BYTES)
-                break;
-            bytes += b;
-            i++;
-        }
-        if (i == nds && bytes <= SVC_QUERY_PIECE_BYTES && start == 0)
-            break;                   /* everything fits in one reply */
-        piece.n_data_sources = i - start;
-        piece.data_sources = all + start;
-        if (send_state(call, &piece, true) < 0) {
-            fprintf(stderr, "shmtraced: QueryServiceState: data source "
-                    "descriptor too large to send, skipped\n");
-        }
-        if (i == nds) {
-            st->n_data_sources = 0;  /* all sent */
-            break;
-        }
-    }
-    send_state(call, st, false);
-    st->n_data_sources = nds;
+    perfetto__protos__tracing_service_state__pack(st, buf);
     svc_query_free(st);
+    size_t start = 0, off = 0;
+    while (off < n) {
+        size_t fl = field_len(buf + off, n - off);
+        if (fl == 0)
+            break;                       /* cannot happen: we packed it */
+        if (fl > SVC_QUERY_PIECE_BYTES) {
+            if (off > start)
+                send_piece(call, buf + start, off - start, true);
+            fprintf(stderr, "shmtraced: QueryServiceState: a %zu-byte "
+                    "entry does not fit in a reply, left out\n", fl);
+            off += fl;
+            start = off;
+            continue;
+        }
+        if (off + fl - start > SVC_QUERY_PIECE_BYTES) {
+            send_piece(call, buf + start, off - start, true);
+            start = off;
+        }
+        off += fl;
+    }
+    if (send_piece(call, buf + start, off - start, false) < 0)
+        ipc_call_fail(call);
+    free(buf);
 }
 
 void svc__c_bugreport(ipc_call *call, const ProtobufCMessage *args, void *vd)

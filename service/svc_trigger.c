@@ -388,25 +388,35 @@ size_t svc_activate_triggers(svc_service *svc, const char *producer_name,
             svc_trigger_hit h = { name, pname, (int32_t)producer_uid, now_ns,
                                   delay };
             record_trigger(s, &h);
-            fprintf(stderr, "shmtraced: trigger \"%s\" from %s hit session "
-                    "%llu\n", name, pname, (unsigned long long)s->id);
+            /* Logged only when it changes something (a producer may send
+             * the same trigger in a loop). */
+            const char *what = NULL;
             switch (s->trig.mode) {
             case SVC_TRIG_START:
-                if (s->state == SVC_SESSION_CONFIGURED)
+                if (s->state == SVC_SESSION_CONFIGURED) {
                     start_now(svc, s, delay);
+                    what = "starts";
+                }
                 break;
             case SVC_TRIG_STOP:
                 /* Only the first trigger stops; the stop delay replaces
                  * the trigger timeout. */
-                if (first)
+                if (first) {
                     s->duration_deadline_ms = now_ms + delay;
+                    what = "stops";
+                }
                 break;
             case SVC_TRIG_CLONE:
                 schedule_clone(s, &h, now_ms);
+                what = "snapshots";
                 break;
             default:
                 break;
             }
+            if (what)
+                fprintf(stderr, "shmtraced: trigger \"%s\" from %s %s "
+                        "session %llu (in %u ms)\n", name, pname, what,
+                        (unsigned long long)s->id, delay);
         }
         if (matched)
             history_add(svc, now_ns, hash);

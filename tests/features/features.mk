@@ -19,8 +19,12 @@ tests_features_check_tw_incremental_SOURCES = \
 	tests/features/check_tw_incremental.c
 tests_features_check_tw_incremental_CFLAGS = $(libshm_test_cflags)
 tests_features_check_tw_incremental_LDADD = $(libshm_test_ldadd)
+check_PROGRAMS += tests/features/check_svc_ipc_ext
+tests_features_check_svc_ipc_ext_SOURCES = tests/features/check_svc_ipc_ext.c
+tests_features_check_svc_ipc_ext_CFLAGS = $(svc_test_cflags)
+tests_features_check_svc_ipc_ext_LDADD = $(svc_test_ldadd)
 TESTS += tests/features/check_svc_trigger tests/features/check_svc_attach \
-	tests/features/check_tw_incremental
+	tests/features/check_tw_incremental tests/features/check_svc_ipc_ext
 
 # Prints trigger packets and incremental-state flags of a trace.
 check_PROGRAMS += tests/features/feat_tracedump
