@@ -163,6 +163,8 @@ struct svc_session {
     svc_session_state state;
     bool is_clone;
     uint64_t cloned_from;        /* the source session's id (clones) */
+    uint64_t clone_started_ns;   /* clones: BOOTTIME of the clone, and of */
+    uint64_t *buf_cloned_ns;     /* each buffer's copy (owned, nbufs) */
     bool emitted_config;         /* first-pass packets sent */
     bool emitted_started, emitted_disabled;
     bool notified_disabled;      /* session_disabled op already called */
@@ -285,6 +287,8 @@ void svc__session_rematch(svc_service *, svc_session *);
 void svc__session_instance_stopped(svc_service *, svc_producer *,
                                    uint64_t instance_id);
 
+/* svc_trigger.c: CLOCK_BOOTTIME in ns (the service's timestamps) */
+uint64_t svc__boottime_ns(void);
 /* svc_trigger.c: config checks, enable-time setup, timers, read pass,
  * clone hand-over, free */
 int svc__trigger_check_config(const Perfetto__Protos__TraceConfig *,

@@ -297,6 +297,7 @@ static void session_destroy(svc_service *svc, svc_session *s)
         free(s->inst[i].name);
     svc__trigger_free(&s->trig);
     free(s->detach_key);
+    free(s->buf_cloned_ns);
     for (size_t i = 0; i < s->nflushes; i++)
         free(s->flushes[i].pending);
     free(s->flushes);
@@ -542,6 +543,8 @@ svc_session *svc_session_clone(svc_service *svc, void *consumer,
     }
     s->is_clone = true;
     s->cloned_from = src->id;
+    s->clone_started_ns = svc__boottime_ns();
+    s->buf_cloned_ns = calloc(src->nbufs ? src->nbufs : 1, sizeof(uint64_t));
     s->state = SVC_SESSION_DISABLED;
     s->notified_disabled = true;
     for (size_t i = 0; i < src->nbufs; i++) {
@@ -558,6 +561,8 @@ svc_session *svc_session_clone(svc_service *svc, void *consumer,
         s->buf_ids[i] = id;
         s->nbufs = i + 1;
         svc->total_buffer_kb += tb_size(b) / 1024;
+        if (s->buf_cloned_ns)
+            s->buf_cloned_ns[i] = svc__boottime_ns();
     }
     if (svc__seqmap_copy(&s->seqs, &src->seqs) < 0) {
         session_unlink(svc, s);

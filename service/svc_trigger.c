@@ -50,7 +50,7 @@
 
 typedef Perfetto__Protos__TraceConfig__TriggerConfig trig_cfg;
 
-static uint64_t boottime_ns(void)
+uint64_t svc__boottime_ns(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_BOOTTIME, &ts);
@@ -242,7 +242,7 @@ static double random_unit(svc_service *svc)
     if (!svc->rng) {
         uint64_t seed = 0;
         if (getrandom(&seed, sizeof(seed), 0) != (ssize_t)sizeof(seed))
-            seed = boottime_ns();
+            seed = svc__boottime_ns();
         svc->rng = seed | 1;
     }
     uint64_t x = svc->rng;            /* xorshift64* */
@@ -351,7 +351,7 @@ size_t svc_activate_triggers(svc_service *svc, const char *producer_name,
         const char *name = names[k];
         if (!name)
             continue;
-        uint64_t now_ns = boottime_ns(), now_ms = svc_now_ms();
+        uint64_t now_ns = svc__boottime_ns(), now_ms = svc_now_ms();
         uint64_t hash = fnv1a(name);
         size_t in_window = history_count(svc, now_ns, hash);
         bool matched = false;

@@ -241,6 +241,9 @@ START_TEST(test_clone_snapshot_notifies_and_clone_carries_triggers)
     ck_assert_uint_eq(r.triggers, 1);
     ck_assert_uint_eq(r.clone_triggers, 1);
     ck_assert_str_eq(r.clone_name, "t1");
+    ck_assert_uint_eq(r.clone_started, 1);    /* the clone's lifecycle */
+    ck_assert_uint_eq(r.buffer_cloned, 1);
+    ck_assert_uint_eq(fh_read_all(svc, k).clone_started, 0); /* once */
     /* The source handed its triggers over: the next clone has only new
      * ones. */
     ck_assert_uint_eq(svc_session_triggers_received(s), 0);

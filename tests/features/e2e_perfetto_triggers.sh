@@ -84,6 +84,24 @@ n0=$(sed -n 's/^test_packets //p' "$D/snap0.dump")
 n1=$(sed -n 's/^test_packets //p' "$D/snap1.dump")
 [ "${n0:-0}" -gt 0 ] && [ "${n1:-0}" -gt "$n0" ] ||
     e2e_fail "snapshots should grow while tracing continues ($n0, $n1)"
+# The snapshot's clone stats as trace processor reads them, and the
+# inspector agrees (when both can run here).
+TP="$PBIN/trace_processor_shell"
+INSPECT="$top_builddir/inspector/shmtrace-inspect"
+if "$TP" -Q "select 1" "$D/snap.0" >/dev/null 2>&1 &&
+   command -v sqlite3 >/dev/null && [ -x "$INSPECT" ]; then
+    "$INSPECT" "$D/snap.0" -o "$D/snap0.db" >/dev/null 2>&1 ||
+        e2e_fail "inspector failed on snap.0"
+    for st in traced_clone_trigger_timestamp_ns \
+              traced_clone_started_timestamp_ns \
+              traced_buf_clone_done_timestamp_ns; do
+        q="select value from stats where name = '$st'"
+        tp=$("$TP" -Q "$q" "$D/snap.0" 2>/dev/null | tail -n 1)
+        ins=$(sqlite3 "$D/snap0.db" "$q")
+        [ -n "$tp" ] && [ "$tp" != 0 ] || e2e_fail "trace processor: $st = '$tp'"
+        [ "$tp" = "$ins" ] || e2e_fail "$st: inspector $ins, trace processor $tp"
+    done
+fi
 kill -INT "$PF"
 e2e_wait_pid "$PF" 60 || e2e_fail "perfetto did not stop on SIGINT"
 # The session itself returns nothing: only its clones do.

@@ -183,7 +183,7 @@ static inline svc_producer *fh_producer(svc_service *svc, const char *name,
 /* ---------------------------------------------------------------- read */
 
 typedef struct {
-    size_t packets, triggers, clone_triggers;
+    size_t packets, triggers, clone_triggers, clone_started, buffer_cloned;
     char trig_name[4][64], trig_producer[4][64];
     uint64_t trig_delay[4];
     int32_t trig_uid[4];
@@ -212,6 +212,16 @@ static inline int fh_emit(void *ctx, const uint8_t *p, size_t n)
             r->trig_ts[i] = tp->timestamp;
         }
         r->triggers++;
+    }
+    if (tp->service_event && tp->service_event->event_type_case ==
+        PERFETTO__PROTOS__TRACING_SERVICE_EVENT__EVENT_TYPE_CLONE_STARTED) {
+        ck_assert(tp->has_timestamp && tp->timestamp > 0);
+        r->clone_started++;
+    }
+    if (tp->service_event && tp->service_event->event_type_case ==
+        PERFETTO__PROTOS__TRACING_SERVICE_EVENT__EVENT_TYPE_BUFFER_CLONED) {
+        ck_assert(tp->has_timestamp && tp->timestamp > 0);
+        r->buffer_cloned++;
     }
     if (tp->clone_snapshot_trigger) {
         r->clone_triggers++;
