@@ -36,6 +36,11 @@ uid_t svc_session_consumer_uid(const svc_session *s)
     return s->consumer_uid;
 }
 
+bool svc_session_is_started(const svc_session *s)
+{
+    return !s->is_clone && s->state == SVC_SESSION_STARTED;
+}
+
 const Perfetto__Protos__TraceConfig *svc_session_config(const svc_session *s)
 {
     return s->cfg;

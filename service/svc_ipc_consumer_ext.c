@@ -136,16 +136,25 @@ void svc__c_observe(ipc_call *call, const ProtobufCMessage *args, void *vd)
             mask |= 1u << req->events_to_observe[i];
     cc->observe_call = call;        /* kept open: a stream of events */
     cc->observe_mask = mask;
-    /* Instances are set up and started together here; a started session
-     * has all of its data sources started as far as we can tell. */
-    if ((mask & (1u << OBS(ALL_DATA_SOURCES_STARTED))) && cc->s &&
-        !svc_session_is_disabled(cc->s)) {
-        Perfetto__Protos__ObservableEvents ev =
-            PERFETTO__PROTOS__OBSERVABLE_EVENTS__INIT;
-        ev.has_all_data_sources_started = true;
-        ev.all_data_sources_started = true;
-        send_events(cc, &ev);
-    }
+    if (cc->s && svc_session_is_started(cc->s))
+        svc__op_session_started(d, cc, cc->s);
+}
+
+/* all_data_sources_started: our instances are set up and started in one
+ * go (StartDataSource is sent with SetupDataSource; we do not wait for
+ * NotifyDataSourceStarted), so a started session has them all started.
+ * `perfetto --background-wait` / --notify-fd wait for this. */
+void svc__op_session_started(void *ctx, void *consumer, svc_session *s)
+{
+    svc_cconn *cc = consumer;
+    if (!cc || !cc->observe_call ||
+        !(cc->observe_mask & (1u << OBS(ALL_DATA_SOURCES_STARTED))))
+        return;
+    Perfetto__Protos__ObservableEvents ev =
+        PERFETTO__PROTOS__OBSERVABLE_EVENTS__INIT;
+    ev.has_all_data_sources_started = true;
+    ev.all_data_sources_started = true;
+    send_events(cc, &ev);
 }
 
 void svc__op_clone_trigger_hit(void *ctx, void *consumer, uint64_t tsid,

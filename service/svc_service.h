@@ -63,6 +63,9 @@ typedef struct {
      * State for these instances of the producer. May be NULL. */
     int (*clear_incremental_state)(void *ctx, void *conn,
                                    const uint64_t *instance_ids, size_t n);
+    /* The session started its data sources (at EnableTracing, or later on
+     * StartTracing / a START_TRACING trigger). May be NULL. */
+    void (*session_started)(void *ctx, void *consumer, svc_session *);
 } svc_ops;
 
 /* A packet ready for the consumer: one TracePacket serialization (no Trace
@@ -130,6 +133,8 @@ svc_session *svc_session_clone(svc_service *, void *consumer,
 uint64_t svc_session_id(const svc_session *);
 void svc_session_uuid(const svc_session *, int64_t *msb, int64_t *lsb);
 bool svc_session_is_disabled(const svc_session *);
+/* STARTED (data sources started, not stopping yet, not a clone). */
+bool svc_session_is_started(const svc_session *);
 bool svc_session_writes_file(const svc_session *);
 svc_session *svc_session_by_consumer(svc_service *, void *consumer);
 size_t svc_session_count(const svc_service *);

@@ -464,6 +464,8 @@ static void session_start(svc_service *svc, svc_session *s)
     s->state = SVC_SESSION_STARTED;
     for (size_t i = 0; i < svc->nproducers; i++)
         match_producer(svc, s, svc->producers[i], NULL);
+    if (svc->ops.session_started)
+        svc->ops.session_started(svc->ops_ctx, s->consumer, s);
 }
 
 int svc_session_start(svc_service *svc, svc_session *s)

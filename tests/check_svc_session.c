@@ -79,7 +79,7 @@ static void r_disabled(void *c, void *consumer, svc_session *s,
 
 static const svc_ops OPS = {
     r_setup_tracing, r_setup_ds, r_start_ds, r_stop_ds, r_flush,
-    r_flush_done, r_disabled, NULL, NULL,
+    r_flush_done, r_disabled, NULL, NULL, NULL,
 };
 
 /* ------------------------------------------------------------ config */

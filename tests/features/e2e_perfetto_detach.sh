@@ -7,7 +7,9 @@
 #     plus the clone (was_write_into_file);
 #   --attach=KEY --stop reattaches, stops and the same session's file holds
 #     every packet in order;
-#   --clone ID of an IPC-read session reads a snapshot while it runs.
+#   --clone ID of an IPC-read session reads a snapshot while it runs;
+#   --background-wait returns 0 once the data sources started (the
+#     ObserveEvents all_data_sources_started event), the session goes on.
 . "${top_srcdir:-.}/tests/features/feat_lib.sh"
 e2e_need_tools "$DUMP" "$CONSUMER"
 feat_need_perfetto
@@ -78,6 +80,24 @@ kill -INT "$PF"
 e2e_wait_pid "$PF" 60 || e2e_fail "perfetto did not stop"
 e2e_check "$D/ipc.pftrace" --require-stats >/dev/null
 [ "$(e2e_value test_packets)" -ge "$n" ] || e2e_fail "the session lost data"
+
+# ---- --background-wait: exit 0 when all data sources started (within
+# perfetto's own 30 s, else it exits non-zero), then stop it by its pid.
+"$PERFETTO" --txt -c "$D/ipc.txt" -o "$D/bg.pftrace" --background-wait \
+    >"$D/bg.pid" 2>"$D/bg.log" ||
+    e2e_fail "--background-wait failed: $(cat "$D/bg.log")"
+BG=$(head -n 1 "$D/bg.pid")
+case "$BG" in ''|*[!0-9]*) e2e_fail "no pid from --background-wait";; esac
+E2E_PIDS="$E2E_PIDS $BG"        # killed by the cleanup if we fail below
+feat_wait_sessions 1
+kill -TERM "$BG"
+i=0
+while kill -0 "$BG" 2>/dev/null; do
+    i=$((i + 1)); [ $i -gt 1200 ] && { kill -KILL "$BG"; e2e_fail "bg perfetto hung"; }
+    sleep 0.05
+done
+e2e_check "$D/bg.pftrace" --require-stats >/dev/null
+[ "$(e2e_value test_packets)" -gt 0 ] || e2e_fail "the background session traced nothing"
 
 e2e_stop_daemon
 echo "ok"
