@@ -275,6 +275,11 @@ tss *svc_query_state(svc_service *svc, uid_t caller_uid, bool sessions_only)
             t->has_start_realtime_ns = true;
             t->start_realtime_ns = (int64_t)s->start_realtime_ns;
         }
+        if (s->cfg->has_bugreport_score) {
+            t->has_bugreport_score = true;
+            t->bugreport_score = s->cfg->bugreport_score;
+        }
+        t->bugreport_filename = s->cfg->bugreport_filename;
         if (s->cfg->n_buffers) {
             t->buffer_size_kb = calloc(s->cfg->n_buffers, sizeof(uint32_t));
             if (!t->buffer_size_kb)
@@ -291,6 +296,22 @@ oom:
 }
 
 /* ---------------------------------------------------------------- clone */
+
+uint64_t svc_bugreport_session_id(const svc_service *svc)
+{
+    const svc_session *best = NULL;
+    for (size_t i = 0; i < svc->nsessions; i++) {
+        const svc_session *s = svc->sessions[i];
+        int32_t score = s->cfg->has_bugreport_score ? s->cfg->bugreport_score
+                                                    : 0;
+        if (s->is_clone || s->state != SVC_SESSION_STARTED || score <= 0)
+            continue;
+        if (!best || score > best->cfg->bugreport_score ||
+            (score == best->cfg->bugreport_score && s->id < best->id))
+            best = s;
+    }
+    return best ? best->id : 0;
+}
 
 static svc_session *session_by_id(svc_service *svc, uint64_t id)
 {

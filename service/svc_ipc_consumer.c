@@ -368,6 +368,19 @@ static void c_clone(ipc_call *call, const ProtobufCMessage *args, void *vd)
     const char *name = req->selector_case ==
         PERFETTO__PROTOS__CLONE_SESSION_REQUEST__SELECTOR_UNIQUE_SESSION_NAME ?
         req->unique_session_name : NULL;
+    if (req->has_for_bugreport && req->for_bugreport && id == UINT64_MAX) {
+        /* perfetto --save-for-bugreport: the best bugreport session only. */
+        id = svc_bugreport_session_id(d->svc);
+        if (!id) {
+            if (fd >= 0)
+                close(fd);
+            r.has_success = true;
+            r.success = false;
+            r.error = "No tracing sessions eligible for bugreport found";
+            ipc_call_reply(call, &r.base, false);
+            return;
+        }
+    }
     cc->s = svc_session_clone(d->svc, cc, id, name, err, sizeof(err));
     r.has_success = true;
     r.success = cc->s != NULL;

@@ -176,6 +176,9 @@ svc_session *svc_session_attach(svc_service *, void *consumer, uid_t uid,
  * match get the data source. -EINVAL when the session is not running. */
 int svc_session_change_config(svc_service *, svc_session *,
         const Perfetto__Protos__TraceConfig *cfg, char *err, size_t errlen);
+/* The started session with the highest bugreport_score > 0 (lowest id on
+ * a tie), for CloneSession(for_bugreport, id 0xFFFF...); 0 if none. */
+uint64_t svc_bugreport_session_id(const svc_service *);
 /* After svc_session_clone with the consumer's fd (owned from now on, -1
  * ok): if the source writes into a file, its file so far is copied into
  * fd and the clone's buffers appended (returns 1, was_write_into_file);

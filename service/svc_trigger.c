@@ -83,6 +83,15 @@ int svc__trigger_check_config(const Perfetto__Protos__TraceConfig *cfg,
                 SVC_MIN_CLEAR_PERIOD_MS);
         return -EINVAL;
     }
+    for (const char *c = cfg->bugreport_filename; c && *c; c++) {
+        if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') ||
+              (*c >= '0' && *c <= '9') || *c == '-' || *c == '_' ||
+              *c == '.')) {
+            svc__set_err(err, errlen, "bugreport_filename contains invalid "
+                    "characters (use [a-zA-Z0-9-_.])%.0llu%.0llu", 0, 0);
+            return -EINVAL;
+        }
+    }
     if (!t)
         return 0;
     int raw = t->has_trigger_mode ? (int)t->trigger_mode : 0;

@@ -161,6 +161,48 @@ START_TEST(test_query_state)
 }
 END_TEST
 
+START_TEST(test_bugreport_session_choice)
+{
+    svc_service *svc = fh_service();
+    fh_cfg c;
+    fh_cfg_init(&c);
+    ck_assert_ptr_nonnull(svc_session_enable(svc, NULL, &c.cfg, -1, NULL,
+                                             0));
+    ck_assert_uint_eq(svc_bugreport_session_id(svc), 0);   /* no score */
+    c.cfg.has_bugreport_score = true;
+    c.cfg.bugreport_score = 5;
+    c.cfg.bugreport_filename = "a.pftrace";
+    svc_session *s5 = svc_session_enable(svc, NULL, &c.cfg, -1, NULL, 0);
+    c.cfg.bugreport_score = 9;
+    svc_session *s9 = svc_session_enable(svc, NULL, &c.cfg, -1, NULL, 0);
+    c.cfg.bugreport_score = 9;
+    ck_assert_ptr_nonnull(svc_session_enable(svc, NULL, &c.cfg, -1, NULL,
+                                             0));
+    ck_assert_uint_eq(svc_bugreport_session_id(svc), svc_session_id(s9));
+    svc_session_disable(svc, s9);
+    fh_settle(svc, svc_now_ms());
+    ck_assert_uint_ne(svc_bugreport_session_id(svc), svc_session_id(s9));
+    ck_assert_uint_ne(svc_bugreport_session_id(svc), svc_session_id(s5));
+    Perfetto__Protos__TracingServiceState *st = svc_query_state(svc, 0, true);
+    size_t scored = 0;
+    for (size_t i = 0; i < st->n_tracing_sessions; i++)
+        if (st->tracing_sessions[i]->has_bugreport_score) {
+            scored++;
+            ck_assert_str_eq(st->tracing_sessions[i]->bugreport_filename,
+                             "a.pftrace");
+        }
+    ck_assert_uint_eq(scored, 3);
+    svc_query_free(st);
+    /* Filenames are restricted as in Perfetto. */
+    c.cfg.bugreport_filename = "../etc/x";
+    char err[128] = "";
+    ck_assert_ptr_null(svc_session_enable(svc, NULL, &c.cfg, -1, err,
+                                          sizeof(err)));
+    ck_assert(strstr(err, "bugreport_filename") != NULL);
+    svc_destroy(svc);
+}
+END_TEST
+
 static size_t file_size(int fd)
 {
     struct stat sb;
@@ -232,6 +274,7 @@ static Suite *suite(void)
     tcase_add_test(tc, test_change_config_widens_producer_filter);
     tcase_add_test(tc, test_query_state);
     tcase_add_test(tc, test_clone_of_file_session_goes_into_fd);
+    tcase_add_test(tc, test_bugreport_session_choice);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -9,7 +9,10 @@
 #     every packet in order;
 #   --clone ID of an IPC-read session reads a snapshot while it runs;
 #   --background-wait returns 0 once the data sources started (the
-#     ObserveEvents all_data_sources_started event), the session goes on.
+#     ObserveEvents all_data_sources_started event), the session goes on;
+#   --save-for-bugreport / --save-all-for-bugreport clone only sessions
+#     with a bugreport_score (into $TMPDIR on Linux), under their
+#     bugreport_filename.
 . "${top_srcdir:-.}/tests/features/feat_lib.sh"
 e2e_need_tools "$DUMP" "$CONSUMER"
 feat_need_perfetto
@@ -80,6 +83,27 @@ kill -INT "$PF"
 e2e_wait_pid "$PF" 60 || e2e_fail "perfetto did not stop"
 e2e_check "$D/ipc.pftrace" --require-stats >/dev/null
 [ "$(e2e_value test_packets)" -ge "$n" ] || e2e_fail "the session lost data"
+
+# ---- bugreports: the IPC session above has no bugreport_score
+mkdir -p "$D/br"
+TMPDIR="$D/br" "$PERFETTO" --save-for-bugreport >"$D/br.log" 2>&1
+[ -z "$(ls "$D/br")" ] || e2e_fail "a session without bugreport_score was saved"
+sed 's/^duration_ms: 600000/duration_ms: 600000\nbugreport_score: 5\nbugreport_filename: "mine.pftrace"/' \
+    "$D/ipc.txt" >"$D/br.txt"
+grep -q bugreport_score "$D/br.txt" || e2e_fail "sed"
+e2e_spawn perfetto_br "$PERFETTO" --txt -c "$D/br.txt" -o "$D/br.pftrace"
+PF=$E2E_LAST_PID
+feat_wait_sessions 1
+TMPDIR="$D/br" "$PERFETTO" --save-for-bugreport >>"$D/br.log" 2>&1 ||
+    e2e_fail "--save-for-bugreport failed"
+TMPDIR="$D/br" "$PERFETTO" --save-all-for-bugreport >>"$D/br.log" 2>&1 ||
+    e2e_fail "--save-all-for-bugreport failed"
+e2e_check "$D/br/systrace.pftrace" >/dev/null
+e2e_check "$D/br/mine.pftrace" >/dev/null
+"$PERFETTO" --query | grep -q "STARTED" || e2e_fail "the bugreport session stopped"
+kill -INT "$PF"
+e2e_wait_pid "$PF" 60 || e2e_fail "perfetto did not stop"
+feat_wait_sessions 0
 
 # ---- --background-wait: exit 0 when all data sources started (within
 # perfetto's own 30 s, else it exits non-zero), then stop it by its pid.
