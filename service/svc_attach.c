@@ -36,7 +36,7 @@ uid_t svc_session_consumer_uid(const svc_session *s)
     return s->consumer_uid;
 }
 
-bool svc_session_is_started(const svc_session *s)
+bool svc_session_running(const svc_session *s)
 {
     return !s->is_clone && s->state == SVC_SESSION_STARTED;
 }

@@ -136,7 +136,7 @@ void svc__c_observe(ipc_call *call, const ProtobufCMessage *args, void *vd)
             mask |= 1u << req->events_to_observe[i];
     cc->observe_call = call;        /* kept open: a stream of events */
     cc->observe_mask = mask;
-    if (cc->s && svc_session_is_started(cc->s))
+    if (cc->s && svc_session_running(cc->s))
         svc__op_session_started(d, cc, cc->s);
 }
 
