@@ -456,17 +456,13 @@ static int cmd_record(int argc, char **argv)
         goto out;
     }
     char terr[128];
-    if (shx_apply_triggers(cfg, &ro.x.trig, terr, sizeof terr) < 0) {
+    bool xmod = false;       /* the config changed (triggers, --detach) */
+    if (shx_apply_record_opts(cfg, &ro.x, &xmod, terr, sizeof terr) < 0) {
         fprintf(stderr, "shmtrace record: %s\n", terr);
         goto out;
     }
     bool clone_mode = shx_is_clone_snapshot(cfg);
     unsigned snapshots = 0;
-    if (ro.x.detach_key) {
-        /* Detached, nobody reads over IPC: the service writes FILE. */
-        cfg->has_write_into_file = true;
-        cfg->write_into_file = true;
-    }
     bool service_writes = cfg->write_into_file && !cfg->output_path;
     if (cfg->write_into_file && cfg->output_path) {
         fprintf(stderr, "shmtrace record: the config's output_path makes "

@@ -144,6 +144,21 @@ oom:
     return -1;
 }
 
+int shx_apply_record_opts(TraceConfig *cfg, const shx_rec_opts *o,
+                          bool *modified, char *err, size_t errlen)
+{
+    if (shx_apply_triggers(cfg, &o->trig, err, errlen) < 0)
+        return -1;
+    if (o->trig.n)
+        *modified = true;
+    if (o->detach_key) {
+        cfg->has_write_into_file = true;
+        cfg->write_into_file = true;
+        *modified = true;
+    }
+    return 0;
+}
+
 bool shx_is_clone_snapshot(const TraceConfig *cfg)
 {
     const TriggerConfig *tc = cfg->trigger_config;

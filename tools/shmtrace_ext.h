@@ -50,6 +50,13 @@ int shx_record_option(shx_rec_opts *o, int ch, const char *arg);
 int shx_record_early(shx_rec_opts *o, const char *socket, bool quiet,
                      int *done);
 
+/* What those options change in the config: the triggers, and
+ * write_into_file for --detach (nobody reads a detached session over IPC:
+ * the service writes the file). *modified set when anything changed. */
+int shx_apply_record_opts(Perfetto__Protos__TraceConfig *cfg,
+                          const shx_rec_opts *o, bool *modified, char *err,
+                          size_t errlen);
+
 /* Parses start|stop|clone; -1 if none. */
 int shx_parse_trigger_mode(const char *s);
 /* Adds a trigger_config with t's triggers to cfg (which must not have a
