@@ -10,7 +10,9 @@
  *     CloneSession with that trigger succeeds;
  *   - Detach survives the consumer's disconnect; Attach from another
  *     connection returns the config; EnableTracing(attach_notification_only)
- *     is answered when the session ends; a wrong key fails.
+ *     is answered when the session ends; a wrong key fails;
+ *   - ChangeTraceConfig widening producer_name_filter starts the data
+ *     source in the producer that now matches.
  */
 #include <check.h>
 #include <errno.h>
@@ -448,6 +450,75 @@ START_TEST(test_detach_attach_over_ipc)
 }
 END_TEST
 
+/* ---------------------------------------------------------------- change */
+
+static void on_cmd_count(ipc_client *c, int st, const ProtobufCMessage *msg,
+                         bool more, void *ctx)
+{
+    if (st != 0 || !msg)
+        return;
+    const Perfetto__Protos__GetAsyncCommandResponse *r = (const void *)msg;
+    if (r->cmd_case ==
+        PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__CMD_START_DATA_SOURCE)
+        (*(int *)ctx)++;
+    if (r->cmd_case ==
+        PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__CMD_SETUP_TRACING) {
+        int fd = ipc_client_take_fd(c);
+        if (fd >= 0)
+            close(fd);
+    }
+}
+
+START_TEST(test_change_trace_config_over_ipc)
+{
+    int starts_a = 0, starts_b = 0;
+    ipc_client *pa = producer("alpha");
+    ipc_client *pb = producer("beta");
+    ck_assert_int_gt(ipc_client_invoke(pa, "GetAsyncCommand", NULL, -1,
+            &perfetto__protos__get_async_command_response__descriptor,
+            on_cmd_count, &starts_a), 0);
+    ck_assert_int_gt(ipc_client_invoke(pb, "GetAsyncCommand", NULL, -1,
+            &perfetto__protos__get_async_command_response__descriptor,
+            on_cmd_count, &starts_b), 0);
+    register_ds(pa, "test.ds");
+    register_ds(pb, "test.ds");
+    ipc_client *c = connect_to(F.cpath, IPC_CONSUMER_PORT);
+    cfg_t cf;
+    cfg_init(&cf);
+    char *only_alpha[] = { "alpha" };
+    cf.ds.n_producer_name_filter = 1;
+    cf.ds.producer_name_filter = only_alpha;
+    reply_t en;
+    enable_config(c, &cf.cfg, &en);
+    for (int i = 0; i < 200 && starts_a == 0; i++)
+        ipc_loop_run_once(F.loop, 5);
+    ck_assert_int_eq(starts_a, 1);
+    ck_assert_int_eq(starts_b, 0);
+    char *both[] = { "alpha", "beta" };
+    cf.ds.n_producer_name_filter = 2;
+    cf.ds.producer_name_filter = both;
+    Perfetto__Protos__ChangeTraceConfigRequest ch =
+        PERFETTO__PROTOS__CHANGE_TRACE_CONFIG_REQUEST__INIT;
+    ch.trace_config = &cf.cfg;
+    reply_t r;
+    call(c, "ChangeTraceConfig", &ch.base, NULL, &r);
+    ck_assert_int_eq(r.status, 0);
+    for (int i = 0; i < 200 && starts_b == 0; i++)
+        ipc_loop_run_once(F.loop, 5);
+    ck_assert_int_eq(starts_b, 1);
+    ck_assert_int_eq(starts_a, 1);
+    /* Without a session: refused. */
+    ipc_client *n = connect_to(F.cpath, IPC_CONSUMER_PORT);
+    call(n, "ChangeTraceConfig", &ch.base, NULL, &r);
+    ck_assert_int_ne(r.status, 0);
+    reply_free(&en);
+    ipc_client_destroy(n);
+    ipc_client_destroy(c);
+    ipc_client_destroy(pb);
+    ipc_client_destroy(pa);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("svc_ipc_ext");
@@ -457,6 +528,7 @@ static Suite *suite(void)
     tcase_add_test(tc, test_query_larger_than_a_frame);
     tcase_add_test(tc, test_clone_snapshot_trigger_over_ipc);
     tcase_add_test(tc, test_detach_attach_over_ipc);
+    tcase_add_test(tc, test_change_trace_config_over_ipc);
     suite_add_tcase(s, tc);
     return s;
 }
