@@ -13,8 +13,8 @@
  *   query [--json]         QueryServiceState: producers, data sources,
  *                          sessions (the caller's only), version;
  *   stats [--json]         also prints the service state.
- * JSON comes from a generic printer over protobuf-c descriptors, so every
- * field of TraceStats / TracingServiceState is there by its .proto name.
+ * JSON comes from cli_json_message, so every field of TraceStats /
+ * TracingServiceState is there by its .proto name.
  */
 #include "config.h"
 
@@ -28,14 +28,16 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cli_exit.h"
+#include "cli_json.h"
 #include "cli_parse.h"
 #include "consumer_ext.h"
 #include "ipc.h"
 #include "shmtrace_ext.h"
 
-#define EXIT_FAIL 1
-#define EXIT_USAGE 2
-#define EXIT_NO_SERVICE 3
+#define EXIT_FAIL CLI_EXIT_FAIL
+#define EXIT_USAGE CLI_EXIT_USAGE
+#define EXIT_NO_SERVICE CLI_EXIT_NO_SERVICE
 #define DEFAULT_TRIGGER_TIMEOUT_MS 600000u
 #define ATTACH_DISABLE_WAIT_MS 30000u
 
@@ -435,8 +437,9 @@ static void usage_trigger(FILE *f)
 "                            shmtrace-trigger)\n"
 "  -h, --help                this help\n"
 "\n"
-"Exit status: 0 sent (whether or not a session was waiting for it),\n"
-"1 the service did not take them, 2 usage error, 3 no service.\n");
+"Sent means the service took them, whether or not a session was waiting\n"
+"for one (that session's trace says what it did with it).\n"
+"\n%s", CLI_EXIT_HELP);
 }
 
 int shx_cmd_trigger(int argc, char **argv)
@@ -536,8 +539,7 @@ static void usage_query(FILE *f)
 "  -j, --json              one JSON object (TracingServiceState fields)\n"
 "  -s, --socket PATH       consumer socket\n"
 "  -h, --help              this help\n"
-"\n"
-"Exit status: 0 ok, 1 the service failed the query, 2 usage, 3 no service.\n");
+"\n%s", CLI_EXIT_HELP);
 }
 
 int shx_cmd_query(int argc, char **argv)
@@ -578,7 +580,7 @@ int shx_cmd_query(int argc, char **argv)
         return EXIT_FAIL;
     }
     if (json) {
-        shx_print_json(stdout, &st->base, 0);
+        cli_json_message(stdout, &st->base);
         fputc('\n', stdout);
     } else {
         print_state(stdout, st);
@@ -598,13 +600,30 @@ int shx_stats_extra(cons_client *c, const Perfetto__Protos__TraceStats *ts,
         return EXIT_FAIL;
     }
     if (json) {
-        printf("{\n  \"trace_stats\": ");
-        shx_print_json(stdout, &ts->base, 1);
-        if (st) {
-            printf(",\n  \"service_state\": ");
-            shx_print_json(stdout, &st->base, 1);
+        /* The TraceStats object (as `stats --json` always printed it) with
+         * the state added under "service_state", on one line. */
+        char *buf = NULL;
+        size_t len = 0;
+        FILE *m = open_memstream(&buf, &len);
+        if (!m) {
+            if (st)
+                perfetto__protos__tracing_service_state__free_unpacked(st,
+                                                                       NULL);
+            return EXIT_FAIL;
         }
-        printf("\n}\n");
+        cli_json_message(m, &ts->base);
+        fclose(m);
+        if (len && buf[len - 1] == '}' && st) {
+            fwrite(buf, 1, len - 1, stdout);
+            fputs(len > 2 ? ",\"service_state\":" : "\"service_state\":",
+                  stdout);
+            cli_json_message(stdout, &st->base);
+            fputs("}\n", stdout);
+        } else {
+            fwrite(buf, 1, len, stdout);
+            fputc('\n', stdout);
+        }
+        free(buf);
     } else if (st) {
         printf("\n");
         print_state(stdout, st);
@@ -612,165 +631,4 @@ int shx_stats_extra(cons_client *c, const Perfetto__Protos__TraceStats *ts,
     if (st)
         perfetto__protos__tracing_service_state__free_unpacked(st, NULL);
     return 0;
-}
-
-/* ---------------------------------------------------------------- JSON */
-
-static void json_str(FILE *f, const char *s, size_t n)
-{
-    fputc('"', f);
-    for (size_t i = 0; i < n; i++) {
-        unsigned char ch = (unsigned char)s[i];
-        if (ch == '"' || ch == '\\')
-            fprintf(f, "\\%c", ch);
-        else if (ch < 0x20)
-            fprintf(f, "\\u%04x", ch);
-        else
-            fputc(ch, f);
-    }
-    fputc('"', f);
-}
-
-static void json_b64(FILE *f, const uint8_t *p, size_t n)
-{
-    static const char t[] =
-        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    fputc('"', f);
-    for (size_t i = 0; i < n; i += 3) {
-        uint32_t v = (uint32_t)p[i] << 16;
-        if (i + 1 < n)
-            v |= (uint32_t)p[i + 1] << 8;
-        if (i + 2 < n)
-            v |= p[i + 2];
-        fputc(t[(v >> 18) & 63], f);
-        fputc(t[(v >> 12) & 63], f);
-        fputc(i + 1 < n ? t[(v >> 6) & 63] : '=', f);
-        fputc(i + 2 < n ? t[v & 63] : '=', f);
-    }
-    fputc('"', f);
-}
-
-static void json_value(FILE *f, const ProtobufCFieldDescriptor *fd,
-                       const void *p, int indent)
-{
-    switch (fd->type) {
-    case PROTOBUF_C_TYPE_INT32: case PROTOBUF_C_TYPE_SINT32:
-    case PROTOBUF_C_TYPE_SFIXED32:
-        fprintf(f, "%" PRId32, *(const int32_t *)p);
-        break;
-    case PROTOBUF_C_TYPE_UINT32: case PROTOBUF_C_TYPE_FIXED32:
-        fprintf(f, "%" PRIu32, *(const uint32_t *)p);
-        break;
-    case PROTOBUF_C_TYPE_INT64: case PROTOBUF_C_TYPE_SINT64:
-    case PROTOBUF_C_TYPE_SFIXED64:
-        fprintf(f, "%" PRId64, *(const int64_t *)p);
-        break;
-    case PROTOBUF_C_TYPE_UINT64: case PROTOBUF_C_TYPE_FIXED64:
-        fprintf(f, "%" PRIu64, *(const uint64_t *)p);
-        break;
-    case PROTOBUF_C_TYPE_FLOAT:
-        fprintf(f, "%.9g", (double)*(const float *)p);
-        break;
-    case PROTOBUF_C_TYPE_DOUBLE:
-        fprintf(f, "%.17g", *(const double *)p);
-        break;
-    case PROTOBUF_C_TYPE_BOOL:
-        fputs(*(const protobuf_c_boolean *)p ? "true" : "false", f);
-        break;
-    case PROTOBUF_C_TYPE_ENUM: {
-        int v = *(const int *)p;
-        const ProtobufCEnumValue *ev =
-            protobuf_c_enum_descriptor_get_value(fd->descriptor, v);
-        if (ev)
-            json_str(f, ev->name, strlen(ev->name));
-        else
-            fprintf(f, "%d", v);
-        break;
-    }
-    case PROTOBUF_C_TYPE_STRING: {
-        const char *s = *(char *const *)p;
-        json_str(f, s ? s : "", s ? strlen(s) : 0);
-        break;
-    }
-    case PROTOBUF_C_TYPE_BYTES: {
-        const ProtobufCBinaryData *b = p;
-        json_b64(f, b->data, b->len);
-        break;
-    }
-    case PROTOBUF_C_TYPE_MESSAGE:
-        shx_print_json(f, *(ProtobufCMessage *const *)p, indent);
-        break;
-    }
-}
-
-static size_t elem_size(ProtobufCType t)
-{
-    switch (t) {
-    case PROTOBUF_C_TYPE_INT64: case PROTOBUF_C_TYPE_SINT64:
-    case PROTOBUF_C_TYPE_SFIXED64: case PROTOBUF_C_TYPE_UINT64:
-    case PROTOBUF_C_TYPE_FIXED64: case PROTOBUF_C_TYPE_DOUBLE:
-        return 8;
-    case PROTOBUF_C_TYPE_BOOL: return sizeof(protobuf_c_boolean);
-    case PROTOBUF_C_TYPE_ENUM: return sizeof(int);
-    case PROTOBUF_C_TYPE_STRING: return sizeof(char *);
-    case PROTOBUF_C_TYPE_BYTES: return sizeof(ProtobufCBinaryData);
-    case PROTOBUF_C_TYPE_MESSAGE: return sizeof(ProtobufCMessage *);
-    default: return 4;
-    }
-}
-
-/* Whether an optional (non-repeated) field is present. */
-static bool present(const ProtobufCMessage *m,
-                    const ProtobufCFieldDescriptor *fd)
-{
-    const char *base = (const char *)m;
-    if (fd->flags & PROTOBUF_C_FIELD_FLAG_ONEOF)
-        return *(const uint32_t *)(base + fd->quantifier_offset) == fd->id;
-    if (fd->label == PROTOBUF_C_LABEL_REQUIRED)
-        return true;
-    if (fd->type == PROTOBUF_C_TYPE_STRING ||
-        fd->type == PROTOBUF_C_TYPE_MESSAGE)
-        return *(void *const *)(base + fd->offset) != NULL;
-    if (fd->quantifier_offset)
-        return *(const protobuf_c_boolean *)(base + fd->quantifier_offset);
-    return true;
-}
-
-void shx_print_json(FILE *f, const ProtobufCMessage *m, int indent)
-{
-    if (!m) {
-        fputs("null", f);
-        return;
-    }
-    const ProtobufCMessageDescriptor *d = m->descriptor;
-    const char *base = (const char *)m;
-    bool first = true;
-    fputc('{', f);
-    for (unsigned i = 0; i < d->n_fields; i++) {
-        const ProtobufCFieldDescriptor *fd = &d->fields[i];
-        bool rep = fd->label == PROTOBUF_C_LABEL_REPEATED;
-        size_t n = rep ? *(const size_t *)(base + fd->quantifier_offset) : 0;
-        if (rep ? n == 0 : !present(m, fd))
-            continue;
-        fprintf(f, "%s\n%*s", first ? "" : ",", (indent + 1) * 2, "");
-        first = false;
-        json_str(f, fd->name, strlen(fd->name));
-        fputs(": ", f);
-        if (!rep) {
-            json_value(f, fd, base + fd->offset, indent + 1);
-            continue;
-        }
-        const char *arr = *(const char *const *)(base + fd->offset);
-        size_t es = elem_size(fd->type);
-        fputc('[', f);
-        for (size_t k = 0; k < n; k++) {
-            if (k)
-                fputs(", ", f);
-            json_value(f, fd, arr + k * es, indent + 1);
-        }
-        fputc(']', f);
-    }
-    if (!first)
-        fprintf(f, "\n%*s", indent * 2, "");
-    fputc('}', f);
 }

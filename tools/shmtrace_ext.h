@@ -85,8 +85,4 @@ int shx_cmd_query(int argc, char **argv);
  * as one JSON object with json. 0 or an exit status. */
 int shx_stats_extra(cons_client *c, const Perfetto__Protos__TraceStats *st,
                     bool json);
-/* Any protobuf-c message as JSON (field names as in the .proto, 64-bit
- * integers as numbers, bytes as base64 strings, enums as names). */
-void shx_print_json(FILE *f, const ProtobufCMessage *m, int indent);
-
 #endif /* SHMTRACE_SHMTRACE_EXT_H */
