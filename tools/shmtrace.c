@@ -754,6 +754,20 @@ static int cmd_record(int argc, char **argv)
         goto out;
     }
     status = 0;
+    if (cfg->trigger_config && o.packets == 0) {
+        /* Withheld by the service, as Perfetto's: a CLONE_SNAPSHOT session
+         * (its snapshots hold the data) or no trigger came in time. Its
+         * stats would read as total loss: not shown. */
+        if (!clone_mode)
+            fprintf(stderr, "shmtrace record: no trigger arrived within "
+                    "trigger_timeout_ms: the session returns no data (%s "
+                    "is empty)\n", ro.out);
+        if (ro.json)
+            cli_json_summary("record", ro.out, &o, NULL, elapsed_ms,
+                             clone_mode ? "snapshots" : "no_trigger");
+        perfetto__protos__trace_stats__free_unpacked(fetched, NULL);
+        goto out;
+    }
     if (ro.json)
         cli_json_summary("record", ro.out, &o, st, elapsed_ms,
                            cut_short ? "cut_short" : "complete");

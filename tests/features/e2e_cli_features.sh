@@ -71,6 +71,16 @@ done
 kill -INT "$PF"
 e2e_wait_pid "$PF" 60 || e2e_fail "record did not stop"
 [ "$E2E_RC" = 0 ] || e2e_fail "record (clone) exited $E2E_RC"
+grep -q "2 snapshot(s) written" "$D/rec_clone.log" || e2e_fail "no snapshot count"
+! grep -q "lost .* of .* packets" "$D/rec_clone.log" ||
+    e2e_fail "a CLONE_SNAPSHOT session reported as lost: $(cat "$D/rec_clone.log")"
+
+# ---- no trigger within the timeout: empty trace, said so, exit 0
+"$CLI" record -q -o "$D/none.pftrace" --trigger never --trigger-timeout 300ms \
+    >"$D/none.log" 2>&1 || e2e_fail "record (no trigger) failed: $(cat "$D/none.log")"
+[ -f "$D/none.pftrace" ] && [ ! -s "$D/none.pftrace" ] ||
+    e2e_fail "a session without its trigger returned data"
+grep -q "no trigger arrived" "$D/none.log" || e2e_fail "no explanation: $(cat "$D/none.log")"
 
 # ---- detach / attach
 "$CLI" record -q -o "$D/det.pftrace" --detach mykey -t 10m \
@@ -85,11 +95,13 @@ grep -q "shmtrace.synthetic  *cli-producer (" "$D/query.txt" ||
 grep -q "STARTED .* detached_cli" "$D/query.txt" || e2e_fail "query: no session"
 "$CLI" query --json >"$D/query.json" || e2e_fail "query --json failed"
 json_ok "$D/query.json" || e2e_fail "query --json is not JSON"
-grep -q '"name": "shmtrace.synthetic"' "$D/query.json" || e2e_fail "json: no data source"
+grep -q '"name": *"shmtrace.synthetic"' "$D/query.json" || e2e_fail "json: no data source"
 "$CLI" stats --json >"$D/stats.json" || e2e_fail "stats --json failed"
 json_ok "$D/stats.json" || e2e_fail "stats --json is not JSON"
-grep -q '"producers_connected": 1' "$D/stats.json" || e2e_fail "stats json"
-grep -q '"service_state"' "$D/stats.json" || e2e_fail "stats json lacks the state"
+grep -q '"producers_connected": *1' "$D/stats.json" || e2e_fail "stats json"
+grep -q '"service_state": *{.*"tracing_service_version"' "$D/stats.json" ||
+    e2e_fail "stats json lacks the state: $(cat "$D/stats.json")"
+[ "$(wc -l <"$D/stats.json")" -eq 1 ] || e2e_fail "stats --json: not one line"
 "$CLI" stats | grep -q "cli-producer" || e2e_fail "stats lacks the producers"
 feat_wait_file "$D/det.pftrace" 60 || e2e_fail "the detached session wrote nothing"
 "$CLI" record -q --attach mykey --stop >"$D/attach.log" 2>&1 ||
