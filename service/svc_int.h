@@ -28,6 +28,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <time.h>
 #include <sys/types.h>
 
 #include <shmtrace/trace_buffer.h>
@@ -262,6 +263,14 @@ struct svc_service {
     uint64_t rng;                /* xorshift state for skip_probability */
 };
 
+/* CLOCK_BOOTTIME now, in ns (the clock of the service's packets). */
+static inline uint64_t svc__boottime_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_BOOTTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
 /* svc_service.c: the buffer table and error formatting */
 tb_buffer *svc__buffer(svc_service *, uint32_t buffer_id,
                        svc_session **session_out);
@@ -293,8 +302,6 @@ void svc__session_rematch(svc_service *, svc_session *);
 void svc__session_instance_stopped(svc_service *, svc_producer *,
                                    uint64_t instance_id);
 
-/* svc_trigger.c: CLOCK_BOOTTIME in ns (the service's timestamps) */
-uint64_t svc__boottime_ns(void);
 /* svc_trigger.c: config checks, enable-time setup, timers, read pass,
  * clone hand-over, free */
 int svc__trigger_check_config(const Perfetto__Protos__TraceConfig *,

@@ -50,13 +50,6 @@
 
 typedef Perfetto__Protos__TraceConfig__TriggerConfig trig_cfg;
 
-uint64_t svc__boottime_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_BOOTTIME, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 static int config_mode(const Perfetto__Protos__TraceConfig *cfg)
 {
     const trig_cfg *t = cfg->trigger_config;
