@@ -554,7 +554,8 @@ void tw_packet_begin(tw_writer *w)
     }
     /* A relaxed load per packet; the exchange only when a clear is asked.
      * A dropped packet leaves the request for the next written one. */
-    w->packet_cleared = false;
+    if (UNLIKELY(w->packet_cleared))
+        w->packet_cleared = false;
     if (UNLIKELY(atomic_load_explicit(&w->clear_req, memory_order_relaxed)) &&
         !w->dropping &&
         atomic_exchange_explicit(&w->clear_req, false,
