@@ -54,7 +54,7 @@ bool svc__may_access(const svc_service *svc, uid_t viewer,
 {
     if (viewer == (uid_t)-1)
         return false;               /* unknown caller: nothing */
-    return s->uid == viewer || (viewer == 0 && svc->root_access);
+    return s->consumer_uid == viewer || (viewer == 0 && svc->root_access);
 }
 
 void svc_destroy(svc_service *svc)
@@ -68,6 +68,7 @@ void svc_destroy(svc_service *svc)
     free(svc->sessions);
     free(svc->producers);
     free(svc->bufs);
+    svc__trigger_service_free(svc);
     free(svc);
 }
 

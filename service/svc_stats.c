@@ -140,7 +140,7 @@ static bool slot_visible(const svc_service *svc, const svc_bufslot *b,
 Perfetto__Protos__TraceStats *svc_stats_build(svc_service *svc,
                                               svc_session *s)
 {
-    return svc_stats_build_for(svc, s, s ? s->uid : svc->uid);
+    return svc_stats_build_for(svc, s, s ? s->consumer_uid : svc->uid);
 }
 
 Perfetto__Protos__TraceStats *svc_stats_build_for(svc_service *svc,

@@ -107,7 +107,7 @@ START_TEST(test_users_clone_confined)
     /* Alice: her own, by any selector; never root's. */
     svc_session *c = clone_as(svc, ALICE, 0, "a", err, sizeof err);
     ck_assert_ptr_nonnull(c);
-    ck_assert_int_eq(c->uid, ALICE);
+    ck_assert_int_eq(c->consumer_uid, ALICE);
     svc_session_free(svc, c);
     ck_assert_ptr_null(clone_as(svc, ALICE, 0, "r", err, sizeof err));
     ck_assert_ptr_null(clone_as(svc, ALICE, svc_session_id(r), NULL, err,
@@ -149,7 +149,7 @@ START_TEST(test_users_names_per_uid)
     /* Each clones its own "x". */
     svc_session *k = clone_as(svc, MALLORY, 0, "x", err, sizeof err);
     ck_assert_ptr_nonnull(k);
-    ck_assert_int_eq(k->uid, MALLORY);
+    ck_assert_int_eq(k->consumer_uid, MALLORY);
     svc_session_free(svc, k);
     svc_destroy(svc);
 }
