@@ -149,7 +149,8 @@ void svc_session_free(svc_service *, svc_session *);
 svc_session *svc_session_clone_uid(svc_service *, void *consumer, uid_t uid,
         uint64_t session_id, const char *unique_name, char *err,
         size_t errlen);
-/* The same as the service's own uid. */
+/* The same for a trusted caller (tests, embedders; never a consumer's
+ * request): no access check; the clone is the service's own uid's. */
 svc_session *svc_session_clone(svc_service *, void *consumer,
         uint64_t session_id, const char *unique_name, char *err,
         size_t errlen);

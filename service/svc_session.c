@@ -564,23 +564,27 @@ void svc_session_free(svc_service *svc, svc_session *s)
 
 /* ---------------------------------------------------------------- clone */
 
+static svc_session *clone_impl(svc_service *svc, void *consumer, uid_t uid,
+        bool trusted, uint64_t session_id, const char *unique_name,
+        char *err, size_t errlen);
+
 svc_session *svc_session_clone(svc_service *svc, void *consumer,
         uint64_t session_id, const char *unique_name, char *err,
         size_t errlen)
 {
-    return svc_session_clone_uid(svc, consumer, svc->uid, session_id,
-                                 unique_name, err, errlen);
+    return clone_impl(svc, consumer, svc->uid, true, session_id,
+                      unique_name, err, errlen);
 }
 
 /* The session a CloneSession names, among those uid may access: pass 0
  * looks at uid's own sessions, pass 1 at the others it may reach (root). */
-static svc_session *clone_source(svc_service *svc, uid_t uid,
+static svc_session *clone_source(svc_service *svc, uid_t uid, bool trusted,
         uint64_t session_id, const char *unique_name)
 {
     for (int pass = 0; pass < 2; pass++) {
         for (size_t i = 0; i < svc->nsessions; i++) {
             svc_session *s = svc->sessions[i];
-            if (s->is_clone || !svc__may_access(svc, uid, s) ||
+            if (s->is_clone || (!trusted && !svc__may_access(svc, uid, s)) ||
                 (pass == 0) != (s->consumer_uid == uid))
                 continue;
             if (unique_name && unique_name[0]) {
@@ -599,7 +603,16 @@ svc_session *svc_session_clone_uid(svc_service *svc, void *consumer,
         uid_t uid, uint64_t session_id, const char *unique_name, char *err,
         size_t errlen)
 {
-    svc_session *src = clone_source(svc, uid, session_id, unique_name);
+    return clone_impl(svc, consumer, uid, false, session_id, unique_name,
+                      err, errlen);
+}
+
+static svc_session *clone_impl(svc_service *svc, void *consumer, uid_t uid,
+        bool trusted, uint64_t session_id, const char *unique_name,
+        char *err, size_t errlen)
+{
+    svc_session *src = clone_source(svc, uid, trusted, session_id,
+                                    unique_name);
     if (!src) {
         /* The same words whether it does not exist or is not yours. */
         if (err && errlen && unique_name && unique_name[0])
