@@ -7,7 +7,8 @@
  *            svc_set_root_access(false)); someone else's session fails
  *            with the very words of a missing one;
  *   names:   unique_session_name is unique per uid;
- *   stats:   sessions and buffers only of sessions the viewer may access;
+ *   stats:   sessions and buffers only of sessions the viewer may access
+ *            (QueryServiceState's session list too);
  *   files:   output_path only for the daemon's own uid, regular files
  *            only; an fd passed with EnableTracing must be a regular file
  *            (or /dev/null) open for writing; ipc_file_open_output.
@@ -25,6 +26,7 @@
 #include <unistd.h>
 
 #include "ipc.h"
+#include "ipc.pb-c.h"
 #include "svc_int.h"
 #include "svc_service.h"
 #include "tck_main.h"
@@ -171,6 +173,12 @@ START_TEST(test_users_stats_confined)
     };
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
         svc_set_root_access(svc, want[i].root_access);
+        /* QueryServiceState lists sessions by the same rule. */
+        Perfetto__Protos__TracingServiceState *q =
+            svc_query_state(svc, want[i].who, true);
+        ck_assert_ptr_nonnull(q);
+        ck_assert_uint_eq(q->n_tracing_sessions, want[i].sessions);
+        svc_query_free(q);
         Perfetto__Protos__TraceStats *st =
             svc_stats_build_for(svc, NULL, want[i].who);
         ck_assert_ptr_nonnull(st);
