@@ -87,6 +87,15 @@ typedef struct {
 SHMTRACE_API tb_buffer *tb_create(size_t size, tb_fill_policy policy);
 SHMTRACE_API void tb_destroy(tb_buffer *);
 
+/* Ring reuse, for a process that creates buffers over and over (a tracing
+ * service: one per session). With a limit > 0, tb_destroy keeps released
+ * rings (up to `bytes` in all, at most 4; marked MADV_FREE so the kernel
+ * may still reclaim them) and the next tb_create / tb_clone_readonly of the
+ * same rounded size takes one already faulted in, instead of paying a
+ * page fault and the kernel's zeroing per page again. Default 0 (off);
+ * lowering the limit unmaps what no longer fits. Process-wide, thread-safe. */
+SHMTRACE_API void tb_set_ring_cache_limit(size_t bytes);
+
 /* src = chunk payload (no SMB header). Untrusted: every byte is checked. */
 SHMTRACE_API void tb_copy_chunk_untrusted(tb_buffer *, uint16_t producer_id,
         uint32_t uid, int32_t pid, uint16_t writer_id, uint32_t chunk_id,
