@@ -84,7 +84,7 @@ for svc in $SERVICES; do
         "$PERFETTO_BIN/traced" >"$DIR/$svc.log" 2>&1 &
         pid_traced=$!
     else
-        "$top_builddir/libbuf/shmtraced" >"$DIR/$svc.log" 2>&1 &
+        "$top_builddir/service/shmtraced" >"$DIR/$svc.log" 2>&1 &
         pid_shmtraced=$!
     fi
     tries=0
