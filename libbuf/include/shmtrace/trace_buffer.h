@@ -13,7 +13,11 @@
  * Threads: a tb_buffer is not thread-safe; the owner serialises all calls.
  * Ownership: tb_create / tb_clone_readonly allocate; tb_destroy frees
  * (tb_destroy(NULL) is a no-op). Packets returned by tb_read_next_packet
- * point into the buffer and stay valid until the next call on it.
+ * point into the buffer: the slices array stays valid until the next call
+ * on it; the bytes the slices point to until the next write
+ * (tb_copy_chunk_untrusted, tb_try_patch_chunk) or tb_destroy, since reads
+ * never move or change packet bytes (so a reader may gather the slices of
+ * many packets and write them out in one go).
  */
 #ifndef SHMTRACE_TRACE_BUFFER_H
 #define SHMTRACE_TRACE_BUFFER_H
@@ -58,7 +62,7 @@ typedef struct {
     size_t size;
 } tb_slice;
 
-/* Zero-copy packet: valid until the next call on the buffer. */
+/* Zero-copy packet: see the top of this file for how long it is valid. */
 typedef struct {
     const tb_slice *slices;
     size_t nslices;
