@@ -64,6 +64,7 @@ DIR=$(cd "$DIR" && pwd)
 pid_shmtraced=""
 pid_traced=""
 cleanup() {
+    set +e
     for p in $pid_shmtraced $pid_traced; do
         kill -TERM "$p" 2>/dev/null && wait "$p" 2>/dev/null
     done
