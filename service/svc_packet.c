@@ -20,10 +20,15 @@ static bool is_reserved_field(uint64_t field)
     }
 }
 
-/* Reads a varint of at most 10 bytes; false if longer or truncated. */
-static bool read_varint(const uint8_t *p, size_t size, size_t *pos,
-                        uint64_t *out)
+/* Reads a varint of at most 10 bytes; false if longer or truncated. Most
+ * tags and many values take one byte: that case first. */
+static inline bool read_varint(const uint8_t *p, size_t size, size_t *pos,
+                               uint64_t *out)
 {
+    if (*pos < size && p[*pos] < 0x80) {
+        *out = p[(*pos)++];
+        return true;
+    }
     uint64_t v = 0;
     for (unsigned i = 0; i < 10; i++) {
         if (*pos >= size)

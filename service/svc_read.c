@@ -389,6 +389,13 @@ static int session_read(svc_service *svc, svc_session *s, size_t max_bytes,
         tb_packet pkt;
         tb_seq_props props;
         uint32_t dropped;
+        uint8_t tbuf[SVC_TRAILER_MAX];
+        struct {
+            uint8_t bytes[SVC_TRAILER_MAX];
+            size_t len;
+            uint32_t uid, seq;
+            int32_t pid;
+        } tc = { .len = 0 };
         for (;;) {
             if (max_bytes && budget_used >= max_bytes) {
                 if (more)
@@ -407,9 +414,23 @@ static int session_read(svc_service *svc, svc_session *s, size_t max_bytes,
                 dropped |= s->seqs.pending_loss[slot];
                 s->seqs.pending_loss[slot] = 0;
             }
-            uint8_t trailer[SVC_TRAILER_MAX];
-            size_t tlen = svc_packet_trailer(trailer, (int32_t)props.uid,
-                                             seq, props.pid, dropped);
+            /* Consecutive packets mostly share a sequence and carry no
+             * loss: reuse the trailer encoded for the previous one. */
+            const uint8_t *trailer = tc.bytes;
+            size_t tlen = tc.len;
+            if (dropped || !tc.len || props.uid != tc.uid || seq != tc.seq ||
+                props.pid != tc.pid) {
+                tlen = svc_packet_trailer(tbuf, (int32_t)props.uid, seq,
+                                          props.pid, dropped);
+                trailer = tbuf;
+                if (!dropped) {
+                    memcpy(tc.bytes, tbuf, tlen);
+                    tc.len = tlen;
+                    tc.uid = props.uid;
+                    tc.seq = seq;
+                    tc.pid = props.pid;
+                }
+            }
             size_t total = pkt.size + tlen;
             if (fw && pkt.size >= SVC_FILE_IN_PLACE_MIN) {
                 /* Large packet: validated where it lies in the buffer and
