@@ -193,9 +193,10 @@ static double cpu_s(void)
 static void bench_large(size_t sz, size_t bytes)
 {
     uint8_t *src = malloc(sz), *dst = malloc(sz);
+    uint8_t *ring = malloc(256 * 1024);
     unsigned npackets = (unsigned)(bytes / sz);
     rig r;
-    double best_tw = 1e30, best_mc = 1e30;
+    double best_tw = 1e30, best_mc = 1e30, best_pc = 1e30;
     tw_writer *w;
 
     memset(src, 0x33, sz);
@@ -210,6 +211,21 @@ static void bench_large(size_t sz, size_t bytes)
             __asm__ __volatile__("" : : "r"(dst) : "memory");
         }
         double mc = cpu_s() - t0;
+        /* the least a writer on 4 KiB pages must do: the same bytes in
+         * 4080-byte pieces into a 256 KiB ring (the SMB's size) */
+        t0 = cpu_s();
+        size_t roff = 0;
+        for (unsigned i = 0; i < npackets; i++) {
+            src[0] = (uint8_t)i;
+            for (size_t o = 0; o < sz; o += 4080) {
+                size_t k = sz - o < 4080 ? sz - o : 4080;
+                memcpy(ring + roff + 16, src + o, k);
+                roff = (roff + 4096) % (256 * 1024);
+                __asm__ __volatile__("" : : "r"(ring) : "memory");
+            }
+        }
+        double pc = cpu_s() - t0;
+        best_pc = pc < best_pc ? pc : best_pc;
         t0 = cpu_s();
         for (unsigned i = 0; i < npackets; i++) {
             tw_packet_begin(w);
@@ -226,9 +242,12 @@ static void bench_large(size_t sz, size_t bytes)
     tw_writer_destroy(w);
     rig_fini(&r);
     printf("large packet (%4zu KiB)             : %7.0f MiB/s "
-           "(memcpy %.0f MiB/s, ratio %.2f of memcpy; target >= 0.80)\n",
+           "(memcpy %.0f MiB/s, ratio %.2f of memcpy, target >= 0.80; "
+           "memcpy in 4 KiB pieces %.0f MiB/s, ratio %.2f)\n",
            sz >> 10, npackets * (double)sz / MiB / best_tw,
-           npackets * (double)sz / MiB / best_mc, best_mc / best_tw);
+           npackets * (double)sz / MiB / best_mc, best_mc / best_tw,
+           npackets * (double)sz / MiB / best_pc, best_pc / best_tw);
+    free(ring);
     free(src);
     free(dst);
 }
