@@ -289,6 +289,7 @@ static void session_destroy(svc_service *svc, svc_session *s)
     free(s->inst);
     free(s->buf_ids);
     svc__seqmap_free(&s->seqs);
+    svc__loss_free(s);
     free(s->scratch);
     free(s->fbuf);
     if (s->out_fd >= 0)
@@ -509,8 +510,16 @@ svc_session *svc_session_clone(svc_service *svc, void *consumer,
         }
     }
     if (!src) {
-        svc__set_err(err, errlen, "no tracing session %llu to clone "
-                "(see shmtrace stats)%.0llu", session_id, 0);
+        if (unique_name && unique_name[0] && err)
+            snprintf(err, errlen, "no tracing session named '%s' to clone "
+                     "(it may have ended; see perfetto --query)",
+                     unique_name);
+        else if (session_id == UINT64_MAX)
+            svc__set_err(err, errlen, "no tracing session to clone%.0llu"
+                    "%.0llu", 0, 0);
+        else
+            svc__set_err(err, errlen, "no tracing session %llu to clone "
+                    "(see perfetto --query)%.0llu", session_id, 0);
         return NULL;
     }
     svc__scrape_session(svc, src);
@@ -537,7 +546,8 @@ svc_session *svc_session_clone(svc_service *svc, void *consumer,
         s->nbufs = i + 1;
         svc->total_buffer_kb += tb_size(b) / 1024;
     }
-    if (svc__seqmap_copy(&s->seqs, &src->seqs) < 0) {
+    if (svc__seqmap_copy(&s->seqs, &src->seqs) < 0 ||
+        svc__loss_copy(s, src) < 0) {
         session_unlink(svc, s);
         session_destroy(svc, s);
         svc__set_err(err, errlen, "out of memory%.0llu%.0llu", 0, 0);
