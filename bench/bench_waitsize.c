@@ -7,9 +7,14 @@
  * microseconds of CPU each. Exit: 0 the size was reached, 1 PID ended
  * first, 2 usage.
  *
+ * `shmtrace record` writes FILE.partial.XXXXXX and renames it to FILE at
+ * the end: until FILE exists, the largest FILE.partial.* counts.
+ *
  * Usage: bench_waitsize FILE BYTES PID
  */
+#include <dirent.h>
 #include <errno.h>
+#include <libgen.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,6 +22,35 @@
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <time.h>
+
+/* Size of FILE, else of the largest FILE.partial.* next to it; 0 if none. */
+static unsigned long long file_size(const char *file)
+{
+    struct stat st;
+    if (stat(file, &st) == 0)
+        return (unsigned long long)st.st_size;
+    char d[4096], b[4096];
+    snprintf(d, sizeof(d), "%s", file);
+    snprintf(b, sizeof(b), "%s", file);
+    const char *dir = dirname(d), *base = basename(b);
+    char prefix[4200];
+    snprintf(prefix, sizeof(prefix), "%s.partial.", base);
+    unsigned long long best = 0;
+    DIR *dp = opendir(dir);
+    if (!dp)
+        return 0;
+    struct dirent *e;
+    while ((e = readdir(dp)) != NULL) {
+        if (strncmp(e->d_name, prefix, strlen(prefix)) != 0)
+            continue;
+        char path[8400];
+        snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+        if (stat(path, &st) == 0 && (unsigned long long)st.st_size > best)
+            best = (unsigned long long)st.st_size;
+    }
+    closedir(dp);
+    return best;
+}
 
 /* kill(pid, 0) succeeds on a zombie, and the caller reaps its child only
  * after we return: look at the state in /proc instead. */
@@ -51,8 +85,7 @@ int main(int argc, char **argv)
     }
     const struct timespec nap = {0, 2000000};
     for (;;) {
-        struct stat st;
-        if (stat(argv[1], &st) == 0 && (unsigned long long)st.st_size >= want)
+        if (file_size(argv[1]) >= want)
             return 0;
         if (!alive(pid))
             return 1;
