@@ -21,6 +21,8 @@
 #include <sys/signalfd.h>
 #include <unistd.h>
 
+#include <shmtrace/trace_buffer.h>
+
 #include "cli_exit.h"
 #include "svc_ipc.h"
 
@@ -29,6 +31,7 @@ static void usage(FILE *f)
     fprintf(f,
 "Usage: shmtraced [--producer-socket PATH] [--consumer-socket PATH]\n"
 "                 [--allow-abstract-sockets] [--no-root-access]\n"
+"                 [--ring-cache MIB]\n"
 "\n"
 "The shmtrace tracing service. Producers connect to the producer socket\n"
 "and write into shared memory; consumers (shmtrace record, perfetto)\n"
@@ -44,6 +47,9 @@ static void usage(FILE *f)
 "  --no-root-access          root's consumers get only their own sessions,\n"
 "                            like everyone else (default: root may clone\n"
 "                            and see every user's sessions)\n"
+"  --ring-cache MIB          keep up to MIB MiB of released trace buffers\n"
+"                            for the next sessions (reclaimable by the\n"
+"                            kernel; default 512, 0 = off)\n"
 "  -h, --help                this help\n"
 "  -V, --version             print the version\n"
 "\n"
@@ -100,12 +106,18 @@ int main(int argc, char **argv)
         {"consumer-socket", required_argument, NULL, 'c'},
         {"allow-abstract-sockets", no_argument, NULL, 'A'},
         {"no-root-access", no_argument, NULL, 'R'},
+        {"ring-cache", required_argument, NULL, 'r'},
         {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, 'V'},
         {NULL, 0, NULL, 0},
     };
     const char *pflag = NULL, *cflag = NULL;
     bool allow_abstract = false, root_access = true;
+    /* A session's buffers are released at its end; the next session of the
+     * same size takes them back already faulted in (tb_mem.c), instead of
+     * paying a page fault and the kernel's zeroing per page again. */
+    unsigned long ring_cache_mib = 512;
+    char *end;
     int o;
     opterr = 0;
     while ((o = getopt_long(argc, argv, ":hV", opts, NULL)) != -1) {
@@ -114,6 +126,17 @@ int main(int argc, char **argv)
         case 'c': cflag = optarg; break;
         case 'A': allow_abstract = true; break;
         case 'R': root_access = false; break;
+        case 'r':
+            errno = 0;
+            ring_cache_mib = strtoul(optarg, &end, 10);
+            if (errno || end == optarg || *end || optarg[0] == '-' ||
+                ring_cache_mib > 65536) {
+                fprintf(stderr, "shmtraced: --ring-cache: '%s' is not a "
+                        "number of MiB from 0 to 65536\n", optarg);
+                fputs(CLI_TRY_HELP("shmtraced"), stderr);
+                return CLI_EXIT_USAGE;
+            }
+            break;
         case 'h': usage(stdout); return 0;
         case 'V': printf("shmtraced %s\n", PACKAGE_VERSION); return 0;
         default:
@@ -155,6 +178,7 @@ int main(int argc, char **argv)
                 ppath[0] == '@' ? ppath : cpath);
         return CLI_EXIT_USAGE;
     }
+    tb_set_ring_cache_limit((size_t)ring_cache_mib << 20);
     signal(SIGPIPE, SIG_IGN);
     sigset_t mask;
     sigemptyset(&mask);
