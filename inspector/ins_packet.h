@@ -99,6 +99,7 @@ typedef struct ins_packet {
     ins_blob trace_stats;   /* field 35 */
     ins_blob trace_config;  /* field 33 */
     ins_blob service_event; /* field 69 */
+    ins_blob system_info;   /* field 45 (tracing_service_version) */
     ins_blob compressed;    /* field 50: zlib/gzip DEFLATE of Trace bytes */
 } ins_packet;
 

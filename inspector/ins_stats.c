@@ -153,6 +153,20 @@ const ins_stat_def ins_stat_defs[INS_STAT_COUNT] = {
          "notice", ANALYSIS,
          "Packets that needed incremental state while their sequence had "
          "none valid (after a loss, or before the first clear): skipped."},
+    [INS_STAT_CONFIG_WRITE_INTO_FILE_NO_FLUSH] =
+        {"config_write_into_file_no_flush", false, "error", TRACE,
+         "write_into_file without flush_period_ms: the service keeps the "
+         "whole trace in memory (services before v54 do not flush on each "
+         "file write)."},
+    [INS_STAT_CONFIG_WRITE_INTO_FILE_DISCARD] =
+        {"config_write_into_file_discard", true, D_LOSS, TRACE,
+         "write_into_file with a DISCARD buffer: once full, everything "
+         "after is lost. Use RING_BUFFER."},
+    [INS_STAT_LONG_TRACE_MODE_BYTES_OVERWRITTEN] =
+        {"long_trace_mode_bytes_overwritten", true, D_LOSS, TRACE,
+         "Bytes this buffer overwrote while streaming to the file "
+         "(write_into_file): never written out. Use a larger buffer or a "
+         "shorter file_write_period_ms."},
 };
 
 /* DataLossReason bit -> name; bits 2..256 are the 8 cause stats in order. */
@@ -201,6 +215,13 @@ struct ins_tracker {
     int64_t clone_started_ts;
     bucket *buckets;            /* scratch for apply_trace_stats */
     size_t nbuckets, bucket_cap;
+    /* The last trace_config (for ins_tracker_finish). */
+    bool cfg_seen, cfg_write_into_file;
+    uint32_t cfg_file_write_period_ms, cfg_flush_period_ms;
+    size_t cfg_nbuffers;
+    int64_t service_major;      /* -1: unknown */
+    int64_t *overwritten;       /* traced_buf_bytes_overwritten[idx] */
+    size_t n_overwritten;
 };
 
 int ins_tracker_create(ins_db *db, bool packet_rows, ins_tracker **out)
@@ -210,6 +231,7 @@ int ins_tracker_create(ins_db *db, bool packet_rows, ins_tracker **out)
         return -ENOMEM;
     t->db = db;
     t->packet_rows = packet_rows;
+    t->service_major = -1;
     ins_seq_table_init(&t->seqs);
     *out = t;
     return 0;
@@ -221,6 +243,7 @@ void ins_tracker_destroy(ins_tracker *t)
         return;
     ins_seq_table_free(&t->seqs);
     free(t->buckets);
+    free(t->overwritten);
     free(t);
 }
 
@@ -330,8 +353,19 @@ static int apply_trace_stats(ins_tracker *t,
              PERFETTO__PROTOS__TRACE_STATS__FINAL_FLUSH_OUTCOME__FINAL_FLUSH_FAILED)
         rc |= stat_set(t, INS_STAT_FINAL_FLUSH_FAILED, false, 0, 1, true);
 
+    if (ts->n_buffer_stats > t->n_overwritten) {
+        int64_t *no = realloc(t->overwritten,
+                              ts->n_buffer_stats * sizeof(*no));
+        if (no == NULL)
+            return -ENOMEM;
+        memset(no + t->n_overwritten, 0,
+               (ts->n_buffer_stats - t->n_overwritten) * sizeof(*no));
+        t->overwritten = no;
+        t->n_overwritten = ts->n_buffer_stats;
+    }
     for (size_t b = 0; b < ts->n_buffer_stats && rc == 0; b++) {
         const uint8_t *bs = (const uint8_t *)ts->buffer_stats[b];
+        t->overwritten[b] = (int64_t)ts->buffer_stats[b]->bytes_overwritten;
         for (size_t f = 0; f < sizeof(BUFFER_FIELDS) / sizeof(*BUFFER_FIELDS);
              f++) {
             uint64_t v;
@@ -404,6 +438,18 @@ static int apply_trace_config(ins_tracker *t, const ins_packet *p)
         rc = ins_db_put_buffer_config(t->db, (int64_t)i, b->size_kb, policy,
                                       mode);
     }
+    /* Trace processor's config checks (ins_stats.h). */
+    t->cfg_seen = true;
+    t->cfg_write_into_file = tc->write_into_file;
+    t->cfg_file_write_period_ms = tc->file_write_period_ms;
+    t->cfg_flush_period_ms = tc->flush_period_ms;
+    t->cfg_nbuffers = tc->n_buffers;
+    for (size_t i = 0; i < tc->n_buffers && rc == 0 && tc->write_into_file;
+         i++)
+        if (tc->buffers[i]->fill_policy ==
+            PERFETTO__PROTOS__TRACE_CONFIG__BUFFER_CONFIG__FILL_POLICY__DISCARD)
+            rc = stat_set(t, INS_STAT_CONFIG_WRITE_INTO_FILE_DISCARD, true,
+                          (int64_t)i, 1, true);
     if (rc == 0)
         rc = ins_db_info_int(t->db, "write_into_file", tc->write_into_file);
     if (rc == 0 && tc->has_duration_ms)
@@ -458,6 +504,7 @@ static int apply_service_event(ins_tracker *t, const ins_packet *p,
 static int on_packet(ins_tracker *t, const ins_packet *p,
                      const Perfetto__Protos__TraceStats *ts_msg, char *err,
                      size_t errlen);
+static void apply_system_info(ins_tracker *t, const ins_packet *p);
 
 static int packet_row(ins_tracker *t, const ins_packet *p)
 {
@@ -608,6 +655,8 @@ static int on_packet(ins_tracker *t, const ins_packet *p,
     }
     if (p->trace_config.present && (rc = apply_trace_config(t, p)) != 0)
         return rc;
+    if (p->system_info.present)
+        apply_system_info(t, p);
     int64_t ts = p->has_timestamp ? (int64_t)p->timestamp : t->latest_ts;
     if (p->service_event.present &&
         (rc = apply_service_event(t, p, ts)) != 0)
@@ -639,6 +688,69 @@ loss_row:
             return rc;
     }
     return 0;
+}
+
+/* SystemInfo.tracing_service_version (field 4): "Perfetto vNN.M-...". */
+static void apply_system_info(ins_tracker *t, const ins_packet *p)
+{
+    const uint8_t *q = p->system_info.data;
+    const uint8_t *end = q + p->system_info.len;
+    while (q < end) {
+        uint64_t tag, v;
+        if (ins_varint(&q, end, &tag) != 0)
+            return;
+        unsigned wt = (unsigned)(tag & 7);
+        if (wt == 0) {
+            if (ins_varint(&q, end, &v) != 0)
+                return;
+        } else if (wt == 2) {
+            if (ins_varint(&q, end, &v) != 0 || v > (uint64_t)(end - q))
+                return;
+            if (tag >> 3 == 4) {
+                static const char prefix[] = "Perfetto v";
+                size_t n = (size_t)v, k = sizeof(prefix) - 1;
+                int64_t major = -1;
+                if (n > k && memcmp(q, prefix, k) == 0) {
+                    int64_t m = 0;
+                    size_t i = k;
+                    while (i < n && q[i] >= '0' && q[i] <= '9' &&
+                           m < 100000000)
+                        m = m * 10 + (q[i++] - '0');
+                    /* Digits then '.' or '-', as trace processor wants. */
+                    if (i > k && i < n && (q[i] == '.' || q[i] == '-'))
+                        major = m;
+                }
+                t->service_major = major;
+            }
+            q += v;
+        } else if (wt == 1 || wt == 5) {
+            size_t n = wt == 1 ? 8 : 4;
+            if ((size_t)(end - q) < n)
+                return;
+            q += n;
+        } else {
+            return;
+        }
+    }
+}
+
+int ins_tracker_finish(ins_tracker *t)
+{
+    if (!t->cfg_seen || !t->cfg_write_into_file)
+        return 0;
+    int rc = 0;
+    if (t->cfg_file_write_period_ms < 24u * 60 * 60 * 1000) {
+        for (size_t i = 0; i < t->cfg_nbuffers && i < t->n_overwritten &&
+                           rc == 0; i++)
+            if (t->overwritten[i] > 0)
+                rc = stat_set(t, INS_STAT_LONG_TRACE_MODE_BYTES_OVERWRITTEN,
+                              true, (int64_t)i, t->overwritten[i], false);
+    }
+    if (rc == 0 && t->cfg_flush_period_ms == 0 &&
+        (t->service_major < 0 || t->service_major < 54))
+        rc = stat_set(t, INS_STAT_CONFIG_WRITE_INTO_FILE_NO_FLUSH, false, 0,
+                      1, true);
+    return rc ? -EIO : 0;
 }
 
 int ins_tracker_flush(ins_tracker *t)
