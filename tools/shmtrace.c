@@ -34,7 +34,7 @@
 #include "cli_parse.h"
 #include "consumer_client.h"
 #include "ipc.h"
-#include "textproto.h"
+#include "rec_config.h"
 
 #define EXIT_FAIL 1
 #define EXIT_USAGE 2
@@ -100,12 +100,18 @@ static void usage_record(FILE *f)
 "Start a tracing session, stop it after --duration (or the config's\n"
 "duration_ms, or Ctrl-C) and write the trace to FILE.\n"
 "\n"
-"  -o, --out FILE          output trace file (Perfetto format); required\n"
-"  -c, --config FILE       TraceConfig in protobuf text format (the fields\n"
-"                          of protos/config.proto); flags below override\n"
-"                          or add to it\n"
+"  -o, --out FILE          output trace file (Perfetto format), - for\n"
+"                          stdout; required\n"
+"  -c, --config FILE       a TraceConfig (any that Perfetto accepts), - for\n"
+"                          stdin; binary (protobuf) or text format: a file\n"
+"                          of printable characters only is read as text.\n"
+"                          It reaches the service exactly as given, plus\n"
+"                          what the flags below set\n"
+"      --txt               the config is text format (as perfetto --txt)\n"
+"      --background        detach: print the PID of the process that goes\n"
+"                          on tracing in the background, exit 0\n"
 "  -b, --buffer-size SIZE  size of buffer 0: NUMBER[k|m|g] (KiB if no\n"
-"                          unit; default 32m)\n"
+"                          unit; default 32m when there is no -c)\n"
 "  -f, --fill-policy P     ring | discard for buffer 0 (default ring)\n"
 "  -t, --duration DUR      NUMBER[ms|s|m|h] (seconds if no unit; default:\n"
 "                          until Ctrl-C)\n"
@@ -124,8 +130,8 @@ static void usage_record(FILE *f)
 "  buffers { size_kb: 65536 fill_policy: RING_BUFFER }\n"
 "  data_sources { config { name: \"shmtrace.synthetic\" target_buffer: 0 } }\n"
 "  duration_ms: 10000\n"
-"Every buffer without an experimental_mode gets TRACE_BUFFER_V2 (what\n"
-"shmtraced's buffers are), so the recorded config says so.\n"
+"A data source that no producer has registered is warned about, with\n"
+"the list of those registered.\n"
 "\n"
 "Progress (elapsed, bytes, packets, losses) is shown on a terminal; a\n"
 "one-line loss summary is printed at the end. Ctrl-C (or SIGTERM) stops\n"
@@ -187,9 +193,6 @@ static void print_summary(const char *what, const char *path,
 
 /* ---- record ------------------------------------------------------- */
 
-#define BUFFER_MODE_V2 \
-    PERFETTO__PROTOS__TRACE_CONFIG__BUFFER_CONFIG__EXPERIMENTAL_MODE__TRACE_BUFFER_V2
-
 typedef struct rec_opts {
     const char *out, *config, *socket, *session_name;
     uint32_t buffer_kb;
@@ -198,14 +201,19 @@ typedef struct rec_opts {
     bool has_duration;
     const char **data_sources;
     size_t n_data_sources;
-    bool long_mode, quiet;
+    bool long_mode, quiet, txt, background;
     uint32_t period_ms;
 } rec_opts;
 
-/* Apply flags to cfg (allocating with malloc, as the parser does). */
-static int apply_flags(TraceConfig *cfg, const rec_opts *ro)
+/* Apply flags to cfg (allocating with malloc, as the parser does): only
+ * what a flag asks for, nothing else (the config reaches the service as
+ * given). *modified tells whether anything changed. Without a config file
+ * there is a default buffer and data source. */
+static int apply_flags(TraceConfig *cfg, const rec_opts *ro, bool *modified)
 {
-    if (cfg->n_buffers == 0) {
+    bool no_config = ro->config == NULL;
+    if (cfg->n_buffers == 0 &&
+        (no_config || ro->buffer_kb || ro->fill_policy >= 0)) {
         cfg->buffers = calloc(1, sizeof *cfg->buffers);
         Perfetto__Protos__TraceConfig__BufferConfig *b =
             calloc(1, sizeof *b);
@@ -218,30 +226,25 @@ static int apply_flags(TraceConfig *cfg, const rec_opts *ro)
         b->size_kb = DEFAULT_BUFFER_KB;
         cfg->buffers[0] = b;
         cfg->n_buffers = 1;
+        *modified = true;
     }
     if (ro->buffer_kb) {
         cfg->buffers[0]->has_size_kb = true;
         cfg->buffers[0]->size_kb = ro->buffer_kb;
+        *modified = true;
     }
     if (ro->fill_policy >= 0) {
         cfg->buffers[0]->has_fill_policy = true;
         cfg->buffers[0]->fill_policy = ro->fill_policy;
-    }
-    /* shmtraced's buffers are always TraceBufferV2: say so in the config
-     * it records into the trace (else readers, the inspector too, take
-     * them for V1). A mode the config sets explicitly is left alone. */
-    for (size_t i = 0; i < cfg->n_buffers; i++) {
-        Perfetto__Protos__TraceConfig__BufferConfig *b = cfg->buffers[i];
-        if (!b->has_experimental_mode) {
-            b->has_experimental_mode = true;
-            b->experimental_mode = BUFFER_MODE_V2;
-        }
+        *modified = true;
     }
     if (ro->has_duration) {
         cfg->has_duration_ms = true;
         cfg->duration_ms = ro->duration_ms;
+        *modified = true;
     }
     if (ro->session_name) {
+        *modified = true;
         free(cfg->unique_session_name);
         cfg->unique_session_name = strdup(ro->session_name);
         if (!cfg->unique_session_name)
@@ -250,10 +253,12 @@ static int apply_flags(TraceConfig *cfg, const rec_opts *ro)
     size_t nds = ro->n_data_sources;
     const char *deflt = DEFAULT_DATA_SOURCE;
     const char **names = ro->data_sources;
-    if (nds == 0 && cfg->n_data_sources == 0) {
+    if (nds == 0 && no_config && cfg->n_data_sources == 0) {
         nds = 1;
         names = &deflt;
     }
+    if (nds)
+        *modified = true;
     for (size_t i = 0; i < nds; i++) {
         Perfetto__Protos__TraceConfig__DataSource **a = realloc(
             cfg->data_sources, (cfg->n_data_sources + 1) * sizeof *a);
@@ -278,6 +283,80 @@ static int apply_flags(TraceConfig *cfg, const rec_opts *ro)
         cfg->data_sources[cfg->n_data_sources++] = ds;
     }
     return 0;
+}
+
+/* --background (as perfetto's): the parent prints the child's PID and
+ * exits 0; the child leaves the terminal's session, its stdio goes to
+ * /dev/null and it records on. */
+static int rec_daemonize(void)
+{
+    fflush(NULL);
+    int pfd[2];
+    if (pipe(pfd) < 0) {
+        perror("shmtrace record: pipe");
+        return -1;
+    }
+    pid_t pid = fork();
+    if (pid < 0) {
+        perror("shmtrace record: fork");
+        return -1;
+    }
+    if (pid > 0) {
+        /* Wait until the child has detached, then report it. */
+        close(pfd[1]);
+        char one = 0;
+        ssize_t n;
+        do
+            n = read(pfd[0], &one, 1);
+        while (n < 0 && errno == EINTR);
+        printf("%d\n", (int)pid);
+        fflush(stdout);
+        _exit(n == 1 ? 0 : EXIT_FAIL);
+    }
+    close(pfd[0]);
+    if (setsid() < 0)
+        perror("shmtrace record: setsid");
+    int null = open("/dev/null", O_RDWR);
+    if (null >= 0) {
+        dup2(null, STDIN_FILENO);
+        dup2(null, STDOUT_FILENO);
+        dup2(null, STDERR_FILENO);
+        if (null > 2)
+            close(null);
+    }
+    ssize_t w = write(pfd[1], "1", 1);
+    (void)w;
+    close(pfd[1]);
+    return 0;
+}
+
+/* Warn about data sources no producer registered (QueryServiceState; a
+ * service without it is not asked again). */
+static void warn_unknown_data_sources(cons_client *c, const TraceConfig *cfg)
+{
+    char **names = NULL;
+    size_t n = 0;
+    if (cfg->n_data_sources == 0 ||
+        cons_query_data_sources(c, &names, &n) < 0)
+        return;
+    for (size_t i = 0; i < cfg->n_data_sources; i++) {
+        const Perfetto__Protos__TraceConfig__DataSource *ds =
+            cfg->data_sources[i];
+        const char *want = ds && ds->config ? ds->config->name : NULL;
+        if (!want)
+            continue;
+        bool found = false;
+        for (size_t k = 0; k < n && !found; k++)
+            found = !strcmp(names[k], want);
+        if (found)
+            continue;
+        fprintf(stderr, "shmtrace record: warning: no producer has "
+                "registered data source '%s' (yet); registered:", want);
+        for (size_t k = 0; k < n; k++)
+            fprintf(stderr, "%s %s", k ? "," : "", names[k]);
+        fprintf(stderr, "%s\n", n ? "" : " none");
+    }
+    cons_free_names(names, n);
 }
 
 typedef struct progress {
@@ -331,6 +410,8 @@ static int cmd_record(int argc, char **argv)
         { "period", required_argument, 0, 'p' },
         { "socket", required_argument, 0, 's' },
         { "quiet", no_argument, 0, 'q' },
+        { "txt", no_argument, 0, 'T' },
+        { "background", no_argument, 0, 'B' },
         { "help", no_argument, 0, 'h' },
         { 0, 0, 0, 0 },
     };
@@ -384,6 +465,8 @@ static int cmd_record(int argc, char **argv)
             break;
         case 's': ro.socket = optarg; break;
         case 'q': ro.quiet = true; break;
+        case 'T': ro.txt = true; break;
+        case 'B': ro.background = true; break;
         case 'h': usage_record(stdout); return 0;
         default: usage_record(stderr); return EXIT_USAGE;
         }
@@ -399,41 +482,38 @@ static int cmd_record(int argc, char **argv)
                 "record --help)\n");
         return EXIT_USAGE;
     }
-    /* Build the config. */
-    TraceConfig *cfg = NULL;
-    if (ro.config) {
-        int err = 0;
-        char *text = cli_read_file(ro.config, &err);
-        if (!text) {
-            fprintf(stderr, "shmtrace record: cannot read config %s: %s\n",
-                    ro.config, strerror(-err));
-            return EXIT_USAGE;
-        }
-        char msg[256];
-        ProtobufCMessage *m = NULL;
-        int rc = tp_parse(text, &perfetto__protos__trace_config__descriptor,
-                          &m, msg, sizeof msg);
-        free(text);
-        if (rc < 0) {
-            fprintf(stderr, "shmtrace record: %s: %s\n", ro.config, msg);
-            return EXIT_USAGE;
-        }
-        cfg = (TraceConfig *)m;
-    } else {
-        cfg = calloc(1, sizeof *cfg);
-        if (!cfg)
-            return EXIT_FAIL;
-        perfetto__protos__trace_config__init(cfg);
+    if (ro.background && !strcmp(ro.out, "-")) {
+        fprintf(stderr, "shmtrace record: --background cannot write the "
+                "trace to stdout (-o -); give a file\n");
+        return EXIT_USAGE;
     }
+    if (ro.txt && !ro.config) {
+        fprintf(stderr, "shmtrace record: --txt needs -c CONFIG\n");
+        return EXIT_USAGE;
+    }
+    /* Build the config: the one given, plus what the flags set. */
+    rcfg rcf;
+    char cerr[512];
+    if (ro.config ? rcfg_load(&rcf, ro.config, ro.txt, cerr, sizeof cerr) < 0
+                  : rcfg_empty(&rcf) < 0) {
+        fprintf(stderr, "shmtrace record: %s\n",
+                ro.config ? cerr : "out of memory");
+        return EXIT_USAGE;
+    }
+    TraceConfig *cfg = rcf.cfg;
     int status = EXIT_FAIL;
     int fd = -1;
     cons_client *c = NULL;
     cons_out o;
     memset(&o, 0, sizeof o);
-    if (apply_flags(cfg, &ro) < 0) {
+    uint8_t *cfg_bytes = NULL;
+    size_t cfg_len = 0;
+    if (apply_flags(cfg, &ro, &rcf.modified) < 0 ||
+        rcfg_final(&rcf, &cfg_bytes, &cfg_len) < 0) {
         fprintf(stderr, "shmtrace record: out of memory\n");
         goto out;
     }
+    bool to_stdout = !strcmp(ro.out, "-");
     bool service_writes = cfg->write_into_file && !cfg->output_path;
     if (cfg->write_into_file && cfg->output_path) {
         fprintf(stderr, "shmtrace record: the config's output_path makes "
@@ -443,6 +523,18 @@ static int cmd_record(int argc, char **argv)
     uint32_t period = ro.period_ms ? ro.period_ms
                       : cfg->file_write_period_ms ? cfg->file_write_period_ms
                                                   : DEFAULT_PERIOD_MS;
+    /* The output first (a relative path, before --background). O_RDWR:
+     * with write_into_file we read back what the service wrote. */
+    fd = to_stdout ? fcntl(STDOUT_FILENO, F_DUPFD_CLOEXEC, 3)
+                   : open(ro.out, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC,
+                          0644);
+    if (fd < 0) {
+        fprintf(stderr, "shmtrace record: cannot create %s: %s\n",
+                to_stdout ? "stdout" : ro.out, strerror(errno));
+        goto out;
+    }
+    if (ro.background && rec_daemonize() < 0)
+        goto out;
     int rc = 0;
     c = cons_connect(ro.socket, &rc);
     if (!c) {
@@ -454,13 +546,7 @@ static int cmd_record(int argc, char **argv)
         status = EXIT_NO_SERVICE;
         goto out;
     }
-    /* O_RDWR: with write_into_file we read back what the service wrote. */
-    fd = open(ro.out, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) {
-        fprintf(stderr, "shmtrace record: cannot create %s: %s\n", ro.out,
-                strerror(errno));
-        goto out;
-    }
+    warn_unknown_data_sources(c, cfg);
     if (cons_out_init(&o, fd) < 0)
         goto out;
     struct sigaction sa;
@@ -468,7 +554,7 @@ static int cmd_record(int argc, char **argv)
     sa.sa_handler = on_signal;
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
-    rc = cons_enable(c, cfg, service_writes ? fd : -1);
+    rc = cons_enable_raw(c, cfg_bytes, cfg_len, service_writes ? fd : -1);
     if (rc < 0) {
         fprintf(stderr, "shmtrace record: EnableTracing failed: %s\n",
                 strerror(-rc));
@@ -538,8 +624,10 @@ static int cmd_record(int argc, char **argv)
     if (!st && cons_get_stats(c, &fetched) == 0)
         st = fetched;
     cons_free_buffers(c);
-    if (service_writes) {
-        /* The service wrote the file: count what is in it. */
+    struct stat fst;
+    if (service_writes && fstat(fd, &fst) == 0 && S_ISREG(fst.st_mode)) {
+        /* The service wrote the file: count what is in it (a pipe or
+         * terminal cannot be read back). */
         rc = cons_out_scan_fd(&o, fd);
         if (rc < 0)
             fprintf(stderr, "shmtrace record: %s: %s\n", ro.out,
@@ -549,7 +637,7 @@ static int cmd_record(int argc, char **argv)
             st = o.last_stats;
     }
     draw_progress(&pg, c, &o, true);
-    print_summary("wrote", ro.out, &o, st,
+    print_summary("wrote", to_stdout ? "stdout" : ro.out, &o, st,
                   (double)(ipc_now_ms() - pg.start_ms) / 1000.0);
     perfetto__protos__trace_stats__free_unpacked(fetched, NULL);
     status = 0;
@@ -561,7 +649,8 @@ out:
     }
     cons_out_fini(&o);
     cons_destroy(c);
-    protobuf_c_message_free_unpacked(&cfg->base, NULL);
+    free(cfg_bytes);
+    rcfg_free(&rcf);
     return status;
 }
 
