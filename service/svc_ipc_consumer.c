@@ -1,7 +1,9 @@
 /*
  * svc_ipc_consumer.c - shmtraced's ConsumerPort: EnableTracing (reply sent
  * when the session ends), Disable/Start/Flush/Free, GetTraceStats,
- * CloneSession, and the ReadBuffers pump.
+ * CloneSession, QueryServiceState (producers and their data sources, as
+ * perfetto --query and `shmtrace record`'s unknown-data-source warning use
+ * them), and the ReadBuffers pump.
  *
  * ReadBuffers pump: packets are read in rounds of about SVC_READ_ROUND
  * bytes and packed into ReadBuffersResponse replies of at most
@@ -369,6 +371,24 @@ static void c_clone(ipc_call *call, const ProtobufCMessage *args, void *vd)
     ipc_call_reply(call, &r.base, false);
 }
 
+/* QueryServiceState: one reply with every producer and registered data
+ * source (svc_state_build). */
+static void c_query_state(ipc_call *call, const ProtobufCMessage *args,
+                          void *vd)
+{
+    svc_daemon *d = vd;
+    Perfetto__Protos__TracingServiceState *st = svc_state_build(d->svc);
+    if (!st) {
+        ipc_call_fail(call);
+        return;
+    }
+    Perfetto__Protos__QueryServiceStateResponse r =
+        PERFETTO__PROTOS__QUERY_SERVICE_STATE_RESPONSE__INIT;
+    r.service_state = st;
+    ipc_call_reply(call, &r.base, false);
+    svc_state_free(st);
+}
+
 static void c_observe(ipc_call *call, const ProtobufCMessage *args, void *vd)
 {
     (void)call;      /* kept open, never answered: no events are sent */
@@ -422,7 +442,9 @@ static const ipc_method consumer_methods[] = {
     {"GetTraceStats", &perfetto__protos__get_trace_stats_request__descriptor,
      c_stats},
     {"ObserveEvents", NULL, c_observe},
-    {"QueryServiceState", NULL, c_unsupported},
+    {"QueryServiceState",
+     &perfetto__protos__query_service_state_request__descriptor,
+     c_query_state},
     {"QueryCapabilities", NULL, c_capabilities},
     {"SaveTraceForBugreport", NULL, c_unsupported},
     {"CloneSession", &perfetto__protos__clone_session_request__descriptor,

@@ -136,5 +136,9 @@ int svc_session_write_file(svc_service *, svc_session *);
  * writers not read yet get their sequence id now (writer_stats). */
 Perfetto__Protos__TraceStats *svc_stats_build(svc_service *, svc_session *);
 void svc_stats_free(Perfetto__Protos__TraceStats *);
+/* QueryServiceState's answer: producers, their registered data sources,
+ * the number of sessions. Free with svc_state_free. NULL on no memory. */
+Perfetto__Protos__TracingServiceState *svc_state_build(svc_service *);
+void svc_state_free(Perfetto__Protos__TracingServiceState *);
 
 #endif /* SHMTRACE_SVC_SERVICE_H */

@@ -18,10 +18,17 @@
  * through these entries. Clones start with empty histograms, hence no
  * entries; with the histograms disabled there is no writer_stats at all.
  *
+ * svc_state_build (QueryServiceState): one TracingServiceState.Producer
+ * per connected producer and one DataSource (descriptor name, id,
+ * notify flags; producer_id) per data source it registered, pointing into
+ * the service's own strings; freed with svc_state_free.
+ *
  * Ownership: svc_stats_build allocates one TraceStats with its arrays
  * (one block per array: each writer entry carries its histogram arrays,
  * svc_wentry); svc_stats_free releases all of it.
  */
+#include "config.h"
+
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -225,4 +232,82 @@ void svc_stats_free(Perfetto__Protos__TraceStats *st)
     free(st->n_writer_stats ? st->writer_stats[0] : NULL);
     free(st->writer_stats);
     free(st);
+}
+
+/* ---- QueryServiceState ---------------------------------------------- */
+
+typedef struct svc_state {
+    Perfetto__Protos__TracingServiceState st;   /* first: cast back */
+    Perfetto__Protos__TracingServiceState__Producer *pr;
+    Perfetto__Protos__TracingServiceState__DataSource *ds;
+    Perfetto__Protos__DataSourceDescriptor *desc;
+} svc_state;
+
+void svc_state_free(Perfetto__Protos__TracingServiceState *st)
+{
+    svc_state *s = (svc_state *)st;
+    if (!s)
+        return;
+    free(s->st.producers);
+    free(s->st.data_sources);
+    free(s->pr);
+    free(s->ds);
+    free(s->desc);
+    free(s);
+}
+
+Perfetto__Protos__TracingServiceState *svc_state_build(svc_service *svc)
+{
+    svc_state *s = calloc(1, sizeof(*s));
+    if (!s)
+        return NULL;
+    perfetto__protos__tracing_service_state__init(&s->st);
+    size_t np = svc->nproducers, nds = 0;
+    for (size_t i = 0; i < np; i++)
+        nds += svc->producers[i]->nds;
+    s->pr = calloc(np + 1, sizeof(*s->pr));
+    s->st.producers = calloc(np + 1, sizeof(*s->st.producers));
+    s->ds = calloc(nds + 1, sizeof(*s->ds));
+    s->st.data_sources = calloc(nds + 1, sizeof(*s->st.data_sources));
+    s->desc = calloc(nds + 1, sizeof(*s->desc));
+    if (!s->pr || !s->st.producers || !s->ds || !s->st.data_sources ||
+        !s->desc) {
+        svc_state_free(&s->st);
+        return NULL;
+    }
+    size_t k = 0;
+    for (size_t i = 0; i < np; i++) {
+        const svc_producer *p = svc->producers[i];
+        Perfetto__Protos__TracingServiceState__Producer *pr = &s->pr[i];
+        perfetto__protos__tracing_service_state__producer__init(pr);
+        pr->has_id = pr->has_pid = pr->has_uid = true;
+        pr->id = p->id;
+        pr->pid = (int32_t)p->pid;
+        pr->uid = (int32_t)p->uid;
+        pr->name = p->name;
+        s->st.producers[i] = pr;
+        for (size_t j = 0; j < p->nds; j++, k++) {
+            Perfetto__Protos__DataSourceDescriptor *d = &s->desc[k];
+            perfetto__protos__data_source_descriptor__init(d);
+            d->name = p->ds[j].name;
+            d->has_id = p->ds[j].desc_id != 0;
+            d->id = p->ds[j].desc_id;
+            d->has_will_notify_on_stop = d->has_will_notify_on_start = true;
+            d->will_notify_on_stop = p->ds[j].will_notify_on_stop;
+            d->will_notify_on_start = p->ds[j].will_notify_on_start;
+            Perfetto__Protos__TracingServiceState__DataSource *ds =
+                &s->ds[k];
+            perfetto__protos__tracing_service_state__data_source__init(ds);
+            ds->ds_descriptor = d;
+            ds->has_producer_id = true;
+            ds->producer_id = p->id;
+            s->st.data_sources[k] = ds;
+        }
+    }
+    s->st.n_producers = np;
+    s->st.n_data_sources = k;
+    s->st.has_num_sessions = true;
+    s->st.num_sessions = (int32_t)svc->nsessions;
+    s->st.tracing_service_version = (char *)"shmtraced " PACKAGE_VERSION;
+    return &s->st;
 }
