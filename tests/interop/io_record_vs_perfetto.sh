@@ -1,0 +1,73 @@
+#!/bin/sh
+# io_record_vs_perfetto.sh - `shmtrace record` against Perfetto's traced
+# records what Perfetto's `perfetto` records. Same service, same refgen,
+# same config, three recordings: perfetto --txt -c, shmtrace record -c
+# (text) and shmtrace record -c with the binary config perfetto sent (taken
+# from its trace). Each must hold refgen's content complete (both writers'
+# seq_values contiguous, slices paired), the same kinds of packets, the
+# same trace_config (io_cfgcanon; perfetto's own additions checked and set
+# aside, uuid aside), no `error` stat, and the inspector's stats equal to
+# trace processor's.
+. "$top_srcdir/tests/interop/io_lib.sh"
+e2e_need_tools "$IO_CHECK" "$IO_CANON" "$INSPECT"
+
+io_start_traced
+REFGEN_PERIOD_US=500 e2e_spawn refgen "$P_REFGEN"
+REFGEN=$E2E_LAST_PID
+io_wait_ds track_event dev.refgen.test_packets
+
+D=$E2E_DIR
+cat >"$D/cfg.pbtxt" <<CFG
+buffers { size_kb: 16384 fill_policy: RING_BUFFER }
+buffers { size_kb: 4096 fill_policy: DISCARD }
+data_sources { config { name: "track_event" target_buffer: 0
+  track_event_config { enabled_categories: "refgen"
+    disable_incremental_timestamps: true } } }
+data_sources { config { name: "dev.refgen.test_packets" target_buffer: 1 } }
+duration_ms: 1500
+flush_period_ms: 500
+CFG
+io_perfetto_record "$D/cfg.pbtxt" "$D/perfetto.pftrace"
+"$CLI" record -q -c "$D/cfg.pbtxt" -o "$D/shm_txt.pftrace" \
+    2>"$D/shm_txt.log" || e2e_fail "shmtrace record -c (text) failed"
+io_check "$D/perfetto.pftrace" --dump-config "$D/perfetto.cfg"
+"$CLI" record -q -c "$D/perfetto.cfg" -o "$D/shm_bin.pftrace" \
+    2>"$D/shm_bin.log" || e2e_fail "shmtrace record -c (binary) failed"
+
+kinds() {
+    grep '^kind\.' "$E2E_DIR/check.out" | cut -d= -f1 | grep -v '^kind\.42$' |
+        tr '\n' ' '
+}
+io_refgen_content "$D/perfetto.pftrace" "perfetto via traced"
+K0=$(kinds)
+for t in shm_txt shm_bin; do
+    io_refgen_content "$D/$t.pftrace" "shmtrace record ($t) via traced"
+    K=$(kinds)
+    [ "$K" = "$K0" ] || e2e_fail "$t: packet kinds [$K], perfetto's [$K0]"
+    io_check "$D/$t.pftrace" --dump-config "$D/$t.cfg"
+    io_no_error_stats "$D/$t.pftrace"
+    io_stats_match "$D/$t.pftrace"
+done
+io_stats_match "$D/perfetto.pftrace"
+
+# The configs traced recorded: perfetto's (its additions checked, then set
+# aside) and ours, uuid aside, canonical encoding.
+"$IO_CANON" --strip-uuid --strip-perfetto-cmd "$D/perfetto.cfg" \
+    "$D/perfetto.canon" >"$D/canon.out" || e2e_fail "perfetto's config: $(cat "$D/canon.out")"
+grep -q '^unknown_fields=0$' "$D/canon.out" ||
+    e2e_fail "config.proto misses fields of the config traced recorded"
+"$IO_CANON" --strip-uuid "$D/shm_txt.cfg" "$D/shm_txt.canon" >/dev/null ||
+    e2e_fail "cannot read shmtrace's text config"
+cmp -s "$D/perfetto.canon" "$D/shm_txt.canon" ||
+    e2e_fail "trace_config differs: perfetto --txt -c vs shmtrace record -c"
+# The binary config went through byte for byte: traced recorded exactly
+# what perfetto had sent (its own additions and uuid included).
+"$IO_CANON" "$D/perfetto.cfg" "$D/p_full.canon" >/dev/null
+"$IO_CANON" "$D/shm_bin.cfg" "$D/b_full.canon" >/dev/null
+cmp -s "$D/p_full.canon" "$D/b_full.canon" ||
+    e2e_fail "binary config: traced recorded another config than given"
+
+io_stop "$REFGEN"
+io_stop "$DAEMON_PID"
+echo "PASS: shmtrace record against traced records what perfetto records" \
+     "(text and binary config)"
