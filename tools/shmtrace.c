@@ -781,6 +781,23 @@ static int cmd_stats(int argc, char **argv)
     }
     Perfetto__Protos__TraceStats *st = NULL;
     rc = cons_get_stats(c, &st);
+    if (rc == -EPROTO) {
+        /* Perfetto's traced answers GetTraceStats only for the caller's
+         * own session: show what QueryServiceState tells instead. */
+        char **names = NULL;
+        size_t n = 0;
+        fprintf(stderr, "shmtrace stats: the service refused GetTraceStats "
+                "(Perfetto's traced gives it only to the consumer that owns "
+                "a session; `perfetto --query` shows its state)\n");
+        if (cons_query_data_sources(c, &names, &n) == 0) {
+            printf("data_sources_registered  %zu\n", n);
+            for (size_t i = 0; i < n; i++)
+                printf("data_source              %s\n", names[i]);
+            cons_free_names(names, n);
+        }
+        cons_destroy(c);
+        return EXIT_FAIL;
+    }
     cons_destroy(c);
     if (rc < 0) {
         fprintf(stderr, "shmtrace stats: GetTraceStats failed: %s\n",

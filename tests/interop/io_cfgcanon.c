@@ -12,6 +12,8 @@
  *   unknown_fields=N   fields (at any depth) config.proto does not know:
  *                      must be 0, else shmtrace misses part of TraceConfig
  *   cmd_fields=...     what --strip-perfetto-cmd removed
+ *   buffers=, buffers_with_experimental_mode=, duration_ms=,
+ *   buffer0_size_kb=   a few facts for the CLI tests
  *
  * --strip-uuid clears trace_uuid_msb/lsb (27, 28: random per trace).
  * --strip-perfetto-cmd clears what Perfetto's `perfetto` command adds to
@@ -111,6 +113,14 @@ int main(int argc, char **argv)
     }
     int rc = 0;
     printf("unknown_fields=%zu\n", count_unknown(&c->base));
+    size_t with_mode = 0;
+    for (size_t b = 0; b < c->n_buffers; b++)
+        with_mode += c->buffers[b]->has_experimental_mode;
+    printf("buffers=%zu\nbuffers_with_experimental_mode=%zu\n", c->n_buffers,
+           with_mode);
+    printf("duration_ms=%u\n", c->duration_ms);
+    if (c->n_buffers)
+        printf("buffer0_size_kb=%u\n", c->buffers[0]->size_kb);
     if (strip_uuid) {
         c->has_trace_uuid_msb = c->has_trace_uuid_lsb = false;
         c->trace_uuid_msb = c->trace_uuid_lsb = 0;
