@@ -28,3 +28,8 @@ interop_tests = tests/interop/io_perfetto_to_shmtraced.sh \
 dist_check_SCRIPTS += $(interop_tests)
 TESTS += $(interop_tests)
 EXTRA_DIST += tests/interop/io_lib.sh tests/interop/configs
+
+# Only the interop suite (e.g. PERFETTO_BIN=/other/build make check-interop).
+.PHONY: check-interop
+check-interop:
+	$(MAKE) $(AM_MAKEFLAGS) check TESTS="$(interop_tests)"
