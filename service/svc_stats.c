@@ -241,6 +241,8 @@ typedef struct svc_state {
     Perfetto__Protos__TracingServiceState__Producer *pr;
     Perfetto__Protos__TracingServiceState__DataSource *ds;
     Perfetto__Protos__DataSourceDescriptor *desc;
+    Perfetto__Protos__TracingServiceState__TracingSession *ts;
+    uint32_t *kb;                                 /* buffer sizes, all */
 } svc_state;
 
 void svc_state_free(Perfetto__Protos__TracingServiceState *st)
@@ -250,6 +252,9 @@ void svc_state_free(Perfetto__Protos__TracingServiceState *st)
         return;
     free(s->st.producers);
     free(s->st.data_sources);
+    free(s->st.tracing_sessions);
+    free(s->ts);
+    free(s->kb);
     free(s->pr);
     free(s->ds);
     free(s->desc);
@@ -306,8 +311,55 @@ Perfetto__Protos__TracingServiceState *svc_state_build(svc_service *svc)
     }
     s->st.n_producers = np;
     s->st.n_data_sources = k;
-    s->st.has_num_sessions = true;
-    s->st.num_sessions = (int32_t)svc->nsessions;
+    /* Sessions (perfetto --query lists them; --clone-by-name needs the
+     * unique_session_name). Clones are not sessions of their own. */
+    size_t ns = svc->nsessions, nkb = 0, started = 0, t = 0;
+    for (size_t i = 0; i < ns; i++)
+        nkb += svc->sessions[i]->cfg->n_buffers;
+    s->ts = calloc(ns + 1, sizeof(*s->ts));
+    s->st.tracing_sessions = calloc(ns + 1, sizeof(*s->st.tracing_sessions));
+    s->kb = calloc(nkb + 1, sizeof(*s->kb));
+    if (!s->ts || !s->st.tracing_sessions || !s->kb) {
+        svc_state_free(&s->st);
+        return NULL;
+    }
+    uint32_t *kb = s->kb;
+    for (size_t i = 0; i < ns; i++) {
+        const svc_session *ss = svc->sessions[i];
+        if (ss->is_clone)
+            continue;
+        const Perfetto__Protos__TraceConfig *c = ss->cfg;
+        Perfetto__Protos__TracingServiceState__TracingSession *ts =
+            &s->ts[t];
+        perfetto__protos__tracing_service_state__tracing_session__init(ts);
+        ts->has_id = true;
+        ts->id = ss->id;
+        ts->has_consumer_uid = true;
+        ts->consumer_uid = (int32_t)svc->uid;
+        ts->state = (char *)(ss->state == SVC_SESSION_STARTED ? "STARTED"
+                             : ss->state == SVC_SESSION_DISABLING
+                                 ? "DISABLING_WAITING_STOP_ACKS"
+                                 : "DISABLED");
+        ts->unique_session_name = c->unique_session_name;
+        ts->buffer_size_kb = kb;
+        for (size_t b = 0; b < c->n_buffers; b++)
+            *kb++ = c->buffers[b]->size_kb;
+        ts->n_buffer_size_kb = c->n_buffers;
+        ts->has_duration_ms = true;
+        ts->duration_ms = c->duration_ms;
+        ts->has_num_data_sources = true;
+        ts->num_data_sources = (uint32_t)ss->ninst;
+        ts->has_is_started = true;
+        ts->is_started = ss->state == SVC_SESSION_STARTED;
+        started += ts->is_started;
+        s->st.tracing_sessions[t++] = ts;
+    }
+    s->st.n_tracing_sessions = t;
+    s->st.has_supports_tracing_sessions = true;
+    s->st.supports_tracing_sessions = true;
+    s->st.has_num_sessions = s->st.has_num_sessions_started = true;
+    s->st.num_sessions = (int32_t)t;
+    s->st.num_sessions_started = (int32_t)started;
     s->st.tracing_service_version = (char *)"shmtraced " PACKAGE_VERSION;
     return &s->st;
 }

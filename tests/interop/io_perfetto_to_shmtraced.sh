@@ -1,6 +1,6 @@
 #!/bin/sh
 # io_perfetto_to_shmtraced.sh - Perfetto's producers and consumer through
-# shmtraced: refgen (C SDK: track_event slices + for_testing packets) and
+# shmtraced (recording, --clone-by-name, --query): refgen (C SDK: track_event slices + for_testing packets) and
 # the SDK examples write, Perfetto's `perfetto` records. Checked on
 # content: both refgen writers' seq_values contiguous with counter and str
 # as written, every slice begun ended (one instant inside each), no loss
@@ -19,9 +19,28 @@ buffers { size_kb: 16384 fill_policy: RING_BUFFER }
 data_sources { config { name: "track_event"
   track_event_config { enabled_categories: "refgen" } } }
 data_sources { config { name: "dev.refgen.test_packets" } }
-duration_ms: 2000
+duration_ms: 3000
+unique_session_name: "io_refgen"
 CFG
-io_perfetto_record "$E2E_DIR/refgen.pbtxt" "$E2E_DIR/refgen.pftrace"
+# While it records, perfetto --clone-by-name snapshots it (CloneSession).
+"$P_PERFETTO" --txt -c "$E2E_DIR/refgen.pbtxt" -o "$E2E_DIR/refgen.pftrace" \
+    >>"$E2E_DIR/perfetto.log" 2>&1 &
+PMAIN=$!
+E2E_PIDS="$E2E_PIDS $PMAIN"
+i=0
+until "$P_PERFETTO" --query-raw 2>/dev/null | grep -aq io_refgen; do
+    i=$((i + 1))
+    [ $i -gt 200 ] && e2e_fail "the session never showed in perfetto --query"
+    sleep 0.05
+done
+sleep 1
+"$P_PERFETTO" --clone-by-name io_refgen -o "$E2E_DIR/clone.pftrace" \
+    >>"$E2E_DIR/perfetto.log" 2>&1 || e2e_fail "perfetto --clone-by-name failed"
+e2e_wait_pid "$PMAIN" 60 || e2e_fail "perfetto did not finish"
+[ "$E2E_RC" -eq 0 ] || e2e_fail "perfetto exit status $E2E_RC"
+io_refgen_content "$E2E_DIR/clone.pftrace" "perfetto --clone-by-name"
+io_no_error_stats "$E2E_DIR/clone.pftrace"
+io_stats_match "$E2E_DIR/clone.pftrace"
 io_refgen_content "$E2E_DIR/refgen.pftrace" "perfetto+refgen via shmtraced"
 io_expect flagged -eq 0 "perfetto+refgen via shmtraced"
 io_expect kind.33 -eq 1 "trace_config packet"
