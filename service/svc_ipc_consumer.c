@@ -1,7 +1,7 @@
 /*
  * svc_ipc_consumer.c - shmtraced's ConsumerPort: EnableTracing (reply sent
  * when the session ends), Disable/Start/Flush/Free, GetTraceStats,
- * CloneSession, QueryServiceState (producers and their data sources, as
+ * CloneSession, ObserveEvents (all data sources started), QueryServiceState (producers and their data sources, as
  * perfetto --query and `shmtrace record`'s unknown-data-source warning use
  * them), and the ReadBuffers pump.
  *
@@ -36,6 +36,8 @@ static svc_cconn *cconn_get(svc_daemon *d, ipc_call *call)
     ipc_conn_set_data(conn, cc);
     return cc;
 }
+
+static void send_started(svc_cconn *cc);
 
 static void send_disabled(svc_cconn *cc, const char *error)
 {
@@ -99,6 +101,7 @@ static void c_enable(ipc_call *call, const ProtobufCMessage *args, void *vd)
         fprintf(stderr, "shmtraced: session %llu started (consumer pid "
                 "%ld)\n", (unsigned long long)svc_session_id(cc->s),
                 (long)ipc_conn_pid(cc->conn));
+        send_started(cc);
     }
 }
 
@@ -312,10 +315,12 @@ static void c_start(ipc_call *call, const ProtobufCMessage *args, void *vd)
         ipc_call_fail(call);
         return;
     }
-    if (svc_session_start(((svc_daemon *)vd)->svc, cc->s) < 0)
+    if (svc_session_start(((svc_daemon *)vd)->svc, cc->s) < 0) {
         ipc_call_fail(call);
-    else
+    } else {
         svc__reply_empty(call);
+        send_started(cc);
+    }
 }
 
 static void c_stats(ipc_call *call, const ProtobufCMessage *args, void *vd)
@@ -389,9 +394,40 @@ static void c_query_state(ipc_call *call, const ProtobufCMessage *args,
     svc_state_free(st);
 }
 
+/* ObserveEvents: only TYPE_ALL_DATA_SOURCES_STARTED is answered, once the
+ * consumer's session has started its data sources (shmtraced starts them
+ * all at EnableTracing, or StartTracing with deferred_start, and does not
+ * wait for NotifyDataSourceStarted). Other types: kept open, no events. */
+static void send_started(svc_cconn *cc)
+{
+    if (!cc->observe_call || cc->started_sent || !cc->s ||
+        !svc_session_is_started(cc->s))
+        return;
+    Perfetto__Protos__ObservableEvents ev =
+        PERFETTO__PROTOS__OBSERVABLE_EVENTS__INIT;
+    ev.has_all_data_sources_started = true;
+    ev.all_data_sources_started = true;
+    Perfetto__Protos__ObserveEventsResponse r =
+        PERFETTO__PROTOS__OBSERVE_EVENTS_RESPONSE__INIT;
+    r.events = &ev;
+    ipc_call_reply(cc->observe_call, &r.base, true);
+    cc->started_sent = true;
+}
+
 static void c_observe(ipc_call *call, const ProtobufCMessage *args, void *vd)
 {
-    (void)call;      /* kept open, never answered: no events are sent */
+    svc_daemon *d = vd;
+    svc_cconn *cc = cconn_get(d, call);
+    const Perfetto__Protos__ObserveEventsRequest *req = (const void *)args;
+    bool started = false;
+    for (size_t i = 0; req && i < req->n_events_to_observe; i++)
+        started |= req->events_to_observe[i] ==
+            PERFETTO__PROTOS__OBSERVABLE_EVENTS__TYPE__TYPE_ALL_DATA_SOURCES_STARTED;
+    if (!cc || !started)
+        return;  /* kept open, never answered */
+    cc->observe_call = call;
+    cc->started_sent = false;
+    send_started(cc);
 }
 
 static void c_unsupported(ipc_call *call, const ProtobufCMessage *args,
@@ -441,7 +477,8 @@ static const ipc_method consumer_methods[] = {
     {"Attach", NULL, c_unsupported},
     {"GetTraceStats", &perfetto__protos__get_trace_stats_request__descriptor,
      c_stats},
-    {"ObserveEvents", NULL, c_observe},
+    {"ObserveEvents", &perfetto__protos__observe_events_request__descriptor,
+     c_observe},
     {"QueryServiceState",
      &perfetto__protos__query_service_state_request__descriptor,
      c_query_state},

@@ -55,6 +55,8 @@ typedef struct {
     ipc_conn *conn;
     svc_session *s;
     ipc_call *enable_call;
+    ipc_call *observe_call;      /* ObserveEvents(ALL_DATA_SOURCES_STARTED) */
+    bool started_sent;
     svc_pending_flush *flushes;
     size_t nflushes;
     uint64_t next_token;

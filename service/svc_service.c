@@ -95,6 +95,11 @@ uint64_t svc_session_id(const svc_session *s)
     return s->id;
 }
 
+bool svc_session_is_started(const svc_session *s)
+{
+    return s->state != SVC_SESSION_CONFIGURED;
+}
+
 bool svc_session_is_disabled(const svc_session *s)
 {
     return s->state == SVC_SESSION_DISABLED;

@@ -113,6 +113,9 @@ svc_session *svc_session_clone(svc_service *, void *consumer,
 uint64_t svc_session_id(const svc_session *);
 void svc_session_uuid(const svc_session *, int64_t *msb, int64_t *lsb);
 bool svc_session_is_disabled(const svc_session *);
+/* Its data sources were started (false only for a deferred_start session
+ * before StartTracing). */
+bool svc_session_is_started(const svc_session *);
 bool svc_session_writes_file(const svc_session *);
 svc_session *svc_session_by_consumer(svc_service *, void *consumer);
 size_t svc_session_count(const svc_service *);

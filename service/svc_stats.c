@@ -336,7 +336,9 @@ Perfetto__Protos__TracingServiceState *svc_state_build(svc_service *svc)
         ts->id = ss->id;
         ts->has_consumer_uid = true;
         ts->consumer_uid = (int32_t)svc->uid;
-        ts->state = (char *)(ss->state == SVC_SESSION_STARTED ? "STARTED"
+        ts->state = (char *)(ss->state == SVC_SESSION_CONFIGURED
+                                 ? "CONFIGURED"
+                             : ss->state == SVC_SESSION_STARTED ? "STARTED"
                              : ss->state == SVC_SESSION_DISABLING
                                  ? "DISABLING_WAITING_STOP_ACKS"
                                  : "DISABLED");

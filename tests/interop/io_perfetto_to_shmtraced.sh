@@ -1,6 +1,6 @@
 #!/bin/sh
 # io_perfetto_to_shmtraced.sh - Perfetto's producers and consumer through
-# shmtraced (recording, --clone-by-name, --query): refgen (C SDK: track_event slices + for_testing packets) and
+# shmtraced (recording, --clone-by-name, --query, --background-wait): refgen (C SDK: track_event slices + for_testing packets) and
 # the SDK examples write, Perfetto's `perfetto` records. Checked on
 # content: both refgen writers' seq_values contiguous with counter and str
 # as written, every slice begun ended (one instant inside each), no loss
@@ -51,6 +51,29 @@ io_stats_match "$E2E_DIR/refgen.pftrace"
 n=$(sqlite3 "$E2E_DIR/stats.db" "select count(*) from stats where
     severity = 'data_loss' and value != 0" 2>/dev/null || echo 0)
 [ "${n:-0}" -eq 0 ] || e2e_fail "data loss counted in a 16 MiB buffer"
+# perfetto --background-wait returns once every data source started
+# (ObserveEvents ALL_DATA_SOURCES_STARTED), while its child still records
+# (a 60 s session: only a service that never answers lets it run out);
+# SIGTERM to the child ends the session and writes the trace.
+sed -e 's/duration_ms: 3000/duration_ms: 60000/' \
+    -e 's/io_refgen/io_bgwait/' "$E2E_DIR/refgen.pbtxt" >"$E2E_DIR/bg.pbtxt"
+BGPID=$("$P_PERFETTO" --txt -c "$E2E_DIR/bg.pbtxt" -o "$E2E_DIR/bg.pftrace" \
+    --background-wait 2>>"$E2E_DIR/perfetto.log") ||
+    e2e_fail "perfetto --background-wait failed"
+case "$BGPID" in ''|*[!0-9]*) e2e_fail "--background-wait printed '$BGPID'" ;; esac
+E2E_PIDS="$E2E_PIDS $BGPID"
+kill -0 "$BGPID" 2>/dev/null ||
+    e2e_fail "perfetto --background-wait returned only when tracing ended"
+sleep 0.5
+kill -TERM "$BGPID"
+i=0
+while kill -0 "$BGPID" 2>/dev/null; do
+    i=$((i + 1))
+    [ $i -gt 600 ] && e2e_fail "background perfetto did not stop on SIGTERM"
+    sleep 0.05
+done
+io_refgen_content "$E2E_DIR/bg.pftrace" "perfetto --background-wait"
+
 io_stop "$REFGEN"
 [ "$E2E_RC" -eq 0 ] || e2e_fail "refgen exit status $E2E_RC"
 
