@@ -11,8 +11,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/types.h>
 
 #include "rec_config.h"
+#include "consumer_client.h"
 #include "textproto.h"
 
 #define MAX_CONFIG_BYTES (16u * 1024 * 1024)
@@ -173,4 +175,79 @@ void rcfg_free(rcfg *rc)
         perfetto__protos__trace_config__free_unpacked(rc->cfg, NULL);
     free(rc->raw);
     memset(rc, 0, sizeof *rc);
+}
+
+/* --background (as perfetto's): the parent prints the child's PID and
+ * exits 0; the child leaves the terminal's session, its stdio goes to
+ * /dev/null and it records on. */
+int rcfg_daemonize(void)
+{
+    fflush(NULL);
+    int pfd[2];
+    if (pipe(pfd) < 0) {
+        perror("shmtrace record: pipe");
+        return -1;
+    }
+    pid_t pid = fork();
+    if (pid < 0) {
+        perror("shmtrace record: fork");
+        return -1;
+    }
+    if (pid > 0) {
+        /* Wait until the child has detached, then report it. */
+        close(pfd[1]);
+        char one = 0;
+        ssize_t n;
+        do
+            n = read(pfd[0], &one, 1);
+        while (n < 0 && errno == EINTR);
+        printf("%d\n", (int)pid);
+        fflush(stdout);
+        _exit(n == 1 ? 0 : 1);
+    }
+    close(pfd[0]);
+    if (setsid() < 0)
+        perror("shmtrace record: setsid");
+    int null = open("/dev/null", O_RDWR);
+    if (null >= 0) {
+        dup2(null, STDIN_FILENO);
+        dup2(null, STDOUT_FILENO);
+        dup2(null, STDERR_FILENO);
+        if (null > 2)
+            close(null);
+    }
+    ssize_t w = write(pfd[1], "1", 1);
+    (void)w;
+    close(pfd[1]);
+    return 0;
+}
+
+/* Warn about data sources no producer registered (QueryServiceState; a
+ * service without it is not asked again). */
+void rcfg_warn_unknown_data_sources(cons_client *c,
+                                    const Perfetto__Protos__TraceConfig *cfg)
+{
+    char **names = NULL;
+    size_t n = 0;
+    if (cfg->n_data_sources == 0 ||
+        cons_query_data_sources(c, &names, &n) < 0)
+        return;
+    for (size_t i = 0; i < cfg->n_data_sources; i++) {
+        const Perfetto__Protos__TraceConfig__DataSource *ds =
+            cfg->data_sources[i];
+        const char *want = ds && ds->config ? ds->config->name : NULL;
+        if (!want)
+            continue;
+        bool found = false;
+        for (size_t k = 0; k < n && !found; k++)
+            found = !strcmp(names[k], want);
+        if (found)
+            continue;
+        fprintf(stderr, "shmtrace record: warning: no producer has "
+                "registered data source '%s' (yet); registered:", want);
+        for (size_t k = 0; k < n; k++)
+            fprintf(stderr, "%s %s", k ? "," : "", names[k]);
+        fprintf(stderr, "%s\n", n ? "" : " none");
+    }
+    cons_free_names(names, n);
 }

@@ -1,5 +1,6 @@
 /*
- * rec_config.h - reading the TraceConfig of `shmtrace record -c` (rcfg_*).
+ * rec_config.h - the TraceConfig of `shmtrace record -c` and record's
+ * Perfetto-style helpers (--background, unknown data sources) (rcfg_*).
  *
  * Perfetto's conventions: `-c FILE` or `-c -` (stdin); `--txt` says the
  * config is protobuf text format; without it the config is detected: a
@@ -36,5 +37,17 @@ int rcfg_empty(rcfg *rc);
  * changed, else rc->cfg encoded. *out is malloc'd. */
 int rcfg_final(const rcfg *rc, uint8_t **out, size_t *len);
 void rcfg_free(rcfg *rc);
+
+/* --background: fork; the parent prints the child's PID and exits 0 once
+ * the child has left the terminal's session (stdio on /dev/null). Returns
+ * 0 in the child, -1 if it could not fork. */
+int rcfg_daemonize(void);
+
+struct cons_client;
+/* Warn on stderr about each data source of cfg that no producer has
+ * registered, listing those registered (QueryServiceState; silent if the
+ * service does not answer it). */
+void rcfg_warn_unknown_data_sources(struct cons_client *c,
+                                    const Perfetto__Protos__TraceConfig *cfg);
 
 #endif /* SHMTRACE_REC_CONFIG_H */

@@ -285,80 +285,6 @@ static int apply_flags(TraceConfig *cfg, const rec_opts *ro, bool *modified)
     return 0;
 }
 
-/* --background (as perfetto's): the parent prints the child's PID and
- * exits 0; the child leaves the terminal's session, its stdio goes to
- * /dev/null and it records on. */
-static int rec_daemonize(void)
-{
-    fflush(NULL);
-    int pfd[2];
-    if (pipe(pfd) < 0) {
-        perror("shmtrace record: pipe");
-        return -1;
-    }
-    pid_t pid = fork();
-    if (pid < 0) {
-        perror("shmtrace record: fork");
-        return -1;
-    }
-    if (pid > 0) {
-        /* Wait until the child has detached, then report it. */
-        close(pfd[1]);
-        char one = 0;
-        ssize_t n;
-        do
-            n = read(pfd[0], &one, 1);
-        while (n < 0 && errno == EINTR);
-        printf("%d\n", (int)pid);
-        fflush(stdout);
-        _exit(n == 1 ? 0 : EXIT_FAIL);
-    }
-    close(pfd[0]);
-    if (setsid() < 0)
-        perror("shmtrace record: setsid");
-    int null = open("/dev/null", O_RDWR);
-    if (null >= 0) {
-        dup2(null, STDIN_FILENO);
-        dup2(null, STDOUT_FILENO);
-        dup2(null, STDERR_FILENO);
-        if (null > 2)
-            close(null);
-    }
-    ssize_t w = write(pfd[1], "1", 1);
-    (void)w;
-    close(pfd[1]);
-    return 0;
-}
-
-/* Warn about data sources no producer registered (QueryServiceState; a
- * service without it is not asked again). */
-static void warn_unknown_data_sources(cons_client *c, const TraceConfig *cfg)
-{
-    char **names = NULL;
-    size_t n = 0;
-    if (cfg->n_data_sources == 0 ||
-        cons_query_data_sources(c, &names, &n) < 0)
-        return;
-    for (size_t i = 0; i < cfg->n_data_sources; i++) {
-        const Perfetto__Protos__TraceConfig__DataSource *ds =
-            cfg->data_sources[i];
-        const char *want = ds && ds->config ? ds->config->name : NULL;
-        if (!want)
-            continue;
-        bool found = false;
-        for (size_t k = 0; k < n && !found; k++)
-            found = !strcmp(names[k], want);
-        if (found)
-            continue;
-        fprintf(stderr, "shmtrace record: warning: no producer has "
-                "registered data source '%s' (yet); registered:", want);
-        for (size_t k = 0; k < n; k++)
-            fprintf(stderr, "%s %s", k ? "," : "", names[k]);
-        fprintf(stderr, "%s\n", n ? "" : " none");
-    }
-    cons_free_names(names, n);
-}
-
 typedef struct progress {
     bool enabled;
     uint64_t start_ms, last_ms;
@@ -533,7 +459,7 @@ static int cmd_record(int argc, char **argv)
                 to_stdout ? "stdout" : ro.out, strerror(errno));
         goto out;
     }
-    if (ro.background && rec_daemonize() < 0)
+    if (ro.background && rcfg_daemonize() < 0)
         goto out;
     int rc = 0;
     c = cons_connect(ro.socket, &rc);
@@ -546,7 +472,7 @@ static int cmd_record(int argc, char **argv)
         status = EXIT_NO_SERVICE;
         goto out;
     }
-    warn_unknown_data_sources(c, cfg);
+    rcfg_warn_unknown_data_sources(c, cfg);
     if (cons_out_init(&o, fd) < 0)
         goto out;
     struct sigaction sa;

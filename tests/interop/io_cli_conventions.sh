@@ -22,8 +22,10 @@ data_sources { config { name: "track_event"
 data_sources { config { name: "dev.refgen.test_packets" } }
 duration_ms: 600
 CFG
-# canon TRACE NAME: the trace's config, canonical, facts in NAME.facts.
+# canon TRACE NAME: the trace's config, canonical, facts in NAME.facts;
+# and the trace is sound for trace processor and the inspector.
 canon() {
+    io_trace_ok "$1"
     io_check "$1" --dump-config "$D/$2.cfg"
     io_expect kind.33 -eq 1 "$2: trace_config packet"
     "$IO_CANON" --strip-uuid "$D/$2.cfg" "$D/$2.canon" >"$D/$2.facts" ||
@@ -60,6 +62,7 @@ grep -q "cfg.bin" "$D/err.log" || e2e_fail "no error naming the config: $(cat "$
 "$CLI" record -q -c - -o "$D/stdin_txt.pftrace" <"$D/cfg.pbtxt" ||
     e2e_fail "-c - (text) failed"
 io_refgen_content "$D/stdin_txt.pftrace" "-c - text"
+io_trace_ok "$D/stdin_txt.pftrace"
 "$CLI" record -q -c - -o - <"$D/cfg.bin" >"$D/stdout.pftrace" ||
     e2e_fail "-c - -o - (binary) failed"
 io_refgen_content "$D/stdout.pftrace" "-o - binary stdin"
@@ -83,6 +86,7 @@ grep -q "no.such.source" "$D/unk.log" &&
     grep -q "registered:.*dev.refgen.test_packets" "$D/unk.log" ||
     e2e_fail "no warning naming the registered data sources: $(cat "$D/unk.log")"
 grep -q "track_event'" "$D/unk.log" && e2e_fail "warned about a registered source"
+io_trace_ok "$D/unk.pftrace"
 
 # --background: prints the PID, returns at once, the child records.
 pid=$("$CLI" record -q --background -c "$D/cfg.pbtxt" -o "$D/bg.pftrace") ||
@@ -96,6 +100,7 @@ while kill -0 "$pid" 2>/dev/null; do
     sleep 0.05
 done
 io_refgen_content "$D/bg.pftrace" "--background"
+io_trace_ok "$D/bg.pftrace"
 
 io_stop "$REFGEN"
 e2e_stop_daemon

@@ -52,6 +52,9 @@ for cfg in "$CFGS"/*.pbtxt; do
     "$IO_CANON" "$D/$b.b.cfg" "$D/$b.bf.canon" >/dev/null
     cmp -s "$D/$b.pf.canon" "$D/$b.bf.canon" ||
         e2e_fail "$b: the binary config came back changed"
+    for t in p s b; do
+        io_trace_ok "$D/$b.$t.pftrace"
+    done
     n=$((n + 1))
     echo "$b: same trace_config from perfetto --txt -c and shmtrace record -c" \
          "(text and binary)"
@@ -59,4 +62,5 @@ done
 [ $n -ge 10 ] || e2e_fail "only $n configs checked"
 io_stop "$REFGEN"
 io_stop "$DAEMON_PID"
-echo "PASS: $n configs, equal trace_config packets"
+echo "PASS: $n configs, equal trace_config packets" \
+     "(${IO_STATS_CHECKED:-0} traces' stats equal to trace processor's)"

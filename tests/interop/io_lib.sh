@@ -165,6 +165,13 @@ io_no_error_stats() {
     fi
 }
 
+# io_trace_ok TRACE: no `error` stat, and the inspector's stats equal to
+# trace processor's.
+io_trace_ok() {
+    io_no_error_stats "$1"
+    io_stats_match "$1"
+}
+
 # io_stats_match TRACE: every stats row with a value, and every traced_%
 # row, is the same (name, idx, severity, source, value) in the inspector
 # and in trace processor (its own timing rows excepted). No-op without

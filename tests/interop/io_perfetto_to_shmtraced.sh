@@ -73,6 +73,7 @@ while kill -0 "$BGPID" 2>/dev/null; do
     sleep 0.05
 done
 io_refgen_content "$E2E_DIR/bg.pftrace" "perfetto --background-wait"
+io_trace_ok "$E2E_DIR/bg.pftrace"
 
 io_stop "$REFGEN"
 [ "$E2E_RC" -eq 0 ] || e2e_fail "refgen exit status $E2E_RC"
