@@ -165,6 +165,20 @@ io_no_error_stats() {
     fi
 }
 
+# io_no_loss TRACE: no data_loss stat with a value (inspector), and no
+# packet flagged previous_packet_dropped after its sequence's first one.
+io_no_loss() {
+    local db="$E2E_DIR/noloss.db" n
+    rm -f "$db"
+    "$INSPECT" -q "$1" -o "$db" >/dev/null 2>"$E2E_DIR/inspect.log" ||
+        e2e_fail "shmtrace-inspect $1: $(cat "$E2E_DIR/inspect.log")"
+    n=$(sqlite3 "$db" "select group_concat(name || '=' || value) from stats
+        where severity = 'data_loss' and value != 0")
+    [ -z "$n" ] || e2e_fail "$1: data loss: $n"
+    n=$(sqlite3 "$db" "select count(*) from data_loss where counted = 1")
+    [ "$n" = 0 ] || e2e_fail "$1: $n packets flagged a loss"
+}
+
 # io_trace_ok TRACE: no `error` stat, and the inspector's stats equal to
 # trace processor's.
 io_trace_ok() {

@@ -47,6 +47,7 @@ io_expect kind.33 -eq 1 "trace_config packet"
 io_expect kind.35 -ge 1 "trace_stats packet"
 echo "refgen: $(io_value test_packets) test packets, $(io_value te_begin) slices"
 io_no_error_stats "$E2E_DIR/refgen.pftrace"
+io_no_loss "$E2E_DIR/refgen.pftrace"
 io_stats_match "$E2E_DIR/refgen.pftrace"
 n=$(sqlite3 "$E2E_DIR/stats.db" "select count(*) from stats where
     severity = 'data_loss' and value != 0" 2>/dev/null || echo 0)

@@ -46,6 +46,7 @@ for t in shm_txt shm_bin; do
     [ "$K" = "$K0" ] || e2e_fail "$t: packet kinds [$K], perfetto's [$K0]"
     io_check "$D/$t.pftrace" --dump-config "$D/$t.cfg"
     io_no_error_stats "$D/$t.pftrace"
+    io_no_loss "$D/$t.pftrace"
     io_stats_match "$D/$t.pftrace"
 done
 io_stats_match "$D/perfetto.pftrace"

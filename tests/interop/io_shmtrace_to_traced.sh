@@ -34,6 +34,7 @@ CFG
     io_expect test_packets -eq $((count * writers)) "$name via traced"
     io_expect test_gaps -eq 0 "$name via traced"
     io_no_error_stats "$E2E_DIR/$name.pftrace"
+    io_no_loss "$E2E_DIR/$name.pftrace"
     io_stats_match "$E2E_DIR/$name.pftrace"
     echo "$name: $(io_value test_packets) packets from $writers writer(s)" \
          "through traced, all present"
