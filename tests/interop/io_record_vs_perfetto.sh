@@ -7,7 +7,8 @@
 # seq_values contiguous, slices paired), the same kinds of packets, the
 # same trace_config (io_cfgcanon; perfetto's own additions checked and set
 # aside, uuid aside), no `error` stat, and the inspector's stats equal to
-# trace processor's.
+# trace processor's. Also --long (ReadBuffers while tracing) and
+# `shmtrace clone` against traced.
 . "$top_srcdir/tests/interop/io_lib.sh"
 e2e_need_tools "$IO_CHECK" "$IO_CANON" "$INSPECT"
 
@@ -68,7 +69,43 @@ cmp -s "$D/perfetto.canon" "$D/shm_txt.canon" ||
 cmp -s "$D/p_full.canon" "$D/b_full.canon" ||
     e2e_fail "binary config: traced recorded another config than given"
 
+# Long-trace mode against traced (ReadBuffers every 100 ms while tracing
+# into a 256 KiB ring that could not hold the whole trace), and
+# `shmtrace clone` of that session while it runs: all refgen content.
+cat >"$D/long.pbtxt" <<CFG
+buffers { size_kb: 256 fill_policy: RING_BUFFER }
+data_sources { config { name: "track_event"
+  track_event_config { enabled_categories: "refgen" } } }
+data_sources { config { name: "dev.refgen.test_packets" } }
+duration_ms: 3000
+unique_session_name: "io_long"
+CFG
+"$CLI" record -q -c "$D/long.pbtxt" --long -p 100 -o "$D/long.pftrace" \
+    2>"$D/long.log" &
+LONG=$!
+E2E_PIDS="$E2E_PIDS $LONG"
+i=0
+until "$P_PERFETTO" --query-raw 2>/dev/null | grep -aq io_long; do
+    i=$((i + 1))
+    [ $i -gt 200 ] && e2e_fail "the --long session never showed up"
+    sleep 0.05
+done
+"$CLI" clone -n io_long -o "$D/clone.pftrace" 2>"$D/clone.log" ||
+    e2e_fail "shmtrace clone against traced: $(cat "$D/clone.log")"
+e2e_wait_pid "$LONG" 60 || e2e_fail "shmtrace record --long did not finish"
+[ "$E2E_RC" -eq 0 ] || e2e_fail "shmtrace record --long: $(cat "$D/long.log")"
+io_refgen_content "$D/long.pftrace" "shmtrace record --long via traced"
+# More than the ring holds: it was read while tracing.
+[ "$(stat -c %s "$D/long.pftrace")" -gt 524288 ] ||
+    e2e_fail "--long trace smaller than two rings: not read while tracing?"
+io_trace_ok "$D/long.pftrace"
+io_check "$D/clone.pftrace" --str-len 64
+io_expect test_packets -gt 0 "shmtrace clone via traced"
+io_expect test_gaps -eq 0 "shmtrace clone via traced"
+io_expect test_bad_str -eq 0 "shmtrace clone via traced"
+io_trace_ok "$D/clone.pftrace"
+
 io_stop "$REFGEN"
 io_stop "$DAEMON_PID"
 echo "PASS: shmtrace record against traced records what perfetto records" \
-     "(text and binary config)"
+     "(text and binary config; --long and clone too)"
