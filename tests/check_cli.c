@@ -161,6 +161,15 @@ START_TEST(test_rcfg_text_binary_detection)
     ck_assert(rc.was_text);
     ck_assert_uint_eq(rc.cfg->buffers[0]->size_kb, 64);
     rcfg_free(&rc);
+    /* UTF-8 text (a comment with non-ASCII letters): text. */
+    static const char u8[] = "# caf\303\251 \342\202\254\nduration_ms: 9\n";
+    char *up = write_tmp(u8, sizeof u8 - 1);
+    ck_assert_int_eq(rcfg_load(&rc, up, false, err, sizeof err), 0);
+    ck_assert(rc.was_text);
+    ck_assert_uint_eq(rc.cfg->duration_ms, 9);
+    rcfg_free(&rc);
+    unlink(up);
+    free(up);
     /* Binary: kept byte for byte, even with fields in an unusual order
      * (duration_ms 3 before buffers 1) that an encoder would reorder. */
     static const uint8_t bin[] = { 0x18, 0x05, 0x0a, 0x02, 0x08, 0x40 };

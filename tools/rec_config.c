@@ -67,6 +67,38 @@ static bool could_be_text(const uint8_t *p, size_t n)
     return true;
 }
 
+/* Well-formed UTF-8 with no control bytes but whitespace: text with
+ * non-ASCII characters (a comment in another language, say). */
+static bool utf8_text(const uint8_t *p, size_t n)
+{
+    size_t i = 0;
+    while (i < n) {
+        uint8_t c = p[i];
+        size_t k;
+        if (c < 0x80) {
+            if (!could_be_text(&c, 1))
+                return false;
+            i++;
+            continue;
+        } else if (c >= 0xc2 && c <= 0xdf) {
+            k = 1;
+        } else if (c >= 0xe0 && c <= 0xef) {
+            k = 2;
+        } else if (c >= 0xf0 && c <= 0xf4) {
+            k = 3;
+        } else {
+            return false;
+        }
+        if (n - i <= k)
+            return false;
+        for (size_t j = 1; j <= k; j++)
+            if ((p[i + j] & 0xc0) != 0x80)
+                return false;
+        i += k + 1;
+    }
+    return true;
+}
+
 int rcfg_empty(rcfg *rc)
 {
     memset(rc, 0, sizeof *rc);
@@ -105,6 +137,15 @@ int rcfg_load(rcfg *rc, const char *path, bool force_txt, char *err,
         return -EINVAL;
     }
     bool text = force_txt || could_be_text(buf, len);
+    if (!text && utf8_text(buf, len)) {
+        /* Not printable ASCII, but UTF-8 text: text unless it decodes as
+         * a binary config. */
+        Perfetto__Protos__TraceConfig *b =
+            perfetto__protos__trace_config__unpack(NULL, len, buf);
+        text = b == NULL;
+        if (b)
+            perfetto__protos__trace_config__free_unpacked(b, NULL);
+    }
     if (text) {
         char msg[256];
         ProtobufCMessage *m = NULL;

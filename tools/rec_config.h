@@ -5,7 +5,8 @@
  * Perfetto's conventions: `-c FILE` or `-c -` (stdin); `--txt` says the
  * config is protobuf text format; without it the config is detected: a
  * file made only of printable characters and whitespace (what Perfetto's
- * `perfetto` calls "could be text") is parsed as text, anything else must
+ * `perfetto` calls "could be text") is parsed as text; so is UTF-8 text
+ * (non-ASCII comments) that does not decode as protobuf; anything else must
  * be a binary (protobuf-encoded) TraceConfig. A binary config is kept
  * byte for byte: rcfg_final() returns those very bytes unless a flag
  * changed the config, in which case it is decoded, changed and re-encoded.
