@@ -4,7 +4,7 @@
 # tests/interop/configs/ (together they use every typed data-source config
 # of DataSourceConfig and most of TraceConfig), record once with
 # `perfetto --txt -c` and once with `shmtrace record -c` against the same
-# Perfetto traced, and compare the two traces' trace_config packets
+# service (Perfetto's traced, then shmtraced), and compare the two traces' trace_config packets
 # (canonical encoding; the uuid aside, and the three fields perfetto adds
 # to every config checked then aside). Then the binary form: the config
 # perfetto sent (from its trace) given to `shmtrace record -c` must come
@@ -15,15 +15,10 @@ e2e_need_tools "$IO_CHECK" "$IO_CANON"
 D=$E2E_DIR
 CFGS="$top_srcdir/tests/interop/configs"
 
-io_start_traced
-# refgen gives the configs that name its data sources something to record.
-REFGEN_PERIOD_US=2000 e2e_spawn refgen "$P_REFGEN"
-REFGEN=$E2E_LAST_PID
-io_wait_ds track_event dev.refgen.test_packets
-
-n=0
+# run_configs SVC: every config through the running service SVC.
+run_configs() {
 for cfg in "$CFGS"/*.pbtxt; do
-    b=$(basename "$cfg" .pbtxt)
+    b=$(basename "$cfg" .pbtxt).$1
     io_perfetto_record "$cfg" "$D/$b.p.pftrace"
     "$CLI" record -q -c "$cfg" -o "$D/$b.s.pftrace" 2>"$D/$b.s.log" ||
         e2e_fail "$b: shmtrace record -c refused what perfetto took: $(cat "$D/$b.s.log")"
@@ -59,8 +54,19 @@ for cfg in "$CFGS"/*.pbtxt; do
     echo "$b: same trace_config from perfetto --txt -c and shmtrace record -c" \
          "(text and binary)"
 done
-[ $n -ge 10 ] || e2e_fail "only $n configs checked"
-io_stop "$REFGEN"
-io_stop "$DAEMON_PID"
-echo "PASS: $n configs, equal trace_config packets" \
+}
+n=0
+for svc in traced shmtraced; do
+    if [ $svc = traced ]; then io_start_traced; else io_start_shmtraced; fi
+    # refgen gives the configs naming its data sources something to record.
+    REFGEN_PERIOD_US=2000 e2e_spawn refgen "$P_REFGEN"
+    REFGEN=$E2E_LAST_PID
+    io_wait_ds track_event dev.refgen.test_packets
+    run_configs $svc
+    io_stop "$REFGEN"
+    io_stop "$DAEMON_PID"
+    rm -f "$PERFETTO_PRODUCER_SOCK_NAME" "$PERFETTO_CONSUMER_SOCK_NAME"
+done
+[ $n -ge 20 ] || e2e_fail "only $n config runs checked"
+echo "PASS: $n config runs (12 configs x 2 services), equal trace_config packets" \
      "(${IO_STATS_CHECKED:-0} traces' stats equal to trace processor's)"

@@ -74,12 +74,12 @@ io_stop() {
 # io_wait_ds NAME...: until the service lists every data source NAME
 # (perfetto --query-raw against whichever service runs).
 io_wait_ds() {
-    local i=0 ok
+    local i=0 ok ds
     while :; do
         "$P_PERFETTO" --query-raw >"$E2E_DIR/query.bin" 2>/dev/null
         ok=1
-        for n in "$@"; do
-            grep -aq "$n" "$E2E_DIR/query.bin" || ok=0
+        for ds in "$@"; do
+            grep -aq "$ds" "$E2E_DIR/query.bin" || ok=0
         done
         [ $ok -eq 1 ] && return 0
         i=$((i + 1))
