@@ -12,13 +12,13 @@
  * TestPayload): it spans chunks, so the size fields of the open nested
  * messages are patched after their chunk was committed, and the packet
  * is fragmented -- the paths a service must get right for our producers.
- * The checker then needs every seq_value 0..COUNT-1 once per writer, and
- * str exactly as written (io_tracecheck --str-len does not apply: lengths
- * vary; svc_tracecheck --complete checks continuity).
+ * The checkers then need every seq_value 0..COUNT-1 once per writer
+ * (svc_tracecheck --complete) and str exactly as written, letter by letter
+ * (io_tracecheck --str-pattern).
  *
  * Usage: io_libshm_producer [THREADS COUNT]   (default 3 500). Prints
- * "io_libshm_producer: instance N done" when an instance has written
- * everything; SIGTERM/SIGINT end it.
+ * "io_libshm_producer: instance N started" per instance; SIGTERM/SIGINT
+ * end it.
  */
 #include <pthread.h>
 #include <signal.h>
@@ -53,6 +53,7 @@ static void *writer_main(void *arg)
                                       TW_POLICY_STALL_THEN_ABORT);
     if (!w) {
         fprintf(stderr, "io_libshm_producer: no writer\n");
+        free(j);
         return NULL;
     }
     for (int i = 0; i < g_count; i++) {
@@ -86,6 +87,7 @@ static void *writer_main(void *arg)
     }
     tw_writer_flush(w);
     tw_writer_destroy(w);
+    free(j);
     return NULL;
 }
 
@@ -93,18 +95,22 @@ static void on_start(prod_producer *p, const prod_ds_config *cfg, void *ctx)
 {
     (void)p; (void)ctx;
     /* Runs on the library thread: the writers run on their own threads
-     * (a stalled writer must not block the IPC that frees chunks). */
-    static job jobs[MAX_THREADS];
-    pthread_t th[MAX_THREADS];
+     * (a stalled writer must not block the IPC that frees chunks); each
+     * owns its job, detached. */
     for (int t = 0; t < g_threads; t++) {
-        jobs[t].buffer = cfg->target_buffer;
-        jobs[t].index = t;
-        jobs[t].instance = cfg->instance_id;
-        pthread_create(&th[t], NULL, writer_main, &jobs[t]);
+        job *j = malloc(sizeof(*j));
+        pthread_t th;
+        if (!j)
+            break;
+        j->buffer = cfg->target_buffer;
+        j->index = t;
+        j->instance = cfg->instance_id;
+        if (pthread_create(&th, NULL, writer_main, j) != 0) {
+            free(j);
+            break;
+        }
+        pthread_detach(th);
     }
-    /* Joined from a detached helper so the library thread stays free. */
-    for (int t = 0; t < g_threads; t++)
-        pthread_detach(th[t]);
     printf("io_libshm_producer: instance %llu started\n",
            (unsigned long long)cfg->instance_id);
     fflush(stdout);
