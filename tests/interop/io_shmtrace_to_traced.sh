@@ -6,7 +6,8 @@
 # boundaries, so their sizes are patched after commit). Every packet must
 # arrive: per writer seq_value exactly 0..COUNT-1 (svc_tracecheck
 # --complete), the expected number of writers, and libshm's strings
-# intact. Plus trace processor's view: no `error` stat, same stats as the
+# intact; each session also read by shmtrace record. Plus trace
+# processor's view: no `error` stat, same stats as the
 # inspector.
 . "$top_srcdir/tests/interop/io_lib.sh"
 e2e_need_tools "$IO_CHECK" "$IO_LIBSHM" "$TRACECHECK"
@@ -38,6 +39,13 @@ CFG
     io_stats_match "$E2E_DIR/$name.pftrace"
     echo "$name: $(io_value test_packets) packets from $writers writer(s)" \
          "through traced, all present"
+    # The same session read by shmtrace record (traced's ReadBuffers
+    # slices reassembled on our side, 60 KB packets included).
+    "$CLI" record -q -c "$E2E_DIR/$name.pbtxt" -o "$E2E_DIR/$name.s.pftrace" \
+        2>"$E2E_DIR/rec.log" || e2e_fail "shmtrace record: $(cat "$E2E_DIR/rec.log")"
+    e2e_check "$E2E_DIR/$name.s.pftrace" --complete "$count" \
+        --expect-sequences "$writers" >/dev/null
+    io_trace_ok "$E2E_DIR/$name.s.pftrace"
 done
 # libshm's strings, letter by letter (its large packets were fragmented
 # and patched on the way).
