@@ -26,7 +26,7 @@ for ds in shmtrace.synthetic:3000:2 io.libshm:600:3 shmtrace.big:150:1; do
     cat >"$E2E_DIR/$name.pbtxt" <<CFG
 buffers { size_kb: 32768 fill_policy: RING_BUFFER }
 data_sources { config { name: "$name" } }
-duration_ms: 2500
+duration_ms: 4000
 CFG
     io_perfetto_record "$E2E_DIR/$name.pbtxt" "$E2E_DIR/$name.pftrace"
     e2e_check "$E2E_DIR/$name.pftrace" --complete "$count" \
