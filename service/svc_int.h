@@ -28,6 +28,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <time.h>
 #include <sys/types.h>
 
 #include <shmtrace/trace_buffer.h>
@@ -128,6 +129,10 @@ struct svc_session {
     bool is_clone;
     bool emitted_config;         /* first-pass packets sent */
     bool emitted_started, emitted_disabled;
+    /* BOOTTIME (ns) of the TracingServiceEvents, taken when they happen
+     * (trace processor drops ftrace data older than tracing_started);
+     * 0 = not yet. A clone keeps its source's. */
+    uint64_t ev_started_ns, ev_flushed_ns, ev_disabled_ns;
     bool notified_disabled;      /* session_disabled op already called */
     /* flush bookkeeping */
     svc_flush *flushes;
@@ -203,6 +208,14 @@ struct svc_service {
     uint64_t patches_discarded;
     uint64_t total_buffer_kb;
 };
+
+/* CLOCK_BOOTTIME now, in ns (the clock of the service's packets). */
+static inline uint64_t svc__boottime_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_BOOTTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
 
 /* svc_service.c: the buffer table and error formatting */
 tb_buffer *svc__buffer(svc_service *, uint32_t buffer_id,

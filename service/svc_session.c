@@ -440,6 +440,7 @@ static void session_start(svc_service *svc, svc_session *s)
     if (s->flush_period_ms)
         s->next_periodic_flush_ms = now + s->flush_period_ms;
     s->state = SVC_SESSION_STARTED;
+    s->ev_started_ns = svc__boottime_ns();
     for (size_t i = 0; i < svc->nproducers; i++)
         match_producer(svc, s, svc->producers[i], NULL);
 }
@@ -530,6 +531,7 @@ svc_session *svc_session_clone(svc_service *svc, void *consumer,
     s->is_clone = true;
     s->state = SVC_SESSION_DISABLED;
     s->notified_disabled = true;
+    s->ev_started_ns = src->ev_started_ns;
     for (size_t i = 0; i < src->nbufs; i++) {
         tb_buffer *src_buf = svc__buffer(svc, src->buf_ids[i], NULL);
         tb_buffer *b = src_buf ? tb_clone_readonly(src_buf) : NULL;
