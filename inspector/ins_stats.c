@@ -21,6 +21,7 @@
 
 #include "common.pb-c.h"
 #include "config.pb-c.h"
+#include "ins_ftrace.h"
 #include "ins_seq.h"
 
 #define D_LOSS "data_loss"
@@ -222,6 +223,7 @@ struct ins_tracker {
     int64_t service_major;      /* -1: unknown */
     int64_t *overwritten;       /* traced_buf_bytes_overwritten[idx] */
     size_t n_overwritten;
+    ins_ftrace *ftrace;         /* ftrace_* stats (ins_ftrace.h) */
 };
 
 int ins_tracker_create(ins_db *db, bool packet_rows, ins_tracker **out)
@@ -232,6 +234,11 @@ int ins_tracker_create(ins_db *db, bool packet_rows, ins_tracker **out)
     t->db = db;
     t->packet_rows = packet_rows;
     t->service_major = -1;
+    t->ftrace = ins_ftrace_create(db);
+    if (t->ftrace == NULL) {
+        free(t);
+        return -ENOMEM;
+    }
     ins_seq_table_init(&t->seqs);
     *out = t;
     return 0;
@@ -244,6 +251,7 @@ void ins_tracker_destroy(ins_tracker *t)
     ins_seq_table_free(&t->seqs);
     free(t->buckets);
     free(t->overwritten);
+    ins_ftrace_destroy(t->ftrace);
     free(t);
 }
 
@@ -268,7 +276,7 @@ int ins_tracker_start(ins_tracker *t)
         if (stat_set(t, (ins_stat_id)i, false, 0, 0, false) != 0)
             return -EIO;
     }
-    return 0;
+    return ins_ftrace_start(t->ftrace);
 }
 
 static bucket *bucket_get(ins_tracker *t, int32_t idx)
@@ -623,6 +631,16 @@ static int on_packet(ins_tracker *t, const ins_packet *p,
             t->compressed_skipped++;
         goto loss_row;
     }
+
+    /* ftrace stats: trace processor takes them at tokenization. */
+    if (p->ftrace_stats.present &&
+        (rc = ins_ftrace_stats(t->ftrace, p->seq_id, p->ftrace_stats.data,
+                               p->ftrace_stats.len)) != 0)
+        return rc;
+    if (p->ftrace_bundle.present &&
+        (rc = ins_ftrace_bundle(t->ftrace, p->ftrace_bundle.data,
+                                p->ftrace_bundle.len)) != 0)
+        return rc;
 
     /* Trace processor's sequence-scoped state. */
     first_seen = !s->tp_seen;
