@@ -48,6 +48,17 @@ io_expect kind.35 -ge 1 "trace_stats packet"
 echo "refgen: $(io_value test_packets) test packets, $(io_value te_begin) slices"
 io_no_error_stats "$E2E_DIR/refgen.pftrace"
 io_no_loss "$E2E_DIR/refgen.pftrace"
+# The service events are stamped when they happened: tracing started
+# before the first slice, was disabled after the last (trace processor
+# drops ftrace data older than tracing_started_ns).
+if io_have_tp; then
+    ok=$("$P_TP" -Q "select (select int_value from metadata where name =
+        'tracing_started_ns') <= (select min(ts) from slice) and
+        (select int_value from metadata where name = 'tracing_disabled_ns')
+        >= (select max(ts) from slice)" "$E2E_DIR/refgen.pftrace" \
+        2>/dev/null | tail -n 1)
+    [ "$ok" = 1 ] || e2e_fail "service events not stamped when they happened"
+fi
 io_stats_match "$E2E_DIR/refgen.pftrace"
 n=$(sqlite3 "$E2E_DIR/stats.db" "select count(*) from stats where
     severity = 'data_loss' and value != 0" 2>/dev/null || echo 0)

@@ -28,6 +28,9 @@
  *   proc_found, proc_count   --cmdline S: a process_tree process whose
  *                            cmdline contains S; processes listed
  *   meminfo, ftrace_events   sys_stats.meminfo entries; ftrace events
+ *   ftrace_compact           ftrace bundles with compact_sched data (how
+ *                            traced_probes encodes sched_switch/waking)
+ *   found                    --find S: packets whose bytes contain S
  *   truncated                1 if the file ended inside a record
  *
  * --dump-config FILE writes the (first) trace_config packet's bytes.
@@ -138,9 +141,12 @@ static size_t g_ntracks;
 static uint64_t g_kind[1024];
 static uint64_t g_packets, g_flagged, g_test, g_gaps, g_dups, g_bad_counter,
     g_bad_str, g_te_begin, g_te_end, g_te_instant, g_te_unmatched,
-    g_te_leading, g_proc_count, g_meminfo, g_ftrace_events, g_malformed;
+    g_te_leading, g_proc_count, g_meminfo, g_ftrace_events, g_malformed,
+    g_ftrace_compact;
 static bool g_proc_found;
 static const char *g_cmdline;
+static const char *g_find;
+static uint64_t g_found;
 static long g_str_len = -1;
 static bool g_str_pattern;
 static FILE *g_dump;
@@ -279,9 +285,12 @@ static void on_ftrace(const uint8_t *d, size_t n, bool *bad)
 {
     rd r = { d, d + n };
     fld f;
-    while (next_field(&r, &f, bad))
+    while (next_field(&r, &f, bad)) {
         if (f.num == 2 && f.wt == 2)
             g_ftrace_events++;
+        else if (f.num == 4 && f.wt == 2 && f.len > 0)
+            g_ftrace_compact++;
+    }
 }
 
 static void on_packet(const uint8_t *d, size_t n)
@@ -295,6 +304,8 @@ static void on_packet(const uint8_t *d, size_t n)
         if (f.num == 10 && f.wt == 0)
             seq = (uint32_t)f.v;
     g_packets++;
+    if (g_find && memmem(d, n, g_find, strlen(g_find)))
+        g_found++;
     r.p = d;
     r.end = d + n;
     while (next_field(&r, &f, &bad)) {
@@ -331,13 +342,15 @@ int main(int argc, char **argv)
             dump = argv[++i];
         else if (!strcmp(argv[i], "--cmdline") && i + 1 < argc)
             g_cmdline = argv[++i];
+        else if (!strcmp(argv[i], "--find") && i + 1 < argc)
+            g_find = argv[++i];
         else if (!strcmp(argv[i], "--str-pattern"))
             g_str_pattern = true;
         else if (!strcmp(argv[i], "--str-len") && i + 1 < argc)
             g_str_len = strtol(argv[++i], NULL, 10);
         else if (argv[i][0] == '-' || path) {
             fprintf(stderr, "usage: io_tracecheck [--dump-config FILE] "
-                    "[--cmdline S] [--str-len N] [--str-pattern] TRACE\n");
+                    "[--cmdline S] [--str-len N] [--str-pattern] [--find S] TRACE\n");
             return 2;
         } else
             path = argv[i];
@@ -403,9 +416,12 @@ int main(int argc, char **argv)
            (unsigned long long)g_te_unmatched,
            (unsigned long long)g_te_leading, open);
     printf("proc_count=%llu\nproc_found=%d\nmeminfo=%llu\n"
-           "ftrace_events=%llu\n", (unsigned long long)g_proc_count,
-           g_proc_found ? 1 : 0, (unsigned long long)g_meminfo,
-           (unsigned long long)g_ftrace_events);
+           "ftrace_events=%llu\nftrace_compact=%llu\n",
+           (unsigned long long)g_proc_count, g_proc_found ? 1 : 0,
+           (unsigned long long)g_meminfo,
+           (unsigned long long)g_ftrace_events,
+           (unsigned long long)g_ftrace_compact);
+    printf("found=%llu\n", (unsigned long long)g_found);
     printf("truncated=%d\n", bad ? 1 : 0);
     free(buf);
     if (g_dump)
