@@ -21,13 +21,22 @@ e2e_spawn probes "$P_PROBES"
 PROBES=$E2E_LAST_PID
 io_wait_ds linux.process_stats linux.sys_stats
 
+# Ftrace in a private tracefs instance (other programs on the machine may
+# use the global one), removed at exit.
 FTRACE=""
+INSTANCE="shmtrace_io_$$"
 for t in /sys/kernel/tracing /sys/kernel/debug/tracing; do
-    if [ -w "$t/tracing_on" ] && [ -d "$t/events/sched/sched_switch" ]; then
-        FTRACE=$t
+    if [ -w "$t/tracing_on" ] && [ -d "$t/events/sched/sched_switch" ] &&
+       mkdir "$t/instances/$INSTANCE" 2>/dev/null; then
+        FTRACE=$t/instances/$INSTANCE
         break
     fi
 done
+io_cleanup() {
+    e2e_cleanup
+    [ -n "$FTRACE" ] && rmdir "$FTRACE" 2>/dev/null
+}
+trap io_cleanup EXIT
 cat >"$E2E_DIR/probes.pbtxt" <<CFG
 buffers { size_kb: 16384 fill_policy: RING_BUFFER }
 data_sources { config { name: "linux.process_stats"
@@ -42,9 +51,9 @@ if [ -n "$FTRACE" ]; then
     cat >>"$E2E_DIR/probes.pbtxt" <<CFG
 data_sources { config { name: "linux.ftrace"
   ftrace_config { ftrace_events: "sched/sched_switch"
-    ftrace_events: "ftrace/print" } } }
+    ftrace_events: "ftrace/print" instance_name: "$INSTANCE" } } }
 CFG
-    echo "tracefs at $FTRACE: linux.ftrace included"
+    echo "tracefs instance $FTRACE: linux.ftrace included"
 else
     echo "note: no writable tracefs here, linux.ftrace not exercised"
 fi
