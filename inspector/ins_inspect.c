@@ -286,9 +286,9 @@ ins_exit ins_inspect_fd(int fd, const char *name, const ins_options *o,
     res->compressed_skipped =
         tracker ? ins_tracker_compressed_skipped(tracker) : 0;
     if (rc == 0 && result != INS_EXIT_OUTPUT) {
-        rc = ins_tracker_finish(tracker);
+        rc = ins_tracker_flush(tracker);
         if (rc == 0)
-            rc = ins_tracker_flush(tracker);
+            rc = ins_tracker_finish(tracker);
         if (rc == 0)
             rc = ins_db_info_text(db, "status", status);
         if (rc == 0)

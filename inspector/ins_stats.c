@@ -6,6 +6,8 @@
  * config.pb-c.h, generated from protos/); the two TracingServiceEvent
  * fields we need (clone_started 10, buffer_cloned 11) are walked by hand.
  *
+ * The row definitions (names, severities) are in ins_stat_defs.c.
+ *
  * Write path: stats go straight to SQLite (ins_db_stat upserts), so memory
  * does not depend on how many buffers a (hostile) TraceStats lists; the
  * only per-packet counter kept in memory is the skipped-packet total,
@@ -23,177 +25,6 @@
 #include "config.pb-c.h"
 #include "ins_ftrace.h"
 #include "ins_seq.h"
-
-#define D_LOSS "data_loss"
-#define INFO "info"
-#define TRACE "trace"
-#define ANALYSIS "analysis"
-
-const ins_stat_def ins_stat_defs[INS_STAT_COUNT] = {
-    [INS_STAT_BUF_ABI_VIOLATIONS] =
-        {"traced_buf_abi_violations", true, D_LOSS, TRACE, ""},
-    [INS_STAT_BUF_BUFFER_SIZE] =
-        {"traced_buf_buffer_size", true, INFO, TRACE, ""},
-    [INS_STAT_BUF_BYTES_OVERWRITTEN] =
-        {"traced_buf_bytes_overwritten", true, INFO, TRACE, ""},
-    [INS_STAT_BUF_BYTES_READ] =
-        {"traced_buf_bytes_read", true, INFO, TRACE, ""},
-    [INS_STAT_BUF_BYTES_FILTERED_OUT] =
-        {"traced_buf_bytes_filtered_out", true, INFO, TRACE,
-         "Bytes the trace filter removed from this buffer (service packets "
-         "are filtered too, so not exactly input minus output)."},
-    [INS_STAT_BUF_BYTES_WRITTEN] =
-        {"traced_buf_bytes_written", true, INFO, TRACE, ""},
-    [INS_STAT_BUF_CLONE_DONE_TIMESTAMP_NS] =
-        {"traced_buf_clone_done_timestamp_ns", true, INFO, TRACE,
-         "When cloning this buffer finished."},
-    [INS_STAT_BUF_CHUNKS_DISCARDED] =
-        {"traced_buf_chunks_discarded", true, INFO, TRACE, ""},
-    [INS_STAT_BUF_CHUNKS_OVERWRITTEN] =
-        {"traced_buf_chunks_overwritten", true, INFO, TRACE, ""},
-    [INS_STAT_BUF_CHUNKS_READ] =
-        {"traced_buf_chunks_read", true, INFO, TRACE, ""},
-    [INS_STAT_BUF_CHUNKS_RELOCATED] =
-        {"traced_buf_chunks_relocated", true, INFO, TRACE,
-         "TraceBufferV2 only: scraped chunks, already fully read, moved to "
-         "the write position instead of being rewritten in place."},
-    [INS_STAT_BUF_CHUNKS_REWRITTEN] =
-        {"traced_buf_chunks_rewritten", true, INFO, TRACE, ""},
-    [INS_STAT_BUF_CHUNKS_WRITTEN] =
-        {"traced_buf_chunks_written", true, INFO, TRACE, ""},
-    [INS_STAT_BUF_CHUNKS_COMMITTED_OUT_OF_ORDER] =
-        {"traced_buf_chunks_committed_out_of_order", true, INFO, TRACE, ""},
-    [INS_STAT_BUF_PADDING_BYTES_CLEARED] =
-        {"traced_buf_padding_bytes_cleared", true, INFO, TRACE, ""},
-    [INS_STAT_BUF_PADDING_BYTES_WRITTEN] =
-        {"traced_buf_padding_bytes_written", true, INFO, TRACE, ""},
-    [INS_STAT_BUF_PATCHES_FAILED] =
-        {"traced_buf_patches_failed", true, D_LOSS, TRACE,
-         "Patches that found no chunk to apply to: possible loss in this "
-         "buffer (expected on a DISCARD buffer once it is full)."},
-    [INS_STAT_BUF_PATCHES_SUCCEEDED] =
-        {"traced_buf_patches_succeeded", true, INFO, TRACE, ""},
-    [INS_STAT_BUF_READAHEADS_FAILED] =
-        {"traced_buf_readaheads_failed", true, INFO, TRACE, ""},
-    [INS_STAT_BUF_READAHEADS_SUCCEEDED] =
-        {"traced_buf_readaheads_succeeded", true, INFO, TRACE, ""},
-    [INS_STAT_BUF_TRACE_WRITER_PACKET_LOSS] =
-        {"traced_buf_trace_writer_packet_loss", true, D_LOSS, TRACE,
-         "Packet loss the producers' trace writers signalled, including "
-         "loss before a ring buffer's kept window or past a full DISCARD "
-         "buffer."},
-    [INS_STAT_BUF_WRITE_WRAP_COUNT] =
-        {"traced_buf_write_wrap_count", true, INFO, TRACE, ""},
-    [INS_STAT_BUF_SEQUENCE_PACKET_LOSS] =
-        {"traced_buf_sequence_packet_loss", true, D_LOSS, ANALYSIS,
-         "Places where a sequence of this buffer lost packets (one per run "
-         "of consecutive lost packets), from previous_packet_dropped."},
-    [INS_STAT_BUF_INCREMENTAL_SEQUENCES_DROPPED] =
-        {"traced_buf_incremental_sequences_dropped", true, D_LOSS, ANALYSIS,
-         "Sequences of this buffer whose every packet needing incremental "
-         "state was dropped because that state was never valid (clear it "
-         "periodically, or more often)."},
-    [INS_STAT_BUF_DATA_LOSS_READ_GAP] =
-        {"traced_buf_data_loss_read_gap", true, D_LOSS, TRACE,
-         "Loss attributed to a gap seen while reading the buffer."},
-    [INS_STAT_BUF_DATA_LOSS_CHUNK_CORRUPTED] =
-        {"traced_buf_data_loss_chunk_corrupted", true, D_LOSS, TRACE,
-         "Loss attributed to a corrupted chunk."},
-    [INS_STAT_BUF_DATA_LOSS_ORPHAN_CONTINUATION] =
-        {"traced_buf_data_loss_orphan_continuation", true, D_LOSS, TRACE,
-         "Loss attributed to a fragment continuation without its start."},
-    [INS_STAT_BUF_DATA_LOSS_REASSEMBLY_GAP] =
-        {"traced_buf_data_loss_reassembly_gap", true, D_LOSS, TRACE,
-         "Loss attributed to a gap while reassembling a fragmented packet."},
-    [INS_STAT_BUF_DATA_LOSS_REASSEMBLY_BROKEN_CHAIN] =
-        {"traced_buf_data_loss_reassembly_broken_chain", true, D_LOSS, TRACE,
-         "Loss attributed to a broken fragment chain."},
-    [INS_STAT_BUF_DATA_LOSS_OVERWRITE] =
-        {"traced_buf_data_loss_overwrite", true, D_LOSS, TRACE,
-         "Loss attributed to unread data overwritten in the ring buffer."},
-    [INS_STAT_BUF_DATA_LOSS_WRITER_ABORT] =
-        {"traced_buf_data_loss_writer_abort", true, D_LOSS, TRACE,
-         "Loss attributed to a writer that aborted a packet."},
-    [INS_STAT_BUF_DATA_LOSS_SMB_FULL] =
-        {"traced_buf_data_loss_smb_full", true, D_LOSS, TRACE,
-         "Loss the producer attributed to a full shared memory buffer."},
-    [INS_STAT_CLONE_STARTED_TIMESTAMP_NS] =
-        {"traced_clone_started_timestamp_ns", false, INFO, TRACE,
-         "When the clone of the session started."},
-    [INS_STAT_CLONE_TRIGGER_TIMESTAMP_NS] =
-        {"traced_clone_trigger_timestamp_ns", false, INFO, TRACE,
-         "When the trigger that caused the clone fired."},
-    [INS_STAT_CHUNKS_DISCARDED] =
-        {"traced_chunks_discarded", false, INFO, TRACE, ""},
-    [INS_STAT_DATA_SOURCES_REGISTERED] =
-        {"traced_data_sources_registered", false, INFO, TRACE, ""},
-    [INS_STAT_DATA_SOURCES_SEEN] =
-        {"traced_data_sources_seen", false, INFO, TRACE, ""},
-    [INS_STAT_FINAL_FLUSH_FAILED] =
-        {"traced_final_flush_failed", false, D_LOSS, TRACE, ""},
-    [INS_STAT_FINAL_FLUSH_SUCCEEDED] =
-        {"traced_final_flush_succeeded", false, INFO, TRACE, ""},
-    [INS_STAT_FLUSHES_FAILED] =
-        {"traced_flushes_failed", false, D_LOSS, TRACE, ""},
-    [INS_STAT_FLUSHES_REQUESTED] =
-        {"traced_flushes_requested", false, INFO, TRACE, ""},
-    [INS_STAT_FLUSHES_SUCCEEDED] =
-        {"traced_flushes_succeeded", false, INFO, TRACE, ""},
-    [INS_STAT_PATCHES_DISCARDED] =
-        {"traced_patches_discarded", false, INFO, TRACE, ""},
-    [INS_STAT_PRODUCERS_CONNECTED] =
-        {"traced_producers_connected", false, INFO, TRACE, ""},
-    [INS_STAT_PRODUCERS_SEEN] =
-        {"traced_producers_seen", false, INFO, TRACE, ""},
-    [INS_STAT_TOTAL_BUFFERS] =
-        {"traced_total_buffers", false, INFO, TRACE, ""},
-    [INS_STAT_TRACING_SESSIONS] =
-        {"traced_tracing_sessions", false, INFO, TRACE, ""},
-    [INS_STAT_PACKET_SKIPPED_INCREMENTAL_INVALID] =
-        {"packet_skipped_seq_needs_incremental_state_invalid", false,
-         "notice", ANALYSIS,
-         "Packets that needed incremental state while their sequence had "
-         "none valid (after a loss, or before the first clear): skipped."},
-    [INS_STAT_CONFIG_WRITE_INTO_FILE_NO_FLUSH] =
-        {"config_write_into_file_no_flush", false, "error", TRACE,
-         "write_into_file without flush_period_ms: the service keeps the "
-         "whole trace in memory (services before v54 do not flush on each "
-         "file write)."},
-    [INS_STAT_CONFIG_WRITE_INTO_FILE_DISCARD] =
-        {"config_write_into_file_discard", true, D_LOSS, TRACE,
-         "write_into_file with a DISCARD buffer: once full, everything "
-         "after is lost. Use RING_BUFFER."},
-    [INS_STAT_LONG_TRACE_MODE_BYTES_OVERWRITTEN] =
-        {"long_trace_mode_bytes_overwritten", true, D_LOSS, TRACE,
-         "Bytes this buffer overwrote while streaming to the file "
-         "(write_into_file): never written out. Use a larger buffer or a "
-         "shorter file_write_period_ms."},
-};
-
-/* DataLossReason bit -> name; bits 2..256 are the 8 cause stats in order. */
-static const char *const LOSS_BIT_NAMES[] = {
-    "present", "read_gap", "chunk_corrupted", "orphan_continuation",
-    "reassembly_gap", "reassembly_broken_chain", "overwrite",
-    "writer_abort", "smb_full"};
-
-char *ins_loss_reasons(uint32_t bits, char *out, size_t outlen)
-{
-    size_t n = 0;
-    out[0] = '\0';
-    for (unsigned b = 0; b < 9; b++) {
-        if (!(bits & (1u << b)))
-            continue;
-        int w = snprintf(out + n, outlen - n, "%s%s", n ? "," : "",
-                         LOSS_BIT_NAMES[b]);
-        if (w < 0 || (size_t)w >= outlen - n)
-            return out;
-        n += (size_t)w;
-    }
-    uint32_t unknown = bits & ~0x1ffu;
-    if (unknown)
-        snprintf(out + n, outlen - n, "%s0x%" PRIx32, n ? "," : "", unknown);
-    return out;
-}
 
 /* One derived bucket (a buffer index) while applying a TraceStats. */
 typedef struct bucket {
@@ -215,6 +46,10 @@ struct ins_tracker {
     bool clone_started_set;
     int64_t clone_started_ts;
     bucket *buckets;            /* scratch for apply_trace_stats */
+    uint8_t *loss_blob;         /* last TraceStats with shmtrace_sequence_
+                                   loss (packed), written by ins_tracker_
+                                   finish */
+    size_t loss_len;
     size_t nbuckets, bucket_cap;
     /* The last trace_config (for ins_tracker_finish). */
     bool cfg_seen, cfg_write_into_file;
@@ -252,7 +87,44 @@ void ins_tracker_destroy(ins_tracker *t)
     free(t->buckets);
     free(t->overwritten);
     ins_ftrace_destroy(t->ftrace);
+    free(t->loss_blob);
     free(t);
+}
+
+/* Exact loss accounting from the last TraceStats that carried it
+ * (shmtrace_sequence_loss, protos/common.proto): packet_loss rows and
+ * sequence.lost_packets / lost_bytes / producer_counts_known. Traces
+ * without it (Perfetto's service) leave those NULL: unknown, not 0. */
+static int finish_loss(ins_tracker *t)
+{
+    if (t->loss_blob == NULL)
+        return 0;
+    Perfetto__Protos__TraceStats *ts =
+        perfetto__protos__trace_stats__unpack(NULL, t->loss_len,
+                                              t->loss_blob);
+    if (ts == NULL)
+        return 0;
+    int rc = 0;
+    for (size_t i = 0; i < ts->n_shmtrace_sequence_loss && rc == 0; i++) {
+        const Perfetto__Protos__TraceStats__ShmtraceSequenceLoss *l =
+            ts->shmtrace_sequence_loss[i];
+        if (!l->has_sequence_id || l->sequence_id <= 1)
+            continue;
+        rc = ins_db_set_sequence_loss(t->db, l->sequence_id,
+                                      (int64_t)l->buffer, l->lost_packets,
+                                      l->lost_bytes,
+                                      l->producer_counts_known);
+        for (size_t c = 0; c < l->n_causes && rc == 0; c++) {
+            const Perfetto__Protos__TraceStats__ShmtraceLossCause *k =
+                l->causes[c];
+            if (k->packets == 0 || k->cause == NULL)
+                continue;
+            rc = ins_db_put_packet_loss(t->db, l->sequence_id, k->cause,
+                                        k->packets, k->bytes);
+        }
+    }
+    perfetto__protos__trace_stats__free_unpacked(ts, NULL);
+    return rc;
 }
 
 uint64_t ins_tracker_compressed_skipped(const ins_tracker *t)
@@ -662,6 +534,15 @@ static int on_packet(ins_tracker *t, const ins_packet *p,
         goto loss_row;
     if (ts_msg != NULL && (rc = apply_trace_stats(t, ts_msg)) != 0)
         return rc;
+    if (ts_msg != NULL && ts_msg->n_shmtrace_sequence_loss > 0) {
+        uint8_t *copy = malloc(p->trace_stats.len ? p->trace_stats.len : 1);
+        if (copy == NULL)
+            return -ENOMEM;
+        memcpy(copy, p->trace_stats.data, p->trace_stats.len);
+        free(t->loss_blob);
+        t->loss_blob = copy;
+        t->loss_len = p->trace_stats.len;
+    }
     if ((p->sequence_flags & 2u) && p->seq_id != 0) {
         s->needs_incremental_total++;
         if (!s->incremental_valid) {
@@ -752,7 +633,8 @@ static void apply_system_info(ins_tracker *t, const ins_packet *p)
     }
 }
 
-int ins_tracker_finish(ins_tracker *t)
+/* Trace processor's end-of-trace config checks (ins_stats.h). */
+static int finish_config(ins_tracker *t)
 {
     if (!t->cfg_seen || !t->cfg_write_into_file)
         return 0;
@@ -769,6 +651,12 @@ int ins_tracker_finish(ins_tracker *t)
         rc = stat_set(t, INS_STAT_CONFIG_WRITE_INTO_FILE_NO_FLUSH, false, 0,
                       1, true);
     return rc ? -EIO : 0;
+}
+
+int ins_tracker_finish(ins_tracker *t)
+{
+    int rc = finish_config(t);
+    return rc ? rc : finish_loss(t);
 }
 
 int ins_tracker_flush(ins_tracker *t)

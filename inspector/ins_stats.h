@@ -137,12 +137,12 @@ int ins_tracker_start(ins_tracker *t);
 int ins_tracker_on_packet(ins_tracker *t, const ins_packet *p, char *err,
                           size_t errlen);
 
-/* End of the trace: the stats trace processor derives once every packet
- * is in (config checks above). Call once, before the last flush. */
-int ins_tracker_finish(ins_tracker *t);
-
 /* Write pending sequence rows and in-memory counters (before a commit). */
 int ins_tracker_flush(ins_tracker *t);
+/* At the end, once, after the last ins_tracker_flush: the stats trace
+ * processor derives once every packet is in (config checks above), and
+ * exact loss accounting rows (packet_loss, sequence.lost_*). */
+int ins_tracker_finish(ins_tracker *t);
 
 /* Packets with compressed_packets/zstd_compressed_packets seen. */
 uint64_t ins_tracker_compressed_skipped(const ins_tracker *t);
