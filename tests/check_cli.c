@@ -543,7 +543,9 @@ static Suite *cli_suite(void)
     Suite *s = suite_create("cli");
     TCK_CASE(s, "textproto", test_textproto_full_config,
              test_textproto_empty_and_escapes, test_textproto_errors,
-             test_textproto_garbage_never_crashes);
+             test_textproto_garbage_never_crashes,
+             test_textproto_perfetto_escapes_and_typed_configs,
+             test_rcfg_text_binary_detection);
     TCK_CASE(s, "parse", test_parse_sizes_and_durations);
     TCK_CASE(s, "out", test_out_records_and_flags,
              test_out_trace_stats_captured, test_out_malformed_packets_counted,
