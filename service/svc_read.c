@@ -323,6 +323,66 @@ static int emit_first_pass(svc_service *svc, svc_session *s, svc_scratch *sc,
     return 0;
 }
 
+/* A `trigger` (or, for a clone made on a CLONE_SNAPSHOT trigger,
+ * `clone_snapshot_trigger`) packet, timestamped when the trigger arrived. */
+typedef struct {
+    svc_service *svc;
+    svc_scratch *sc;
+    svc_emit_fn emit;
+    void *ctx;
+} svc_trig_emit_ctx;
+
+static int emit_trigger(void *vctx, const svc_trig_info *t, bool clone)
+{
+    svc_trig_emit_ctx *c = vctx;
+    Perfetto__Protos__TracePacket pk = PERFETTO__PROTOS__TRACE_PACKET__INIT;
+    Perfetto__Protos__Trigger tr = PERFETTO__PROTOS__TRIGGER__INIT;
+    service_header(c->svc, &pk, false);
+    pk.has_timestamp = true;
+    pk.timestamp = t->boot_time_ns;
+    tr.trigger_name = t->name;
+    tr.producer_name = t->producer_name;
+    tr.has_trusted_producer_uid = tr.has_stop_delay_ms = true;
+    tr.trusted_producer_uid = t->producer_uid;
+    tr.stop_delay_ms = t->stop_delay_ms;
+    if (clone)
+        pk.clone_snapshot_trigger = &tr;
+    else
+        pk.trigger = &tr;
+    return emit_service_packet(c->sc, &pk, c->emit, c->ctx);
+}
+
+/* A clone's lifecycle (first pass): clone_started, then buffer_cloned
+ * per buffer, each at the time it happened, as Perfetto's clones say. */
+static int emit_clone_events(const svc_service *svc, const svc_session *s,
+                             svc_scratch *sc, svc_emit_fn emit, void *ctx)
+{
+    for (size_t i = 0; i <= s->nbufs; i++) {
+        uint64_t ts = i == 0 ? s->clone_started_ns :
+                      s->buf_cloned_ns ? s->buf_cloned_ns[i - 1] : 0;
+        if (!ts)
+            continue;
+        Perfetto__Protos__TracePacket pk = PERFETTO__PROTOS__TRACE_PACKET__INIT;
+        Perfetto__Protos__TracingServiceEvent ev =
+            PERFETTO__PROTOS__TRACING_SERVICE_EVENT__INIT;
+        service_header(svc, &pk, false);
+        pk.has_timestamp = true;
+        pk.timestamp = ts;
+        if (i == 0) {
+            ev.event_type_case = SVC_EV(CLONE_STARTED);
+            ev.clone_started = true;
+        } else {
+            ev.event_type_case = SVC_EV(BUFFER_CLONED);
+            ev.buffer_cloned = (uint32_t)(i - 1);
+        }
+        pk.service_event = &ev;
+        int rc = emit_service_packet(sc, &pk, emit, ctx);
+        if (rc < 0)
+            return rc;
+    }
+    return 0;
+}
+
 /* ---------------------------------------------------------------- read */
 
 static int emit_stats(svc_service *svc, svc_session *s, svc_scratch *sc,
@@ -362,11 +422,26 @@ static int session_read(svc_service *svc, svc_session *s, size_t max_bytes,
                     s->cfg->builtin_data_sources->disable_service_events);
     if (more)
         *more = false;
+    /* Waiting for a trigger (or a CLONE_SNAPSHOT session, read through its
+     * clones only): no data at all, not even the service's packets. */
+    if (svc__trigger_withholds(s))
+        return 0;
+    bool first_pass = !s->emitted_config;
     if (!s->emitted_config) {
         s->emitted_config = true;
         if ((rc = emit_first_pass(svc, s, &sc, emit, ctx)) < 0)
             goto out;
     }
+    if (!(s->cfg->builtin_data_sources &&
+          s->cfg->builtin_data_sources->has_disable_trace_config &&
+          s->cfg->builtin_data_sources->disable_trace_config)) {
+        svc_trig_emit_ctx tc = { svc, &sc, emit, ctx };
+        if ((rc = svc__trigger_emit(s, first_pass, emit_trigger, &tc)) < 0)
+            goto out;
+    }
+    if (first_pass && s->is_clone && events &&
+        (rc = emit_clone_events(svc, s, &sc, emit, ctx)) < 0)
+        goto out;
     if (s->state == SVC_SESSION_DISABLED && !s->emitted_disabled &&
         !s->is_clone) {
         s->emitted_disabled = true;

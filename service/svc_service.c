@@ -54,6 +54,7 @@ void svc_destroy(svc_service *svc)
     free(svc->sessions);
     free(svc->producers);
     free(svc->bufs);
+    svc__trigger_service_free(svc);
     free(svc);
 }
 
@@ -93,11 +94,6 @@ void svc_session_uuid(const svc_session *s, int64_t *msb, int64_t *lsb)
 uint64_t svc_session_id(const svc_session *s)
 {
     return s->id;
-}
-
-bool svc_session_is_started(const svc_session *s)
-{
-    return s->state != SVC_SESSION_CONFIGURED;
 }
 
 bool svc_session_is_disabled(const svc_session *s)

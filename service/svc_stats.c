@@ -18,17 +18,10 @@
  * through these entries. Clones start with empty histograms, hence no
  * entries; with the histograms disabled there is no writer_stats at all.
  *
- * svc_state_build (QueryServiceState): one TracingServiceState.Producer
- * per connected producer and one DataSource (descriptor name, id,
- * notify flags; producer_id) per data source it registered, pointing into
- * the service's own strings; freed with svc_state_free.
- *
  * Ownership: svc_stats_build allocates one TraceStats with its arrays
  * (one block per array: each writer entry carries its histogram arrays,
  * svc_wentry); svc_stats_free releases all of it.
  */
-#include "config.h"
-
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -239,136 +232,4 @@ void svc_stats_free(Perfetto__Protos__TraceStats *st)
                                       : NULL);
     free(st->shmtrace_sequence_loss);
     free(st);
-}
-
-/* ---- QueryServiceState ---------------------------------------------- */
-
-typedef struct svc_state {
-    Perfetto__Protos__TracingServiceState st;   /* first: cast back */
-    Perfetto__Protos__TracingServiceState__Producer *pr;
-    Perfetto__Protos__TracingServiceState__DataSource *ds;
-    Perfetto__Protos__DataSourceDescriptor *desc;
-    Perfetto__Protos__TracingServiceState__TracingSession *ts;
-    uint32_t *kb;                                 /* buffer sizes, all */
-} svc_state;
-
-void svc_state_free(Perfetto__Protos__TracingServiceState *st)
-{
-    svc_state *s = (svc_state *)st;
-    if (!s)
-        return;
-    free(s->st.producers);
-    free(s->st.data_sources);
-    free(s->st.tracing_sessions);
-    free(s->ts);
-    free(s->kb);
-    free(s->pr);
-    free(s->ds);
-    free(s->desc);
-    free(s);
-}
-
-Perfetto__Protos__TracingServiceState *svc_state_build(svc_service *svc)
-{
-    svc_state *s = calloc(1, sizeof(*s));
-    if (!s)
-        return NULL;
-    perfetto__protos__tracing_service_state__init(&s->st);
-    size_t np = svc->nproducers, nds = 0;
-    for (size_t i = 0; i < np; i++)
-        nds += svc->producers[i]->nds;
-    s->pr = calloc(np + 1, sizeof(*s->pr));
-    s->st.producers = calloc(np + 1, sizeof(*s->st.producers));
-    s->ds = calloc(nds + 1, sizeof(*s->ds));
-    s->st.data_sources = calloc(nds + 1, sizeof(*s->st.data_sources));
-    s->desc = calloc(nds + 1, sizeof(*s->desc));
-    if (!s->pr || !s->st.producers || !s->ds || !s->st.data_sources ||
-        !s->desc) {
-        svc_state_free(&s->st);
-        return NULL;
-    }
-    size_t k = 0;
-    for (size_t i = 0; i < np; i++) {
-        const svc_producer *p = svc->producers[i];
-        Perfetto__Protos__TracingServiceState__Producer *pr = &s->pr[i];
-        perfetto__protos__tracing_service_state__producer__init(pr);
-        pr->has_id = pr->has_pid = pr->has_uid = true;
-        pr->id = p->id;
-        pr->pid = (int32_t)p->pid;
-        pr->uid = (int32_t)p->uid;
-        pr->name = p->name;
-        s->st.producers[i] = pr;
-        for (size_t j = 0; j < p->nds; j++, k++) {
-            Perfetto__Protos__DataSourceDescriptor *d = &s->desc[k];
-            perfetto__protos__data_source_descriptor__init(d);
-            d->name = p->ds[j].name;
-            d->has_id = p->ds[j].desc_id != 0;
-            d->id = p->ds[j].desc_id;
-            d->has_will_notify_on_stop = d->has_will_notify_on_start = true;
-            d->will_notify_on_stop = p->ds[j].will_notify_on_stop;
-            d->will_notify_on_start = p->ds[j].will_notify_on_start;
-            Perfetto__Protos__TracingServiceState__DataSource *ds =
-                &s->ds[k];
-            perfetto__protos__tracing_service_state__data_source__init(ds);
-            ds->ds_descriptor = d;
-            ds->has_producer_id = true;
-            ds->producer_id = p->id;
-            s->st.data_sources[k] = ds;
-        }
-    }
-    s->st.n_producers = np;
-    s->st.n_data_sources = k;
-    /* Sessions (perfetto --query lists them; --clone-by-name needs the
-     * unique_session_name). Clones are not sessions of their own. */
-    size_t ns = svc->nsessions, nkb = 0, started = 0, t = 0;
-    for (size_t i = 0; i < ns; i++)
-        nkb += svc->sessions[i]->cfg->n_buffers;
-    s->ts = calloc(ns + 1, sizeof(*s->ts));
-    s->st.tracing_sessions = calloc(ns + 1, sizeof(*s->st.tracing_sessions));
-    s->kb = calloc(nkb + 1, sizeof(*s->kb));
-    if (!s->ts || !s->st.tracing_sessions || !s->kb) {
-        svc_state_free(&s->st);
-        return NULL;
-    }
-    uint32_t *kb = s->kb;
-    for (size_t i = 0; i < ns; i++) {
-        const svc_session *ss = svc->sessions[i];
-        if (ss->is_clone)
-            continue;
-        const Perfetto__Protos__TraceConfig *c = ss->cfg;
-        Perfetto__Protos__TracingServiceState__TracingSession *ts =
-            &s->ts[t];
-        perfetto__protos__tracing_service_state__tracing_session__init(ts);
-        ts->has_id = true;
-        ts->id = ss->id;
-        ts->has_consumer_uid = true;
-        ts->consumer_uid = (int32_t)svc->uid;
-        ts->state = (char *)(ss->state == SVC_SESSION_CONFIGURED
-                                 ? "CONFIGURED"
-                             : ss->state == SVC_SESSION_STARTED ? "STARTED"
-                             : ss->state == SVC_SESSION_DISABLING
-                                 ? "DISABLING_WAITING_STOP_ACKS"
-                                 : "DISABLED");
-        ts->unique_session_name = c->unique_session_name;
-        ts->buffer_size_kb = kb;
-        for (size_t b = 0; b < c->n_buffers; b++)
-            *kb++ = c->buffers[b]->size_kb;
-        ts->n_buffer_size_kb = c->n_buffers;
-        ts->has_duration_ms = true;
-        ts->duration_ms = c->duration_ms;
-        ts->has_num_data_sources = true;
-        ts->num_data_sources = (uint32_t)ss->ninst;
-        ts->has_is_started = true;
-        ts->is_started = ss->state == SVC_SESSION_STARTED;
-        started += ts->is_started;
-        s->st.tracing_sessions[t++] = ts;
-    }
-    s->st.n_tracing_sessions = t;
-    s->st.has_supports_tracing_sessions = true;
-    s->st.supports_tracing_sessions = true;
-    s->st.has_num_sessions = s->st.has_num_sessions_started = true;
-    s->st.num_sessions = (int32_t)t;
-    s->st.num_sessions_started = (int32_t)started;
-    s->st.tracing_service_version = (char *)"shmtraced " PACKAGE_VERSION;
-    return &s->st;
 }
