@@ -558,14 +558,20 @@ static int cmd_record(int argc, char **argv)
     uint8_t *cfg_bytes = NULL;
     size_t cfg_len = 0;
     char err[512];
-    if (apply_flags(cfg, &ro, &rcf.modified) < 0 ||
-        rcfg_final(&rcf, &cfg_bytes, &cfg_len) < 0) {
+    if (apply_flags(cfg, &ro, &rcf.modified) < 0) {
         fprintf(stderr, "shmtrace record: out of memory\n");
         goto out;
     }
     bool xmod = false;       /* the config changed (triggers, --detach) */
     if (shx_apply_record_opts(cfg, &ro.x, &xmod, err, sizeof err) < 0) {
         fprintf(stderr, "shmtrace record: %s\n", err);
+        goto out;
+    }
+    /* The bytes to send: the config as given, re-encoded only if a flag
+     * (ours or the trigger/detach ones) changed it. */
+    rcf.modified |= xmod;
+    if (rcfg_final(&rcf, &cfg_bytes, &cfg_len) < 0) {
+        fprintf(stderr, "shmtrace record: out of memory\n");
         goto out;
     }
     bool clone_mode = shx_is_clone_snapshot(cfg);
