@@ -20,8 +20,12 @@ case "$mode" in
     exit 2 ;;
 esac
 
+# libprotobuf32 and libsqlite3-0: what Perfetto's trace_processor_shell needs
+# to run in the interop suite (tests/interop/), when ../shared/perfetto is
+# there.
 PKGS="build-essential autoconf automake libtool pkg-config check
-libsqlite3-dev sqlite3 libprotobuf-c-dev protobuf-c-compiler hyperfine"
+libsqlite3-dev sqlite3 libprotobuf-c-dev protobuf-c-compiler hyperfine
+libprotobuf32 libsqlite3-0"
 missing=""
 for p in $PKGS; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" \

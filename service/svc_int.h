@@ -173,6 +173,10 @@ struct svc_session {
     uint64_t *buf_cloned_ns;     /* each buffer's copy (owned, nbufs) */
     bool emitted_config;         /* first-pass packets sent */
     bool emitted_started, emitted_disabled;
+    /* BOOTTIME (ns) of the TracingServiceEvents, taken when they happen
+     * (trace processor drops ftrace data older than tracing_started);
+     * 0 = not yet. A clone keeps its source's. */
+    uint64_t ev_started_ns, ev_flushed_ns, ev_disabled_ns;
     bool notified_disabled;      /* session_disabled op already called */
     /* flush bookkeeping */
     svc_flush *flushes;

@@ -512,6 +512,7 @@ static void session_start(svc_service *svc, svc_session *s)
     s->start_realtime_ns = (uint64_t)rt.tv_sec * 1000000000u +
                            (uint64_t)rt.tv_nsec;
     s->state = SVC_SESSION_STARTED;
+    s->ev_started_ns = svc__boottime_ns();
     for (size_t i = 0; i < svc->nproducers; i++)
         match_producer(svc, s, svc->producers[i], NULL);
     if (svc->ops.session_started)
@@ -638,6 +639,7 @@ static svc_session *clone_impl(svc_service *svc, void *consumer, uid_t uid,
     s->buf_cloned_ns = calloc(src->nbufs ? src->nbufs : 1, sizeof(uint64_t));
     s->state = SVC_SESSION_DISABLED;
     s->notified_disabled = true;
+    s->ev_started_ns = src->ev_started_ns;
     for (size_t i = 0; i < src->nbufs; i++) {
         tb_buffer *src_buf = svc__buffer(svc, src->buf_ids[i], NULL);
         tb_buffer *b = src_buf ? tb_clone_readonly(src_buf) : NULL;
