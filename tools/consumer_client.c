@@ -750,7 +750,10 @@ int cons_clone_to_file(const char *socket_override, uint64_t session_id,
     if (!c) {
         char sock[108] = "";
         ipc_sock_path(IPC_SOCK_CONSUMER, socket_override, sock, sizeof sock);
-        snprintf(err, err_len, CONS_NO_SERVICE_FMT, sock, strerror(-rc));
+        if (rc == -EPERM)   /* a daemon of another user: say so */
+            ipc_sock_describe_error(sock, rc, err, err_len);
+        else
+            snprintf(err, err_len, CONS_NO_SERVICE_FMT, sock, strerror(-rc));
         cli_outfile_abort(&of);
         return rc;
     }

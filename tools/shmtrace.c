@@ -95,8 +95,16 @@ static void usage_main(FILE *f)
 "  help     this help; `shmtrace help COMMAND`: that command's help\n"
 "\n"
 "The consumer socket is --socket PATH, else $PERFETTO_CONSUMER_SOCK_NAME,\n"
-"else $XDG_RUNTIME_DIR/shmtrace-consumer.sock, else\n"
-"/tmp/shmtrace-consumer.sock.\n"
+"else shmtrace-consumer.sock in your own runtime directory\n"
+"($XDG_RUNTIME_DIR, else /tmp/shmtrace-UID) if a daemon of yours is\n"
+"there, else the system daemon's " IPC_SYSTEM_SOCK_DIR "/shmtrace-consumer.sock"
+"\n(root: always the system one). shmtrace talks only to a daemon running\n"
+"as root or as you, and sees only your own sessions (root: everyone's,\n"
+"unless the daemon says otherwise).\n"
+"\n"
+"Output files: -o FILE creates FILE (mode 0600) or replaces an existing\n"
+"regular file; anything else there (symlink, directory, device, FIFO,\n"
+"socket) is refused and left alone.\n"
 "\n"
 "  -h, --help       this help\n"
 "  -V, --version    print the version\n"
@@ -143,6 +151,9 @@ static void usage_record(FILE *f)
 "  buffers { size_kb: 65536 fill_policy: RING_BUFFER }\n"
 "  data_sources { config { name: \"shmtrace.synthetic\" target_buffer: 0 } }\n"
 "  duration_ms: 10000\n"
+"With write_into_file: true the service writes the trace itself, into\n"
+"FILE, which shmtrace opens with your rights and passes to it; a config's\n"
+"output_path is ignored (the service does not create files for users).\n"
 "A data source that no producer has registered is warned about, with\n"
 "the list of those registered.\n"
 "\n"
@@ -306,6 +317,21 @@ static void print_summary(const char *what, const char *path,
             l.abi_violations, l.trace_writer_packet_loss,
             st ? "" : " (no trace stats available)");
     print_loss_line(st);
+}
+
+/* A failed cons_connect, worded for the user (-EPERM: a daemon of
+ * another user holds the socket name, ipc_sock_describe_error). */
+static void connect_error(const char *cmd, const char *socket, int rc)
+{
+    char path[108] = "", msg[512];
+    ipc_sock_path(IPC_SOCK_CONSUMER, socket, path, sizeof path);
+    if (rc == -EPERM) {
+        ipc_sock_describe_error(path, rc, msg, sizeof msg);
+        fprintf(stderr, "shmtrace %s: %s\n", cmd, msg);
+    } else {
+        fprintf(stderr, "shmtrace %s: " CONS_NO_SERVICE_FMT "\n", cmd, path,
+                strerror(-rc));
+    }
 }
 
 /* ---- record ------------------------------------------------------- */
@@ -567,8 +593,33 @@ static int cmd_record(int argc, char **argv)
         fprintf(stderr, "shmtrace record: %s\n", err);
         goto out;
     }
+    /* write_into_file: we open -o FILE with the user's rights and pass
+     * the fd (Perfetto's way); the service never opens a path for us. */
+    bool service_writes = cfg->write_into_file;
+    if (cfg->write_into_file && cfg->output_path && cfg->output_path[0]) {
+        fprintf(stderr, "shmtrace record: ignoring the config's output_path "
+                "%s: the trace goes to -o %s, which shmtrace opens and "
+                "hands to the service\n", cfg->output_path, ro.out);
+    }
+    if (cfg->output_path) {
+        free(cfg->output_path);
+        cfg->output_path = NULL;
+        rcf.modified = true;
+    }
+    /* -o - onto a pipe or a terminal: the service takes only regular files
+     * (a reader that stalls would stall it for every user), so we read the
+     * buffers over IPC every period instead and write them out ourselves. */
+    struct stat ost;
+    if (service_writes && strcmp(ro.out, "-") == 0 &&
+        (fstat(STDOUT_FILENO, &ost) < 0 || !S_ISREG(ost.st_mode))) {
+        service_writes = false;
+        cfg->has_write_into_file = false;
+        cfg->write_into_file = false;
+        ro.long_mode = true;
+        rcf.modified = true;
+    }
     /* The bytes to send: the config as given, re-encoded only if a flag
-     * (ours or the trigger/detach ones) changed it. */
+     * (ours or the trigger/detach ones) or the rules above changed it. */
     rcf.modified |= xmod;
     if (rcfg_final(&rcf, &cfg_bytes, &cfg_len) < 0) {
         fprintf(stderr, "shmtrace record: out of memory\n");
@@ -576,12 +627,6 @@ static int cmd_record(int argc, char **argv)
     }
     bool clone_mode = shx_is_clone_snapshot(cfg);
     unsigned snapshots = 0;
-    bool service_writes = cfg->write_into_file && !cfg->output_path;
-    if (cfg->write_into_file && cfg->output_path) {
-        fprintf(stderr, "shmtrace record: the config's output_path makes "
-                "the service write %s itself; -o %s stays empty\n",
-                cfg->output_path, ro.out);
-    }
     uint32_t period = ro.period_ms ? ro.period_ms
                       : cfg->file_write_period_ms ? cfg->file_write_period_ms
                                                   : DEFAULT_PERIOD_MS;
@@ -599,10 +644,7 @@ static int cmd_record(int argc, char **argv)
         goto out;
     c = cons_connect(ro.socket, &rc);
     if (!c) {
-        char path[108] = "";
-        ipc_sock_path(IPC_SOCK_CONSUMER, ro.socket, path, sizeof path);
-        fprintf(stderr, "shmtrace record: " CONS_NO_SERVICE_FMT "\n", path,
-                strerror(-rc));
+        connect_error("record", ro.socket, rc);
         status = EXIT_NO_SERVICE;
         goto out;
     }
@@ -878,7 +920,9 @@ static int cmd_clone(int argc, char **argv)
     if (rc < 0) {
         fprintf(stderr, "shmtrace clone: %s; nothing written\n", err);
         cons_out_fini(&o);
-        return strstr(err, "cannot connect") ? EXIT_NO_SERVICE : EXIT_FAIL;
+        return strstr(err, "cannot connect") ||
+               strstr(err, "refusing to use it") ? EXIT_NO_SERVICE
+                                                 : EXIT_FAIL;
     }
     if (json)
         cli_json_summary("clone", out, &o, o.last_stats,
@@ -952,10 +996,7 @@ static int cmd_stats(int argc, char **argv)
     int rc = 0;
     cons_client *c = cons_connect(socket, &rc);
     if (!c) {
-        char path[108] = "";
-        ipc_sock_path(IPC_SOCK_CONSUMER, socket, path, sizeof path);
-        fprintf(stderr, "shmtrace stats: " CONS_NO_SERVICE_FMT "\n", path,
-                strerror(-rc));
+        connect_error("stats", socket, rc);
         return EXIT_NO_SERVICE;
     }
     Perfetto__Protos__TraceStats *st = NULL;
