@@ -43,7 +43,7 @@ tests_check_tw_flow_CFLAGS = $(libshm_test_cflags)
 tests_check_tw_flow_LDADD = $(libshm_test_ldadd)
 TESTS += tests/check_tw_flow
 
-# White-box: compiles libshm/smb_shm.c itself (the shm_open fallback).
+# White-box: the shm_open fallback through smb_shm_int.h (libshm_core.la).
 check_PROGRAMS += tests/check_smb_shm
 tests_check_smb_shm_SOURCES = tests/check_smb_shm.c
 tests_check_smb_shm_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS) -I$(top_srcdir)/libshm
