@@ -265,7 +265,10 @@ START_TEST(test_loop_timers_order_and_cancel)
 {
     ipc_loop *loop = ipc_loop_create();
     n_order = 0;
-    ipc_loop_add_timer(loop, 30, 0, rec, (void *)3);
+    /* 3 is added first but due last: its delay leaves a second for the
+     * adds below even on a loaded machine under ThreadSanitizer (with 30 ms
+     * a 20 ms stall between two adds reordered them). */
+    ipc_loop_add_timer(loop, 1000, 0, rec, (void *)3);
     ipc_loop_add_timer(loop, 0, 0, rec, (void *)1);
     uint64_t t = ipc_loop_add_timer(loop, 10, 0, rec, (void *)99);
     ipc_loop_add_timer(loop, 10, 0, rec, (void *)2);

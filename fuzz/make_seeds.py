@@ -1,0 +1,85 @@
+#!/usr/bin/env python3
+# fuzz/make_seeds.py - writes the generated seed inputs of fuzz/corpus/
+# (the binary tapes of fuzz_tb, fuzz_smb_reader, fuzz_ipc_frame and
+# fuzz_svc_ipc; the text and trace seeds are plain files). Run from the top
+# of the tree; the output is committed, so this only needs rerunning when a
+# target's input format changes. Deterministic.
+import os, struct
+
+def varint(v):
+    out = bytearray()
+    while True:
+        b = v & 0x7f
+        v >>= 7
+        out.append(b | (0x80 if v else 0))
+        if not v:
+            return bytes(out)
+
+def field(num, wt, payload):
+    key = varint(num << 3 | wt)
+    if wt == 0:
+        return key + varint(payload)
+    if wt == 2:
+        return key + varint(len(payload)) + payload
+    raise ValueError(wt)
+
+def frame(body):
+    return struct.pack('<I', len(body)) + body
+
+def write(dirname, name, data):
+    d = os.path.join('fuzz', 'corpus', dirname)
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, name), 'wb') as f:
+        f.write(data)
+
+# ---- ipc_frame: mode byte + stream of frames
+bind = frame(field(2, 0, 1) + field(3, 2, field(1, 2, b'ProducerPort')))
+commit = field(1, 2, field(1, 0, 3) + field(2, 0, 5) + field(3, 0, 1))
+invoke = frame(field(2, 0, 2) + field(5, 2, field(1, 0, 1) + field(2, 0, 3) +
+                                        field(3, 2, commit)))
+reply = frame(field(2, 0, 2) + field(6, 2, field(1, 0, 1) + field(2, 0, 1) +
+                                       field(3, 2, b'\x08\x01')))
+breply = frame(field(2, 0, 1) + field(4, 2, field(1, 0, 1) + field(2, 0, 1) +
+               field(3, 2, field(1, 0, 1) + field(2, 2, b'CommitData'))))
+err = frame(field(2, 0, 9) + field(7, 2, field(1, 2, b'unknown')))
+empty = frame(b'')
+write('ipc_frame', 'bind_invoke', b'\x00' + bind + invoke)
+write('ipc_frame', 'bytewise', b'\x01' + bind + reply + breply)
+write('ipc_frame', 'slices', b'\x0a' + invoke + err + empty + invoke)
+write('ipc_frame', 'oversize', b'\x00' + struct.pack('<I', 200000) + b'\x08')
+lens = bytes([0, 3, 1, 7])
+write('ipc_frame', 'lens', b'\x03' + bind + invoke + reply + lens +
+      bytes([len(lens)]))
+
+# ---- tb: header byte (buffer 4 KiB * (1 + b & 63), bit 7 discard), ops
+# op % 8: 0/1 hostile chunk, 2 hostile patch, 3/4 honest chunk (op >> 3:
+# shape), 5 read some, 6 clone, 7 read all.
+def hostile(wid, cid, nfrag, flags, payload, complete=True):
+    sel = (wid & 3) | (0 if complete else 0x10) | 0x08
+    return (bytes([0, sel, cid & 0xff, nfrag & 0xff, flags]) +
+            struct.pack('<H', len(payload)) + payload)
+
+def frags(*sizes):
+    out = b''
+    for s in sizes:
+        out += varint(s) + bytes((i * 13) & 0xff for i in range(s))
+    return out
+
+honest = lambda shape: bytes([3 | (shape << 3)])
+readall, clone = b'\x07', b'\x06'
+write('tb', 'honest_only', b'\x01' + honest(1) + honest(2) + honest(4) +
+      honest(0) + readall + honest(7) + clone + honest(3) + readall)
+write('tb', 'mixed', b'\x00' + honest(1) + hostile(1, 0, 2, 0, frags(5, 9)) +
+      hostile(1, 1, 1, 2, frags(30)) + honest(4) +
+      hostile(1, 2, 2, 1, frags(3, 4)) + bytes([5 | (3 << 3)]) +
+      honest(0) + readall)
+write('tb', 'patch', b'\x02' + hostile(2, 5, 1, 4, frags(16)) +
+      bytes([2, 2, 5, 1]) + struct.pack('<H', 2) + b'\x0a\x0b\x0c\x0d' +
+      honest(1) + readall)
+write('tb', 'wrap', b'\x00' + (honest(3) + honest(7)) * 40 +
+      hostile(3, 0, 1, 0, frags(3000)) + readall)
+write('tb', 'discard', b'\x80' + (honest(3) + hostile(1, 9, 1, 0, frags(900)))
+      * 8 + readall + honest(1) + readall)
+write('tb', 'scraped', b'\x01' + hostile(1, 3, 2, 2, frags(10, 40),
+                                          complete=False) +
+      hostile(1, 3, 2, 2, frags(10, 40)) + readall)
