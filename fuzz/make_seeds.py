@@ -83,3 +83,41 @@ write('tb', 'discard', b'\x80' + (honest(3) + hostile(1, 9, 1, 0, frags(900)))
 write('tb', 'scraped', b'\x01' + hostile(1, 3, 2, 2, frags(10, 40),
                                           complete=False) +
       hostile(1, 3, 2, 2, frags(10, 40)) + readall)
+
+# ---- smb_reader: geometry byte (page 4 KiB << g % 5, 1 + (g >> 4) % 4
+# pages, bit 6 small shared buffer, bit 7 discard), then ops (op % 11):
+# 0 page word, 1 chunk header, 2 payload bytes, 3 commit, 4 scrape,
+# 5 emulated chunk, 6 patches, 7 honest chunk (op >> 4: shape), 8 read some,
+# 9 clone, 10 read all.
+def word(page, layout, states):
+    return bytes([0, page, 1 | ((layout - 1) << 1)]) + struct.pack('<I', states)
+
+def header(page, idx, cid, wid, count, flags):
+    return bytes([1, page, idx, (flags & 7) << 3, cid, wid - 1, count])
+
+def payload(page, idx, off, data):
+    data = data + b'\0' * (-len(data) % 4)
+    return bytes([2, page, idx]) + struct.pack('<H', off) + \
+        bytes([len(data) // 4]) + data
+
+def commit(page, idx, target=0):
+    return bytes([3, target << 2, page, idx])
+
+honest_s = lambda shape: bytes([7 | (shape << 4)])
+read_all, scrape = bytes([10]), bytes([4])
+basic = (word(0, 4, 0x3) + header(0, 0, 0, 1, 2, 0) +
+         payload(0, 0, 0, frags(10, 20)) + commit(0, 0) + honest_s(1) +
+         read_all)
+write('smb_reader', 'commit', bytes([0x10]) + basic)
+write('smb_reader', 'scrape', bytes([0x00]) + word(0, 2, 0x1) +
+      header(0, 0, 4, 2, 3, 2) + payload(0, 0, 0, frags(8, 8, 30)) +
+      honest_s(5) + scrape + honest_s(2) + read_all)
+write('smb_reader', 'emulated', bytes([0x21]) +
+      bytes([5, 0]) + bytes([8 + 14]) + struct.pack('<IHH', 7, 3, 1) +
+      frags(13) + honest_s(3) + read_all)
+write('smb_reader', 'patches', bytes([0x02]) + word(0, 1, 0x3) +
+      header(0, 0, 9, 4, 1, 4) + payload(0, 0, 0, frags(40)) + commit(0, 0) +
+      bytes([6, 0, 9, 4, 1]) + struct.pack('<H', 4) + b'abcd' + read_all)
+write('smb_reader', 'badindex', bytes([0x30]) + word(3, 5, 0xfffffff) +
+      commit(3, 13) + commit(4, 0) + commit(0, 14, 2) + scrape +
+      bytes([9]) + honest_s(7) + honest_s(0) + read_all)
