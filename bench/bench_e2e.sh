@@ -59,7 +59,7 @@ e2e_case() {
     export PERFETTO_PRODUCER_SOCK_NAME="$DIR/$name-p.sock"
     export PERFETTO_CONSUMER_SOCK_NAME="$DIR/$name-c.sock"
     export OUT="$DIR/$name.pftrace"
-    "$top_builddir/libbuf/shmtraced" 2>"$DIR/$name-daemon.log" &
+    "$top_builddir/service/shmtraced" 2>"$DIR/$name-daemon.log" &
     daemon=$!
     while [ ! -S "$PERFETTO_CONSUMER_SOCK_NAME" ]; do sleep 0.02; done
     t0=$(ticks)

@@ -30,6 +30,8 @@
 
 #include <shmtrace/smb_shm.h>
 
+#include "smb_shm_int.h"
+
 static int map_fd(int fd, size_t size, smb_shm *out)
 {
     void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
@@ -62,7 +64,7 @@ static int create_memfd(size_t size, smb_shm *out)
 }
 #endif
 
-static int create_posix_shm(size_t size, smb_shm *out)
+int smb__shm_create_posix(size_t size, smb_shm *out)
 {
     char name[64];
     struct timespec ts;
@@ -98,7 +100,7 @@ int smb_shm_create(size_t size_bytes, smb_shm *out)
     if (create_memfd(size_bytes, out) == 0)
         return 0;
 #endif
-    return create_posix_shm(size_bytes, out);
+    return smb__shm_create_posix(size_bytes, out);
 }
 
 int smb_shm_map(int fd, unsigned flags, smb_shm *out)

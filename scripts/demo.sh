@@ -24,7 +24,7 @@ nproducers=${DEMO_PRODUCERS:-3}
 rate=${DEMO_RATE:-4000}
 size=${DEMO_SIZE:-200}
 
-daemon=$top_builddir/libbuf/shmtraced
+daemon=$top_builddir/service/shmtraced
 producer=$top_builddir/tools/shmtrace-producer
 cli=$top_builddir/tools/shmtrace
 inspect=$top_builddir/inspector/shmtrace-inspect

@@ -1,13 +1,19 @@
 /*
  * check_smb_shm.c - the POSIX shm_open fallback of smb_shm.c (used when
- * memfd_create is missing or refused), white-box: this program compiles
- * smb_shm.c itself to reach the static create_posix_shm().
+ * memfd_create is missing or refused), white-box through smb_shm_int.h
+ * (linked from the internal libshm_core.la).
  */
-#include "../libshm/smb_shm.c"
-
 #include <check.h>
 #include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "smb_shm_int.h"
 
 /* Names of shmtrace objects currently in /dev/shm (0 if none). */
 static int count_shmtrace_objects(void)
@@ -29,7 +35,7 @@ START_TEST(test_posix_shm_private_and_unlinked)
     smb_shm a, b;
     struct stat st;
     int before = count_shmtrace_objects();
-    ck_assert_int_eq(create_posix_shm(3 * 4096, &a), 0);
+    ck_assert_int_eq(smb__shm_create_posix(3 * 4096, &a), 0);
     ck_assert_ptr_nonnull(a.base);
     ck_assert_uint_eq(a.size, 3 * 4096);
     ck_assert_int_ge(a.fd, 0);
@@ -56,7 +62,7 @@ START_TEST(test_posix_shm_many_objects_distinct)
 {
     smb_shm s[8];
     for (int i = 0; i < 8; i++) {
-        ck_assert_int_eq(create_posix_shm(4096, &s[i]), 0);
+        ck_assert_int_eq(smb__shm_create_posix(4096, &s[i]), 0);
         s[i].base[0] = (uint8_t)i;
     }
     for (int i = 0; i < 8; i++) {

@@ -1,6 +1,6 @@
 /*
  * check_svc_packet.c - the service's TracePacket validator and trusted
- * trailer (libbuf/svc_packet.c, wire-formats.md §3).
+ * trailer (service/svc_packet.c, wire-formats.md §3).
  */
 #include <check.h>
 #include <stdlib.h>

@@ -9,7 +9,7 @@
 set -u
 : "${top_builddir:=.}"
 : "${top_srcdir:=.}"
-SHMTRACED="$top_builddir/libbuf/shmtraced"
+SHMTRACED="$top_builddir/service/shmtraced"
 PRODUCER="$top_builddir/tools/shmtrace-producer"
 CLI="$top_builddir/tools/shmtrace"
 TRACECHECK="$top_builddir/tests/svc_tracecheck"

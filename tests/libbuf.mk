@@ -1,7 +1,7 @@
 # tests/libbuf.mk - Check tests of libbuf (linked to the internal library).
 
 libbuf_test_cflags = $(AM_CFLAGS) $(CHECK_CFLAGS) -I$(top_srcdir)/libbuf
-libbuf_test_ldadd = libbuf/libtb_internal.la $(CHECK_LIBS)
+libbuf_test_ldadd = libbuf/libtb_core.la $(CHECK_LIBS)
 
 noinst_HEADERS += tests/tb_testutil.h
 
@@ -53,3 +53,7 @@ tests_check_tb_random_CFLAGS = $(libbuf_test_cflags)
 tests_check_tb_random_LDADD = $(libbuf_test_ldadd)
 TESTS += tests/check_tb_random
 
+
+# The installed libraries export only their contracts (nm / readelf).
+dist_check_SCRIPTS += tests/check_exports.sh
+TESTS += tests/check_exports.sh

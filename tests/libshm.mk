@@ -1,14 +1,14 @@
 # tests/libshm.mk - Check tests of libshm (SMB ABI, shared memory, reader,
 # arbiter, TraceWriter) and the README's producer example.
 #
-# The tests link libshm.la, the service-side reader (libsmbreader.la) and
-# libbuf, so packets go the whole way: writer -> SMB -> reader -> buffer.
+# The tests link the internal libraries the programs use ($(SVC_LIBS):
+# libshm_core, the service with its SMB reader, libtb_core), so packets go
+# the whole way: writer -> SMB -> reader -> buffer. example_producer links
+# the installed libshm.la, as a user's program would.
 
 libshm_test_cflags = $(AM_CFLAGS) $(CHECK_CFLAGS) $(PROTOBUF_C_CFLAGS) \
-	-I$(top_srcdir)/libshm -I$(top_srcdir)/tests
-libshm_test_ldadd = libshm/libshm.la libshm/libsmbreader.la \
-	libbuf/libbuf.la protos/libshmtrace_protos.la $(PROTOBUF_C_LIBS) \
-	$(CHECK_LIBS)
+	-I$(top_srcdir)/libshm -I$(top_srcdir)/service -I$(top_srcdir)/tests
+libshm_test_ldadd = $(SVC_LIBS) $(CHECK_LIBS)
 
 noinst_HEADERS += tests/check_smb_harness.h
 
@@ -46,8 +46,8 @@ TESTS += tests/check_tw_flow
 # White-box: compiles libshm/smb_shm.c itself (the shm_open fallback).
 check_PROGRAMS += tests/check_smb_shm
 tests_check_smb_shm_SOURCES = tests/check_smb_shm.c
-tests_check_smb_shm_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
-tests_check_smb_shm_LDADD = $(CHECK_LIBS)
+tests_check_smb_shm_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS) -I$(top_srcdir)/libshm
+tests_check_smb_shm_LDADD = libshm/libshm_core.la $(CHECK_LIBS)
 TESTS += tests/check_smb_shm
 
 # Seeded fuzzing of every hostile-input path: IPC decoder and host dispatch,
@@ -55,11 +55,10 @@ TESTS += tests/check_smb_shm
 check_PROGRAMS += tests/check_fuzz
 tests_check_fuzz_SOURCES = tests/check_fuzz.c
 tests_check_fuzz_CPPFLAGS = $(AM_CPPFLAGS) $(IPC_CPPFLAGS) \
-	-I$(top_srcdir)/libshm -I$(top_srcdir)/inspector
+	-I$(top_srcdir)/libshm -I$(top_srcdir)/service -I$(top_srcdir)/inspector
 tests_check_fuzz_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS) $(SQLITE_CFLAGS) \
 	$(PROTOBUF_C_CFLAGS) -pthread
-tests_check_fuzz_LDADD = libshm/libsmbreader.la libbuf/libbuf.la \
-	inspector/libins.la ipc/libshmtrace_ipc.la protos/libshmtrace_protos.la \
-	$(SQLITE_LIBS) $(PROTOBUF_C_LIBS) $(CHECK_LIBS) -lpthread
+tests_check_fuzz_LDADD = inspector/libins.la $(SVC_LIBS) \
+	$(SQLITE_LIBS) $(CHECK_LIBS) -lpthread
 $(tests_check_fuzz_OBJECTS): $(PROTO_GEN_H)
 TESTS += tests/check_fuzz

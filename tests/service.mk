@@ -2,8 +2,8 @@
 # scripted end-to-end tests (real shmtraced, producers, consumer).
 
 svc_test_cflags = $(AM_CFLAGS) $(CHECK_CFLAGS) $(PROTOBUF_C_CFLAGS) \
-	-I$(top_srcdir)/libbuf
-svc_test_ldadd = libbuf/libsvc_internal.la $(CHECK_LIBS)
+	-I$(top_srcdir)/service $(IPC_CPPFLAGS)
+svc_test_ldadd = $(SVC_LIBS) $(CHECK_LIBS)
 
 check_PROGRAMS += tests/check_svc_packet tests/check_svc_session
 tests_check_svc_packet_SOURCES = tests/check_svc_packet.c

@@ -12,7 +12,7 @@
  * THE TRANSPORT SEAM. The arbiter never knows who moves chunks: it calls
  * smb_transport.commit with each batch. In-process (tests, benchmarks) the
  * callback hands the batch straight to the service-side SMB reader
- * (libshm/smb_reader.h) and a libbuf tb_buffer; over IPC the callback
+ * (service/smb_reader.h) and a libbuf tb_buffer; over IPC the callback
  * encodes one CommitDataRequest and sends it on the producer socket. The
  * service applies a batch's chunks before its patches, then the flush id.
  *

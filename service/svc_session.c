@@ -1,6 +1,7 @@
 /*
  * svc_session.c - tracing sessions: config checks, buffers, data source
- * instances, flushes, stop, clone, and the service's timers.
+ * instances, enable/start, free and clone (flushes, stop and timers are in
+ * svc_flush.c, the service object and buffer table in svc_service.c).
  *
  * Life of a session (life-of-a-tracing-session steps 4-28):
  *   enable  -> buffers created (global ids), every config data source
@@ -34,178 +35,6 @@
 
 #include "svc_int.h"
 
-#define SVC_DEFAULT_FLUSH_TIMEOUT_MS 5000u
-#define SVC_DEFAULT_STOP_TIMEOUT_MS  5000u
-#define SVC_DEFAULT_FILE_PERIOD_MS   5000u
-#define SVC_MIN_FILE_PERIOD_MS       100u
-#define SVC_MAX_DURATION_MS          (7u * 24 * 3600 * 1000)
-#define SVC_GUARDRAIL_DURATION_MS    (24u * 3600 * 1000)
-#define SVC_GUARDRAIL_TOTAL_KB       131072u
-/* Flush flags: reason bits 0-3, initiator bits 4-7 (1 = traced). */
-#define SVC_FLUSH_FLAGS_STOP     (2u | (1u << 4))
-#define SVC_FLUSH_FLAGS_PERIODIC (1u | (1u << 4))
-
-static void set_err(char *err, size_t errlen, const char *fmt,
-                    unsigned long long a, unsigned long long b)
-{
-    if (err && errlen)
-        snprintf(err, errlen, fmt, a, b);
-}
-
-uint64_t svc_now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
-
-/* ---------------------------------------------------------------- service */
-
-svc_service *svc_create(const svc_ops *ops, void *ops_ctx, uid_t uid)
-{
-    svc_service *svc = calloc(1, sizeof(*svc));
-    if (!svc)
-        return NULL;
-    if (ops)
-        svc->ops = *ops;
-    svc->ops_ctx = ops_ctx;
-    svc->uid = uid;
-    return svc;
-}
-
-void svc_destroy(svc_service *svc)
-{
-    if (!svc)
-        return;
-    while (svc->nsessions)
-        svc_session_free(svc, svc->sessions[svc->nsessions - 1]);
-    while (svc->nproducers)
-        svc_producer_disconnect(svc, svc->producers[svc->nproducers - 1]);
-    free(svc->sessions);
-    free(svc->producers);
-    free(svc->bufs);
-    free(svc);
-}
-
-size_t svc_session_count(const svc_service *svc)
-{
-    return svc->nsessions;
-}
-
-void svc_disable_all_sessions(svc_service *svc)
-{
-    for (size_t i = 0; i < svc->nsessions; i++)
-        svc_session_disable(svc, svc->sessions[i]);
-}
-
-bool svc_all_sessions_disabled(const svc_service *svc)
-{
-    for (size_t i = 0; i < svc->nsessions; i++)
-        if (svc->sessions[i]->state != SVC_SESSION_DISABLED)
-            return false;
-    return true;
-}
-
-size_t svc_sessions_owing_reads(const svc_service *svc)
-{
-    size_t n = 0;
-    for (size_t i = 0; i < svc->nsessions; i++)
-        n += svc->sessions[i]->out_fd < 0 && svc->sessions[i]->consumer;
-    return n;
-}
-
-void svc_session_uuid(const svc_session *s, int64_t *msb, int64_t *lsb)
-{
-    *msb = s->uuid_msb;
-    *lsb = s->uuid_lsb;
-}
-
-uint64_t svc_session_id(const svc_session *s)
-{
-    return s->id;
-}
-
-bool svc_session_is_disabled(const svc_session *s)
-{
-    return s->state == SVC_SESSION_DISABLED;
-}
-
-bool svc_session_writes_file(const svc_session *s)
-{
-    return s->out_fd >= 0;
-}
-
-svc_session *svc_session_by_consumer(svc_service *svc, void *consumer)
-{
-    for (size_t i = 0; i < svc->nsessions; i++)
-        if (svc->sessions[i]->consumer == consumer)
-            return svc->sessions[i];
-    return NULL;
-}
-
-/* ---------------------------------------------------------------- buffers */
-
-tb_buffer *svc__buffer(svc_service *svc, uint32_t id, svc_session **out)
-{
-    if (id == 0)
-        return NULL;
-    for (size_t i = 0; i < svc->nbufslots; i++) {
-        if (svc->bufs[i].id == id) {
-            if (out)
-                *out = svc->bufs[i].session;
-            return svc->bufs[i].buf;
-        }
-    }
-    return NULL;
-}
-
-/* Takes ownership of buf; returns the new global id or 0 (buf destroyed). */
-static uint32_t buffer_add(svc_service *svc, tb_buffer *buf, svc_session *s)
-{
-    uint32_t id = svc->last_buffer_id;
-    bool found = false;
-    for (uint32_t tries = 0; tries < 65535 && !found; tries++) {
-        id = id >= 65535 ? 1 : id + 1;
-        found = svc__buffer(svc, id, NULL) == NULL;
-    }
-    size_t slot = svc->nbufslots;
-    for (size_t i = 0; i < svc->nbufslots; i++)
-        if (svc->bufs[i].id == 0) {
-            slot = i;
-            break;
-        }
-    if (found && slot == svc->nbufslots) {
-        svc_bufslot *g = realloc(svc->bufs, (slot + 1) * sizeof(*g));
-        if (g) {
-            svc->bufs = g;
-            svc->nbufslots++;
-        } else {
-            found = false;
-        }
-    }
-    if (!found) {
-        tb_destroy(buf);
-        return 0;
-    }
-    svc->bufs[slot].id = id;
-    svc->bufs[slot].buf = buf;
-    svc->bufs[slot].session = s;
-    svc->last_buffer_id = id;
-    return id;
-}
-
-static void buffer_remove(svc_service *svc, uint32_t id)
-{
-    for (size_t i = 0; i < svc->nbufslots; i++) {
-        if (svc->bufs[i].id == id) {
-            svc->total_buffer_kb -= tb_size(svc->bufs[i].buf) / 1024;
-            tb_destroy(svc->bufs[i].buf);
-            memset(&svc->bufs[i], 0, sizeof(svc->bufs[i]));
-        }
-    }
-    for (size_t i = 0; i < svc->nproducers; i++)
-        svc__producer_disallow(svc->producers[i], id);
-}
 
 /* ---------------------------------------------------------------- config */
 
@@ -213,12 +42,12 @@ static int check_config(const svc_service *svc,
         const Perfetto__Protos__TraceConfig *cfg, char *err, size_t errlen)
 {
     if (cfg->n_buffers == 0) {
-        set_err(err, errlen, "the config has no buffers (add buffers { "
+        svc__set_err(err, errlen, "the config has no buffers (add buffers { "
                 "size_kb: N })%.0llu%.0llu", 0, 0);
         return -EINVAL;
     }
     if (cfg->n_buffers > SVC_MAX_BUFFERS_PER_SESSION) {
-        set_err(err, errlen, "too many buffers: %llu (max %llu)",
+        svc__set_err(err, errlen, "too many buffers: %llu (max %llu)",
                 cfg->n_buffers, SVC_MAX_BUFFERS_PER_SESSION);
         return -EINVAL;
     }
@@ -229,18 +58,18 @@ static int check_config(const svc_service *svc,
         const Perfetto__Protos__TraceConfig__BufferConfig *b = cfg->buffers[i];
         uint64_t kb = b->has_size_kb ? b->size_kb : 0;
         if (kb == 0 || kb * 1024 > 0xFFFFFFFFull) {
-            set_err(err, errlen, "buffer %llu: size_kb %llu is invalid "
+            svc__set_err(err, errlen, "buffer %llu: size_kb %llu is invalid "
                     "(must be 1..4194303)", i, kb);
             return -EINVAL;
         }
         if (guard && kb % 4) {
-            set_err(err, errlen, "buffer %llu: size_kb %llu is not a "
+            svc__set_err(err, errlen, "buffer %llu: size_kb %llu is not a "
                     "multiple of 4 (extra guardrails)", i, kb);
             return -EINVAL;
         }
         if (b->has_fill_policy && b->fill_policy != 0 &&
             b->fill_policy != 1 && b->fill_policy != 2) {
-            set_err(err, errlen, "buffer %llu: unknown fill_policy %llu "
+            svc__set_err(err, errlen, "buffer %llu: unknown fill_policy %llu "
                     "(use RING_BUFFER or DISCARD)", i,
                     (unsigned long long)b->fill_policy);
             return -EINVAL;
@@ -254,13 +83,13 @@ static int check_config(const svc_service *svc,
             cfg->guardrail_overrides->max_tracing_buffer_size_kb > max_kb)
             max_kb = cfg->guardrail_overrides->max_tracing_buffer_size_kb;
         if (total_kb > max_kb) {
-            set_err(err, errlen, "buffers total %llu KB exceed the "
+            svc__set_err(err, errlen, "buffers total %llu KB exceed the "
                     "guardrail of %llu KB", total_kb, max_kb);
             return -EINVAL;
         }
     }
     if (svc->total_buffer_kb + total_kb > SVC_MAX_TOTAL_BUFFER_KB) {
-        set_err(err, errlen, "buffers total %llu KB: the service holds at "
+        svc__set_err(err, errlen, "buffers total %llu KB: the service holds at "
                 "most %llu KB in all sessions", total_kb,
                 SVC_MAX_TOTAL_BUFFER_KB);
         return -ENOMEM;
@@ -269,20 +98,20 @@ static int check_config(const svc_service *svc,
         const Perfetto__Protos__TraceConfig__DataSource *d =
             cfg->data_sources[i];
         if (!d->config || !d->config->name || !d->config->name[0]) {
-            set_err(err, errlen, "data source %llu has no name%.0llu", i, 0);
+            svc__set_err(err, errlen, "data source %llu has no name%.0llu", i, 0);
             return -EINVAL;
         }
         uint64_t tb = d->config->has_target_buffer ?
                       d->config->target_buffer : 0;
         if (tb >= cfg->n_buffers) {
-            set_err(err, errlen, "data source %llu: target_buffer %llu "
+            svc__set_err(err, errlen, "data source %llu: target_buffer %llu "
                     "does not exist", i, tb);
             return -EINVAL;
         }
     }
     uint64_t dur = cfg->has_duration_ms ? cfg->duration_ms : 0;
     if (dur > (guard ? SVC_GUARDRAIL_DURATION_MS : SVC_MAX_DURATION_MS)) {
-        set_err(err, errlen, "duration_ms %llu is too long (max %llu)", dur,
+        svc__set_err(err, errlen, "duration_ms %llu is too long (max %llu)", dur,
                 guard ? SVC_GUARDRAIL_DURATION_MS : SVC_MAX_DURATION_MS);
         return -EINVAL;
     }
@@ -291,7 +120,7 @@ static int check_config(const svc_service *svc,
             const char *n = svc->sessions[i]->cfg->unique_session_name;
             if (!svc->sessions[i]->is_clone && n &&
                 strcmp(n, cfg->unique_session_name) == 0) {
-                set_err(err, errlen, "a session with this "
+                svc__set_err(err, errlen, "a session with this "
                         "unique_session_name is already running%.0llu%.0llu",
                         0, 0);
                 return -EEXIST;
@@ -451,7 +280,7 @@ static void session_destroy(svc_service *svc, svc_session *s)
 {
     for (size_t i = 0; i < s->nbufs; i++)
         if (s->buf_ids[i])
-            buffer_remove(svc, s->buf_ids[i]);
+            svc__buffer_remove(svc, s->buf_ids[i]);
     for (size_t i = 0; i < s->ninst; i++)
         free(s->inst[i].name);
     for (size_t i = 0; i < s->nflushes; i++)
@@ -511,7 +340,7 @@ svc_session *svc_session_enable(svc_service *svc, void *consumer,
         size_t errlen)
 {
     if (!cfg) {
-        set_err(err, errlen, "EnableTracing without a trace_config"
+        svc__set_err(err, errlen, "EnableTracing without a trace_config"
                 "%.0llu%.0llu", 0, 0);
         if (out_fd >= 0)
             close(out_fd);
@@ -534,7 +363,7 @@ svc_session *svc_session_enable(svc_service *svc, void *consumer,
         }
     }
     if (to_file && out_fd < 0) {
-        set_err(err, errlen, "write_into_file needs an output file (pass "
+        svc__set_err(err, errlen, "write_into_file needs an output file (pass "
                 "an fd or set output_path)%.0llu%.0llu", 0, 0);
         return NULL;
     }
@@ -544,7 +373,7 @@ svc_session *svc_session_enable(svc_service *svc, void *consumer,
     }
     svc_session *s = session_new(svc, consumer, cfg);
     if (!s) {
-        set_err(err, errlen, "out of memory%.0llu%.0llu", 0, 0);
+        svc__set_err(err, errlen, "out of memory%.0llu%.0llu", 0, 0);
         if (out_fd >= 0)
             close(out_fd);
         return NULL;
@@ -555,9 +384,9 @@ svc_session *svc_session_enable(svc_service *svc, void *consumer,
         tb_fill_policy pol = b->has_fill_policy && b->fill_policy == 2 ?
                              TB_DISCARD : TB_RING_BUFFER;
         tb_buffer *buf = tb_create((size_t)b->size_kb * 1024, pol);
-        uint32_t id = buf ? buffer_add(svc, buf, s) : 0;
+        uint32_t id = buf ? svc__buffer_add(svc, buf, s) : 0;
         if (!id) {
-            set_err(err, errlen, "cannot allocate buffer %llu (%llu KB): "
+            svc__set_err(err, errlen, "cannot allocate buffer %llu (%llu KB): "
                     "out of memory", i, b->size_kb);
             session_unlink(svc, s);
             session_destroy(svc, s);
@@ -623,254 +452,6 @@ int svc_session_start(svc_service *svc, svc_session *s)
     return 0;
 }
 
-/* ---------------------------------------------------------------- flush */
-
-static uint32_t flush_timeout(const svc_session *s)
-{
-    return s->cfg->has_flush_timeout_ms && s->cfg->flush_timeout_ms ?
-           s->cfg->flush_timeout_ms : SVC_DEFAULT_FLUSH_TIMEOUT_MS;
-}
-
-static void scrape_session(svc_service *svc, svc_session *s)
-{
-    for (size_t i = 0; i < svc->nproducers; i++) {
-        svc_producer *p = svc->producers[i];
-        for (size_t k = 0; k < s->ninst; k++) {
-            if (s->inst[k].producer_id == p->id) {
-                svc__scrape(svc, p, s);
-                break;
-            }
-        }
-    }
-}
-
-static void finalize_disable(svc_service *svc, svc_session *s);
-static void stop_phase(svc_service *svc, svc_session *s);
-
-/* Removes flush i from s and acts on its outcome. */
-static void flush_complete(svc_service *svc, svc_session *s, size_t i,
-                           bool ok)
-{
-    svc_flush f = s->flushes[i];
-    s->flushes[i] = s->flushes[--s->nflushes];
-    free(f.pending);
-    scrape_session(svc, s);
-    if (ok)
-        s->flushes_succeeded++;
-    else
-        s->flushes_failed++;
-    switch (f.kind) {
-    case SVC_FLUSH_CONSUMER:
-        if (svc->ops.flush_done)
-            svc->ops.flush_done(svc->ops_ctx, s->consumer, f.token, ok);
-        break;
-    case SVC_FLUSH_DISABLE:
-        s->final_flush_outcome = ok ? 1 : 2;
-        stop_phase(svc, s);
-        break;
-    default:
-        break;
-    }
-}
-
-static int flush_start(svc_service *svc, svc_session *s, int kind,
-                       uint32_t timeout_ms, uint64_t flags, uint64_t token)
-{
-    svc_flush *g = realloc(s->flushes, (s->nflushes + 1) * sizeof(*g));
-    if (!g)
-        return -ENOMEM;
-    s->flushes = g;
-    svc_flush *f = &s->flushes[s->nflushes];
-    memset(f, 0, sizeof(*f));
-    f->flush_id = ++svc->last_flush_id;
-    f->kind = kind;
-    f->token = token;
-    f->deadline_ms = svc_now_ms() + (timeout_ms ? timeout_ms :
-                                     flush_timeout(s));
-    f->pending = calloc(svc->nproducers ? svc->nproducers : 1,
-                        sizeof(*f->pending));
-    uint64_t *ids = calloc(s->ninst ? s->ninst : 1, sizeof(*ids));
-    if (!f->pending || !ids) {
-        free(f->pending);
-        free(ids);
-        return -ENOMEM;
-    }
-    s->nflushes++;
-    s->flushes_requested++;
-    for (size_t pi = 0; pi < svc->nproducers; pi++) {
-        svc_producer *p = svc->producers[pi];
-        size_t n = 0;
-        for (size_t k = 0; k < s->ninst; k++)
-            if (s->inst[k].producer_id == p->id &&
-                s->inst[k].state == SVC_INST_STARTED && !s->inst[k].no_flush)
-                ids[n++] = s->inst[k].instance_id;
-        if (n == 0)
-            continue;
-        if (svc->ops.flush && svc->ops.flush(svc->ops_ctx, p->conn, ids, n,
-                                             f->flush_id, flags) < 0)
-            continue;        /* cannot reach it: scraping covers it */
-        f->pending[f->npending++] = p->id;
-    }
-    free(ids);
-    if (f->npending == 0)
-        flush_complete(svc, s, s->nflushes - 1, true);
-    return 0;
-}
-
-int svc_session_flush(svc_service *svc, svc_session *s, uint32_t timeout_ms,
-                      uint64_t flags, uint64_t token)
-{
-    if (s->is_clone || s->state != SVC_SESSION_STARTED)
-        return -EINVAL;
-    return flush_start(svc, s, SVC_FLUSH_CONSUMER, timeout_ms, flags, token);
-}
-
-/* Producer p acked flush_id (and every earlier one). */
-void svc__flush_ack(svc_service *svc, svc_producer *p, uint64_t flush_id)
-{
-    if (flush_id > p->last_flush_acked)
-        p->last_flush_acked = flush_id;
-    for (size_t si = 0; si < svc->nsessions; si++) {
-        svc_session *s = svc->sessions[si];
-        for (size_t i = 0; i < s->nflushes;) {
-            svc_flush *f = &s->flushes[i];
-            if (f->flush_id <= flush_id) {
-                for (size_t k = 0; k < f->npending; k++)
-                    if (f->pending[k] == p->id) {
-                        f->pending[k] = f->pending[--f->npending];
-                        break;
-                    }
-            }
-            if (f->npending == 0) {
-                flush_complete(svc, s, i, true);
-                i = 0;           /* the array changed */
-                if (si >= svc->nsessions || svc->sessions[si] != s)
-                    return;
-                continue;
-            }
-            i++;
-        }
-    }
-}
-
-/* ---------------------------------------------------------------- stop */
-
-static void stop_phase(svc_service *svc, svc_session *s)
-{
-    bool waiting = false;
-    for (size_t k = 0; k < s->ninst; k++) {
-        svc_instance *in = &s->inst[k];
-        if (in->state != SVC_INST_STARTED)
-            continue;
-        svc_producer *p = svc__producer_by_id(svc, in->producer_id);
-        if (p && svc->ops.stop_data_source)
-            svc->ops.stop_data_source(svc->ops_ctx, p->conn,
-                                      in->instance_id);
-        if (p && in->notify_on_stop) {
-            in->state = SVC_INST_STOPPING;
-            waiting = true;
-        } else {
-            in->state = SVC_INST_STOPPED;
-        }
-    }
-    if (waiting) {
-        uint32_t t = s->cfg->has_data_source_stop_timeout_ms &&
-                     s->cfg->data_source_stop_timeout_ms ?
-                     s->cfg->data_source_stop_timeout_ms :
-                     SVC_DEFAULT_STOP_TIMEOUT_MS;
-        s->stop_deadline_ms = svc_now_ms() + t;
-        return;
-    }
-    finalize_disable(svc, s);
-}
-
-static void finalize_disable(svc_service *svc, svc_session *s)
-{
-    s->stop_deadline_ms = 0;
-    scrape_session(svc, s);
-    s->state = SVC_SESSION_DISABLED;
-    s->duration_deadline_ms = 0;
-    s->next_periodic_flush_ms = 0;
-    const char *error = NULL;
-    if (s->out_fd >= 0) {
-        if (svc_session_write_file(svc, s) < 0)
-            error = "writing the trace file failed";
-        s->next_file_write_ms = 0;
-    }
-    if (!s->notified_disabled) {
-        s->notified_disabled = true;
-        if (svc->ops.session_disabled)
-            svc->ops.session_disabled(svc->ops_ctx, s->consumer, s, error);
-    }
-}
-
-int svc_session_disable(svc_service *svc, svc_session *s)
-{
-    if (s->state == SVC_SESSION_CONFIGURED && !s->is_clone) {
-        finalize_disable(svc, s);          /* never started: nothing owed */
-        return 0;
-    }
-    if (s->is_clone || s->state != SVC_SESSION_STARTED)
-        return 0;
-    s->state = SVC_SESSION_DISABLING;
-    s->duration_deadline_ms = 0;
-    int rc = flush_start(svc, s, SVC_FLUSH_DISABLE, 0, SVC_FLUSH_FLAGS_STOP,
-                         0);
-    if (rc < 0)
-        stop_phase(svc, s);
-    return 0;
-}
-
-void svc__session_instance_stopped(svc_service *svc, svc_producer *p,
-                                   uint64_t instance_id)
-{
-    for (size_t si = 0; si < svc->nsessions; si++) {
-        svc_session *s = svc->sessions[si];
-        bool waiting = false, hit = false;
-        for (size_t k = 0; k < s->ninst; k++) {
-            svc_instance *in = &s->inst[k];
-            if (in->producer_id == p->id && in->instance_id == instance_id &&
-                in->state == SVC_INST_STOPPING) {
-                in->state = SVC_INST_STOPPED;
-                hit = true;
-            }
-            waiting |= in->state == SVC_INST_STOPPING;
-        }
-        if (hit && !waiting && s->state == SVC_SESSION_DISABLING &&
-            s->stop_deadline_ms)           /* in the stop phase */
-            finalize_disable(svc, s);
-    }
-}
-
-/* Producer p goes away: keep what it wrote, forget its instances. */
-size_t svc__producer_gone(svc_service *svc, svc_producer *p)
-{
-    size_t scraped = p->smb_base ? svc__scrape(svc, p, NULL) : 0;
-    for (size_t si = 0; si < svc->nsessions; si++) {
-        svc_session *s = svc->sessions[si];
-        for (size_t k = 0; k < s->ninst;) {
-            if (s->inst[k].producer_id == p->id) {
-                free(s->inst[k].name);
-                s->inst[k] = s->inst[--s->ninst];
-            } else {
-                k++;
-            }
-        }
-    }
-    /* Acks every pending flush on its behalf: its data was just scraped. */
-    svc__flush_ack(svc, p, UINT64_MAX);
-    for (size_t si = 0; si < svc->nsessions; si++) {
-        svc_session *s = svc->sessions[si];
-        bool waiting = false;
-        for (size_t k = 0; k < s->ninst; k++)
-            waiting |= s->inst[k].state == SVC_INST_STOPPING;
-        if (s->state == SVC_SESSION_DISABLING && s->stop_deadline_ms &&
-            !waiting)
-            finalize_disable(svc, s);
-    }
-    return scraped;
-}
-
 void svc__session_drop_ds(svc_service *svc, svc_producer *p, const char *name)
 {
     for (size_t si = 0; si < svc->nsessions; si++) {
@@ -928,14 +509,14 @@ svc_session *svc_session_clone(svc_service *svc, void *consumer,
         }
     }
     if (!src) {
-        set_err(err, errlen, "no tracing session %llu to clone "
+        svc__set_err(err, errlen, "no tracing session %llu to clone "
                 "(see shmtrace stats)%.0llu", session_id, 0);
         return NULL;
     }
-    scrape_session(svc, src);
+    svc__scrape_session(svc, src);
     svc_session *s = session_new(svc, consumer, src->cfg);
     if (!s) {
-        set_err(err, errlen, "out of memory%.0llu%.0llu", 0, 0);
+        svc__set_err(err, errlen, "out of memory%.0llu%.0llu", 0, 0);
         return NULL;
     }
     s->is_clone = true;
@@ -944,9 +525,9 @@ svc_session *svc_session_clone(svc_service *svc, void *consumer,
     for (size_t i = 0; i < src->nbufs; i++) {
         tb_buffer *src_buf = svc__buffer(svc, src->buf_ids[i], NULL);
         tb_buffer *b = src_buf ? tb_clone_readonly(src_buf) : NULL;
-        uint32_t id = b ? buffer_add(svc, b, s) : 0;
+        uint32_t id = b ? svc__buffer_add(svc, b, s) : 0;
         if (!id) {
-            set_err(err, errlen, "cannot clone buffer %llu: out of memory"
+            svc__set_err(err, errlen, "cannot clone buffer %llu: out of memory"
                     "%.0llu", i, 0);
             session_unlink(svc, s);
             session_destroy(svc, s);
@@ -959,68 +540,8 @@ svc_session *svc_session_clone(svc_service *svc, void *consumer,
     if (svc__seqmap_copy(&s->seqs, &src->seqs) < 0) {
         session_unlink(svc, s);
         session_destroy(svc, s);
-        set_err(err, errlen, "out of memory%.0llu%.0llu", 0, 0);
+        svc__set_err(err, errlen, "out of memory%.0llu%.0llu", 0, 0);
         return NULL;
     }
     return s;
-}
-
-/* ---------------------------------------------------------------- timers */
-
-static uint64_t min_nz(uint64_t a, uint64_t b)
-{
-    if (!a)
-        return b;
-    if (!b)
-        return a;
-    return a < b ? a : b;
-}
-
-uint64_t svc_next_deadline_ms(const svc_service *svc)
-{
-    uint64_t d = 0;
-    for (size_t si = 0; si < svc->nsessions; si++) {
-        const svc_session *s = svc->sessions[si];
-        d = min_nz(d, s->duration_deadline_ms);
-        d = min_nz(d, s->stop_deadline_ms);
-        d = min_nz(d, s->next_file_write_ms);
-        d = min_nz(d, s->next_periodic_flush_ms);
-        for (size_t i = 0; i < s->nflushes; i++)
-            d = min_nz(d, s->flushes[i].deadline_ms);
-    }
-    return d;
-}
-
-static bool due(uint64_t deadline, uint64_t now)
-{
-    return deadline && deadline <= now;
-}
-
-void svc_tick(svc_service *svc, uint64_t now)
-{
-    for (size_t si = 0; si < svc->nsessions; si++) {
-        svc_session *s = svc->sessions[si];
-        for (size_t i = 0; i < s->nflushes;) {
-            if (due(s->flushes[i].deadline_ms, now)) {
-                flush_complete(svc, s, i, false);
-                i = 0;
-            } else {
-                i++;
-            }
-        }
-        if (due(s->stop_deadline_ms, now))
-            finalize_disable(svc, s);
-        if (due(s->duration_deadline_ms, now))
-            svc_session_disable(svc, s);
-        if (due(s->next_periodic_flush_ms, now)) {
-            s->next_periodic_flush_ms = now + s->flush_period_ms;
-            flush_start(svc, s, SVC_FLUSH_PERIODIC, 0,
-                        SVC_FLUSH_FLAGS_PERIODIC, 0);
-        }
-        if (due(s->next_file_write_ms, now)) {
-            s->next_file_write_ms = now + s->file_write_period_ms;
-            if (svc_session_write_file(svc, s) < 0 || s->file_full)
-                svc_session_disable(svc, s);
-        }
-    }
 }

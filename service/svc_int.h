@@ -47,6 +47,18 @@
 #define SVC_SMB_PAGE_MAX            32768u
 #define SVC_SMB_SIZE_MAX            (32u * 1024 * 1024)
 
+/* Session defaults and guardrails (svc_session.c, svc_flush.c). */
+#define SVC_DEFAULT_FLUSH_TIMEOUT_MS 5000u
+#define SVC_DEFAULT_STOP_TIMEOUT_MS  5000u
+#define SVC_DEFAULT_FILE_PERIOD_MS   5000u
+#define SVC_MIN_FILE_PERIOD_MS       100u
+#define SVC_MAX_DURATION_MS          (7u * 24 * 3600 * 1000)
+#define SVC_GUARDRAIL_DURATION_MS    (24u * 3600 * 1000)
+#define SVC_GUARDRAIL_TOTAL_KB       131072u
+/* Flush flags: reason bits 0-3, initiator bits 4-7 (1 = traced). */
+#define SVC_FLUSH_FLAGS_STOP     (2u | (1u << 4))
+#define SVC_FLUSH_FLAGS_PERIODIC (1u | (1u << 4))
+
 /* A data source a producer registered (RegisterDataSource). */
 typedef struct {
     char *name;                  /* owned */
@@ -192,15 +204,24 @@ struct svc_service {
     uint64_t total_buffer_kb;
 };
 
-/* svc_session.c internals shared with the other modules */
+/* svc_service.c: the buffer table and error formatting */
 tb_buffer *svc__buffer(svc_service *, uint32_t buffer_id,
                        svc_session **session_out);
-svc_producer *svc__producer_by_id(svc_service *, uint16_t id);
-bool svc__producer_may_write(const svc_producer *, uint32_t buffer_id);
+/* Takes ownership of buf; returns the new global id, or 0 (buf destroyed). */
+uint32_t svc__buffer_add(svc_service *, tb_buffer *buf, svc_session *owner);
+void svc__buffer_remove(svc_service *, uint32_t buffer_id);
+/* snprintf into err (if any) with two numeric arguments. */
+void svc__set_err(char *err, size_t errlen, const char *fmt,
+                  unsigned long long a, unsigned long long b);
+
+/* svc_flush.c: flush acks, scraping a session, a producer going away */
 void svc__flush_ack(svc_service *, svc_producer *, uint64_t flush_id);
+void svc__scrape_session(svc_service *, svc_session *);
 size_t svc__producer_gone(svc_service *, svc_producer *);
 
 /* svc_producer.c */
+svc_producer *svc__producer_by_id(svc_service *, uint16_t id);
+bool svc__producer_may_write(const svc_producer *, uint32_t buffer_id);
 uint32_t svc__writer_buffer(const svc_producer *, uint16_t writer_id);
 int svc__producer_allow(svc_producer *, uint32_t buffer_id);
 void svc__producer_disallow(svc_producer *, uint32_t buffer_id);

@@ -1,5 +1,5 @@
 /*
- * smb_reader.h - service-side SMB reader (private; libsmbreader.la).
+ * smb_reader.h - service-side SMB reader (private; part of service/libsvc.la).
  *
  * Moves chunks of ONE producer's SMB into libbuf trace buffers without
  * trusting a byte of the shared memory. The service calls it from its

@@ -1,6 +1,6 @@
 /*
  * svc_commit.c - a producer's SMB on the service side: creation, CommitData
- * and scraping, through libshm's SMB reader (libshm/smb_reader.h).
+ * and scraping, through the SMB reader (service/smb_reader.h).
  *
  * SMB: created by the service on the first data source set up in the
  * producer (memfd, sealed against shrink/grow as Perfetto does, else an
@@ -32,7 +32,7 @@
 #include <unistd.h>
 
 #include "svc_int.h"
-#include "../libshm/smb_reader.h"
+#include "smb_reader.h"
 #include <shmtrace/smb_shm.h>
 
 /* ---------------------------------------------------------------- sizing */

@@ -1,0 +1,338 @@
+/*
+ * svc_flush.c - flushes, the stop sequence and the service's timers.
+ *
+ * Flushes: each has a service-wide flush_id sent to the producers; a
+ * CommitData with flush_request_id = X acks every flush <= X of that
+ * producer. On completion (all acked, or deadline) the SMBs of the
+ * session's producers are scraped (smb-abi.md §7) and the outcome counted.
+ *
+ * Stop (svc_session_disable): DISABLING -> final flush (flush_timeout_ms)
+ * -> StopDataSource to every instance -> wait for the stop acks of the
+ * instances that asked for them (data_source_stop_timeout_ms) -> scrape ->
+ * write the file -> DISABLED, consumer told. A producer that goes away
+ * acks on its own behalf (its SMB was just scraped).
+ *
+ * Timers: svc_tick() runs every due deadline (flush timeouts, stop
+ * timeouts, duration, periodic flushes, file writes);
+ * svc_next_deadline_ms() says when the next one is.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <regex.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "svc_int.h"
+
+
+/* ---------------------------------------------------------------- flush */
+
+static uint32_t flush_timeout(const svc_session *s)
+{
+    return s->cfg->has_flush_timeout_ms && s->cfg->flush_timeout_ms ?
+           s->cfg->flush_timeout_ms : SVC_DEFAULT_FLUSH_TIMEOUT_MS;
+}
+
+void svc__scrape_session(svc_service *svc, svc_session *s)
+{
+    for (size_t i = 0; i < svc->nproducers; i++) {
+        svc_producer *p = svc->producers[i];
+        for (size_t k = 0; k < s->ninst; k++) {
+            if (s->inst[k].producer_id == p->id) {
+                svc__scrape(svc, p, s);
+                break;
+            }
+        }
+    }
+}
+
+static void finalize_disable(svc_service *svc, svc_session *s);
+static void stop_phase(svc_service *svc, svc_session *s);
+
+/* Removes flush i from s and acts on its outcome. */
+static void flush_complete(svc_service *svc, svc_session *s, size_t i,
+                           bool ok)
+{
+    svc_flush f = s->flushes[i];
+    s->flushes[i] = s->flushes[--s->nflushes];
+    free(f.pending);
+    svc__scrape_session(svc, s);
+    if (ok)
+        s->flushes_succeeded++;
+    else
+        s->flushes_failed++;
+    switch (f.kind) {
+    case SVC_FLUSH_CONSUMER:
+        if (svc->ops.flush_done)
+            svc->ops.flush_done(svc->ops_ctx, s->consumer, f.token, ok);
+        break;
+    case SVC_FLUSH_DISABLE:
+        s->final_flush_outcome = ok ? 1 : 2;
+        stop_phase(svc, s);
+        break;
+    default:
+        break;
+    }
+}
+
+static int flush_start(svc_service *svc, svc_session *s, int kind,
+                       uint32_t timeout_ms, uint64_t flags, uint64_t token)
+{
+    svc_flush *g = realloc(s->flushes, (s->nflushes + 1) * sizeof(*g));
+    if (!g)
+        return -ENOMEM;
+    s->flushes = g;
+    svc_flush *f = &s->flushes[s->nflushes];
+    memset(f, 0, sizeof(*f));
+    f->flush_id = ++svc->last_flush_id;
+    f->kind = kind;
+    f->token = token;
+    f->deadline_ms = svc_now_ms() + (timeout_ms ? timeout_ms :
+                                     flush_timeout(s));
+    f->pending = calloc(svc->nproducers ? svc->nproducers : 1,
+                        sizeof(*f->pending));
+    uint64_t *ids = calloc(s->ninst ? s->ninst : 1, sizeof(*ids));
+    if (!f->pending || !ids) {
+        free(f->pending);
+        free(ids);
+        return -ENOMEM;
+    }
+    s->nflushes++;
+    s->flushes_requested++;
+    for (size_t pi = 0; pi < svc->nproducers; pi++) {
+        svc_producer *p = svc->producers[pi];
+        size_t n = 0;
+        for (size_t k = 0; k < s->ninst; k++)
+            if (s->inst[k].producer_id == p->id &&
+                s->inst[k].state == SVC_INST_STARTED && !s->inst[k].no_flush)
+                ids[n++] = s->inst[k].instance_id;
+        if (n == 0)
+            continue;
+        if (svc->ops.flush && svc->ops.flush(svc->ops_ctx, p->conn, ids, n,
+                                             f->flush_id, flags) < 0)
+            continue;        /* cannot reach it: scraping covers it */
+        f->pending[f->npending++] = p->id;
+    }
+    free(ids);
+    if (f->npending == 0)
+        flush_complete(svc, s, s->nflushes - 1, true);
+    return 0;
+}
+
+int svc_session_flush(svc_service *svc, svc_session *s, uint32_t timeout_ms,
+                      uint64_t flags, uint64_t token)
+{
+    if (s->is_clone || s->state != SVC_SESSION_STARTED)
+        return -EINVAL;
+    return flush_start(svc, s, SVC_FLUSH_CONSUMER, timeout_ms, flags, token);
+}
+
+/* Producer p acked flush_id (and every earlier one). */
+void svc__flush_ack(svc_service *svc, svc_producer *p, uint64_t flush_id)
+{
+    if (flush_id > p->last_flush_acked)
+        p->last_flush_acked = flush_id;
+    for (size_t si = 0; si < svc->nsessions; si++) {
+        svc_session *s = svc->sessions[si];
+        for (size_t i = 0; i < s->nflushes;) {
+            svc_flush *f = &s->flushes[i];
+            if (f->flush_id <= flush_id) {
+                for (size_t k = 0; k < f->npending; k++)
+                    if (f->pending[k] == p->id) {
+                        f->pending[k] = f->pending[--f->npending];
+                        break;
+                    }
+            }
+            if (f->npending == 0) {
+                flush_complete(svc, s, i, true);
+                i = 0;           /* the array changed */
+                if (si >= svc->nsessions || svc->sessions[si] != s)
+                    return;
+                continue;
+            }
+            i++;
+        }
+    }
+}
+
+/* ---------------------------------------------------------------- stop */
+
+static void stop_phase(svc_service *svc, svc_session *s)
+{
+    bool waiting = false;
+    for (size_t k = 0; k < s->ninst; k++) {
+        svc_instance *in = &s->inst[k];
+        if (in->state != SVC_INST_STARTED)
+            continue;
+        svc_producer *p = svc__producer_by_id(svc, in->producer_id);
+        if (p && svc->ops.stop_data_source)
+            svc->ops.stop_data_source(svc->ops_ctx, p->conn,
+                                      in->instance_id);
+        if (p && in->notify_on_stop) {
+            in->state = SVC_INST_STOPPING;
+            waiting = true;
+        } else {
+            in->state = SVC_INST_STOPPED;
+        }
+    }
+    if (waiting) {
+        uint32_t t = s->cfg->has_data_source_stop_timeout_ms &&
+                     s->cfg->data_source_stop_timeout_ms ?
+                     s->cfg->data_source_stop_timeout_ms :
+                     SVC_DEFAULT_STOP_TIMEOUT_MS;
+        s->stop_deadline_ms = svc_now_ms() + t;
+        return;
+    }
+    finalize_disable(svc, s);
+}
+
+static void finalize_disable(svc_service *svc, svc_session *s)
+{
+    s->stop_deadline_ms = 0;
+    svc__scrape_session(svc, s);
+    s->state = SVC_SESSION_DISABLED;
+    s->duration_deadline_ms = 0;
+    s->next_periodic_flush_ms = 0;
+    const char *error = NULL;
+    if (s->out_fd >= 0) {
+        if (svc_session_write_file(svc, s) < 0)
+            error = "writing the trace file failed";
+        s->next_file_write_ms = 0;
+    }
+    if (!s->notified_disabled) {
+        s->notified_disabled = true;
+        if (svc->ops.session_disabled)
+            svc->ops.session_disabled(svc->ops_ctx, s->consumer, s, error);
+    }
+}
+
+int svc_session_disable(svc_service *svc, svc_session *s)
+{
+    if (s->state == SVC_SESSION_CONFIGURED && !s->is_clone) {
+        finalize_disable(svc, s);          /* never started: nothing owed */
+        return 0;
+    }
+    if (s->is_clone || s->state != SVC_SESSION_STARTED)
+        return 0;
+    s->state = SVC_SESSION_DISABLING;
+    s->duration_deadline_ms = 0;
+    int rc = flush_start(svc, s, SVC_FLUSH_DISABLE, 0, SVC_FLUSH_FLAGS_STOP,
+                         0);
+    if (rc < 0)
+        stop_phase(svc, s);
+    return 0;
+}
+
+void svc__session_instance_stopped(svc_service *svc, svc_producer *p,
+                                   uint64_t instance_id)
+{
+    for (size_t si = 0; si < svc->nsessions; si++) {
+        svc_session *s = svc->sessions[si];
+        bool waiting = false, hit = false;
+        for (size_t k = 0; k < s->ninst; k++) {
+            svc_instance *in = &s->inst[k];
+            if (in->producer_id == p->id && in->instance_id == instance_id &&
+                in->state == SVC_INST_STOPPING) {
+                in->state = SVC_INST_STOPPED;
+                hit = true;
+            }
+            waiting |= in->state == SVC_INST_STOPPING;
+        }
+        if (hit && !waiting && s->state == SVC_SESSION_DISABLING &&
+            s->stop_deadline_ms)           /* in the stop phase */
+            finalize_disable(svc, s);
+    }
+}
+
+/* Producer p goes away: keep what it wrote, forget its instances. */
+size_t svc__producer_gone(svc_service *svc, svc_producer *p)
+{
+    size_t scraped = p->smb_base ? svc__scrape(svc, p, NULL) : 0;
+    for (size_t si = 0; si < svc->nsessions; si++) {
+        svc_session *s = svc->sessions[si];
+        for (size_t k = 0; k < s->ninst;) {
+            if (s->inst[k].producer_id == p->id) {
+                free(s->inst[k].name);
+                s->inst[k] = s->inst[--s->ninst];
+            } else {
+                k++;
+            }
+        }
+    }
+    /* Acks every pending flush on its behalf: its data was just scraped. */
+    svc__flush_ack(svc, p, UINT64_MAX);
+    for (size_t si = 0; si < svc->nsessions; si++) {
+        svc_session *s = svc->sessions[si];
+        bool waiting = false;
+        for (size_t k = 0; k < s->ninst; k++)
+            waiting |= s->inst[k].state == SVC_INST_STOPPING;
+        if (s->state == SVC_SESSION_DISABLING && s->stop_deadline_ms &&
+            !waiting)
+            finalize_disable(svc, s);
+    }
+    return scraped;
+}
+
+/* ---------------------------------------------------------------- timers */
+
+static uint64_t min_nz(uint64_t a, uint64_t b)
+{
+    if (!a)
+        return b;
+    if (!b)
+        return a;
+    return a < b ? a : b;
+}
+
+uint64_t svc_next_deadline_ms(const svc_service *svc)
+{
+    uint64_t d = 0;
+    for (size_t si = 0; si < svc->nsessions; si++) {
+        const svc_session *s = svc->sessions[si];
+        d = min_nz(d, s->duration_deadline_ms);
+        d = min_nz(d, s->stop_deadline_ms);
+        d = min_nz(d, s->next_file_write_ms);
+        d = min_nz(d, s->next_periodic_flush_ms);
+        for (size_t i = 0; i < s->nflushes; i++)
+            d = min_nz(d, s->flushes[i].deadline_ms);
+    }
+    return d;
+}
+
+static bool due(uint64_t deadline, uint64_t now)
+{
+    return deadline && deadline <= now;
+}
+
+void svc_tick(svc_service *svc, uint64_t now)
+{
+    for (size_t si = 0; si < svc->nsessions; si++) {
+        svc_session *s = svc->sessions[si];
+        for (size_t i = 0; i < s->nflushes;) {
+            if (due(s->flushes[i].deadline_ms, now)) {
+                flush_complete(svc, s, i, false);
+                i = 0;
+            } else {
+                i++;
+            }
+        }
+        if (due(s->stop_deadline_ms, now))
+            finalize_disable(svc, s);
+        if (due(s->duration_deadline_ms, now))
+            svc_session_disable(svc, s);
+        if (due(s->next_periodic_flush_ms, now)) {
+            s->next_periodic_flush_ms = now + s->flush_period_ms;
+            flush_start(svc, s, SVC_FLUSH_PERIODIC, 0,
+                        SVC_FLUSH_FLAGS_PERIODIC, 0);
+        }
+        if (due(s->next_file_write_ms, now)) {
+            s->next_file_write_ms = now + s->file_write_period_ms;
+            if (svc_session_write_file(svc, s) < 0 || s->file_full)
+                svc_session_disable(svc, s);
+        }
+    }
+}

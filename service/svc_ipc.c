@@ -1,0 +1,110 @@
+/*
+ * svc_ipc.c - the daemon (see svc_ipc.h): one ipc_loop, the producer and
+ * consumer hosts with their ports (svc_ipc_producer.c,
+ * svc_ipc_consumer.c), the service core, a 10 ms tick driving its timers,
+ * and the clean shutdown.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "svc_ipc_int.h"
+
+void svc__reply_empty(ipc_call *call)
+{
+    ipc_call_reply(call, NULL, false);
+}
+
+/* ================================================================ daemon */
+
+static void tick(void *vd)
+{
+    svc_daemon *d = vd;
+    uint64_t now = svc_now_ms();
+    svc_tick(d->svc, now);
+    if (!d->shutting_down)
+        return;
+    /* Done when every session is disabled (files written) and every
+     * session read over IPC was collected by its consumer. */
+    if ((svc_all_sessions_disabled(d->svc) &&
+         svc_sessions_owing_reads(d->svc) == 0) ||
+        now >= d->shutdown_deadline_ms)
+        ipc_loop_quit(d->loop);
+}
+
+svc_daemon *svc_daemon_create(ipc_loop *loop, const char *producer_path,
+                              const char *consumer_path, int *err)
+{
+    static const svc_ops ops = {
+        .setup_tracing = svc__op_setup_tracing,
+        .setup_data_source = svc__op_setup_ds,
+        .start_data_source = svc__op_start_ds,
+        .stop_data_source = svc__op_stop_ds,
+        .flush = svc__op_flush,
+        .flush_done = svc__op_flush_done,
+        .session_disabled = svc__op_session_disabled,
+    };
+    int e = 0;
+    svc_daemon *d = calloc(1, sizeof(*d));
+    if (!d) {
+        if (err)
+            *err = -ENOMEM;
+        return NULL;
+    }
+    d->loop = loop;
+    d->svc = svc_create(&ops, d, getuid());
+    if (!d->svc) {
+        e = -ENOMEM;
+        goto fail;
+    }
+    d->phost = ipc_host_create(loop, producer_path, 0660, &e);
+    if (!d->phost)
+        goto fail;
+    d->chost = ipc_host_create(loop, consumer_path, 0600, &e);
+    if (!d->chost)
+        goto fail;
+    if ((e = ipc_host_expose_service(d->phost, &svc__producer_port, d)) < 0 ||
+        (e = ipc_host_expose_service(d->chost, &svc__consumer_port, d)) < 0)
+        goto fail;
+    d->tick_timer = ipc_loop_add_timer(loop, SVC_TICK_MS, SVC_TICK_MS, tick,
+                                       d);
+    if (!d->tick_timer) {
+        e = -ENOMEM;
+        goto fail;
+    }
+    return d;
+fail:
+    if (err)
+        *err = e ? e : -ENOMEM;
+    svc_daemon_destroy(d);
+    return NULL;
+}
+
+void svc_daemon_destroy(svc_daemon *d)
+{
+    if (!d)
+        return;
+    if (d->tick_timer)
+        ipc_loop_cancel_timer(d->loop, d->tick_timer);
+    /* Hosts first: their on_disconnect callbacks use the service. */
+    ipc_host_destroy(d->chost);
+    ipc_host_destroy(d->phost);
+    svc_destroy(d->svc);
+    free(d);
+}
+
+void svc_daemon_shutdown(svc_daemon *d)
+{
+    if (d->shutting_down)
+        return;
+    d->shutting_down = true;
+    d->shutdown_deadline_ms = svc_now_ms() + SVC_SHUTDOWN_GRACE_MS;
+    svc_disable_all_sessions(d->svc);
+}
+
+svc_service *svc_daemon_service(svc_daemon *d)
+{
+    return d->svc;
+}

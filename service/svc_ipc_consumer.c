@@ -1,0 +1,437 @@
+/*
+ * svc_ipc_consumer.c - shmtraced's ConsumerPort: EnableTracing (reply sent
+ * when the session ends), Disable/Start/Flush/Free, GetTraceStats,
+ * CloneSession, and the ReadBuffers pump.
+ *
+ * ReadBuffers pump: packets are read in rounds of about SVC_READ_ROUND
+ * bytes and packed into ReadBuffersResponse replies of at most
+ * SVC_REPLY_BYTES (packets larger than that are split into slices, the last
+ * one marked last_slice_for_packet). While the socket's transmit queue
+ * holds more than SVC_TX_HIGH bytes the pump waits on a 1 ms timer, so the
+ * daemon's memory stays bounded whatever the buffer size.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "svc_ipc_int.h"
+
+/* ================================================================ consumer */
+
+static svc_cconn *cconn_get(svc_daemon *d, ipc_call *call)
+{
+    ipc_conn *conn = ipc_call_conn(call);
+    svc_cconn *cc = ipc_conn_data(conn);
+    if (cc)
+        return cc;
+    cc = calloc(1, sizeof(*cc));
+    if (!cc)
+        return NULL;
+    cc->d = d;
+    cc->conn = conn;
+    ipc_conn_set_data(conn, cc);
+    return cc;
+}
+
+static void send_disabled(svc_cconn *cc, const char *error)
+{
+    if (!cc->enable_call)
+        return;
+    Perfetto__Protos__EnableTracingResponse r =
+        PERFETTO__PROTOS__ENABLE_TRACING_RESPONSE__INIT;
+    r.state_case = PERFETTO__PROTOS__ENABLE_TRACING_RESPONSE__STATE_DISABLED;
+    r.disabled = true;
+    r.error = (char *)error;
+    ipc_call_reply(cc->enable_call, &r.base, false);
+    cc->enable_call = NULL;
+}
+
+void svc__op_session_disabled(void *ctx, void *consumer, svc_session *s,
+                                const char *error)
+{
+    svc_cconn *cc = consumer;
+    if (cc)
+        send_disabled(cc, error);
+}
+
+void svc__op_flush_done(void *ctx, void *consumer, uint64_t token, bool ok)
+{
+    svc_cconn *cc = consumer;
+    if (!cc)
+        return;
+    for (size_t i = 0; i < cc->nflushes; i++) {
+        if (cc->flushes[i].token != token)
+            continue;
+        ipc_call *call = cc->flushes[i].call;
+        cc->flushes[i] = cc->flushes[--cc->nflushes];
+        if (ok)
+            svc__reply_empty(call);
+        else
+            ipc_call_fail(call);
+        return;
+    }
+}
+
+static void c_enable(ipc_call *call, const ProtobufCMessage *args, void *vd)
+{
+    svc_daemon *d = vd;
+    svc_cconn *cc = cconn_get(d, call);
+    const Perfetto__Protos__EnableTracingRequest *req = (const void *)args;
+    int fd = ipc_call_take_fd(call);
+    if (!cc || cc->s || d->shutting_down) {
+        if (fd >= 0)
+            close(fd);
+        ipc_call_fail(call);
+        return;
+    }
+    char err[512] = "";
+    cc->enable_call = call;
+    cc->s = svc_session_enable(d->svc, cc, req->trace_config, fd, err,
+                               sizeof(err));
+    if (!cc->s) {
+        fprintf(stderr, "shmtraced: EnableTracing refused: %s\n", err);
+        send_disabled(cc, err[0] ? err : "EnableTracing failed");
+    } else {
+        fprintf(stderr, "shmtraced: session %llu started (consumer pid "
+                "%ld)\n", (unsigned long long)svc_session_id(cc->s),
+                (long)ipc_conn_pid(cc->conn));
+    }
+}
+
+static void c_disable(ipc_call *call, const ProtobufCMessage *args, void *vd)
+{
+    svc_daemon *d = vd;
+    svc_cconn *cc = cconn_get(d, call);
+    if (!cc || !cc->s) {
+        ipc_call_fail(call);
+        return;
+    }
+    svc_session_disable(d->svc, cc->s);
+    svc__reply_empty(call);
+}
+
+/* -- ReadBuffers pump -- */
+
+static int batch_send(svc_cconn *cc, bool has_more)
+{
+    Perfetto__Protos__ReadBuffersResponse r =
+        PERFETTO__PROTOS__READ_BUFFERS_RESPONSE__INIT;
+    Perfetto__Protos__ReadBuffersResponse__Slice *sl = NULL, **slp = NULL;
+    if (cc->nslices) {
+        sl = calloc(cc->nslices, sizeof(*sl));
+        slp = calloc(cc->nslices, sizeof(*slp));
+        if (!sl || !slp) {
+            free(sl);
+            free(slp);
+            return -ENOMEM;
+        }
+    }
+    size_t off = 0;
+    for (size_t i = 0; i < cc->nslices; i++) {
+        perfetto__protos__read_buffers_response__slice__init(&sl[i]);
+        sl[i].has_data = true;
+        sl[i].data.data = cc->batch + off;
+        sl[i].data.len = cc->slice_len[i];
+        off += cc->slice_len[i];
+        if (cc->slice_last[i]) {
+            sl[i].has_last_slice_for_packet = true;
+            sl[i].last_slice_for_packet = true;
+        }
+        slp[i] = &sl[i];
+    }
+    r.n_slices = cc->nslices;
+    r.slices = slp;
+    int rc = ipc_call_reply(cc->read_call, &r.base, has_more);
+    free(sl);
+    free(slp);
+    cc->batch_len = 0;
+    cc->nslices = 0;
+    return rc;
+}
+
+static int batch_emit(void *ctx, const uint8_t *p, size_t size)
+{
+    svc_cconn *cc = ctx;
+    size_t done = 0;
+    do {
+        if (cc->nslices == cc->cap_slices) {
+            size_t cap = cc->cap_slices ? cc->cap_slices * 2 : 256;
+            size_t *l = realloc(cc->slice_len, cap * sizeof(*l));
+            if (!l)
+                return -ENOMEM;
+            cc->slice_len = l;
+            bool *b = realloc(cc->slice_last, cap * sizeof(*b));
+            if (!b)
+                return -ENOMEM;
+            cc->slice_last = b;
+            cc->cap_slices = cap;
+        }
+        size_t used = cc->batch_len + (cc->nslices + 1) * SVC_SLICE_OVERHEAD;
+        if (used + 64 > SVC_REPLY_BYTES) {
+            int rc = batch_send(cc, true);
+            if (rc < 0)
+                return rc;
+            continue;
+        }
+        size_t space = SVC_REPLY_BYTES - used;
+        size_t n = size - done < space ? size - done : space;
+        memcpy(cc->batch + cc->batch_len, p + done, n);
+        cc->batch_len += n;
+        done += n;
+        cc->slice_len[cc->nslices] = n;
+        cc->slice_last[cc->nslices] = done == size;
+        cc->nslices++;
+    } while (done < size);
+    return 0;
+}
+
+static void read_pump(void *vcc);
+
+static void read_finish(svc_cconn *cc, bool ok)
+{
+    if (cc->read_timer)
+        ipc_loop_cancel_timer(cc->d->loop, cc->read_timer);
+    cc->read_timer = 0;
+    if (ok)
+        batch_send(cc, false);
+    else
+        ipc_call_fail(cc->read_call);
+    cc->read_call = NULL;
+    cc->batch_len = 0;
+    cc->nslices = 0;
+}
+
+static void read_pump(void *vcc)
+{
+    svc_cconn *cc = vcc;
+    cc->read_timer = 0;
+    if (!cc->read_call)
+        return;
+    if (!cc->s) {
+        read_finish(cc, false);
+        return;
+    }
+    while (ipc_conn_tx_queued_bytes(cc->conn) < SVC_TX_HIGH) {
+        bool more = false;
+        int rc = svc_session_read(cc->d->svc, cc->s, SVC_READ_ROUND,
+                                  batch_emit, cc, &more);
+        if (rc < 0) {
+            read_finish(cc, false);
+            return;
+        }
+        if (!more) {
+            read_finish(cc, true);
+            return;
+        }
+    }
+    cc->read_timer = ipc_loop_add_timer(cc->d->loop, 1, 0, read_pump, cc);
+}
+
+static void c_read(ipc_call *call, const ProtobufCMessage *args, void *vd)
+{
+    svc_daemon *d = vd;
+    svc_cconn *cc = cconn_get(d, call);
+    if (!cc || !cc->s || cc->read_call) {
+        ipc_call_fail(call);
+        return;
+    }
+    if (!cc->batch) {
+        cc->batch = malloc(SVC_REPLY_BYTES);
+        if (!cc->batch) {
+            ipc_call_fail(call);
+            return;
+        }
+    }
+    cc->read_call = call;
+    read_pump(cc);
+}
+
+static void c_free(ipc_call *call, const ProtobufCMessage *args, void *vd)
+{
+    svc_daemon *d = vd;
+    svc_cconn *cc = cconn_get(d, call);
+    if (cc && cc->s) {
+        if (cc->read_call)
+            read_finish(cc, false);
+        send_disabled(cc, NULL);
+        for (size_t i = 0; i < cc->nflushes; i++)
+            ipc_call_fail(cc->flushes[i].call);
+        cc->nflushes = 0;
+        svc_session_free(d->svc, cc->s);
+        cc->s = NULL;
+    }
+    svc__reply_empty(call);
+}
+
+static void c_flush(ipc_call *call, const ProtobufCMessage *args, void *vd)
+{
+    svc_daemon *d = vd;
+    svc_cconn *cc = cconn_get(d, call);
+    const Perfetto__Protos__FlushRequest *req = (const void *)args;
+    if (!cc || !cc->s || svc_session_is_disabled(cc->s)) {
+        /* Nothing to flush: a disabled session is already flushed. */
+        if (cc && cc->s)
+            svc__reply_empty(call);
+        else
+            ipc_call_fail(call);
+        return;
+    }
+    /* A consumer cannot make us hold (and fan out to every producer) an
+     * unbounded number of flushes: past the bound the call fails at once. */
+    if (cc->nflushes >= SVC_MAX_PENDING_FLUSHES) {
+        ipc_call_fail(call);
+        return;
+    }
+    svc_pending_flush *g = realloc(cc->flushes,
+                                   (cc->nflushes + 1) * sizeof(*g));
+    if (!g) {
+        ipc_call_fail(call);
+        return;
+    }
+    cc->flushes = g;
+    uint64_t token = ++cc->next_token;
+    cc->flushes[cc->nflushes].token = token;
+    cc->flushes[cc->nflushes].call = call;
+    cc->nflushes++;
+    /* 4 = explicit reason, 2 << 4 = initiated by a consumer command. */
+    uint64_t flags = req->has_flags && req->flags ? req->flags : 4u | (2u << 4);
+    if (svc_session_flush(d->svc, cc->s,
+                          req->has_timeout_ms ? req->timeout_ms : 0, flags,
+                          token) < 0)
+        svc__op_flush_done(d, cc, token, false);
+}
+
+static void c_start(ipc_call *call, const ProtobufCMessage *args, void *vd)
+{
+    svc_cconn *cc = cconn_get(vd, call);
+    if (!cc || !cc->s) {
+        ipc_call_fail(call);
+        return;
+    }
+    if (svc_session_start(((svc_daemon *)vd)->svc, cc->s) < 0)
+        ipc_call_fail(call);
+    else
+        svc__reply_empty(call);
+}
+
+static void c_stats(ipc_call *call, const ProtobufCMessage *args, void *vd)
+{
+    svc_daemon *d = vd;
+    svc_cconn *cc = cconn_get(d, call);
+    Perfetto__Protos__TraceStats *st =
+        svc_stats_build(d->svc, cc ? cc->s : NULL);
+    if (!st) {
+        ipc_call_fail(call);
+        return;
+    }
+    Perfetto__Protos__GetTraceStatsResponse r =
+        PERFETTO__PROTOS__GET_TRACE_STATS_RESPONSE__INIT;
+    r.trace_stats = st;
+    ipc_call_reply(call, &r.base, false);
+    svc_stats_free(st);
+}
+
+static void c_clone(ipc_call *call, const ProtobufCMessage *args, void *vd)
+{
+    svc_daemon *d = vd;
+    svc_cconn *cc = cconn_get(d, call);
+    const Perfetto__Protos__CloneSessionRequest *req = (const void *)args;
+    int fd = ipc_call_take_fd(call);
+    if (fd >= 0)
+        close(fd);
+    Perfetto__Protos__CloneSessionResponse r =
+        PERFETTO__PROTOS__CLONE_SESSION_RESPONSE__INIT;
+    char err[256] = "";
+    if (!cc || cc->s) {
+        r.has_success = true;
+        r.success = false;
+        r.error = "this consumer already has a session";
+        ipc_call_reply(call, &r.base, false);
+        return;
+    }
+    uint64_t id = req->selector_case ==
+        PERFETTO__PROTOS__CLONE_SESSION_REQUEST__SELECTOR_SESSION_ID ?
+        req->session_id : UINT64_MAX;
+    const char *name = req->selector_case ==
+        PERFETTO__PROTOS__CLONE_SESSION_REQUEST__SELECTOR_UNIQUE_SESSION_NAME ?
+        req->unique_session_name : NULL;
+    cc->s = svc_session_clone(d->svc, cc, id, name, err, sizeof(err));
+    r.has_success = true;
+    r.success = cc->s != NULL;
+    if (!cc->s) {
+        r.error = err;
+    } else {
+        r.has_uuid_msb = r.has_uuid_lsb = true;
+        svc_session_uuid(cc->s, &r.uuid_msb, &r.uuid_lsb);
+    }
+    ipc_call_reply(call, &r.base, false);
+}
+
+static void c_observe(ipc_call *call, const ProtobufCMessage *args, void *vd)
+{
+    (void)call;      /* kept open, never answered: no events are sent */
+}
+
+static void c_unsupported(ipc_call *call, const ProtobufCMessage *args,
+                          void *vd)
+{
+    ipc_call_fail(call);
+}
+
+static void c_capabilities(ipc_call *call, const ProtobufCMessage *args,
+                           void *vd)
+{
+    svc__reply_empty(call);
+}
+
+static void c_disconnect(ipc_conn *conn, void *vd)
+{
+    svc_daemon *d = vd;
+    svc_cconn *cc = ipc_conn_data(conn);
+    if (!cc)
+        return;
+    if (cc->read_timer)
+        ipc_loop_cancel_timer(d->loop, cc->read_timer);
+    if (cc->s)
+        svc_session_free(d->svc, cc->s);
+    free(cc->flushes);
+    free(cc->batch);
+    free(cc->slice_len);
+    free(cc->slice_last);
+    free(cc);
+    ipc_conn_set_data(conn, NULL);
+}
+
+static const ipc_method consumer_methods[] = {
+    {"EnableTracing", &perfetto__protos__enable_tracing_request__descriptor,
+     c_enable},
+    {"DisableTracing", &perfetto__protos__disable_tracing_request__descriptor,
+     c_disable},
+    {"ReadBuffers", &perfetto__protos__read_buffers_request__descriptor,
+     c_read},
+    {"FreeBuffers", &perfetto__protos__free_buffers_request__descriptor,
+     c_free},
+    {"Flush", &perfetto__protos__flush_request__descriptor, c_flush},
+    {"StartTracing", &perfetto__protos__start_tracing_request__descriptor,
+     c_start},
+    {"ChangeTraceConfig", NULL, c_unsupported},
+    {"Detach", NULL, c_unsupported},
+    {"Attach", NULL, c_unsupported},
+    {"GetTraceStats", &perfetto__protos__get_trace_stats_request__descriptor,
+     c_stats},
+    {"ObserveEvents", NULL, c_observe},
+    {"QueryServiceState", NULL, c_unsupported},
+    {"QueryCapabilities", NULL, c_capabilities},
+    {"SaveTraceForBugreport", NULL, c_unsupported},
+    {"CloneSession", &perfetto__protos__clone_session_request__descriptor,
+     c_clone},
+};
+
+const ipc_service svc__consumer_port = {
+    .name = IPC_CONSUMER_PORT,
+    .methods = consumer_methods,
+    .n_methods = sizeof(consumer_methods) / sizeof(consumer_methods[0]),
+    .on_disconnect = c_disconnect,
+};

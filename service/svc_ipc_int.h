@@ -1,0 +1,101 @@
+/*
+ * svc_ipc_int.h - private state shared by shmtraced's IPC glue:
+ * svc_ipc.c (the daemon: hosts, tick, shutdown), svc_ipc_producer.c
+ * (ProducerPort) and svc_ipc_consumer.c (ConsumerPort).
+ *
+ * Per-connection state hangs off ipc_conn_set_data():
+ *   svc_pconn  producer: its svc_producer (after InitializeConnection), the
+ *              open GetAsyncCommand call, and commands queued before that
+ *              call arrived (packed GetAsyncCommandResponse + optional fd).
+ *   svc_cconn  consumer: its session, the pending EnableTracing call (its
+ *              reply is sent when the session ends), pending Flush calls
+ *              (by token), and the ReadBuffers pump.
+ *
+ * Method ids are the 1-based table index (wire-formats.md §8, §9).
+ * Unimplemented methods answer success = false.
+ */
+#ifndef SHMTRACE_SVC_IPC_INT_H
+#define SHMTRACE_SVC_IPC_INT_H
+
+#include "svc_ipc.h"
+
+#define SVC_REPLY_BYTES (IPC_MAX_PAYLOAD_BYTES - 1024u)
+#define SVC_SLICE_OVERHEAD 16u
+#define SVC_READ_ROUND (4u << 20)
+#define SVC_TX_HIGH (4u << 20)
+#define SVC_TICK_MS 10u
+#define SVC_SHUTDOWN_GRACE_MS 15000u
+
+/* Bounds on what one peer can make the daemon hold. */
+#define SVC_MAX_PENDING_FLUSHES 64    /* per consumer connection */
+#define SVC_MAX_QUEUED_CMDS     4096  /* per producer without GetAsyncCommand */
+
+typedef struct svc_cmd {
+    uint8_t *data;
+    size_t len;
+    int fd;
+} svc_cmd;
+
+typedef struct {
+    svc_daemon *d;
+    ipc_conn *conn;
+    svc_producer *p;
+    ipc_call *async_call;
+    svc_cmd *queue;
+    size_t nqueue;
+} svc_pconn;
+
+typedef struct {
+    uint64_t token;
+    ipc_call *call;
+} svc_pending_flush;
+
+typedef struct {
+    svc_daemon *d;
+    ipc_conn *conn;
+    svc_session *s;
+    ipc_call *enable_call;
+    svc_pending_flush *flushes;
+    size_t nflushes;
+    uint64_t next_token;
+    /* ReadBuffers pump */
+    ipc_call *read_call;
+    uint64_t read_timer;
+    uint8_t *batch;              /* SVC_REPLY_BYTES */
+    size_t batch_len;
+    size_t *slice_len;
+    bool *slice_last;
+    size_t nslices, cap_slices;
+    int read_err;
+} svc_cconn;
+
+struct svc_daemon {
+    ipc_loop *loop;
+    ipc_host *phost, *chost;
+    svc_service *svc;
+    uint64_t tick_timer;
+    bool shutting_down;
+    uint64_t shutdown_deadline_ms;
+};
+
+/* The two ports (svc_ipc_producer.c, svc_ipc_consumer.c). */
+extern const ipc_service svc__producer_port;
+extern const ipc_service svc__consumer_port;
+
+/* svc_ops callbacks of the service core (svc_service.h), per port. */
+int svc__op_setup_tracing(void *ctx, void *conn, int fd, uint32_t page_kb);
+int svc__op_setup_ds(void *ctx, void *conn, uint64_t id,
+                     const Perfetto__Protos__DataSourceConfig *cfg);
+int svc__op_start_ds(void *ctx, void *conn, uint64_t id,
+                     const Perfetto__Protos__DataSourceConfig *cfg);
+int svc__op_stop_ds(void *ctx, void *conn, uint64_t id);
+int svc__op_flush(void *ctx, void *conn, const uint64_t *ids, size_t n,
+                  uint64_t flush_id, uint64_t flags);
+void svc__op_session_disabled(void *ctx, void *consumer, svc_session *s,
+                              const char *error);
+void svc__op_flush_done(void *ctx, void *consumer, uint64_t token, bool ok);
+
+/* Replies success with an empty message of the method's reply type. */
+void svc__reply_empty(ipc_call *call);
+
+#endif /* SHMTRACE_SVC_IPC_INT_H */

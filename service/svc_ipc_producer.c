@@ -1,0 +1,360 @@
+/*
+ * svc_ipc_producer.c - shmtraced's ProducerPort: InitializeConnection
+ * (identity from SO_PEERCRED, SMB hints), data source registration,
+ * CommitData, trace writers, stop acks, and the GetAsyncCommand stream
+ * that carries SetupTracing (+ SMB fd), Setup/Start/StopDataSource and
+ * Flush to the producer.
+ *
+ * Commands the service issues before the producer opened GetAsyncCommand
+ * are queued (packed, fd dup'ed), at most SVC_MAX_QUEUED_CMDS: a producer
+ * that never asks is disconnected rather than growing our memory.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "svc_ipc_int.h"
+
+/* ================================================================ producer */
+
+static int send_cmd(svc_pconn *pc,
+                    const Perfetto__Protos__GetAsyncCommandResponse *r, int fd)
+{
+    if (pc->async_call) {
+        return fd >= 0 ?
+            ipc_call_reply_fd(pc->async_call, &r->base, true, fd) :
+            ipc_call_reply(pc->async_call, &r->base, true);
+    }
+    /* A producer that never opens GetAsyncCommand cannot make us queue
+     * commands without limit: past the bound it is disconnected. */
+    if (pc->nqueue >= SVC_MAX_QUEUED_CMDS) {
+        ipc_conn_close(pc->conn);
+        return -ENOBUFS;
+    }
+    svc_cmd *g = realloc(pc->queue, (pc->nqueue + 1) * sizeof(*g));
+    if (!g)
+        return -ENOMEM;
+    pc->queue = g;
+    svc_cmd *c = &pc->queue[pc->nqueue];
+    c->len = perfetto__protos__get_async_command_response__get_packed_size(r);
+    c->data = malloc(c->len ? c->len : 1);
+    if (!c->data)
+        return -ENOMEM;
+    perfetto__protos__get_async_command_response__pack(r, c->data);
+    c->fd = fd >= 0 ? dup(fd) : -1;
+    pc->nqueue++;
+    return 0;
+}
+
+static void flush_queue(svc_pconn *pc)
+{
+    for (size_t i = 0; i < pc->nqueue; i++) {
+        svc_cmd *c = &pc->queue[i];
+        Perfetto__Protos__GetAsyncCommandResponse *r =
+            perfetto__protos__get_async_command_response__unpack(NULL, c->len,
+                                                                 c->data);
+        if (r && pc->async_call)
+            send_cmd(pc, r, c->fd);
+        perfetto__protos__get_async_command_response__free_unpacked(r, NULL);
+        if (c->fd >= 0)
+            close(c->fd);
+        free(c->data);
+    }
+    free(pc->queue);
+    pc->queue = NULL;
+    pc->nqueue = 0;
+}
+
+int svc__op_setup_tracing(void *ctx, void *conn, int fd, uint32_t page_kb)
+{
+    Perfetto__Protos__GetAsyncCommandResponse r =
+        PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__INIT;
+    Perfetto__Protos__GetAsyncCommandResponse__SetupTracing st =
+        PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__SETUP_TRACING__INIT;
+    st.has_shared_buffer_page_size_kb = true;
+    st.shared_buffer_page_size_kb = page_kb;
+    r.cmd_case =
+        PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__CMD_SETUP_TRACING;
+    r.setup_tracing = &st;
+    return send_cmd(conn, &r, fd);
+}
+
+int svc__op_setup_ds(void *ctx, void *conn, uint64_t id,
+                       const Perfetto__Protos__DataSourceConfig *cfg)
+{
+    Perfetto__Protos__GetAsyncCommandResponse r =
+        PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__INIT;
+    Perfetto__Protos__GetAsyncCommandResponse__SetupDataSource m =
+        PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__SETUP_DATA_SOURCE__INIT;
+    m.has_new_instance_id = true;
+    m.new_instance_id = id;
+    m.config = (Perfetto__Protos__DataSourceConfig *)cfg;
+    r.cmd_case =
+        PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__CMD_SETUP_DATA_SOURCE;
+    r.setup_data_source = &m;
+    return send_cmd(conn, &r, -1);
+}
+
+int svc__op_start_ds(void *ctx, void *conn, uint64_t id,
+                       const Perfetto__Protos__DataSourceConfig *cfg)
+{
+    Perfetto__Protos__GetAsyncCommandResponse r =
+        PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__INIT;
+    Perfetto__Protos__GetAsyncCommandResponse__StartDataSource m =
+        PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__START_DATA_SOURCE__INIT;
+    m.has_new_instance_id = true;
+    m.new_instance_id = id;
+    m.config = (Perfetto__Protos__DataSourceConfig *)cfg;
+    r.cmd_case =
+        PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__CMD_START_DATA_SOURCE;
+    r.start_data_source = &m;
+    return send_cmd(conn, &r, -1);
+}
+
+int svc__op_stop_ds(void *ctx, void *conn, uint64_t id)
+{
+    Perfetto__Protos__GetAsyncCommandResponse r =
+        PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__INIT;
+    Perfetto__Protos__GetAsyncCommandResponse__StopDataSource m =
+        PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__STOP_DATA_SOURCE__INIT;
+    m.has_instance_id = true;
+    m.instance_id = id;
+    r.cmd_case =
+        PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__CMD_STOP_DATA_SOURCE;
+    r.stop_data_source = &m;
+    return send_cmd(conn, &r, -1);
+}
+
+int svc__op_flush(void *ctx, void *conn, const uint64_t *ids, size_t n,
+                    uint64_t flush_id, uint64_t flags)
+{
+    Perfetto__Protos__GetAsyncCommandResponse r =
+        PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__INIT;
+    Perfetto__Protos__GetAsyncCommandResponse__Flush m =
+        PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__FLUSH__INIT;
+    m.n_data_source_ids = n;
+    m.data_source_ids = (uint64_t *)ids;
+    m.has_request_id = true;
+    m.request_id = flush_id;
+    m.has_flags = true;
+    m.flags = flags;
+    r.cmd_case = PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__CMD_FLUSH;
+    r.flush = &m;
+    return send_cmd(conn, &r, -1);
+}
+
+static svc_pconn *pconn_of(ipc_call *call)
+{
+    return ipc_conn_data(ipc_call_conn(call));
+}
+
+static void p_initialize(ipc_call *call, const ProtobufCMessage *args,
+                         void *vd)
+{
+    svc_daemon *d = vd;
+    ipc_conn *conn = ipc_call_conn(call);
+    svc_pconn *pc = ipc_conn_data(conn);
+    const Perfetto__Protos__InitializeConnectionRequest *req =
+        (const void *)args;
+    int fd = ipc_call_take_fd(call);
+    if (fd >= 0)
+        close(fd);        /* producer-provided SMBs are not supported */
+    if (pc) {             /* a second InitializeConnection */
+        ipc_call_fail(call);
+        return;
+    }
+    pc = calloc(1, sizeof(*pc));
+    if (!pc) {
+        ipc_call_fail(call);
+        return;
+    }
+    svc_producer_params pp = {
+        .page_size_hint_bytes = req->has_shared_memory_page_size_hint_bytes ?
+            req->shared_memory_page_size_hint_bytes : 0,
+        .smb_size_hint_bytes = req->has_shared_memory_size_hint_bytes ?
+            req->shared_memory_size_hint_bytes : 0,
+        .name = req->producer_name,
+        .smb_scraping_mode = req->has_smb_scraping_mode ?
+            (int)req->smb_scraping_mode : 0,
+    };
+    pc->d = d;
+    pc->conn = conn;
+    pc->p = svc_producer_connect(d->svc, pc, ipc_conn_uid(conn),
+                                 ipc_conn_pid(conn), &pp);
+    if (!pc->p) {
+        free(pc);
+        ipc_call_fail(call);
+        ipc_conn_close(conn);
+        return;
+    }
+    fprintf(stderr, "shmtraced: producer %u \"%s\" connected (pid %ld, uid "
+            "%ld)\n", svc_producer_id(pc->p),
+            req->producer_name ? req->producer_name : "",
+            (long)ipc_conn_pid(conn), (long)ipc_conn_uid(conn));
+    ipc_conn_set_data(conn, pc);
+    Perfetto__Protos__InitializeConnectionResponse r =
+        PERFETTO__PROTOS__INITIALIZE_CONNECTION_RESPONSE__INIT;
+    ipc_call_reply(call, &r.base, false);
+}
+
+/* Every producer method but InitializeConnection needs a producer. */
+#define NEED_PRODUCER(call, pc)                  \
+    svc_pconn *pc = pconn_of(call);              \
+    if (!pc || !pc->p) {                         \
+        ipc_call_fail(call);                     \
+        return;                                  \
+    }
+
+static void p_register_ds(ipc_call *call, const ProtobufCMessage *args,
+                          void *vd)
+{
+    NEED_PRODUCER(call, pc);
+    const Perfetto__Protos__RegisterDataSourceRequest *req = (const void *)args;
+    char err[256] = "";
+    Perfetto__Protos__RegisterDataSourceResponse r =
+        PERFETTO__PROTOS__REGISTER_DATA_SOURCE_RESPONSE__INIT;
+    if (svc_producer_register_ds(pc->d->svc, pc->p,
+                                 req->data_source_descriptor, err,
+                                 sizeof(err)) < 0)
+        r.error = err;
+    ipc_call_reply(call, &r.base, false);
+}
+
+static void p_unregister_ds(ipc_call *call, const ProtobufCMessage *args,
+                            void *vd)
+{
+    NEED_PRODUCER(call, pc);
+    const Perfetto__Protos__UnregisterDataSourceRequest *req =
+        (const void *)args;
+    svc_producer_unregister_ds(pc->d->svc, pc->p, req->data_source_name);
+    svc__reply_empty(call);
+}
+
+static void p_commit(ipc_call *call, const ProtobufCMessage *args, void *vd)
+{
+    NEED_PRODUCER(call, pc);
+    if (svc_producer_commit(pc->d->svc, pc->p, (const void *)args) < 0) {
+        ipc_call_fail(call);
+        return;
+    }
+    svc__reply_empty(call);
+}
+
+static void p_get_async(ipc_call *call, const ProtobufCMessage *args,
+                        void *vd)
+{
+    NEED_PRODUCER(call, pc);
+    if (pc->async_call) {
+        ipc_call_fail(call);
+        return;
+    }
+    pc->async_call = call;
+    flush_queue(pc);
+}
+
+static void p_register_writer(ipc_call *call, const ProtobufCMessage *args,
+                              void *vd)
+{
+    NEED_PRODUCER(call, pc);
+    const Perfetto__Protos__RegisterTraceWriterRequest *req =
+        (const void *)args;
+    svc_producer_register_writer(pc->d->svc, pc->p,
+            req->has_trace_writer_id ? req->trace_writer_id : 0,
+            req->has_target_buffer ? req->target_buffer : 0);
+    svc__reply_empty(call);
+}
+
+static void p_unregister_writer(ipc_call *call, const ProtobufCMessage *args,
+                                void *vd)
+{
+    NEED_PRODUCER(call, pc);
+    const Perfetto__Protos__UnregisterTraceWriterRequest *req =
+        (const void *)args;
+    svc_producer_unregister_writer(pc->d->svc, pc->p,
+            req->has_trace_writer_id ? req->trace_writer_id : 0);
+    svc__reply_empty(call);
+}
+
+static void p_ds_stopped(ipc_call *call, const ProtobufCMessage *args,
+                         void *vd)
+{
+    NEED_PRODUCER(call, pc);
+    const Perfetto__Protos__NotifyDataSourceStoppedRequest *req =
+        (const void *)args;
+    if (req->has_data_source_id)
+        svc_producer_ds_stopped(pc->d->svc, pc->p, req->data_source_id);
+    svc__reply_empty(call);
+}
+
+static void p_ack_only(ipc_call *call, const ProtobufCMessage *args, void *vd)
+{
+    NEED_PRODUCER(call, pc);
+    (void)pc;
+    svc__reply_empty(call);
+}
+
+static void p_disconnect(ipc_conn *conn, void *vd)
+{
+    svc_daemon *d = vd;
+    svc_pconn *pc = ipc_conn_data(conn);
+    if (!pc)
+        return;
+    pc->async_call = NULL;            /* freed by the host */
+    if (pc->p) {
+        uint16_t id = svc_producer_id(pc->p);
+        size_t n = svc_producer_disconnect(d->svc, pc->p);
+        fprintf(stderr, "shmtraced: producer %u (pid %ld) disconnected; "
+                "%zu unfinished chunk(s) scraped from its shared memory\n",
+                id, (long)ipc_conn_pid(conn), n);
+    }
+    for (size_t i = 0; i < pc->nqueue; i++) {
+        if (pc->queue[i].fd >= 0)
+            close(pc->queue[i].fd);
+        free(pc->queue[i].data);
+    }
+    free(pc->queue);
+    free(pc);
+    ipc_conn_set_data(conn, NULL);
+}
+
+static const ipc_method producer_methods[] = {
+    {"InitializeConnection",
+     &perfetto__protos__initialize_connection_request__descriptor,
+     p_initialize},
+    {"RegisterDataSource",
+     &perfetto__protos__register_data_source_request__descriptor,
+     p_register_ds},
+    {"UnregisterDataSource",
+     &perfetto__protos__unregister_data_source_request__descriptor,
+     p_unregister_ds},
+    {"CommitData", &perfetto__protos__commit_data_request__descriptor,
+     p_commit},
+    {"GetAsyncCommand",
+     &perfetto__protos__get_async_command_request__descriptor, p_get_async},
+    {"RegisterTraceWriter",
+     &perfetto__protos__register_trace_writer_request__descriptor,
+     p_register_writer},
+    {"UnregisterTraceWriter",
+     &perfetto__protos__unregister_trace_writer_request__descriptor,
+     p_unregister_writer},
+    {"NotifyDataSourceStarted",
+     &perfetto__protos__notify_data_source_started_request__descriptor,
+     p_ack_only},
+    {"NotifyDataSourceStopped",
+     &perfetto__protos__notify_data_source_stopped_request__descriptor,
+     p_ds_stopped},
+    {"ActivateTriggers",
+     &perfetto__protos__activate_triggers_request__descriptor, p_ack_only},
+    {"Sync", &perfetto__protos__sync_request__descriptor, p_ack_only},
+    {"UpdateDataSource",
+     &perfetto__protos__update_data_source_request__descriptor, p_ack_only},
+};
+
+const ipc_service svc__producer_port = {
+    .name = IPC_PRODUCER_PORT,
+    .methods = producer_methods,
+    .n_methods = sizeof(producer_methods) / sizeof(producer_methods[0]),
+    .on_disconnect = p_disconnect,
+};
