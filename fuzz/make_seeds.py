@@ -121,3 +121,66 @@ write('smb_reader', 'patches', bytes([0x02]) + word(0, 1, 0x3) +
 write('smb_reader', 'badindex', bytes([0x30]) + word(3, 5, 0xfffffff) +
       commit(3, 13) + commit(4, 0) + commit(0, 14, 2) + scrape +
       bytes([9]) + honest_s(7) + honest_s(0) + read_all)
+
+# ---- svc_ipc: ops (op % 8): 0-2 invoke on connection (op >> 3) & 3
+# (0, 1 producers; 2, 3 consumers): method, flags (bit 0: u16 length,
+# bit 1: service id byte after the args, bits 2/3 drop_reply, bit 4 fd),
+# length, args; 3 raw bytes; 4 scribble the SMB of producer (op >> 3) & 1:
+# u32 offset, u8 length, bytes; 5 run the loop; 6 time passes (u16 * 16
+# ms); 7 hang up connection (op >> 3) & 3.
+def inv(conn, method, args, flags=0):
+    if len(args) > 255:
+        flags |= 1
+        ln = struct.pack('<H', len(args))
+    else:
+        ln = bytes([len(args)])
+    return bytes([0 | (conn << 3), method, flags]) + ln + args
+
+def smbw(conn, off, data):
+    return bytes([4 | (conn << 3)]) + struct.pack('<I', off) + \
+        bytes([len(data)]) + data
+
+pump = lambda n=7: bytes([5 | (n << 3)])
+later = lambda ms: bytes([6]) + struct.pack('<H', ms // 16)
+hangup = lambda conn: bytes([7 | (conn << 3)])
+
+init = field(1, 0, 4096) + field(2, 0, 65536) + field(3, 2, b'prod') + \
+    field(4, 0, 1)
+regds = field(1, 2, field(1, 2, b'x') + field(2, 0, 1))
+cfg = field(1, 2, field(1, 0, 64) + field(4, 0, 1)) + \
+    field(2, 2, field(1, 2, field(1, 2, b'x'))) + field(3, 0, 2000)
+enable = field(1, 2, cfg)
+chunk = (struct.pack('<I', (1 << 28) | 3) + b'\0' * 4 +
+         struct.pack('<IHH', 0, 1, 1) + varint(0x80 | 12)[:0] +
+         bytes([0x8c, 0x80, 0x80, 0x00]) + b'hello, trace')
+commit0 = field(1, 2, field(1, 0, 0) + field(2, 0, 0) + field(3, 0, 0))
+commit1 = field(1, 2, field(1, 0, 0) + field(2, 0, 0) + field(3, 0, 1))
+emul = field(1, 2, field(3, 0, 1) + field(4, 2, struct.pack('<IHH', 1, 1, 1)
+                                         + bytes([5]) + b'abcde'))
+session = (inv(0, 1, init) + inv(0, 2, regds) + inv(0, 5, b'') +
+           inv(2, 1, enable) + pump() + inv(0, 6, field(1, 0, 1) +
+                                            field(2, 0, 1)) +
+           smbw(0, 0, chunk) + inv(0, 4, commit0) + inv(0, 4, commit1) +
+           inv(0, 4, emul) + inv(2, 5, field(1, 0, 100)) + pump() +
+           inv(0, 4, field(3, 0, 1)) + later(200) + inv(2, 3, b'') +
+           pump() + inv(2, 10, b'') + inv(2, 2, b'') + pump() +
+           inv(2, 3, b'') + inv(2, 4, b'') + hangup(0) + pump())
+write('svc_ipc', 'session', session)
+wif = field(1, 2, field(1, 2, field(1, 0, 64)) +
+            field(2, 2, field(1, 2, field(1, 2, b'x'))) +
+            field(8, 0, 1) + field(9, 0, 100) + field(29, 2, b'o.pftrace'))
+write('svc_ipc', 'write_into_file',
+      inv(0, 1, init) + inv(0, 2, regds) + inv(0, 5, b'') + inv(2, 1, wif) +
+      pump() + later(500) + pump() + inv(2, 2, b'') + pump() + hangup(2) +
+      pump())
+clone = (inv(2, 1, field(1, 2, cfg + field(22, 2, b'sess'))) + pump() +
+         inv(3, 15, field(4, 2, b'sess')) + pump() + inv(3, 3, b'') +
+         pump() + inv(3, 15, field(1, 0, 1)) + inv(3, 13, b'') +
+         inv(3, 11, b'') + pump())
+write('svc_ipc', 'clone', clone)
+write('svc_ipc', 'misuse',
+      inv(0, 4, commit0) + inv(0, 19, b'\xff\xff') + inv(2, 7, b'', 2) +
+      b'\x07' + inv(0, 1, init, 0x0c) + inv(1, 1, init) +
+      inv(1, 5, b'', 0x10) + inv(2, 3, b'') + inv(2, 6, b'') +
+      bytes([3 | (3 << 3), 6]) + b'\xff\xff\xff\x7f\x00\x00' + pump() +
+      hangup(1) + pump())
