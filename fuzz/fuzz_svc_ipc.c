@@ -16,8 +16,9 @@
  * Invariants (FZ_CHECK):
  *  - everything the daemon sends parses as IPC frames, and is an answer:
  *    a BindServiceReply / InvokeMethodReply / RequestError for a request
- *    id this connection sent, never for a drop_reply request, never after
- *    that request's final reply (has_more = false);
+ *    id this connection sent, never after that request's final reply
+ *    (has_more = false), and for a drop_reply request at most the host's
+ *    own refusal (success = false), never the handler's answer;
  *  - when every client has hung up, the service holds no session and the
  *    hosts no connection; after destroy, no descriptor is left open (the
  *    SMBs and passed fds included); LeakSanitizer checks memory per input.
@@ -141,8 +142,14 @@ static void check_frame(fz_conn *c, const Frame *f)
     case PERFETTO__PROTOS__IPCFRAME__MSG_MSG_INVOKE_METHOD_REPLY:
         FZ_CHECK(id > 0 && id < MAX_REQ && c->sent[id],
                  "reply for request %llu never sent", (unsigned long long)id);
-        FZ_CHECK(!c->dropped[id], "reply for drop_reply request %llu",
-                 (unsigned long long)id);
+        /* drop_reply: no answer from the handler; the host may still
+         * refuse the call itself (unknown service or method, bad args:
+         * success = false, as Perfetto's host does). */
+        FZ_CHECK(!c->dropped[id] ||
+                     (f->msg_case ==
+                          PERFETTO__PROTOS__IPCFRAME__MSG_MSG_INVOKE_METHOD_REPLY &&
+                      !f->msg_invoke_method_reply->success),
+                 "reply for drop_reply request %llu", (unsigned long long)id);
         FZ_CHECK(!c->done[id], "reply after the final reply of request %llu",
                  (unsigned long long)id);
         if (f->msg_case ==

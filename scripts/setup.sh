@@ -21,7 +21,8 @@ case "$mode" in
 esac
 
 PKGS="build-essential autoconf automake libtool pkg-config check
-libsqlite3-dev sqlite3 libprotobuf-c-dev protobuf-c-compiler hyperfine"
+libsqlite3-dev sqlite3 libprotobuf-c-dev protobuf-c-compiler hyperfine
+clang libclang-rt-dev llvm"
 missing=""
 for p in $PKGS; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" \
