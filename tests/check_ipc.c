@@ -288,10 +288,9 @@ START_TEST(test_loop_timers_order_and_cancel)
 {
     ipc_loop *loop = ipc_loop_create();
     n_order = 0;
-    /* 3 is added first but due last: its delay leaves a second for the
-     * adds below even on a loaded machine under ThreadSanitizer (with 30 ms
-     * a 20 ms stall between two adds reordered them). */
-    ipc_loop_add_timer(loop, 1000, 0, rec, (void *)3);
+    /* Timer 3 is added first with the latest deadline; its 490 ms lead
+     * over timer 2 keeps the expected order even on a loaded machine. */
+    ipc_loop_add_timer(loop, 500, 0, rec, (void *)3);
     ipc_loop_add_timer(loop, 0, 0, rec, (void *)1);
     uint64_t t = ipc_loop_add_timer(loop, 10, 0, rec, (void *)99);
     ipc_loop_add_timer(loop, 10, 0, rec, (void *)2);
