@@ -307,6 +307,53 @@ int ins_db_info_int(ins_db *db, const char *key, int64_t value)
     return run(db, ST_INFO);
 }
 
+/* Exact loss accounting (shmtrace_sequence_loss): one packet_loss row, and
+ * the sequence's totals (a sequence whose packets were all lost gets a row
+ * with packets = 0). cause comes from the trace: bound, never formatted. */
+int ins_db_put_packet_loss(ins_db *db, uint32_t seq_id, const char *cause,
+                           uint64_t packets, uint64_t bytes)
+{
+    sqlite3_stmt *s = NULL;
+    int rc = sqlite3_prepare_v2(db->conn,
+        "INSERT INTO packet_loss(seq_id, cause, packets, bytes) "
+        "VALUES(?,?,?,?)", -1, &s, NULL);
+    if (rc == SQLITE_OK) {
+        sqlite3_bind_int64(s, 1, seq_id);
+        sqlite3_bind_text(s, 2, cause, -1, SQLITE_TRANSIENT);
+        sqlite3_bind_int64(s, 3, (int64_t)packets);
+        sqlite3_bind_int64(s, 4, (int64_t)bytes);
+        rc = sqlite3_step(s) == SQLITE_DONE ? SQLITE_OK : SQLITE_ERROR;
+    }
+    sqlite3_finalize(s);
+    return rc == SQLITE_OK ? 0 : -EIO;
+}
+
+int ins_db_set_sequence_loss(ins_db *db, uint32_t seq_id, int64_t buffer,
+                             uint64_t lost_packets, uint64_t lost_bytes,
+                             bool producer_counts_known)
+{
+    sqlite3_stmt *s = NULL;
+    int rc = sqlite3_prepare_v2(db->conn,
+        "INSERT INTO sequence(seq_id, packets, bytes, flagged_packets, "
+        "loss_events, buffer, lost_packets, lost_bytes, "
+        "producer_counts_known) VALUES(?,0,0,0,0,?,?,?,?) "
+        "ON CONFLICT(seq_id) DO UPDATE SET "
+        "lost_packets = excluded.lost_packets, "
+        "lost_bytes = excluded.lost_bytes, "
+        "producer_counts_known = excluded.producer_counts_known, "
+        "buffer = coalesce(sequence.buffer, excluded.buffer)", -1, &s, NULL);
+    if (rc == SQLITE_OK) {
+        sqlite3_bind_int64(s, 1, seq_id);
+        sqlite3_bind_int64(s, 2, buffer);
+        sqlite3_bind_int64(s, 3, (int64_t)lost_packets);
+        sqlite3_bind_int64(s, 4, (int64_t)lost_bytes);
+        sqlite3_bind_int(s, 5, producer_counts_known);
+        rc = sqlite3_step(s) == SQLITE_DONE ? SQLITE_OK : SQLITE_ERROR;
+    }
+    sqlite3_finalize(s);
+    return rc == SQLITE_OK ? 0 : -EIO;
+}
+
 int ins_db_info_text(ins_db *db, const char *key, const char *value)
 {
     sqlite3_stmt *s = db->st[ST_INFO];

@@ -80,6 +80,12 @@ int ins_db_put_buffer_config(ins_db *db, int64_t idx, int64_t size_kb,
 /* trace_info rows: integer or text value. */
 int ins_db_info_int(ins_db *db, const char *key, int64_t value);
 int ins_db_info_text(ins_db *db, const char *key, const char *value);
+/* Exact loss accounting rows (packet_loss, sequence.lost_*). */
+int ins_db_put_packet_loss(ins_db *db, uint32_t seq_id, const char *cause,
+                           uint64_t packets, uint64_t bytes);
+int ins_db_set_sequence_loss(ins_db *db, uint32_t seq_id, int64_t buffer,
+                             uint64_t lost_packets, uint64_t lost_bytes,
+                             bool producer_counts_known);
 
 /* Last SQLite error text (static until the next call). */
 const char *ins_db_errmsg(const ins_db *db);

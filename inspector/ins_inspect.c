@@ -288,6 +288,8 @@ ins_exit ins_inspect_fd(int fd, const char *name, const ins_options *o,
     if (rc == 0 && result != INS_EXIT_OUTPUT) {
         rc = ins_tracker_flush(tracker);
         if (rc == 0)
+            rc = ins_tracker_finish(tracker);
+        if (rc == 0)
             rc = ins_db_info_text(db, "status", status);
         if (rc == 0)
             rc = ins_db_info_int(db, "packets", (int64_t)res->packets);

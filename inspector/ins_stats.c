@@ -200,6 +200,10 @@ struct ins_tracker {
     bool clone_started_set;
     int64_t clone_started_ts;
     bucket *buckets;            /* scratch for apply_trace_stats */
+    uint8_t *loss_blob;         /* last TraceStats with shmtrace_sequence_
+                                   loss (packed), written by ins_tracker_
+                                   finish */
+    size_t loss_len;
     size_t nbuckets, bucket_cap;
 };
 
@@ -221,7 +225,44 @@ void ins_tracker_destroy(ins_tracker *t)
         return;
     ins_seq_table_free(&t->seqs);
     free(t->buckets);
+    free(t->loss_blob);
     free(t);
+}
+
+/* Exact loss accounting from the last TraceStats that carried it
+ * (shmtrace_sequence_loss, protos/common.proto): packet_loss rows and
+ * sequence.lost_packets / lost_bytes / producer_counts_known. Traces
+ * without it (Perfetto's service) leave those NULL: unknown, not 0. */
+int ins_tracker_finish(ins_tracker *t)
+{
+    if (t->loss_blob == NULL)
+        return 0;
+    Perfetto__Protos__TraceStats *ts =
+        perfetto__protos__trace_stats__unpack(NULL, t->loss_len,
+                                              t->loss_blob);
+    if (ts == NULL)
+        return 0;
+    int rc = 0;
+    for (size_t i = 0; i < ts->n_shmtrace_sequence_loss && rc == 0; i++) {
+        const Perfetto__Protos__TraceStats__ShmtraceSequenceLoss *l =
+            ts->shmtrace_sequence_loss[i];
+        if (!l->has_sequence_id || l->sequence_id <= 1)
+            continue;
+        rc = ins_db_set_sequence_loss(t->db, l->sequence_id,
+                                      (int64_t)l->buffer, l->lost_packets,
+                                      l->lost_bytes,
+                                      l->producer_counts_known);
+        for (size_t c = 0; c < l->n_causes && rc == 0; c++) {
+            const Perfetto__Protos__TraceStats__ShmtraceLossCause *k =
+                l->causes[c];
+            if (k->packets == 0 || k->cause == NULL)
+                continue;
+            rc = ins_db_put_packet_loss(t->db, l->sequence_id, k->cause,
+                                        k->packets, k->bytes);
+        }
+    }
+    perfetto__protos__trace_stats__free_unpacked(ts, NULL);
+    return rc;
 }
 
 uint64_t ins_tracker_compressed_skipped(const ins_tracker *t)
@@ -597,6 +638,15 @@ static int on_packet(ins_tracker *t, const ins_packet *p,
         goto loss_row;
     if (ts_msg != NULL && (rc = apply_trace_stats(t, ts_msg)) != 0)
         return rc;
+    if (ts_msg != NULL && ts_msg->n_shmtrace_sequence_loss > 0) {
+        uint8_t *copy = malloc(p->trace_stats.len ? p->trace_stats.len : 1);
+        if (copy == NULL)
+            return -ENOMEM;
+        memcpy(copy, p->trace_stats.data, p->trace_stats.len);
+        free(t->loss_blob);
+        t->loss_blob = copy;
+        t->loss_len = p->trace_stats.len;
+    }
     if ((p->sequence_flags & 2u) && p->seq_id != 0) {
         s->needs_incremental_total++;
         if (!s->incremental_valid) {

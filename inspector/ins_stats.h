@@ -127,6 +127,8 @@ int ins_tracker_on_packet(ins_tracker *t, const ins_packet *p, char *err,
 
 /* Write pending sequence rows and in-memory counters (before a commit). */
 int ins_tracker_flush(ins_tracker *t);
+/* At the end: exact loss accounting rows (packet_loss, sequence.lost_*). */
+int ins_tracker_finish(ins_tracker *t);
 
 /* Packets with compressed_packets/zstd_compressed_packets seen. */
 uint64_t ins_tracker_compressed_skipped(const ins_tracker *t);

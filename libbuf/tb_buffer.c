@@ -57,6 +57,7 @@ SHMTRACE_API void tb_destroy(tb_buffer *b)
     free(b->slices);
     free(b->cfrags);
     free(b->hist);
+    tb__loss_free(b);
     munmap(b->mem, b->size);
     free(b);
 }
@@ -84,7 +85,7 @@ SHMTRACE_API tb_buffer *tb_clone_readonly(const tb_buffer *src)
     b->stats.chunks_read = 0;
     b->stats.readaheads_succeeded = 0;
     b->stats.readaheads_failed = 0;
-    if (tb__seq_clone_all(b, src) < 0) {
+    if (tb__seq_clone_all(b, src) < 0 || tb__loss_clone(b, src) < 0) {
         tb_destroy(b);
         errno = ENOMEM;
         return NULL;
@@ -161,6 +162,9 @@ SHMTRACE_API bool tb_read_next_packet(tb_buffer *b, tb_packet *out,
                 if (previous_packet_dropped)
                     *previous_packet_dropped = s->loss;
                 s->loss = 0;
+                tb_seq_loss *le = tb__loss_of(b, s);
+                if (le)
+                    le->packets_read++;
                 return true;
             }
             next = (size_t)w->target_off + w->target_outer;

@@ -80,6 +80,8 @@
 #define TB__FACT_WHOLE  0x02u /* >= 1 non-empty whole packet */
 #define TB__FACT_ORPHAN 0x04u /* first fragment is an end/continue */
 #define TB__FACT_BEGIN  0x08u /* last fragment begins a packet */
+#define TB__FACT_PATCH_FAILED 0x10u /* a patch for it failed (sticky until
+                                       the next successful patch) */
 
 typedef struct {
     uint32_t chunk_id;
@@ -119,6 +121,7 @@ typedef struct {
 typedef struct {
     uint32_t chunk_id;
     uint32_t off;
+    uint32_t npk;           /* first fragments still unread (tb_loss.c) */
 } tb__centry;
 
 typedef struct {
@@ -138,6 +141,7 @@ typedef struct {
     bool last_incomplete;
     bool counted_empty;     /* included in b->empty_seqs */
     uint32_t hist_idx;      /* index + 1 into b->hist, 0 = not looked up */
+    uint32_t loss_idx;      /* index + 1 into b->lossv, 0 = not looked up */
     uint64_t skip_gen;      /* stalled in this read generation */
     uint64_t age;           /* when it last became empty */
 } tb__seq;
@@ -185,6 +189,12 @@ struct tb_buffer {
     tb_writer_stats *hist;  /* per-writer histograms, first-seen order */
     size_t nhist;
     size_t hist_cap;
+
+    tb_seq_loss *lossv;     /* per-writer loss accounting (tb_loss.c) */
+    uint32_t nloss;
+    uint32_t loss_cap;
+    uint32_t *lhash;        /* key -> index + 1, open addressing */
+    uint32_t lhash_cap;
 };
 
 static inline size_t tb__outer(size_t payload)
@@ -282,6 +292,25 @@ uint8_t tb__facts_from_summary(uint32_t n, uint32_t first_size,
                                uint8_t flags);
 uint8_t tb__compute_facts(const uint8_t *payload, uint32_t payload_size,
                           uint8_t flags);
+
+/* tb_loss.c */
+tb_seq_loss *tb__loss_entry(tb_buffer *b, tb__seq *s, uint32_t key);
+/* s's entry: cached after the first lookup (the hot paths come here). */
+static inline tb_seq_loss *tb__loss_of(tb_buffer *b, tb__seq *s)
+{
+    return s->loss_idx ? &b->lossv[s->loss_idx - 1]
+                       : tb__loss_entry(b, s, s->key);
+}
+void tb__lose(tb_buffer *b, tb__seq *s, uint32_t key, int cause,
+              uint64_t packets, uint64_t bytes);
+uint32_t tb__starts_from_summary(uint32_t n, uint32_t first_size,
+                                 uint32_t last_size, uint32_t nonempty,
+                                 uint8_t flags);
+uint32_t tb__count_starts(const uint8_t *payload, size_t size,
+                          uint32_t nfrags, uint8_t flags, uint32_t from,
+                          uint32_t *bad);
+void tb__loss_free(tb_buffer *b);
+int tb__loss_clone(tb_buffer *dst, const tb_buffer *src);
 
 /* tb_seq.c */
 tb__seq *tb__seq_find(const tb_buffer *b, uint32_t key);

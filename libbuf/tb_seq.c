@@ -117,6 +117,7 @@ int tb__seq_insert(tb__seq *s, uint32_t pos, uint32_t chunk_id,
     tb__centry *e = tb__ring_at(s, pos);
     e->chunk_id = chunk_id;
     e->off = off;
+    e->npk = 0;
     s->count++;
     return 0;
 }
@@ -163,6 +164,8 @@ void tb__seq_erase_head(tb_buffer *b, tb__seq *s)
 {
     tb__centry *e = tb__ring_at(s, 0);
     tb__rec *r = tb__rec_at(b, e->off);
+    if (e->npk) /* first fragments that never tokenized: see tb_loss.c */
+        tb__lose(b, s, s->key, TB_CAUSE_CORRUPTED, e->npk, 0);
     s->has_last = true;
     s->last_id = r->chunk_id;
     s->last_payload_size = r->payload_size;

@@ -104,11 +104,25 @@ static bool push_cfrag(tb_buffer *b, size_t *n, uint32_t rec_off,
 
 enum { RA_SUCCESS, RA_NOT_ENOUGH_DATA, RA_LOSS };
 
+/* Loss accounting (tb_loss.c): the head record gave up one first fragment;
+ * in erase mode, or for `cause` >= 0, that packet is lost. */
+static void took_start(tb_buffer *b, tb__seq *s, int cause, uint64_t bytes)
+{
+    tb__centry *e = tb__ring_at(s, 0);
+    if (e->npk)
+        e->npk--;
+    if (cause >= 0)
+        tb__lose(b, s, s->key, cause, 1, bytes);
+}
+
 /* Reassembles the packet begun by fragment f0 of the head record. On
  * success (and on loss, and in erase mode on not-enough-data) consumes the
- * collected fragments; on RA_LOSS *reason is the loss bit. */
+ * collected fragments; on RA_LOSS *reason is the loss bit. *nbytes = bytes
+ * of the collected fragments; *patch_failed: not enough data because a
+ * record waits for a patch that failed. */
 static int reassemble(tb_buffer *b, tb__seq *s, const tb__frag *f0,
-                      int mode, tb_packet *out, uint32_t *reason)
+                      int mode, tb_packet *out, uint32_t *reason,
+                      uint64_t *nbytes, bool *patch_failed)
 {
     tb__rec *head = tb__rec_at(b, tb__ring_at(s, 0)->off);
     size_t n = 0;
@@ -118,14 +132,18 @@ static int reassemble(tb_buffer *b, tb__seq *s, const tb__frag *f0,
         res = RA_LOSS;
         goto done;
     }
-    if (head->flags & TB_CHUNK_NEEDS_PATCHING)
+    if (head->flags & TB_CHUNK_NEEDS_PATCHING) {
+        *patch_failed = (head->facts & TB__FACT_PATCH_FAILED) != 0;
         goto done;
+    }
     uint32_t prev_id = head->chunk_id;
     for (uint32_t i = 1; i < s->count; i++) {
         uint32_t off = tb__ring_at(s, i)->off;
         tb__rec *r = tb__rec_at(b, off);
-        if (r->flags & TB_CHUNK_NEEDS_PATCHING)
+        if (r->flags & TB_CHUNK_NEEDS_PATCHING) {
+            *patch_failed = (r->facts & TB__FACT_PATCH_FAILED) != 0;
             goto done; /* not enough data */
+        }
         if (r->chunk_id != prev_id + 1) {
             *reason = TB_LOSS_REASSEMBLY_GAP;
             res = RA_LOSS;
@@ -169,6 +187,7 @@ done:
     }
     for (size_t i = 0; i < n; i++) {
         const tb__cfrag *c = &b->cfrags[i];
+        *nbytes += c->frag.hdr + c->frag.size;
         if (res == RA_SUCCESS && out && c->frag.size > 0) {
             b->slices[nslices].data = tb__payload(b, c->rec_off) +
                                       c->frag.pos + c->frag.hdr;
@@ -220,6 +239,8 @@ bool tb__walk_next(tb_buffer *b, tb__walk *w, int mode, tb_packet *out)
             consume(b, w->cur_off, &f, mode);
             if (f.size == 0)
                 continue;
+            took_start(b, s, mode == TB__ERASE ? TB_CAUSE_OVERWRITE : -1,
+                       f.hdr + f.size);
             if (out) {
                 if (!ensure_slices(b, 1))
                     continue; /* cannot happen after the first packet */
@@ -237,8 +258,13 @@ bool tb__walk_next(tb_buffer *b, tb__walk *w, int mode, tb_packet *out)
             continue;
         default: { /* TB__BEGIN */
             uint32_t reason = 0;
-            int res = reassemble(b, s, &f, mode, out, &reason);
+            uint64_t nbytes = 0;
+            bool pfail = false;
+            int res = reassemble(b, s, &f, mode, out, &reason, &nbytes,
+                                 &pfail);
             if (res == RA_SUCCESS) {
+                took_start(b, s, mode == TB__ERASE ? TB_CAUSE_OVERWRITE : -1,
+                           nbytes);
                 b->stats.readaheads_succeeded++;
                 return true;
             }
@@ -248,9 +274,14 @@ bool tb__walk_next(tb_buffer *b, tb__walk *w, int mode, tb_packet *out)
                     s->skip_gen = b->generation;
                     return false;
                 }
+                took_start(b, s, pfail ? TB_CAUSE_PATCH_FAILED
+                                       : TB_CAUSE_OVERWRITE, nbytes);
                 s->loss |= LOSS(TB_LOSS_OVERWRITE);
                 continue;
             }
+            took_start(b, s, reason == TB_LOSS_CHUNK_CORRUPTED
+                                 ? TB_CAUSE_CORRUPTED : TB_CAUSE_REASSEMBLY,
+                       nbytes);
             s->loss |= LOSS(reason);
             continue;
         }
@@ -280,6 +311,15 @@ void tb__erase_target(tb_buffer *b, uint32_t off)
         if (r->payload_size > 0) {
             b->stats.chunks_overwritten++;
             b->stats.bytes_overwritten += tb__outer(r->size);
+        }
+        tb__centry *ce = tb__ring_at(s, 0);
+        if (ce->npk) {
+            tb_seq_loss *le = tb__loss_of(b, s);
+            if (le) {
+                le->lost_packets[TB_CAUSE_OVERWRITE] += ce->npk;
+                le->lost_bytes[TB_CAUSE_OVERWRITE] += r->payload_size;
+            }
+            ce->npk = 0;
         }
         tb__seq_erase_head(b, s);
         return;

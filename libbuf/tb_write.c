@@ -56,6 +56,43 @@ static void evict(tb_buffer *b, size_t start, size_t n)
     }
 }
 
+/* Loss accounting of a refused chunk, or of the fragments of a chunk that
+ * did not tokenize (tb_loss.c): `starts` first fragments offered and lost
+ * to `cause`, `bad` declared fragments lost to ABI_VIOLATION. Cold: only
+ * refusals come here. */
+static __attribute__((noinline, cold)) void refuse(tb_buffer *b,
+        tb__seq *s, uint32_t key, int cause, uint32_t starts, uint32_t bad,
+        uint64_t bytes)
+{
+    tb_seq_loss *e = key ? tb__loss_entry(b, s, key) : NULL;
+    if (!e)
+        return;
+    e->packets_offered += (uint64_t)starts + bad;
+    e->lost_packets[cause] += starts;
+    e->lost_bytes[cause] += bytes;
+    e->lost_packets[TB_CAUSE_ABI_VIOLATION] += bad;
+}
+
+/* A chunk refused before it was tokenized: tokenize it to count. */
+static __attribute__((noinline, cold)) void refuse_raw(tb_buffer *b,
+        uint16_t producer_id, uint16_t writer_id, uint16_t num_fragments,
+        uint8_t chunk_flags, bool chunk_complete, const uint8_t *src,
+        size_t size)
+{
+    uint8_t flags = chunk_flags & TB__ABI_FLAGS;
+    if (!chunk_complete && num_fragments > 0) {
+        num_fragments--;
+        flags &= (uint8_t)~(TB_CHUNK_LAST_PACKET_CONTINUES_ON_NEXT |
+                            TB_CHUNK_NEEDS_PATCHING);
+    }
+    uint32_t bad = 0;
+    uint32_t starts = tb__count_starts(src, src ? size : 0, num_fragments,
+                                       flags, 0, &bad);
+    uint32_t key = ((uint32_t)producer_id << 16) | writer_id;
+    refuse(b, tb__seq_find(b, key), key, TB_CAUSE_DISCARD, starts, bad,
+           src ? size : 0);
+}
+
 /* Re-commit of a ChunkID still in the buffer (§6). Returns true when the
  * chunk was handled (rewritten in place or rejected); false when E was
  * relocated: the caller writes a new record skipping *skip bytes. */
@@ -69,6 +106,11 @@ static bool recommit(tb_buffer *b, tb__seq *s, uint32_t idx, uint8_t flags,
     if (frags_size < e->payload_size || frags_size > e->size ||
         (old_abi & flags) != old_abi) {
         b->stats.abi_violations++;
+        refuse(b, s, s->key, TB_CAUSE_ABI_VIOLATION,
+               tb__count_starts(src, frags_size, UINT32_MAX, flags,
+                                e->payload_size, NULL), 0,
+               frags_size > e->payload_size ? frags_size - e->payload_size
+                                            : 0);
         return true;
     }
     if ((e->flags & TB__F_INCOMPLETE) && e->payload_avail == 0 && complete &&
@@ -90,6 +132,13 @@ static bool recommit(tb_buffer *b, tb__seq *s, uint32_t idx, uint8_t flags,
     e->flags |= flags;
     e->facts = tb__compute_facts(tb__payload(b, off), e->payload_size,
                                  e->flags);
+    tb__centry *ce = tb__ring_at(s, idx);
+    uint32_t npk = tb__count_starts(tb__payload(b, off), e->payload_size,
+                                    UINT32_MAX, e->flags, consumed, NULL);
+    tb_seq_loss *le = tb__loss_entry(b, s, s->key);
+    if (le && npk > ce->npk)
+        le->packets_offered += npk - ce->npk;
+    ce->npk = npk;
     b->stats.chunks_rewritten++;
     return true;
 }
@@ -146,6 +195,8 @@ SHMTRACE_API void tb_copy_chunk_untrusted(tb_buffer *b, uint16_t producer_id,
         return;
     if (b->read_only || b->discard_stop) {
         b->stats.chunks_discarded++;
+        refuse_raw(b, producer_id, writer_id, num_fragments, chunk_flags,
+                   chunk_complete, src, size);
         return;
     }
     /* Any write restarts reading (tb_begin_read() is expected next). */
@@ -174,7 +225,7 @@ SHMTRACE_API void tb_copy_chunk_untrusted(tb_buffer *b, uint16_t producer_id,
     uint32_t tok_size = size > TB__MAX_PAYLOAD ? TB__MAX_PAYLOAD + 1u
                                                : (uint32_t)size;
     uint32_t frags_size = 0, nfound = 0, first_size = 0, last_size = 0;
-    uint32_t nonempty = 0;
+    uint32_t nonempty = 0, bad = 0;
     bool writer_abort = false;
     for (uint32_t i = 0; i < num_fragments; i++) {
         tb__frag f;
@@ -186,17 +237,25 @@ SHMTRACE_API void tb_copy_chunk_untrusted(tb_buffer *b, uint16_t producer_id,
             nonempty += f.size > 0;
             continue;
         }
-        if (t == TB__FRAG_DROP)
+        if (t == TB__FRAG_DROP) {
             writer_abort = true;
-        else
+        } else {
             b->stats.abi_violations++;
+            bad = num_fragments - i;
+        }
         break;
     }
     size_t reserved = chunk_complete ? frags_size : size;
     size_t outer = tb__outer(reserved);
     uint32_t key = ((uint32_t)producer_id << 16) | writer_id;
+    uint32_t npk = tb__starts_from_summary(nfound, first_size, last_size,
+                                           nonempty, flags);
+    if (bad)
+        refuse(b, NULL, key, TB_CAUSE_ABI_VIOLATION, 0, bad,
+               size - frags_size);
     if (reserved > TB__MAX_PAYLOAD || outer > b->size || key == 0) {
         b->stats.abi_violations++;
+        refuse(b, NULL, key, TB_CAUSE_ABI_VIOLATION, npk, 0, size);
         return;
     }
 
@@ -204,6 +263,7 @@ SHMTRACE_API void tb_copy_chunk_untrusted(tb_buffer *b, uint16_t producer_id,
                                        pid);
     if (!s) {
         b->stats.chunks_discarded++; /* out of memory */
+        refuse(b, NULL, key, TB_CAUSE_DISCARD, npk, 0, size);
         return;
     }
     hist_add(b, s, frags_size);
@@ -219,6 +279,11 @@ SHMTRACE_API void tb_copy_chunk_untrusted(tb_buffer *b, uint16_t producer_id,
             skip = s->last_payload_size; /* re-admit */
         } else if (tb__id_cmp(chunk_id, s->last_id) <= 0) {
             b->stats.chunks_discarded++;
+            /* The chunk consumed last, committed again (a scraped chunk
+             * then its real commit, or a duplicate): its packets were
+             * delivered, not lost. An older ChunkID never got in: lost. */
+            if (chunk_id != s->last_id)
+                refuse(b, s, key, TB_CAUSE_DISCARD, npk, 0, frags_size);
             return;
         }
     }
@@ -232,10 +297,14 @@ SHMTRACE_API void tb_copy_chunk_untrusted(tb_buffer *b, uint16_t producer_id,
             return;
     }
 
+    if (skip)  /* re-admit / relocation: the first bytes were delivered */
+        npk = tb__count_starts(src, frags_size, UINT32_MAX, flags, skip,
+                               NULL);
     if (outer > b->size - b->wr) {
         if (b->policy == TB_DISCARD) {
             b->discard_stop = true;
             b->stats.chunks_discarded++;
+            refuse(b, s, key, TB_CAUSE_DISCARD, npk, 0, frags_size - skip);
             return;
         }
         if (b->wr < b->size)
@@ -277,9 +346,14 @@ SHMTRACE_API void tb_copy_chunk_untrusted(tb_buffer *b, uint16_t producer_id,
         memset(r, 0, sizeof(*r));
         r->size = (uint16_t)reserved;
         b->stats.chunks_discarded++;
+        refuse(b, s, key, TB_CAUSE_DISCARD, npk, 0, frags_size - skip);
         b->wr += outer;
         return;
     }
+    tb__ring_at(s, pos)->npk = npk;
+    tb_seq_loss *le = tb__loss_of(b, s);
+    if (le)
+        le->packets_offered += npk;
     if (s->count == 1 && s->counted_empty) {
         s->counted_empty = false;
         b->empty_seqs--;
@@ -316,6 +390,7 @@ SHMTRACE_API bool tb_try_patch_chunk(tb_buffer *b, uint16_t producer_id,
     for (size_t i = 0; i < npatches; i++) {
         if (payload_size < 4 || patches[i].offset > payload_size - 4) {
             b->stats.patches_failed++;
+            r->facts = TB__FACT_PATCH_FAILED; /* see tb_walk.c */
             return false;
         }
         memcpy(tb__payload(b, off) + patches[i].offset, patches[i].data, 4);

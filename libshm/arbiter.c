@@ -66,6 +66,8 @@ struct smb_arbiter {
     smb_patch *patches;
     size_t npatches, patches_cap;
     size_t bytes_pending;
+    smb_writer_loss *losses;      /* writer loss deltas for the next batch */
+    size_t nlosses, losses_cap;
     smb_arbiter_stats stats;
 };
 
@@ -186,6 +188,7 @@ void smb_arbiter_destroy(smb_arbiter *arb)
     free(arb->chunks);
     free(arb->groups);
     free(arb->patches);
+    free(arb->losses);
     smb_shm_unmap(&arb->shm);
     free(arb);
 }
@@ -216,7 +219,8 @@ static int send_locked(smb_arbiter *arb, uint64_t flush_request_id)
     smb_commit_batch b;
     int rc;
 
-    if (arb->nchunks == 0 && arb->ngroups == 0 && flush_request_id == 0)
+    if (arb->nchunks == 0 && arb->ngroups == 0 && arb->nlosses == 0 &&
+        flush_request_id == 0)
         return 0;
     for (size_t i = 0; i < arb->ngroups; i++)
         arb->groups[i].patches =
@@ -226,12 +230,16 @@ static int send_locked(smb_arbiter *arb, uint64_t flush_request_id)
     b.patch_groups = arb->groups;
     b.npatch_groups = arb->ngroups;
     b.flush_request_id = flush_request_id;
+    b.losses = arb->losses;
+    b.nlosses = arb->nlosses;
     rc = arb->transport.commit(arb->transport.ctx, &b);
     arb->stats.batches_sent++;
     arb->stats.patches_sent += arb->npatches;
     if (rc < 0)
         arb->stats.batch_send_errors++;
     arb->nchunks = arb->ngroups = arb->npatches = 0;
+    if (rc >= 0)
+        arb->nlosses = 0;     /* else kept: reported with the next batch */
     arb->bytes_pending = 0;
     return rc;
 }
@@ -417,6 +425,30 @@ void smb__arbiter_free_writer(smb_arbiter *arb, uint16_t writer_id)
 bool smb__arbiter_is_shut_down(smb_arbiter *arb)
 {
     return atomic_load_explicit(&arb->shut_down, memory_order_relaxed);
+}
+
+void smb__arbiter_note_loss(smb_arbiter *arb, uint16_t writer_id,
+                            uint32_t target_buffer, uint64_t packets,
+                            uint64_t bytes)
+{
+    pthread_mutex_lock(&arb->mu);
+    size_t i = 0;
+    while (i < arb->nlosses && (arb->losses[i].writer_id != writer_id ||
+                                arb->losses[i].target_buffer != target_buffer))
+        i++;
+    if (i == arb->nlosses &&
+        grow((void **)&arb->losses, &arb->losses_cap, arb->nlosses + 1,
+             sizeof(*arb->losses)) == 0) {
+        memset(&arb->losses[i], 0, sizeof(arb->losses[i]));
+        arb->losses[i].writer_id = writer_id;
+        arb->losses[i].target_buffer = target_buffer;
+        arb->nlosses++;
+    }
+    if (i < arb->nlosses) {
+        arb->losses[i].packets += packets;
+        arb->losses[i].bytes += bytes;
+    }
+    pthread_mutex_unlock(&arb->mu);
 }
 
 void smb__arbiter_count_stall(smb_arbiter *arb)

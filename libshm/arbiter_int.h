@@ -46,6 +46,12 @@ void smb__arbiter_free_writer(smb_arbiter *arb, uint16_t writer_id);
 
 void smb__arbiter_count_stall(smb_arbiter *arb);
 
+/* A writer lost `packets` packets (`bytes` bytes) that never reached the
+ * SMB: queued as a delta for the next batch (smb_commit_batch.losses). */
+void smb__arbiter_note_loss(smb_arbiter *arb, uint16_t writer_id,
+                            uint32_t target_buffer, uint64_t packets,
+                            uint64_t bytes);
+
 /* smb_arbiter_shutdown was called: writers stop stalling (nobody will free
  * chunks any more) and drop instead. */
 bool smb__arbiter_is_shut_down(smb_arbiter *arb);

@@ -15,6 +15,11 @@
  *   chunks_to_patch=2 {target_buffer=1, writer_id=2, chunk_id=3,
  *                      patches=4 {offset=1, data=2}, has_more_patches=5}
  *   flush_request_id=3
+ *   shmtrace_writer_loss=6000 {writer_id=1, target_buffer=2, packets=3,
+ *                              bytes=4}, shmtrace_loss_reporting=6001
+ *   (our extension, protos/common.proto: always set, so the service knows
+ *   this producer's own drops are counted; losses go with the last part of
+ *   a split batch)
  */
 #include "config.h"
 
@@ -29,6 +34,7 @@ typedef Perfetto__Protos__CommitDataRequest Req;
 typedef Perfetto__Protos__CommitDataRequest__ChunksToMove Move;
 typedef Perfetto__Protos__CommitDataRequest__ChunkToPatch Patch;
 typedef Perfetto__Protos__CommitDataRequest__ChunkToPatch__Patch PatchOne;
+typedef Perfetto__Protos__CommitDataRequest__ShmtraceWriterLoss Loss;
 
 /* Serialize chunks [c0, c1) and groups [g0, g1) (+flush id). */
 static int encode(const smb_commit_batch *b, size_t c0, size_t c1, size_t g0,
@@ -45,8 +51,27 @@ static int encode(const smb_commit_batch *b, size_t c0, size_t c1, size_t g0,
     Patch **gp = calloc(ng ? ng : 1, sizeof *gp);
     PatchOne *ps = calloc(np ? np : 1, sizeof *ps);
     PatchOne **pp = calloc(np ? np : 1, sizeof *pp);
-    if (!moves || !mp || !groups || !gp || !ps || !pp)
+    bool last = c1 == b->nchunks && g1 == b->npatch_groups;
+    size_t nl = last ? b->nlosses : 0;
+    Loss *ls = calloc(nl ? nl : 1, sizeof *ls);
+    Loss **lp = calloc(nl ? nl : 1, sizeof *lp);
+    if (!moves || !mp || !groups || !gp || !ps || !pp || !ls || !lp)
         goto out;
+    for (size_t i = 0; i < nl; i++) {
+        perfetto__protos__commit_data_request__shmtrace_writer_loss__init(
+            &ls[i]);
+        ls[i].has_writer_id = ls[i].has_target_buffer = true;
+        ls[i].has_packets = ls[i].has_bytes = true;
+        ls[i].writer_id = b->losses[i].writer_id;
+        ls[i].target_buffer = b->losses[i].target_buffer;
+        ls[i].packets = b->losses[i].packets;
+        ls[i].bytes = b->losses[i].bytes;
+        lp[i] = &ls[i];
+    }
+    req.n_shmtrace_writer_loss = nl;
+    req.shmtrace_writer_loss = lp;
+    req.has_shmtrace_loss_reporting = true;
+    req.shmtrace_loss_reporting = true;
     for (size_t i = 0; i < nc; i++) {
         const smb_commit_chunk *c = &b->chunks[c0 + i];
         perfetto__protos__commit_data_request__chunks_to_move__init(
@@ -107,6 +132,8 @@ out:
     free(gp);
     free(ps);
     free(pp);
+    free(ls);
+    free(lp);
     return rc;
 }
 

@@ -40,6 +40,15 @@
  * (and in the buffer's trace_writer_packet_loss when a packet was cut).
  * Without a pending loss nothing extra is written.
  *
+ * Loss reporting: a packet lost before any of its fragments reached the
+ * SMB (begun in drop mode, or cut in the chunk where it began: the drop
+ * sentinel replaces its first fragment) is invisible to the service's
+ * buffer, so at its end it is reported to the arbiter
+ * (smb__arbiter_note_loss: packets and bytes, sent with the next batch as
+ * CommitDataRequest.shmtrace_writer_loss). A packet cut after its first
+ * fragment was handed back is not reported: the service's buffer counts it
+ * (its reassembly fails). Each lost packet is thus counted exactly once.
+ *
  * Fast path (tw_add_* with room in the chunk): a few stores and a pointer
  * bump; no lock, no atomic RMW, no allocation, no indirect call.
  */
@@ -371,6 +380,7 @@ static void next_buffer(tw_writer *w)
         return_chunk(w);
         enter_drop(w);
         w->stats.packets_lost++;
+        w->lost_unseen = !w->frag_continues;
     }
     w->anchor = w->pos;
     w->anchor_logical = logical;
@@ -447,8 +457,8 @@ void tw_writer_destroy(tw_writer *w)
     if (w->in_packet)
         tw_packet_end(w);
     write_loss_marker(w);
-    if (w->hdr != NULL || patch_ready(w))
-        commit_held(w);
+    if (w->hdr != NULL || patch_ready(w) || w->loss_noted)
+        commit_held(w);              /* loss reports go before we leave */
     smb__arbiter_free_writer(w->arb, w->writer_id);
     free(w->patches);
     free(w);
@@ -534,6 +544,7 @@ void tw_packet_begin(tw_writer *w)
         }
     } else {
         w->stats.packets_lost++;
+        w->lost_unseen = true;
     }
     if (UNLIKELY(!w->first_done)) {
         tw_add_varint(w, FIELD_FIRST_PACKET_ON_SEQUENCE, 1);
@@ -552,8 +563,15 @@ void tw_packet_end(tw_writer *w)
     while (w->depth > 0 || w->overflow_depth > 0)
         tw_end_nested(w);
     w->in_packet = false;
-    if (UNLIKELY(w->dropping))
+    if (UNLIKELY(w->dropping)) {
+        if (w->lost_unseen && w->writer_id != 0) {
+            smb__arbiter_note_loss(w->arb, w->writer_id, w->target_buffer,
+                                   1, logical_pos(w));
+            w->loss_noted = true;
+        }
+        w->lost_unseen = false;
         return;
+    }
     len = (uint32_t)(w->pos - (w->frag_field + 4));
     if (LIKELY(len < 127 && !w->frag_continues)) {
         w->frag_field[0] = (uint8_t)len;

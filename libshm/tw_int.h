@@ -66,6 +66,9 @@ struct tw_writer {
     bool signal_loss;            /* next packet carries 257 */
     bool first_done;             /* first_packet_on_sequence written */
     bool retry;                  /* garbage wrapped: retry a chunk */
+    bool lost_unseen;            /* open packet lost with no fragment in
+                                    the SMB: reported at its end */
+    bool loss_noted;             /* a loss report may still be queued */
     uint32_t depth;              /* open nested messages (stack size) */
     uint32_t overflow_depth;     /* nested beyond TW_MAX_NESTING (ignored) */
     uint32_t patches_head;       /* FIFO of patch entries */

@@ -8,7 +8,9 @@
 #      so the producers outrun the reader and the ring wraps: there is loss
 #      to find;
 #   4. inspect the trace into SQLite;
-#   5. print what was lost, where and why, with plain sqlite3 and sql/*.sql.
+#   5. print what was lost, where and why, with plain sqlite3 and sql/*.sql:
+#      lost_packets.sql first (exact counts per writer, causes), then
+#      data_loss.sql, loss_by_sequence.sql, buffer_usage.sql.
 # Every process it starts is stopped on exit, whatever happens.
 #
 # Knobs (environment): DEMO_SECONDS (3), DEMO_BUFFER (128k), DEMO_PRODUCERS
@@ -76,7 +78,10 @@ echo "== 4. inspecting the trace into SQLite"
 "$inspect" --force --no-progress -o "$work/demo.db" "$work/demo.pftrace"
 
 echo
-echo "== 5. what was lost, where and why:  sqlite3 demo.db < sql/data_loss.sql"
+echo "== 5. how many packets each writer lost, of how many, and why:  sqlite3 demo.db < sql/lost_packets.sql"
+sqlite3 -header -column "$work/demo.db" < "$sqldir/lost_packets.sql"
+echo
+echo "== what was lost, where and when:  sqlite3 demo.db < sql/data_loss.sql"
 sqlite3 -header -column "$work/demo.db" < "$sqldir/data_loss.sql"
 echo
 echo "== loss by sequence:  sqlite3 demo.db < sql/loss_by_sequence.sql"

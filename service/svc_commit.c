@@ -233,6 +233,7 @@ int svc_producer_commit(svc_service *svc, svc_producer *p,
         }
         free(pt);
     }
+    svc__loss_commit(svc, p, req);
     if (req->has_flush_request_id && req->flush_request_id)
         svc__flush_ack(svc, p, req->flush_request_id);
     return 0;

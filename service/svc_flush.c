@@ -252,6 +252,7 @@ void svc__session_instance_stopped(svc_service *svc, svc_producer *p,
 size_t svc__producer_gone(svc_service *svc, svc_producer *p)
 {
     size_t scraped = p->smb_base ? svc__scrape(svc, p, NULL) : 0;
+    svc__loss_producer_gone(svc, p);
     for (size_t si = 0; si < svc->nsessions; si++) {
         svc_session *s = svc->sessions[si];
         for (size_t k = 0; k < s->ninst;) {

@@ -149,6 +149,11 @@ struct svc_session {
     bool file_full;
     /* packets handed out (for stats/progress) */
     uint64_t packets_read;
+    /* loss accounting outside the buffers (svc_loss.c) */
+    struct svc_xloss *xloss;
+    size_t nxloss, xloss_cap;
+    uint32_t *xhash;             /* key -> index + 1, open addressing */
+    size_t xhash_cap;
     /* reused across reads (svc_read.c): packet scratch, file batch */
     uint8_t *scratch, *fbuf;
     size_t scratch_cap, fbuf_cap;
@@ -180,6 +185,7 @@ struct svc_producer {
     uint32_t *allowed;           /* global buffer ids it may write */
     size_t nallowed;
     uint64_t last_flush_acked;
+    bool reports_loss;           /* sent shmtrace_loss_reporting */
 };
 
 struct svc_service {
@@ -238,6 +244,18 @@ uint32_t svc__seq_id(svc_seqmap *, uint16_t producer_id, uint16_t writer_id,
                      uint32_t buffer_index);
 void svc__seqmap_free(svc_seqmap *);
 int svc__seqmap_copy(svc_seqmap *dst, const svc_seqmap *src);
+
+/* svc_loss.c: exact loss accounting (shmtrace_sequence_loss) */
+typedef struct svc_xloss svc_xloss;
+void svc__loss_commit(svc_service *, svc_producer *,
+                      const Perfetto__Protos__CommitDataRequest *);
+void svc__loss_producer_gone(svc_service *, svc_producer *);
+void svc__loss_invalid(svc_session *, uint32_t key, uint32_t buffer_index,
+                       uint64_t bytes);
+int svc__loss_fill(svc_service *, svc_session *,
+                   Perfetto__Protos__TraceStats *);
+void svc__loss_free(svc_session *);
+int svc__loss_copy(svc_session *dst, const svc_session *src);
 
 /* svc_commit.c */
 int svc__smb_setup(svc_producer *, const Perfetto__Protos__TraceConfig *);

@@ -417,6 +417,7 @@ static int session_read(svc_service *svc, svc_session *s, size_t max_bytes,
             }
             if (!svc_packet_validate_untrusted(dst, off)) {
                 s->invalid_packets++;
+                svc__loss_invalid(s, key, (uint32_t)bi, off);
                 /* Nothing lost silently: the next packet says so. */
                 if (slot != SIZE_MAX)
                     s->seqs.pending_loss[slot] |= dropped | TB_LOSS_PRESENT;

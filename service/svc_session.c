@@ -289,6 +289,7 @@ static void session_destroy(svc_service *svc, svc_session *s)
     free(s->inst);
     free(s->buf_ids);
     svc__seqmap_free(&s->seqs);
+    svc__loss_free(s);
     free(s->scratch);
     free(s->fbuf);
     if (s->out_fd >= 0)
@@ -537,7 +538,8 @@ svc_session *svc_session_clone(svc_service *svc, void *consumer,
         s->nbufs = i + 1;
         svc->total_buffer_kb += tb_size(b) / 1024;
     }
-    if (svc__seqmap_copy(&s->seqs, &src->seqs) < 0) {
+    if (svc__seqmap_copy(&s->seqs, &src->seqs) < 0 ||
+        svc__loss_copy(s, src) < 0) {
         session_unlink(svc, s);
         session_destroy(svc, s);
         svc__set_err(err, errlen, "out of memory%.0llu%.0llu", 0, 0);

@@ -175,6 +175,10 @@ Perfetto__Protos__TraceStats *svc_stats_build(svc_service *svc,
         svc_stats_free(st);
         return NULL;
     }
+    if (s && svc__loss_fill(svc, s, st) < 0) {
+        svc_stats_free(st);
+        return NULL;
+    }
 
     uint32_t nds = 0;
     for (size_t i = 0; i < svc->nproducers; i++)
@@ -224,5 +228,8 @@ void svc_stats_free(Perfetto__Protos__TraceStats *st)
     free(st->buffer_stats);
     free(st->n_writer_stats ? st->writer_stats[0] : NULL);
     free(st->writer_stats);
+    free(st->n_shmtrace_sequence_loss ? st->shmtrace_sequence_loss[0]
+                                      : NULL);
+    free(st->shmtrace_sequence_loss);
     free(st);
 }

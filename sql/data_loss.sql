@@ -14,9 +14,33 @@ FROM stats
 WHERE severity = 'data_loss' AND value != 0
 ORDER BY name, idx;
 
-SELECT 'no data loss recorded in this trace' AS verdict
+-- "No data loss" only when nothing at all says otherwise: no data_loss
+-- stat, no flagged packet, no chunk overwritten unread or discarded, and
+-- no packet counted lost by shmtraced's exact accounting. A trace without
+-- those counts (Perfetto's service) gets a weaker verdict.
+SELECT CASE WHEN EXISTS (SELECT 1 FROM sequence WHERE lost_packets IS NOT NULL)
+            THEN 'no data loss recorded in this trace'
+            ELSE 'no data loss flagged (this trace has no exact loss counts)'
+       END AS verdict
 WHERE NOT EXISTS (SELECT 1 FROM stats WHERE severity = 'data_loss' AND value != 0)
-  AND NOT EXISTS (SELECT 1 FROM data_loss WHERE counted = 1);
+  AND NOT EXISTS (SELECT 1 FROM data_loss WHERE counted = 1)
+  AND NOT EXISTS (SELECT 1 FROM stats WHERE value > 0 AND name IN
+        ('traced_buf_chunks_overwritten', 'traced_buf_bytes_overwritten',
+         'traced_buf_chunks_discarded', 'traced_chunks_discarded'))
+  AND NOT EXISTS (SELECT 1 FROM sequence WHERE lost_packets > 0);
+
+SELECT printf('lost %d of %d packets (%.1f%%): see lost_packets.sql',
+              sum(lost_packets), sum(packets + lost_packets),
+              100.0 * sum(lost_packets) / max(1, sum(packets + lost_packets)))
+       AS exact_loss
+FROM sequence WHERE seq_id != 1 AND lost_packets IS NOT NULL
+HAVING sum(lost_packets) > 0;
+
+SELECT 'chunks were overwritten unread or discarded: data was lost'
+       AS notice
+WHERE EXISTS (SELECT 1 FROM stats WHERE value > 0 AND name IN
+        ('traced_buf_chunks_overwritten', 'traced_buf_chunks_discarded'))
+  AND NOT EXISTS (SELECT 1 FROM sequence WHERE lost_packets IS NOT NULL);
 
 SELECT d.seq_id,
        s.pid,

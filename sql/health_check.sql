@@ -4,9 +4,15 @@
 .headers on
 .mode column
 
+-- Beyond trace processor: a chunk overwritten unread or discarded, or any
+-- packet counted lost (sequence.lost_packets), is data loss too.
 SELECT CASE WHEN EXISTS (
          SELECT 1 FROM stats
          WHERE severity IN ('error', 'data_loss') AND value > 0 LIMIT 1)
-       THEN 'data loss or errors: see data_loss.sql'
+         OR EXISTS (SELECT 1 FROM stats WHERE value > 0 AND name IN
+              ('traced_buf_chunks_overwritten', 'traced_buf_bytes_overwritten',
+               'traced_buf_chunks_discarded', 'traced_chunks_discarded'))
+         OR EXISTS (SELECT 1 FROM sequence WHERE lost_packets > 0)
+       THEN 'data loss or errors: see data_loss.sql and lost_packets.sql'
        ELSE 'healthy' END AS health,
        (SELECT value FROM trace_info WHERE key = 'status') AS inspection;

@@ -61,8 +61,35 @@ CREATE TABLE sequence (
                                      -- traced_buf_sequence_packet_loss adds up
   first_packet_id INTEGER,           -- packet.id of its first packet
   last_packet_id  INTEGER,           -- packet.id of its last packet
-  buffer        INTEGER              -- target buffer from TraceStats.writer_stats (NULL if unknown)
+  buffer        INTEGER,             -- target buffer from TraceStats.writer_stats (NULL if unknown)
+  lost_packets  INTEGER,             -- packets of this writer that never reached the trace,
+                                     -- exactly (shmtraced's shmtrace_sequence_loss, last
+                                     -- TraceStats); a packet fragmented over chunks counts
+                                     -- once. NULL: the trace cannot tell (Perfetto's service)
+  lost_bytes    INTEGER,             -- chunk payload bytes that held them (NULL likewise)
+  producer_counts_known INTEGER      -- 1: drops inside the producer are included (libshm
+                                     -- producer); 0: the producer cannot report them
+                                     -- (e.g. Perfetto's SDK): lost_packets is a lower bound
 );
+
+-- packet_loss: why packets were lost, one row per sequence and cause with
+-- packets > 0 (from shmtraced's shmtrace_sequence_loss; empty for traces
+-- recorded by Perfetto's service). Causes: overwrite (evicted unread from a
+-- ring buffer), discard (refused: DISCARD buffer full, stale chunk),
+-- abi_violation / corrupted (refused or cut chunks), patch_failed,
+-- reassembly (fragments that never made a whole packet, incl. left at
+-- stop), producer_smb_full (dropped in the producer: shared memory full),
+-- producer_gone (the producer died with packets unfinished), invalid
+-- (refused by the service after reading). Sum over causes =
+-- sequence.lost_packets.
+CREATE TABLE packet_loss (
+  seq_id   INTEGER NOT NULL,   -- trusted_packet_sequence_id
+  cause    TEXT NOT NULL,
+  packets  INTEGER NOT NULL,
+  bytes    INTEGER NOT NULL    -- chunk payload bytes (fragment headers included); for
+                               -- producer_smb_full the packet bytes the writer dropped
+);
+CREATE INDEX packet_loss_by_seq ON packet_loss(seq_id);
 
 -- data_loss: one row per packet whose previous_packet_dropped is non-zero,
 -- i.e. per place in a sequence where packets before it were lost.

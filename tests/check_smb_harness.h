@@ -107,6 +107,8 @@ typedef struct {
     smb_chunk_patches rec_groups[64];
     smb_patch rec_patches[64][8];
     size_t nrec;
+    /* writer loss reports (smb_commit_batch.losses), writers 1..255 */
+    uint64_t rep_lost[256], rep_lost_bytes[256];
 } hb;
 
 static inline tb_buffer *hb_resolve(void *ctx, uint32_t target,
@@ -141,6 +143,11 @@ static inline void hb_observe(hb *h, const smb_commit_batch *b)
     }
     if (b->flush_request_id)
         h->last_flush_id = b->flush_request_id;
+    for (size_t i = 0; i < b->nlosses; i++)
+        if (b->losses[i].writer_id < 256) {
+            h->rep_lost[b->losses[i].writer_id] += b->losses[i].packets;
+            h->rep_lost_bytes[b->losses[i].writer_id] += b->losses[i].bytes;
+        }
 }
 
 static inline int hb_commit(void *ctx, const smb_commit_batch *b)

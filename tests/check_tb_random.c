@@ -11,6 +11,12 @@
  * run with an eviction callback (forcing the full erase walk instead of the
  * fast path) must give identical output and stats. A messy variant adds
  * scraping + re-commits, shuffled batches and out-of-band patches.
+ *
+ * Exact loss accounting (tb_get_seq_loss): after the last read, for every
+ * writer, the packets it started (whose first fragment reached the buffer)
+ * = packets read + packets still pending + lost packets of every cause,
+ * and the buffer's packets_offered / packets_read agree with what the
+ * test wrote and read.
  */
 #include "tb_testutil.h"
 #include "tb_int.h"
@@ -116,6 +122,7 @@ typedef struct {
     uint32_t last[NWRITERS + 1];
     bool seen_any[NWRITERS + 1];
     size_t packets;
+    size_t per[NWRITERS + 1];
     size_t flagged_gaps;
     uint64_t hash;
 } verdict_t;
@@ -163,6 +170,7 @@ static void drain(tb_buffer *b, verdict_t *v)
         v->last[wid] = seqno;
         v->seen_any[wid] = true;
         v->packets++;
+        v->per[wid]++;
         v->hash = v->hash * 1000003u ^ ((uint64_t)wid << 40 |
                                         (uint64_t)seqno << 8 | loss);
     }
@@ -251,6 +259,46 @@ static void messy_batch(tb_buffer *b, writer_t *w, rng_t *r)
     }
 }
 
+/* Conservation per writer, exactly (see the file comment). */
+static uint64_t check_loss_identity(const tb_buffer *b, const writer_t *w,
+                                    const verdict_t *v, tb_fill_policy pol)
+{
+    uint64_t total_lost = 0;
+    size_t n = 0;
+    const tb_seq_loss *l = tb_get_seq_loss(b, &n);
+    ck_assert_uint_eq(n, NWRITERS);
+    for (size_t i = 0; i < n; i++) {
+        uint16_t wid = l[i].writer_id;
+        ck_assert_uint_ge(wid, 1);
+        ck_assert_uint_le(wid, NWRITERS);
+        ck_assert_uint_eq(l[i].producer_id, 1);
+        const writer_t *wr = &w[wid];
+        uint64_t started = wr->next_pkt -
+                           ((wr->in_packet && wr->pkt_off == 0) ? 1u : 0u);
+        uint64_t lost = 0;
+        for (int c = 0; c < TB_NUM_CAUSES; c++)
+            lost += l[i].lost_packets[c];
+        ck_assert_uint_eq(l[i].packets_read, v->per[wid]);
+        ck_assert_msg(l[i].packets_offered == started,
+                      "writer %u: offered %llu, started %llu", wid,
+                      (unsigned long long)l[i].packets_offered,
+                      (unsigned long long)started);
+        ck_assert_msg(started == v->per[wid] + l[i].packets_pending + lost,
+                      "writer %u: started %llu != read %zu + pending %llu "
+                      "+ lost %llu", wid, (unsigned long long)started,
+                      v->per[wid], (unsigned long long)l[i].packets_pending,
+                      (unsigned long long)lost);
+        if (pol == TB_DISCARD)
+            ck_assert_uint_eq(l[i].lost_packets[TB_CAUSE_OVERWRITE], 0);
+        ck_assert_uint_eq(l[i].lost_packets[TB_CAUSE_ABI_VIOLATION], 0);
+        ck_assert_uint_eq(l[i].lost_packets[TB_CAUSE_CORRUPTED], 0);
+        ck_assert_str_eq(tb_loss_cause_name(TB_CAUSE_OVERWRITE),
+                         "overwrite");
+        total_lost += lost;
+    }
+    return total_lost;
+}
+
 static void noop_evict(void *ctx, const tb_packet *p, const tb_seq_props *s)
 {
     (void)p;
@@ -288,7 +336,11 @@ static verdict_t run(uint32_t seed, tb_fill_policy pol, bool callback,
             drain(b, &v);
     }
     drain(b, &v);
+    uint64_t lost = check_loss_identity(b, w, &v, pol);
     *stats_out = *tb_get_stats(b);
+    /* a buffer that evicted or refused chunks lost packets: never 0 */
+    if (stats_out->chunks_overwritten + stats_out->chunks_discarded > 0)
+        ck_assert_uint_gt(lost, 0);
     if (!callback || pol == TB_DISCARD)
         ck_assert_uint_eq(evicted, 0);
     tb_destroy(b);

@@ -207,6 +207,24 @@ START_TEST(test_exhaust_drop_policy_flags_losses)
     ck_assert_uint_ge(st.drop_episodes, gaps);
     /* Every packet is either read back or counted as lost. */
     ck_assert_uint_eq(got + st.packets_lost, total);
+    /* Exact accounting across the process boundary: what the writer
+     * reported (packets that never reached the SMB) plus what the buffer
+     * counted lost or still holds is every packet not read, exactly. */
+    size_t nl = 0;
+    const tb_seq_loss *l = tb_get_seq_loss(h.buf, &nl);
+    uint64_t buf_lost = 0, pending = 0;
+    for (size_t k = 0; k < nl; k++) {
+        if (l[k].writer_id != wid)
+            continue;
+        pending += l[k].packets_pending;
+        for (int c = 0; c < TB_NUM_CAUSES; c++)
+            buf_lost += l[k].lost_packets[c];
+    }
+    ck_assert_uint_lt(wid, 256);
+    ck_assert_uint_gt(h.rep_lost[wid], 0);
+    ck_assert_uint_gt(h.rep_lost_bytes[wid], h.rep_lost[wid]);
+    ck_assert_uint_le(h.rep_lost[wid], st.packets_lost);
+    ck_assert_uint_eq(got + h.rep_lost[wid] + buf_lost + pending, total);
     /* The big packet was cut mid-write: the sentinel reached libbuf. */
     ck_assert_uint_ge(tb_get_stats(h.buf)->trace_writer_packet_loss, 1);
     ck_assert_uint_eq(tb_get_stats(h.buf)->abi_violations, 0);

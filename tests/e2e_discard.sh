@@ -13,7 +13,7 @@ e2e_wait_registered 1
     --buffer-kb 256 --fill discard >"$E2E_DIR/consumer.log" 2>&1 ||
     e2e_fail "consumer failed"
 e2e_check "$E2E_DIR/trace" --require-stats --require-loss --verbose \
-    --expect-sequences 2
+    --expect-sequences 2 --per-sequence 5000 --conservation
 [ "$(e2e_value stats_buf_chunks_discarded)" -gt 0 ] ||
     e2e_fail "no chunk discarded"
 [ "$(e2e_value gaps_flagged)" = 0 ] || e2e_fail "DISCARD keeps a prefix"

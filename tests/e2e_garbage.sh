@@ -15,7 +15,8 @@ e2e_wait_registered 2
 "$CONSUMER" record --out "$E2E_DIR/trace" --duration-ms 4000 \
     --flush-timeout-ms 500 --buffer-kb 16384 >"$E2E_DIR/consumer.log" 2>&1 ||
     e2e_fail "consumer failed"
-e2e_check "$E2E_DIR/trace" --require-stats --verbose
+e2e_check "$E2E_DIR/trace" --require-stats --verbose --per-sequence 2000 \
+    --conservation
 grep -q "count=2000 first=0 last=1999 gaps_flagged=0 gaps_silent=0" \
     "$E2E_DIR/check.out" || e2e_fail "the honest producer lost data"
 rejected=$(( $(e2e_value stats_abi_violations) + \

@@ -16,7 +16,7 @@ e2e_wait_registered 1
     --buffer-kb 256 --file-period-ms 100 >"$E2E_DIR/consumer.log" 2>&1 ||
     e2e_fail "consumer failed"
 e2e_check "$E2E_DIR/trace" --require-stats --expect-sequences 2 \
-    --complete 3000
+    --complete 3000 --per-sequence 3000 --conservation
 [ "$(e2e_value stats_packets)" -gt 1 ] || e2e_fail "expected periodic passes"
 size=$(stat -c %s "$E2E_DIR/trace")
 [ "$size" -gt 524288 ] || e2e_fail "trace of $size bytes: not a long trace"
@@ -29,6 +29,6 @@ e2e_wait_registered 1
 "$CLI" record -q -o "$E2E_DIR/trace2" -t 5s -b 256k --long -p 100 \
     >"$E2E_DIR/cli.log" 2>&1 || e2e_fail "shmtrace record --long failed"
 e2e_check "$E2E_DIR/trace2" --require-stats --expect-sequences 2 \
-    --complete 3000
+    --complete 3000 --per-sequence 3000 --conservation
 e2e_stop_daemon
 echo "ok"

@@ -31,7 +31,7 @@ for i in 0 1; do
     eval "e2e_wait_pid \$ppid$i 30" || e2e_fail "producer $i did not exit"
 done
 e2e_check "$E2E_DIR/trace" --require-stats --require-loss --verbose \
-    --expect-sequences 4 --per-sequence "$N"
+    --expect-sequences 4 --per-sequence "$N" --conservation
 
 written=0
 lost=0

@@ -76,3 +76,8 @@ EXTRA_DIST += $(INS_GOLDEN_FILES)
 # (scripted; uses the service's tests/e2e_lib.sh; skips if not built).
 dist_check_SCRIPTS += tests/check_ins_live.sh
 TESTS += tests/check_ins_live.sh
+
+# Exact loss columns (sequence.lost_packets, packet_loss) and the canned
+# loss queries, on Perfetto's traces (unknown) and ours (exact).
+dist_check_SCRIPTS += tests/ins_lost_packets.sh
+TESTS += tests/ins_lost_packets.sh

@@ -57,3 +57,10 @@ TESTS += tests/check_tb_random
 # The installed libraries export only their contracts (nm / readelf).
 dist_check_SCRIPTS += tests/check_exports.sh
 TESTS += tests/check_exports.sh
+
+# Exact per-sequence loss accounting, one deterministic case per cause.
+check_PROGRAMS += tests/check_tb_lossacct
+tests_check_tb_lossacct_SOURCES = tests/check_tb_lossacct.c
+tests_check_tb_lossacct_CFLAGS = $(libbuf_test_cflags)
+tests_check_tb_lossacct_LDADD = $(libbuf_test_ldadd)
+TESTS += tests/check_tb_lossacct

@@ -25,6 +25,14 @@
  * drop episode writes one mid-sequence. A sequence with markers only (all
  * its packets lost) counts in orphan_markers and has all N as trailing.
  *
+ * Exact loss accounting (--conservation): the last trace_stats packet's
+ * shmtrace_sequence_loss entries (protos/common.proto) must account for
+ * every missing seq_value of each sequence: lost_packets = leading +
+ * inner gaps (+ trailing with --per-sequence, exactly; without it,
+ * lost_packets >= the gaps and the rest is reported as lost_after_last),
+ * and the causes must add up to lost_packets. A sequence whose packets
+ * were all lost must have an entry with lost_packets = N.
+ *
  * Output: one "key=value" per line (scripts grep them), then a verdict.
  * Exit: 0 ok, 1 check failed, 2 usage or unreadable/undecodable file.
  */
@@ -61,6 +69,8 @@ static void usage(FILE *f)
 "                          lost_trailing)\n"
 "  --require-loss          some loss must be visible (flag or stats)\n"
 "  --require-stats         a trace_stats packet must be present\n"
+"  --conservation          the stats' per-sequence loss counts must match\n"
+"                          the seq_value gaps exactly (see the source)\n"
 "  --require-trailing-flag with --per-sequence: every trailing loss must be\n"
 "                          followed by a loss marker\n"
 "  --verbose               one line per sequence\n"
@@ -113,6 +123,7 @@ int main(int argc, char **argv)
         {"require-stats", no_argument, NULL, 'r'},
         {"require-trailing-flag", no_argument, NULL, 'T'},
         {"verbose", no_argument, NULL, 'v'},
+        {"conservation", no_argument, NULL, 'C'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -120,6 +131,7 @@ int main(int argc, char **argv)
     long long expect_total = -1, expect_seqs = -1, complete = -1,
               min_total = -1;
     int require_loss = 0, require_stats = 0, require_tflag = 0, verbose = 0;
+    int conservation = 0;
     int o;
     while ((o = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         switch (o) {
@@ -132,6 +144,7 @@ int main(int argc, char **argv)
         case 'r': require_stats = 1; break;
         case 'T': require_tflag = 1; break;
         case 'v': verbose = 1; break;
+        case 'C': conservation = 1; break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
         }
@@ -366,6 +379,61 @@ int main(int argc, char **argv)
     if (require_loss)
         CHECK(flagged + loss_markers + overwritten + discarded + wl > 0,
               "no loss visible although one was expected");
+    if (conservation) {
+        CHECK(last_stats != NULL, "no trace_stats packet");
+        uint64_t acc_lost = 0, after_last = 0, bad = 0;
+        size_t nl = last_stats ? last_stats->n_shmtrace_sequence_loss : 0;
+        for (size_t i = 0; i < nl; i++) {
+            const Perfetto__Protos__TraceStats__ShmtraceSequenceLoss *l =
+                last_stats->shmtrace_sequence_loss[i];
+            uint64_t sum = 0;
+            for (size_t c = 0; c < l->n_causes; c++)
+                sum += l->causes[c]->packets;
+            CHECK(sum == l->lost_packets, "sequence %u: causes add up to "
+                  "%llu, lost_packets %llu", l->sequence_id,
+                  (unsigned long long)sum,
+                  (unsigned long long)l->lost_packets);
+            acc_lost += l->lost_packets;
+            for (size_t c = 0; verbose && c < l->n_causes; c++)
+                printf("loss seq %u: %s=%llu\n", l->sequence_id,
+                       l->causes[c]->cause,
+                       (unsigned long long)l->causes[c]->packets);
+        }
+        for (size_t i = 0; i < nseqs; i++) {
+            const seqstat *q = &seqs[i];
+            const Perfetto__Protos__TraceStats__ShmtraceSequenceLoss *l =
+                NULL;
+            for (size_t j = 0; j < nl; j++)
+                if (last_stats->shmtrace_sequence_loss[j]->sequence_id ==
+                    q->seq_id)
+                    l = last_stats->shmtrace_sequence_loss[j];
+            uint64_t gaps = (q->count ? q->first : 0) + q->lost;
+            uint64_t got = l ? l->lost_packets : 0;
+            if (per_seq > 0) {
+                uint64_t exp = q->count ?
+                    gaps + (uint64_t)(per_seq - 1 - q->last) :
+                    (uint64_t)per_seq;
+                if (got != exp)
+                    bad++;
+                CHECK(got == exp, "sequence %u: lost_packets %llu, but %llu "
+                      "of its %lld packets are missing", q->seq_id,
+                      (unsigned long long)got, (unsigned long long)exp,
+                      per_seq);
+            } else {
+                if (got < gaps)
+                    bad++;
+                CHECK(got >= gaps, "sequence %u: lost_packets %llu, but "
+                      "%llu packets are missing before its last",
+                      q->seq_id, (unsigned long long)got,
+                      (unsigned long long)gaps);
+                if (got > gaps)
+                    after_last += got - gaps;
+            }
+        }
+        printf("stats_lost_packets=%llu\nlost_after_last=%llu\n"
+               "conservation=%s\n", (unsigned long long)acc_lost,
+               (unsigned long long)after_last, bad ? "BROKEN" : "exact");
+    }
     if (last_stats)
         perfetto__protos__trace_stats__free_unpacked(last_stats, NULL);
     free(seqs);

@@ -167,6 +167,96 @@ static void bad_value(const char *cmd, const char *opt, const char *val)
             "%s --help)\n", cmd, val, opt, cmd);
 }
 
+/* 1234567 -> "1,234,567" into out (>= 32 bytes). */
+static const char *thousands(uint64_t v, char *out)
+{
+    char tmp[32];
+    int n = snprintf(tmp, sizeof(tmp), "%" PRIu64, v), o = 0;
+    for (int i = 0; i < n; i++) {
+        if (i > 0 && (n - i) % 3 == 0)
+            out[o++] = ',';
+        out[o++] = tmp[i];
+    }
+    out[o] = '\0';
+    return out;
+}
+
+/* The exact loss, in one line a person understands, from the stats'
+ * shmtrace_sequence_loss (protos/common.proto), and what to change. */
+static void print_loss_line(const Perfetto__Protos__TraceStats *st)
+{
+    static const struct { const char *cause, *text, *advice; } names[] = {
+        {"overwrite", "overwritten in the ring before they were read",
+         "a bigger buffer (-b), or reading it while tracing and more often "
+         "(--long -p MS, a shorter period)"},
+        {"discard", "refused by the full DISCARD buffer",
+         "a bigger buffer (-b) or a ring buffer (-f ring)"},
+        {"producer_smb_full", "dropped in the producer (shared memory full)",
+         "a bigger shared memory buffer for the producer or the stall "
+         "policy"},
+        {"producer_gone", "lost with a producer that went away", NULL},
+        {"reassembly", "left incomplete (a fragment never arrived)", NULL},
+        {"abi_violation", "in malformed chunks", NULL},
+        {"corrupted", "in corrupted chunks", NULL},
+        {"patch_failed", "waiting for a patch that failed", NULL},
+        {"invalid", "refused by the service as invalid", NULL},
+    };
+    enum { NC = sizeof(names) / sizeof(*names) };
+    uint64_t by[NC] = {0}, lost = 0, delivered = 0, unknown = 0;
+    if (!st || st->n_shmtrace_sequence_loss == 0)
+        return;
+    for (size_t i = 0; i < st->n_shmtrace_sequence_loss; i++) {
+        const Perfetto__Protos__TraceStats__ShmtraceSequenceLoss *l =
+            st->shmtrace_sequence_loss[i];
+        uint64_t invalid = 0;
+        for (size_t c = 0; c < l->n_causes; c++) {
+            const char *name = l->causes[c]->cause ? l->causes[c]->cause : "";
+            for (size_t k = 0; k < NC; k++)
+                if (strcmp(name, names[k].cause) == 0)
+                    by[k] += l->causes[c]->packets;
+            if (strcmp(name, "invalid") == 0)
+                invalid += l->causes[c]->packets;
+        }
+        lost += l->lost_packets;
+        delivered += l->packets_read > invalid ? l->packets_read - invalid
+                                               : 0;
+        unknown += !l->producer_counts_known;
+    }
+    char a[32], b[32], c[32];
+    if (lost == 0) {
+        fprintf(stderr, "shmtrace: no packet lost: all %s packets of %zu "
+                "writer(s) are in the trace%s\n", thousands(delivered, a),
+                st->n_shmtrace_sequence_loss,
+                unknown ? " (drops inside non-libshm producers cannot be "
+                          "counted)" : "");
+        return;
+    }
+    uint64_t total = delivered + lost;
+    fprintf(stderr, "shmtrace: lost %s of %s packets (%.1f%%):",
+            thousands(lost, a), thousands(total, b),
+            100.0 * (double)lost / (double)(total ? total : 1));
+    const char *sep = " ";
+    for (size_t k = 0; k < NC; k++) {
+        if (!by[k])
+            continue;
+        fprintf(stderr, "%s%s %s", sep, thousands(by[k], c), names[k].text);
+        sep = ", ";
+    }
+    if (unknown)
+        fprintf(stderr, "; drops inside %s non-libshm writer(s) cannot be "
+                "counted", thousands(unknown, c));
+    fputc('\n', stderr);
+    sep = "shmtrace: to lose less: ";
+    for (size_t k = 0; k < NC; k++) {
+        if (!by[k] || !names[k].advice)
+            continue;
+        fprintf(stderr, "%s%s", sep, names[k].advice);
+        sep = "; ";
+    }
+    if (strcmp(sep, "; ") == 0)
+        fputc('\n', stderr);
+}
+
 static void print_summary(const char *what, const char *path,
                           const cons_out *o, const Perfetto__Protos__TraceStats *st,
                           double secs)
@@ -177,12 +267,14 @@ static void print_summary(const char *what, const char *path,
             "shmtrace: %s %" PRIu64 " packets (%.1f MB) to %s%s%.1f s; "
             "losses: %" PRIu64 " packets flagged previous_packet_dropped, %"
             PRIu64 " chunks overwritten, %" PRIu64 " chunks discarded, %"
-            PRIu64 " abi violations, %" PRIu64 " producer-side losses%s\n",
+            PRIu64 " abi violations, %" PRIu64 " chunks cut by a writer "
+            "(SMB full)%s\n",
             what, o->packets, (double)o->bytes / 1e6, path,
             secs >= 0 ? " in " : "", secs >= 0 ? secs : 0.0,
             o->flagged_packets, l.chunks_overwritten, l.chunks_discarded,
             l.abi_violations, l.trace_writer_packet_loss,
             st ? "" : " (no trace stats available)");
+    print_loss_line(st);
 }
 
 /* ---- record ------------------------------------------------------- */

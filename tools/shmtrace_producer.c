@@ -70,6 +70,8 @@ typedef struct settings {
     bool once;
     bool reconnect;
     bool quiet;
+    bool hang;           /* test hook: --hang-mid-packet */
+    uint64_t hang_at;    /* seq_value of the packet never finished */
 } settings;
 
 typedef struct instance instance;
@@ -203,6 +205,16 @@ static void *writer_main(void *arg)
             tw_add_varint(w, 4, 1);
         tw_begin_nested(w, 5);
         tw_add_bytes(w, 1, payload, in->size);
+        if (S.hang && seq == S.hang_at) {
+            /* Test hook: stay inside this packet (SIGKILL me now). */
+            fprintf(stderr, "shmtrace-producer: writer %u hanging inside "
+                    "packet %llu (--hang-mid-packet)\n", wk->index,
+                    (unsigned long long)seq);
+            while (!atomic_load(&in->stop)) {
+                struct timespec ts = { 0, 2000000 };
+                nanosleep(&ts, NULL);
+            }
+        }
         tw_end_nested(w);
         tw_end_nested(w);
         tw_packet_end(w);
@@ -423,6 +435,10 @@ static void usage(FILE *f)
 "  -1, --once             exit after the first session stops\n"
 "      --no-reconnect     exit when the service goes away (default: retry)\n"
 "  -q, --quiet            no progress messages\n"
+"      --hang-mid-packet N (tests) stop inside packet N of each writer,\n"
+"                         its payload written but not finished, until the\n"
+"                         session stops (or a SIGKILL: a producer that dies\n"
+"                         mid-packet)\n"
 "  -h, --help             this help\n"
 "\n"
 "A TestConfig (for_testing) in the data source config overrides --count,\n"
@@ -452,7 +468,7 @@ int main(int argc, char **argv)
     S.size = 64;
     S.policy = TW_POLICY_DROP;
     S.reconnect = true;
-    enum { O_POLICY = 1000, O_SMB, O_PAGE, O_NORECONNECT };
+    enum { O_POLICY = 1000, O_SMB, O_PAGE, O_NORECONNECT, O_HANG };
     static const struct option lopts[] = {
         { "name", required_argument, 0, 'n' },
         { "producer-name", required_argument, 0, 'N' },
@@ -466,6 +482,7 @@ int main(int argc, char **argv)
         { "page-size", required_argument, 0, O_PAGE },
         { "once", no_argument, 0, '1' },
         { "no-reconnect", no_argument, 0, O_NORECONNECT },
+        { "hang-mid-packet", required_argument, 0, O_HANG },
         { "quiet", no_argument, 0, 'q' },
         { "help", no_argument, 0, 'h' },
         { 0, 0, 0, 0 },
@@ -518,6 +535,12 @@ int main(int argc, char **argv)
             break;
         case '1': S.once = true; break;
         case O_NORECONNECT: S.reconnect = false; break;
+        case O_HANG:
+            if (!parse_u64(optarg, &v))
+                goto bad_value;
+            S.hang = true;
+            S.hang_at = v;
+            break;
         case 'q': S.quiet = true; break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return EXIT_USAGE;

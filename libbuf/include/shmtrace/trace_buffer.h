@@ -131,6 +131,61 @@ typedef struct {
 SHMTRACE_API const tb_writer_stats *tb_get_writer_stats(const tb_buffer *,
                                                         size_t *n);
 
+/* Exact per-sequence loss accounting, an addition to the contract.
+ *
+ * The unit is the packet, counted once at its first fragment (a whole
+ * non-empty fragment, or the fragment that begins a fragmented packet):
+ * continuation fragments never count, so a packet spread over several
+ * chunks counts once wherever it is lost. For every (producer, writer) the
+ * buffer has seen, at any time:
+ *
+ *   packets_offered = packets_read + packets_pending + sum(lost_packets[])
+ *
+ * where packets_offered counts the first fragments of every chunk handed to
+ * tb_copy_chunk_untrusted (accepted or refused; fragments already delivered
+ * from a scraped copy of the same chunk are not offered twice), and
+ * packets_pending those still unread in the buffer (stalled on a missing
+ * continuation, a patch or an incomplete chunk). Causes:
+ *   OVERWRITE      evicted unread by a wrap (RING_BUFFER)
+ *   DISCARD        refused: DISCARD buffer full, stale ChunkID, clone
+ *   ABI_VIOLATION  refused or cut by a malformed chunk (for fragments that
+ *                  do not tokenize, each declared fragment counts one)
+ *   CORRUPTED      fragments that no longer tokenize when read
+ *   PATCH_FAILED   evicted while waiting for a patch that had failed
+ *   REASSEMBLY     a fragmented packet that could not be put together
+ *                  (ChunkID gap, broken chain)
+ * lost_bytes counts the chunk payload bytes (fragment headers included)
+ * that held the lost packets: the refused payload, the unread bytes of an
+ * evicted record, the fragments of a failed reassembly. Entries are kept
+ * for the buffer's life (not garbage-collected with empty sequences), in
+ * first-seen order; a clone copies them without the packets already read
+ * (packets_read = 0, packets_offered less what was read). The
+ * hot paths pay O(1) per chunk (counts known from the copy-time
+ * tokenization); refusals and slow-path walks tokenize what they drop. */
+typedef enum {
+    TB_CAUSE_OVERWRITE = 0, TB_CAUSE_DISCARD, TB_CAUSE_ABI_VIOLATION,
+    TB_CAUSE_CORRUPTED, TB_CAUSE_PATCH_FAILED, TB_CAUSE_REASSEMBLY,
+    TB_NUM_CAUSES
+} tb_loss_cause;
+
+typedef struct {
+    uint16_t producer_id;
+    uint16_t writer_id;
+    uint64_t packets_offered;
+    uint64_t packets_read;
+    uint64_t packets_pending;   /* computed by tb_get_seq_loss */
+    uint64_t lost_packets[TB_NUM_CAUSES];
+    uint64_t lost_bytes[TB_NUM_CAUSES];
+} tb_seq_loss;
+
+/* Array of *n entries owned by the buffer, valid until the next call that
+ * writes into it or tb_destroy; NULL with *n = 0 if none. Computing
+ * packets_pending costs O(records in the buffer). */
+SHMTRACE_API const tb_seq_loss *tb_get_seq_loss(const tb_buffer *,
+                                                size_t *n);
+/* Stable lower-case name of a cause ("overwrite", ...); "?" if unknown. */
+SHMTRACE_API const char *tb_loss_cause_name(int cause);
+
 /* ProtoVM hook: each whole valid packet a wrap evicts unread, in sequence
  * order. The callback must not call into the buffer. */
 typedef void (*tb_evict_fn)(void *ctx, const tb_packet *,

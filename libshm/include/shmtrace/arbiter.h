@@ -76,6 +76,16 @@ typedef struct smb_chunk_patches {
     const smb_patch *patches;
 } smb_chunk_patches;
 
+/* Packets a TraceWriter lost before any of their fragments reached the
+ * SMB (drop policy, SMB full), since the previous batch (a delta). */
+typedef struct smb_writer_loss {
+    uint32_t target_buffer;
+    uint16_t writer_id;
+    uint16_t reserved;
+    uint64_t packets;
+    uint64_t bytes;            /* packet bytes the writer had to drop */
+} smb_writer_loss;
+
 /* One CommitDataRequest. */
 typedef struct smb_commit_batch {
     const smb_commit_chunk *chunks;
@@ -83,6 +93,10 @@ typedef struct smb_commit_batch {
     const smb_chunk_patches *patch_groups;
     size_t npatch_groups;
     uint64_t flush_request_id;  /* 0 = none */
+    /* Writer losses to report with this batch (CommitDataRequest
+     * .shmtrace_writer_loss); sent on the next batch, flush included. */
+    const smb_writer_loss *losses;
+    size_t nlosses;
 } smb_commit_batch;
 
 /* Whoever moves chunks. Any callback but commit may be NULL. */

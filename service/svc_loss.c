@@ -1,0 +1,336 @@
+/*
+ * svc_loss.c - exact per-sequence loss accounting of a session, written
+ * into every TraceStats as shmtrace_sequence_loss (protos/common.proto).
+ *
+ * Sources, per (producer, writer) of the session:
+ *   - each buffer's tb_get_seq_loss (libbuf): packets offered, read,
+ *     pending, lost inside the buffer by cause;
+ *   - CommitDataRequest.shmtrace_writer_loss from libshm producers:
+ *     packets their writers dropped before any fragment reached the SMB
+ *     (cause producer_smb_full), kept here as svc_xloss entries;
+ *   - packets the service refused after reading them (cause invalid);
+ *   - producers that went away: what their sequences still have pending
+ *     can never complete (cause producer_gone).
+ * Producer-level facts (does it report its drops? did it go away while the
+ * session ran?) live in an entry with writer_id 0. Once the session is stopped, or in a clone (a
+ * frozen snapshot), pending packets are lost: producer_gone if their
+ * producer left, else reassembly (fragments left at stop).
+ *
+ * Everything from producers is untrusted: a loss report names a writer id
+ * in 1..32767 and a buffer the producer may write into, else it is
+ * ignored; counts only add up (saturating). Entries are found through a
+ * hash (a producer may name all 32767 writers in every report) and are
+ * capped per session (SVC_XLOSS_MAX; beyond it reports are dropped).
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "svc_int.h"
+
+typedef Perfetto__Protos__TraceStats__ShmtraceSequenceLoss svc_sloss;
+typedef Perfetto__Protos__TraceStats__ShmtraceLossCause svc_scause;
+
+enum { X_SMB_FULL = 0, X_GONE, X_INVALID, X_NUM };
+static const char *const x_names[X_NUM] = {
+    "producer_smb_full", "producer_gone", "invalid",
+};
+
+struct svc_xloss {
+    uint32_t key;                /* producer << 16 | writer (0: producer) */
+    uint32_t buffer_index;
+    uint64_t packets[X_NUM], bytes[X_NUM];
+    bool reports;                /* writer 0: producer reports its drops */
+    bool gone;                   /* writer 0: producer disconnected */
+};
+
+static uint64_t sat_add(uint64_t a, uint64_t b)
+{
+    return a + b < a ? UINT64_MAX : a + b;
+}
+
+#define SVC_XLOSS_MAX 8192u
+
+static size_t xslot(uint32_t key, size_t cap)
+{
+    return (size_t)((key * 0x9E3779B1u) >> 8) & (cap - 1);
+}
+
+static svc_xloss *xfind(const svc_session *s, uint32_t key)
+{
+    if (!s->xhash_cap)
+        return NULL;
+    for (size_t j = xslot(key, s->xhash_cap); s->xhash[j];
+         j = (j + 1) & (s->xhash_cap - 1))
+        if (s->xloss[s->xhash[j] - 1].key == key)
+            return &s->xloss[s->xhash[j] - 1];
+    return NULL;
+}
+
+static int xhash_rebuild(svc_session *s, size_t cap)
+{
+    uint32_t *h = calloc(cap, sizeof(*h));
+    if (!h)
+        return -ENOMEM;
+    for (size_t i = 0; i < s->nxloss; i++) {
+        size_t j = xslot(s->xloss[i].key, cap);
+        while (h[j])
+            j = (j + 1) & (cap - 1);
+        h[j] = (uint32_t)i + 1;
+    }
+    free(s->xhash);
+    s->xhash = h;
+    s->xhash_cap = cap;
+    return 0;
+}
+
+static svc_xloss *xget(svc_session *s, uint32_t key, uint32_t bi)
+{
+    svc_xloss *found = xfind(s, key);
+    if (found)
+        return found;
+    if (s->nxloss >= SVC_XLOSS_MAX)
+        return NULL;
+    if ((s->nxloss + 1) * 2 > s->xhash_cap &&
+        xhash_rebuild(s, s->xhash_cap ? s->xhash_cap * 2 : 64) < 0)
+        return NULL;
+    if (s->nxloss == s->xloss_cap) {
+        size_t cap = s->xloss_cap ? s->xloss_cap * 2 : 16;
+        svc_xloss *v = realloc(s->xloss, cap * sizeof(*v));
+        if (!v)
+            return NULL;
+        s->xloss = v;
+        s->xloss_cap = cap;
+    }
+    svc_xloss *e = &s->xloss[s->nxloss++];
+    memset(e, 0, sizeof(*e));
+    e->key = key;
+    e->buffer_index = bi;
+    size_t j = xslot(key, s->xhash_cap);
+    while (s->xhash[j])
+        j = (j + 1) & (s->xhash_cap - 1);
+    s->xhash[j] = (uint32_t)s->nxloss;
+    return e;
+}
+
+void svc__loss_commit(svc_service *svc, svc_producer *p,
+                      const Perfetto__Protos__CommitDataRequest *req)
+{
+    if (req->has_shmtrace_loss_reporting && req->shmtrace_loss_reporting)
+        p->reports_loss = true;
+    for (size_t i = 0; i < req->n_shmtrace_writer_loss; i++) {
+        const Perfetto__Protos__CommitDataRequest__ShmtraceWriterLoss *l =
+            req->shmtrace_writer_loss[i];
+        uint32_t wid = l->has_writer_id ? l->writer_id : 0;
+        uint32_t tbid = l->has_target_buffer ? l->target_buffer : 0;
+        svc_session *s = NULL;
+        if (wid == 0 || wid > SVC_MAX_WRITER_ID ||
+            !svc__producer_may_write(p, tbid) ||
+            !svc__buffer(svc, tbid, &s) || !s)
+            continue;
+        uint32_t bi = 0;
+        while (bi < s->nbufs && s->buf_ids[bi] != tbid)
+            bi++;
+        svc_xloss *e = xget(s, ((uint32_t)p->id << 16) | wid, bi);
+        svc_xloss *pe = xget(s, (uint32_t)p->id << 16, 0);
+        if (pe)
+            pe->reports = true;
+        if (!e)
+            continue;
+        e->packets[X_SMB_FULL] = sat_add(e->packets[X_SMB_FULL],
+                                         l->has_packets ? l->packets : 0);
+        e->bytes[X_SMB_FULL] = sat_add(e->bytes[X_SMB_FULL],
+                                       l->has_bytes ? l->bytes : 0);
+    }
+}
+
+void svc__loss_producer_gone(svc_service *svc, svc_producer *p)
+{
+    for (size_t si = 0; si < svc->nsessions; si++) {
+        svc_session *s = svc->sessions[si];
+        bool had = false;
+        for (size_t k = 0; k < s->ninst && !had; k++)
+            had = s->inst[k].producer_id == p->id;
+        svc_xloss *pe = had ? xget(s, (uint32_t)p->id << 16, 0) : NULL;
+        if (pe) {
+            /* Gone while the session ran: what it left unfinished is its
+             * loss. Leaving after the stop costs nothing. */
+            pe->gone |= s->state == SVC_SESSION_STARTED;
+            pe->reports |= p->reports_loss;
+        }
+    }
+}
+
+void svc__loss_invalid(svc_session *s, uint32_t key, uint32_t bi,
+                       uint64_t bytes)
+{
+    svc_xloss *e = (key & 0xFFFFu) ? xget(s, key, bi) : NULL;
+    if (e) {
+        e->packets[X_INVALID]++;
+        e->bytes[X_INVALID] = sat_add(e->bytes[X_INVALID], bytes);
+    }
+}
+
+void svc__loss_free(svc_session *s)
+{
+    free(s->xloss);
+    free(s->xhash);
+    s->xloss = NULL;
+    s->xhash = NULL;
+    s->nxloss = s->xloss_cap = s->xhash_cap = 0;
+}
+
+int svc__loss_copy(svc_session *dst, const svc_session *src)
+{
+    svc__loss_free(dst);
+    if (!src->nxloss)
+        return 0;
+    dst->xloss = malloc(src->nxloss * sizeof(*dst->xloss));
+    if (!dst->xloss)
+        return -ENOMEM;
+    memcpy(dst->xloss, src->xloss, src->nxloss * sizeof(*src->xloss));
+    dst->nxloss = dst->xloss_cap = src->nxloss;
+    return xhash_rebuild(dst, src->xhash_cap);
+}
+
+/* Producer facts for key's producer: reports its drops, gone. */
+static void producer_facts(svc_service *svc, const svc_session *s,
+                           uint32_t key, bool *reports, bool *gone)
+{
+    const svc_xloss *pe = xfind(s, key & 0xFFFF0000u);
+    svc_producer *p = svc__producer_by_id(svc, (uint16_t)(key >> 16));
+    *gone = pe && pe->gone;
+    *reports = (pe && pe->reports) || (p && p->reports_loss);
+}
+
+/* One entry being built, with its cause array. */
+typedef struct {
+    svc_sloss sl;
+    svc_scause c[TB_NUM_CAUSES + X_NUM];
+    svc_scause *cp[TB_NUM_CAUSES + X_NUM];
+} svc_lentry;
+
+static void add_cause(svc_lentry *e, const char *name, uint64_t packets,
+                      uint64_t bytes)
+{
+    if (packets == 0 && bytes == 0)
+        return;
+    for (size_t i = 0; i < e->sl.n_causes; i++)
+        if (strcmp(e->c[i].cause, name) == 0) {
+            e->c[i].packets = sat_add(e->c[i].packets, packets);
+            e->c[i].bytes = sat_add(e->c[i].bytes, bytes);
+            goto total;
+        }
+    svc_scause *c = &e->c[e->sl.n_causes];
+    perfetto__protos__trace_stats__shmtrace_loss_cause__init(c);
+    c->cause = (char *)name;
+    c->has_packets = c->has_bytes = true;
+    c->packets = packets;
+    c->bytes = bytes;
+    e->cp[e->sl.n_causes++] = c;
+total:
+    e->sl.lost_packets = sat_add(e->sl.lost_packets, packets);
+    e->sl.lost_bytes = sat_add(e->sl.lost_bytes, bytes);
+}
+
+static void entry_init(svc_lentry *e, svc_session *s, uint32_t key,
+                       uint32_t bi)
+{
+    perfetto__protos__trace_stats__shmtrace_sequence_loss__init(&e->sl);
+    e->sl.has_sequence_id = e->sl.has_buffer = true;
+    e->sl.sequence_id = svc__seq_id(&s->seqs, (uint16_t)(key >> 16),
+                                    (uint16_t)key, bi);
+    e->sl.buffer = bi;
+    e->sl.has_producer_id = e->sl.has_writer_id = true;
+    e->sl.producer_id = key >> 16;
+    e->sl.writer_id = key & 0xFFFFu;
+    e->sl.has_packets_offered = e->sl.has_packets_read = true;
+    e->sl.has_packets_pending = true;
+    e->sl.has_lost_packets = e->sl.has_lost_bytes = true;
+    e->sl.has_producer_counts_known = true;
+    e->sl.causes = e->cp;
+}
+
+static void add_x(svc_lentry *e, const svc_xloss *x)
+{
+    for (int c = 0; x && c < X_NUM; c++)
+        add_cause(e, x_names[c], x->packets[c], x->bytes[c]);
+}
+
+int svc__loss_fill(svc_service *svc, svc_session *s,
+                   Perfetto__Protos__TraceStats *st)
+{
+    size_t total = s->nxloss, n;
+    for (size_t i = 0; i < s->nbufs; i++) {
+        tb_buffer *b = svc__buffer(svc, s->buf_ids[i], NULL);
+        if (b && tb_get_seq_loss(b, &n))
+            total += n;
+    }
+    if (!total)
+        return 0;
+    svc_lentry *le = calloc(total, sizeof(*le));
+    svc_sloss **lp = calloc(total, sizeof(*lp));
+    bool *used = calloc(s->nxloss ? s->nxloss : 1, sizeof(*used));
+    if (!le || !lp || !used) {
+        free(le);
+        free(lp);
+        free(used);
+        return -ENOMEM;
+    }
+    bool final = s->state == SVC_SESSION_DISABLED || s->is_clone;
+    if (s->seqs.next_id == 0)
+        s->seqs.next_id = 2;
+    size_t k = 0;
+    for (size_t i = 0; i < s->nbufs; i++) {
+        tb_buffer *b = svc__buffer(svc, s->buf_ids[i], NULL);
+        const tb_seq_loss *l = b ? tb_get_seq_loss(b, &n) : NULL;
+        for (size_t j = 0; l && j < n && k < total; j++) {
+            uint32_t key = ((uint32_t)l[j].producer_id << 16) |
+                           l[j].writer_id;
+            svc_lentry *e = &le[k];
+            entry_init(e, s, key, (uint32_t)i);
+            bool reports, gone;
+            producer_facts(svc, s, key, &reports, &gone);
+            e->sl.producer_counts_known = reports;
+            e->sl.packets_offered = l[j].packets_offered;
+            e->sl.packets_read = l[j].packets_read;
+            for (int c = 0; c < TB_NUM_CAUSES; c++)
+                add_cause(e, tb_loss_cause_name(c), l[j].lost_packets[c],
+                          l[j].lost_bytes[c]);
+            if (gone || final)
+                add_cause(e, gone ? "producer_gone" : "reassembly",
+                          l[j].packets_pending, 0);
+            else
+                e->sl.packets_pending = l[j].packets_pending;
+            svc_xloss *xe = xfind(s, key);
+            if (xe) {
+                add_x(e, xe);
+                used[xe - s->xloss] = true;
+            }
+            lp[k] = &e->sl;
+            k++;
+        }
+    }
+    /* Writers that lost everything before reaching any buffer. */
+    for (size_t x = 0; x < s->nxloss && k < total; x++) {
+        if (used[x] || !(s->xloss[x].key & 0xFFFFu))
+            continue;
+        svc_lentry *e = &le[k];
+        entry_init(e, s, s->xloss[x].key, s->xloss[x].buffer_index);
+        bool reports, gone;
+        producer_facts(svc, s, s->xloss[x].key, &reports, &gone);
+        e->sl.producer_counts_known = reports;
+        add_x(e, &s->xloss[x]);
+        lp[k] = &e->sl;
+        k++;
+    }
+    free(used);
+    if (!k) {
+        free(le);
+        free(lp);
+        return 0;
+    }
+    st->n_shmtrace_sequence_loss = k;
+    st->shmtrace_sequence_loss = lp;
+    return 0;
+}

@@ -1,0 +1,262 @@
+/*
+ * check_tb_lossacct.c - libbuf: exact per-sequence loss accounting
+ * (tb_get_seq_loss), one deterministic case per cause.
+ *
+ * Each test builds chunks by hand (tb_testutil.h), drives the buffer into
+ * one kind of loss and checks the writer's entry: packets offered, read,
+ * pending, and lost per cause, and that offered = read + pending + lost
+ * always holds. A fragmented packet must count once wherever it is lost.
+ */
+#include "tb_testutil.h"
+
+#define F1 TB_CHUNK_FIRST_PACKET_CONTINUES_FROM_PREV
+#define F2 TB_CHUNK_LAST_PACKET_CONTINUES_ON_NEXT
+#define F4 TB_CHUNK_NEEDS_PATCHING
+
+static tbt_chunk c;
+
+/* The entry of (producer 1, writer w); fails if absent. */
+static const tb_seq_loss *entry(tb_buffer *b, uint16_t w)
+{
+    size_t n = 0;
+    const tb_seq_loss *l = tb_get_seq_loss(b, &n);
+    for (size_t i = 0; i < n; i++)
+        if (l[i].producer_id == 1 && l[i].writer_id == w) {
+            uint64_t lost = 0;
+            for (int k = 0; k < TB_NUM_CAUSES; k++)
+                lost += l[i].lost_packets[k];
+            ck_assert_uint_eq(l[i].packets_offered,
+                              l[i].packets_read + l[i].packets_pending +
+                              lost);
+            return &l[i];
+        }
+    ck_abort_msg("no loss entry for writer %u", w);
+    return NULL;
+}
+
+static void whole_chunk(tb_buffer *b, uint16_t w, uint32_t id, int npk,
+                        uint32_t size)
+{
+    tbt_reset(&c);
+    for (int i = 0; i < npk; i++)
+        tbt_frag(&c, size, (uint8_t)(id + i));
+    tbt_commit(b, w, id, 0, &c);
+}
+
+START_TEST(test_overwrite_counts_every_packet)
+{
+    tb_buffer *b = tb_create(4096, TB_RING_BUFFER);
+    /* 20 chunks x 3 packets of ~300 bytes into 4 KiB, never read. */
+    for (uint32_t id = 0; id < 20; id++)
+        whole_chunk(b, 1, id, 3, 100);
+    const tb_seq_loss *e = entry(b, 1);
+    ck_assert_uint_eq(e->packets_offered, 60);
+    ck_assert_uint_gt(e->lost_packets[TB_CAUSE_OVERWRITE], 0);
+    ck_assert_uint_gt(e->lost_bytes[TB_CAUSE_OVERWRITE], 0);
+    tbt_pkts ps = tbt_read_all(b);
+    e = entry(b, 1);
+    ck_assert_uint_eq(e->packets_read, ps.n);
+    ck_assert_uint_eq(e->packets_pending, 0);
+    ck_assert_uint_eq(e->lost_packets[TB_CAUSE_OVERWRITE] + ps.n, 60);
+    ck_assert_str_eq(tb_loss_cause_name(TB_CAUSE_REASSEMBLY), "reassembly");
+    ck_assert_str_eq(tb_loss_cause_name(99), "?");
+    tbt_free(&ps);
+    tb_destroy(b);
+}
+END_TEST
+
+START_TEST(test_fragmented_packet_counts_once)
+{
+    tb_buffer *b = tb_create(4096, TB_RING_BUFFER);
+    /* one packet over chunks 0..2, then enough to evict all of it */
+    tbt_reset(&c);
+    tbt_frag(&c, 500, 1);
+    tbt_commit(b, 1, 0, F2, &c);
+    tbt_reset(&c);
+    tbt_frag(&c, 500, 2);
+    tbt_commit(b, 1, 1, F1 | F2, &c);
+    tbt_reset(&c);
+    tbt_frag(&c, 500, 3);
+    tbt_commit(b, 1, 2, F1, &c);
+    ck_assert_uint_eq(entry(b, 1)->packets_offered, 1);
+    for (uint32_t id = 0; id < 8; id++)
+        whole_chunk(b, 2, id, 1, 1000);
+    const tb_seq_loss *e = entry(b, 1);
+    ck_assert_uint_eq(e->lost_packets[TB_CAUSE_OVERWRITE], 1);
+    /* read, not evicted: one packet read */
+    tb_buffer *b2 = tb_create(65536, TB_RING_BUFFER);
+    tbt_reset(&c);
+    tbt_frag(&c, 500, 1);
+    tbt_commit(b2, 1, 0, F2, &c);
+    tbt_reset(&c);
+    tbt_frag(&c, 500, 3);
+    tbt_commit(b2, 1, 1, F1, &c);
+    tbt_pkts ps = tbt_read_all(b2);
+    ck_assert_uint_eq(ps.n, 1);
+    ck_assert_uint_eq(entry(b2, 1)->packets_read, 1);
+    ck_assert_uint_eq(entry(b2, 1)->packets_offered, 1);
+    tbt_free(&ps);
+    tb_destroy(b2);
+    tb_destroy(b);
+}
+END_TEST
+
+START_TEST(test_discard_full_and_stale)
+{
+    tb_buffer *b = tb_create(4096, TB_DISCARD);
+    for (uint32_t id = 0; id < 10; id++)
+        whole_chunk(b, 1, id, 2, 300);
+    const tb_seq_loss *e = entry(b, 1);
+    ck_assert_uint_eq(e->packets_offered, 20);
+    ck_assert_uint_gt(e->lost_packets[TB_CAUSE_DISCARD], 0);
+    ck_assert_uint_eq(e->lost_packets[TB_CAUSE_DISCARD] % 2, 0);
+    tbt_pkts ps = tbt_read_all(b);
+    ck_assert_uint_eq(ps.n + entry(b, 1)->lost_packets[TB_CAUSE_DISCARD],
+                      20);
+    tbt_free(&ps);
+    tb_destroy(b);
+
+    /* a chunk older than the last one consumed: refused, counted */
+    b = tb_create(65536, TB_RING_BUFFER);
+    whole_chunk(b, 1, 5, 1, 10);
+    ps = tbt_read_all(b);
+    tbt_free(&ps);
+    whole_chunk(b, 1, 3, 4, 10);
+    e = entry(b, 1);
+    ck_assert_uint_eq(e->lost_packets[TB_CAUSE_DISCARD], 4);
+    ck_assert_uint_eq(e->packets_offered, 5);
+    tb_destroy(b);
+}
+END_TEST
+
+START_TEST(test_abi_violations)
+{
+    tb_buffer *b = tb_create(65536, TB_RING_BUFFER);
+    /* declares 3 fragments, 2 tokenize: 2 accepted, 1 lost */
+    tbt_reset(&c);
+    tbt_frag(&c, 10, 1);
+    tbt_frag(&c, 10, 2);
+    c.data[c.size++] = 0x7F; /* size 127 past the end */
+    c.nfrags = 3;
+    tbt_commit(b, 1, 0, 0, &c);
+    const tb_seq_loss *e = entry(b, 1);
+    ck_assert_uint_eq(e->lost_packets[TB_CAUSE_ABI_VIOLATION], 1);
+    ck_assert_uint_eq(e->packets_pending, 2);
+    /* larger than the buffer: every packet refused */
+    tb_buffer *small = tb_create(4096, TB_RING_BUFFER);
+    tbt_reset(&c);
+    for (int i = 0; i < 5; i++)
+        tbt_frag(&c, 1000, (uint8_t)i);
+    tbt_commit(small, 1, 0, 0, &c);
+    ck_assert_uint_eq(entry(small, 1)->lost_packets[TB_CAUSE_ABI_VIOLATION],
+                      5);
+    tb_destroy(small);
+    tbt_pkts ps = tbt_read_all(b);
+    ck_assert_uint_eq(ps.n, 2);
+    tbt_free(&ps);
+    tb_destroy(b);
+}
+END_TEST
+
+START_TEST(test_reassembly_gap_and_pending)
+{
+    tb_buffer *b = tb_create(65536, TB_RING_BUFFER);
+    /* begin in 0, 1 never comes, 2 is a fresh whole packet */
+    tbt_reset(&c);
+    tbt_frag(&c, 50, 1);
+    tbt_commit(b, 1, 0, F2, &c);
+    whole_chunk(b, 1, 2, 1, 20);
+    tbt_pkts ps = tbt_read_all(b);
+    ck_assert_uint_eq(ps.n, 1);
+    const tb_seq_loss *e = entry(b, 1);
+    ck_assert_uint_eq(e->lost_packets[TB_CAUSE_REASSEMBLY], 1);
+    tbt_free(&ps);
+    /* a begin waiting for its continuation is pending, not lost */
+    tbt_reset(&c);
+    tbt_frag(&c, 50, 3);
+    tbt_commit(b, 1, 3, F2, &c);
+    ps = tbt_read_all(b);
+    ck_assert_uint_eq(ps.n, 0);
+    e = entry(b, 1);
+    ck_assert_uint_eq(e->packets_pending, 1);
+    ck_assert_uint_eq(e->lost_packets[TB_CAUSE_REASSEMBLY], 1);
+    tbt_free(&ps);
+    /* the clone keeps the losses, not the reads */
+    tb_buffer *cl = tb_clone_readonly(b);
+    ck_assert_ptr_nonnull(cl);
+    ck_assert_uint_eq(entry(cl, 1)->packets_read, 0);
+    ck_assert_uint_eq(entry(cl, 1)->lost_packets[TB_CAUSE_REASSEMBLY], 1);
+    ck_assert_uint_eq(entry(cl, 1)->packets_pending, 1);
+    tb_destroy(cl);
+    tb_destroy(b);
+}
+END_TEST
+
+START_TEST(test_patch_failed)
+{
+    tb_buffer *b = tb_create(4096, TB_RING_BUFFER);
+    tbt_reset(&c);
+    tbt_frag(&c, 100, 1);
+    tbt_commit(b, 1, 0, F2 | F4, &c);
+    tbt_reset(&c);
+    tbt_frag(&c, 100, 2);
+    tbt_commit(b, 1, 1, F1, &c);
+    tb_patch p = {5000, {1, 2, 3, 4}}; /* past the payload: fails */
+    ck_assert(!tb_try_patch_chunk(b, 1, 1, 0, &p, 1, false));
+    tbt_pkts ps = tbt_read_all(b);
+    ck_assert_uint_eq(ps.n, 0); /* stalled on the patch */
+    tbt_free(&ps);
+    ck_assert_uint_eq(entry(b, 1)->packets_pending, 1);
+    for (uint32_t id = 0; id < 8; id++)
+        whole_chunk(b, 2, id, 1, 1000);
+    const tb_seq_loss *e = entry(b, 1);
+    ck_assert_uint_eq(e->lost_packets[TB_CAUSE_PATCH_FAILED], 1);
+    ck_assert_uint_eq(e->packets_pending, 0);
+    tb_destroy(b);
+}
+END_TEST
+
+START_TEST(test_scrape_then_commit_not_double_counted)
+{
+    tb_buffer *b = tb_create(65536, TB_RING_BUFFER);
+    tbt_reset(&c);
+    tbt_frag(&c, 10, 1);
+    tbt_frag(&c, 10, 2);
+    tbt_frag(&c, 10, 3); /* untrusted while scraped */
+    tbt_commit_ex(b, 1, 1, 0, 0, false, &c, c.size + 16);
+    ck_assert_uint_eq(entry(b, 1)->packets_offered, 2);
+    tbt_pkts ps = tbt_read_all(b);
+    ck_assert_uint_eq(ps.n, 2);
+    tbt_free(&ps);
+    /* the real commit: re-admitted, only the third packet is new */
+    tbt_commit(b, 1, 0, 0, &c);
+    ps = tbt_read_all(b);
+    ck_assert_uint_eq(ps.n, 1);
+    tbt_free(&ps);
+    const tb_seq_loss *e = entry(b, 1);
+    ck_assert_uint_eq(e->packets_offered, 3);
+    ck_assert_uint_eq(e->packets_read, 3);
+    /* committed once more (a duplicate): nothing new, nothing lost */
+    tbt_commit(b, 1, 0, 0, &c);
+    e = entry(b, 1);
+    ck_assert_uint_eq(e->packets_offered, 3);
+    tb_destroy(b);
+}
+END_TEST
+
+static Suite *tb_lossacct_suite(void)
+{
+    Suite *s = suite_create("tb_lossacct");
+    TCase *tc = tcase_create("causes");
+    tcase_add_test(tc, test_overwrite_counts_every_packet);
+    tcase_add_test(tc, test_fragmented_packet_counts_once);
+    tcase_add_test(tc, test_discard_full_and_stale);
+    tcase_add_test(tc, test_abi_violations);
+    tcase_add_test(tc, test_reassembly_gap_and_pending);
+    tcase_add_test(tc, test_patch_failed);
+    tcase_add_test(tc, test_scrape_then_commit_not_double_counted);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+TBT_MAIN(tb_lossacct_suite)
