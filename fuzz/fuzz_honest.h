@@ -14,6 +14,11 @@
  * (fzh_on_evict); k strictly grows; a gap in k carries a
  * previous_packet_dropped bit (nothing lost silently). For the hostile
  * producer: never more bytes out than it put in.
+ *
+ * fzh_check_accounting checks libbuf's exact loss accounting (trace_buffer.h,
+ * tb_get_seq_loss) on a buffer: for every sequence, packets_offered =
+ * packets_read + packets_pending + all lost packets; for the honest one,
+ * offered = the packets it started and read = the packets fzh_read got.
  */
 #ifndef SHMTRACE_FUZZ_HONEST_H
 #define SHMTRACE_FUZZ_HONEST_H
@@ -34,6 +39,7 @@ typedef struct fz_honest {
     uint8_t *seen;          /* per k: came out (read or evicted) */
     uint32_t seen_cap;
     int64_t last_read_k;
+    uint64_t read_count;    /* honest packets fzh_read got */
     uint16_t hostile_id;    /* the other producer */
     uint64_t hostile_in, hostile_out;
 } fz_honest;
@@ -180,6 +186,7 @@ static inline void fzh_read(fz_honest *h, tb_buffer *b, uint32_t max)
                 FZ_CHECK(dropped != 0, "packets %lld..%u lost silently",
                          (long long)h->last_read_k + 1, k - 1);
             h->last_read_k = k;
+            h->read_count++;
         } else {
             FZ_CHECK(props.producer_id == h->hostile_id, "producer %u",
                      props.producer_id);
@@ -190,6 +197,48 @@ static inline void fzh_read(fz_honest *h, tb_buffer *b, uint32_t max)
                      (unsigned long long)h->hostile_in);
         }
     }
+}
+
+/* The loss accounting of b adds up (see the top); honest_here: b is the
+ * buffer the honest producer writes and fzh_read reads. */
+static inline void fzh_check_accounting(const fz_honest *h,
+                                        const tb_buffer *b, bool honest_here)
+{
+    size_t n = 0;
+    const tb_seq_loss *e = tb_get_seq_loss(b, &n);
+    bool honest_seen = false;
+    for (size_t i = 0; i < n; i++) {
+        uint64_t lost = 0;
+        for (int c = 0; c < TB_NUM_CAUSES; c++)
+            lost += e[i].lost_packets[c];
+        if (getenv("FUZZ_DEBUG"))
+            fprintf(stderr, "  seq %u/%u offered %llu read %llu pending %llu"
+                    " lost %llu\n", e[i].producer_id, e[i].writer_id,
+                    (unsigned long long)e[i].packets_offered,
+                    (unsigned long long)e[i].packets_read,
+                    (unsigned long long)e[i].packets_pending,
+                    (unsigned long long)lost);
+        FZ_CHECK(e[i].packets_offered ==
+                     e[i].packets_read + e[i].packets_pending + lost,
+                 "sequence %u/%u: offered %llu != read %llu + pending %llu "
+                 "+ lost %llu", e[i].producer_id, e[i].writer_id,
+                 (unsigned long long)e[i].packets_offered,
+                 (unsigned long long)e[i].packets_read,
+                 (unsigned long long)e[i].packets_pending,
+                 (unsigned long long)lost);
+        if (!honest_here || e[i].producer_id != h->producer_id)
+            continue;
+        honest_seen = true;
+        FZ_CHECK(e[i].packets_offered == h->next_k,
+                 "honest: %llu packets offered, %u written",
+                 (unsigned long long)e[i].packets_offered, h->next_k);
+        FZ_CHECK(e[i].packets_read == h->read_count,
+                 "honest: %llu packets counted read, %llu read",
+                 (unsigned long long)e[i].packets_read,
+                 (unsigned long long)h->read_count);
+    }
+    if (honest_here && h->next_k > 0)
+        FZ_CHECK(honest_seen, "honest sequence missing from the accounting");
 }
 
 /* A read-only clone read whole: honest packets intact and in order; the
@@ -218,6 +267,7 @@ static inline void fzh_read_clone(fz_honest *h, tb_buffer *b)
             (void)fzh_gather(&pk, NULL, 0);
         }
     }
+    fzh_check_accounting(h, c, false);
     tb_destroy(c);
 }
 

@@ -24,7 +24,8 @@
  *    buffer the request named (0 for scrapes);
  *  - the honest producer's packets all come back intact, once, in order,
  *    any gap flagged (fuzz_honest.h); the hostile producer never gets out
- *    more bytes than the chunks it had moved.
+ *    more bytes than the chunks it had moved; libbuf's loss accounting adds
+ *    up after every operation (fzh_check_accounting).
  */
 #include "config.h"
 
@@ -361,6 +362,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             fzh_read(&z.h, z.own, UINT32_MAX);
             break;
         }
+        fzh_check_accounting(&z.h, z.shared, true);
+        fzh_check_accounting(&z.h, z.own, false);
     }
     fzh_read(&z.h, z.shared, UINT32_MAX);
     fzh_read(&z.h, z.own, UINT32_MAX);

@@ -20,7 +20,10 @@
  *    nothing is lost silently, whatever the hostile producer does;
  *  - the hostile producer gets out at most the bytes it put in;
  *  - every packet's slices add up to its size; memory stays bounded: the
- *    buffer keeps its size, the per-writer table holds only writers seen.
+ *    buffer keeps its size, the per-writer table holds only writers seen;
+ *  - after every operation the exact loss accounting adds up for every
+ *    sequence (offered = read + pending + lost), and for the honest one
+ *    matches what was written and read (fzh_check_accounting).
  */
 #include "config.h"
 
@@ -65,6 +68,14 @@ static void hostile_chunk(fz_tb *z, fz_in *in)
         z->n_writers++;
     }
     z->h.hostile_in += got;
+    if (getenv("FUZZ_DEBUG")) { /* replaying a reproducer: what happens */
+        fprintf(stderr, "hostile chunk: writer %u chunk %u frags %u flags "
+                "%#x %s, %zu bytes:", wid, cid, nfrag, flags,
+                complete ? "complete" : "scraped", got);
+        for (size_t i = 0; i < got && i < 64; i++)
+            fprintf(stderr, " %02x", src[i]);
+        fputc('\n', stderr);
+    }
     tb_copy_chunk_untrusted(z->b, HOSTILE, 1001, 1, wid, cid, nfrag, flags,
                             complete, got ? src : NULL, got);
 }
@@ -81,7 +92,11 @@ static void hostile_patch(fz_tb *z, fz_in *in)
         for (int j = 0; j < 4; j++)
             p[i].data[j] = fz_u8(in);
     }
-    tb_try_patch_chunk(z->b, HOSTILE, wid, cid, np ? p : NULL, np, more);
+    bool ok = tb_try_patch_chunk(z->b, HOSTILE, wid, cid, np ? p : NULL, np,
+                                 more);
+    if (getenv("FUZZ_DEBUG"))
+        fprintf(stderr, "patch: writer %u chunk %u, %zu patches%s: %s\n",
+                wid, cid, np, more ? " (more)" : "", ok ? "ok" : "refused");
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -98,6 +113,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
     while (!fz_empty(&in)) {
         uint8_t op = fz_u8(&in);
+        if (getenv("FUZZ_DEBUG"))
+            fprintf(stderr, "op %u (%u)\n", op % 8u, op);
         switch (op % 8) {
         case 0: case 1: hostile_chunk(&z, &in); break;
         case 2: hostile_patch(&z, &in); break;
@@ -109,8 +126,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         FZ_CHECK(tb_size(z.b) == bsize, "buffer size changed");
         FZ_CHECK(tb_used_size(z.b) <= bsize, "used %zu > size %zu",
                  tb_used_size(z.b), bsize);
+        fzh_check_accounting(&z.h, z.b, true);
     }
     fzh_read(&z.h, z.b, UINT32_MAX);
+    fzh_check_accounting(&z.h, z.b, true);
     size_t nw = 0;
     tb_get_writer_stats(z.b, &nw);
     FZ_CHECK(nw <= z.n_writers + 1u, "%zu writer entries for %u writers", nw,

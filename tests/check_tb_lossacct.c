@@ -244,6 +244,73 @@ START_TEST(test_scrape_then_commit_not_double_counted)
 }
 END_TEST
 
+/* A hostile producer commits a chunk again with the bytes already
+ * delivered rewritten, or a packet start turned into a continuation: the
+ * rewrite is refused (or the vanished packet counted lost), nothing is read
+ * that was never offered, and the accounting still adds up (found by
+ * fuzz/fuzz_tb). */
+START_TEST(test_hostile_rewrite_keeps_accounting)
+{
+    tb_buffer *b = tb_create(65536, TB_RING_BUFFER);
+    tb_packet pk;
+    /* Writer 1: a scraped chunk read whole, then "committed" with one big
+     * fragment over the bytes already read (re-admit path). */
+    tbt_reset(&c);
+    tbt_frag(&c, 10, 1);
+    tbt_frag(&c, 10, 2);                   /* in progress while scraped */
+    tbt_commit_ex(b, 1, 1, 0, 0, false, &c, c.size + 16);
+    tbt_pkts ps = tbt_read_all(b);
+    ck_assert_uint_eq(ps.n, 1);
+    tbt_free(&ps);
+    uint64_t v0 = TBT_STAT(b, abi_violations);
+    tbt_reset(&c);
+    tbt_frag(&c, 40, 9);
+    tbt_frag(&c, 5, 9);
+    tbt_commit(b, 1, 0, 0, &c);
+    ck_assert_uint_gt(TBT_STAT(b, abi_violations), v0);
+    ps = tbt_read_all(b);
+    ck_assert_uint_eq(ps.n, 0);
+    tbt_free(&ps);
+    ck_assert_uint_eq(entry(b, 1)->packets_read, 1);
+
+    /* Writer 2: a scraped chunk read in part, then committed with its first
+     * fragment rewritten (in-place re-commit path). */
+    tbt_reset(&c);
+    tbt_frag(&c, 10, 1);
+    tbt_frag(&c, 10, 2);
+    tbt_frag(&c, 10, 3);                   /* in progress while scraped */
+    tbt_commit_ex(b, 1, 2, 0, 0, false, &c, c.size + 16);
+    tb_begin_read(b);
+    ck_assert(tb_read_next_packet(b, &pk, NULL, NULL));
+    v0 = TBT_STAT(b, abi_violations);
+    tbt_reset(&c);
+    tbt_frag(&c, 40, 9);
+    tbt_commit(b, 2, 0, 0, &c);
+    ck_assert_uint_gt(TBT_STAT(b, abi_violations), v0);
+    ps = tbt_read_all(b);
+    ck_assert_uint_eq(ps.n, 1);            /* the second original packet */
+    tbt_free(&ps);
+    const tb_seq_loss *e = entry(b, 2);
+    ck_assert_uint_eq(e->packets_read, 2);
+
+    /* Writer 3: a scraped chunk committed again with its whole first
+     * packet now flagged as a continuation: that packet is lost. */
+    tbt_reset(&c);
+    tbt_frag(&c, 10, 1);
+    tbt_frag(&c, 10, 2);
+    tbt_commit_ex(b, 1, 3, 0, 0, false, &c, c.size + 16);
+    ck_assert_uint_eq(entry(b, 3)->packets_pending, 1);
+    tbt_reset(&c);
+    tbt_frag(&c, 15, 1);                   /* grown, and a continuation */
+    tbt_frag(&c, 10, 2);
+    tbt_commit_ex(b, 1, 3, 0, TB_F1, false, &c, c.size + 16);
+    e = entry(b, 3);
+    ck_assert_uint_eq(e->packets_pending, 0);
+    ck_assert_uint_eq(e->lost_packets[TB_CAUSE_ABI_VIOLATION], 1);
+    tb_destroy(b);
+}
+END_TEST
+
 static Suite *tb_lossacct_suite(void)
 {
     Suite *s = suite_create("tb_lossacct");
@@ -255,6 +322,7 @@ static Suite *tb_lossacct_suite(void)
     tcase_add_test(tc, test_reassembly_gap_and_pending);
     tcase_add_test(tc, test_patch_failed);
     tcase_add_test(tc, test_scrape_then_commit_not_double_counted);
+    tcase_add_test(tc, test_hostile_rewrite_keeps_accounting);
     suite_add_tcase(s, tc);
     return s;
 }
