@@ -23,16 +23,19 @@
 
 #include "ins_detect.h"
 
-/* Exit codes of shmtrace-inspect (documented in --help). */
+/* Exit codes of shmtrace-inspect: the values of the one table every
+ * shmtrace program shares (tools/cli_exit.h, printed by --help). */
 typedef enum ins_exit {
     INS_EXIT_OK = 0,      /* whole trace inspected */
-    INS_EXIT_USAGE = 1,   /* bad command line */
-    INS_EXIT_INPUT = 2,   /* input unreadable or not a Perfetto trace; no
+    INS_EXIT_OUTPUT = 1,  /* cannot write the database (a failure while
+                             running) */
+    INS_EXIT_USAGE = 2,   /* bad command line */
+    INS_EXIT_NO_SERVICE = 3, /* --live: the service could not be reached */
+    INS_EXIT_INPUT = 4,   /* input unreadable or not a Perfetto trace; no
                              database written */
-    INS_EXIT_CORRUPT = 3, /* truncated/malformed trace: database holds
+    INS_EXIT_CORRUPT = 5, /* truncated/malformed trace: database holds
                              everything before the problem */
-    INS_EXIT_OUTPUT = 4,  /* cannot write the database */
-    INS_EXIT_LIVE = 5     /* --live: could not clone the session */
+    INS_EXIT_LIVE = 1     /* --live: the session could not be cloned */
 } ins_exit;
 
 typedef struct ins_options {

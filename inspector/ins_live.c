@@ -5,6 +5,7 @@
 #include "ins_live.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -46,10 +47,12 @@ ins_exit ins_live(const ins_live_options *lo, const ins_options *o,
                                 path, &out, err, sizeof(err));
     cons_out_fini(&out);
     if (rc < 0) {
-        res->status = INS_EXIT_LIVE;
+        bool no_service = strncmp(err, "cannot connect", 14) == 0;
+        res->status = no_service ? INS_EXIT_NO_SERVICE : INS_EXIT_LIVE;
         snprintf(res->message, sizeof(res->message),
-                 "cannot clone the live session: %s (is shmtraced running, "
-                 "and is a session recording?)", err);
+                 "cannot clone the live session: %s%s", err,
+                 no_service ? "" : " (is a session recording? `shmtrace "
+                 "stats` shows the service's sessions)");
         if (tmp)
             unlink(tmp);
         free(tmp);

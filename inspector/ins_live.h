@@ -25,7 +25,8 @@ typedef struct ins_live_options {
 } ins_live_options;
 
 /* Clone, then inspect into O->output_path (O->input_path is ignored).
- * INS_EXIT_LIVE when the clone fails; otherwise as ins_inspect(). */
+ * INS_EXIT_NO_SERVICE when the service cannot be reached, INS_EXIT_LIVE
+ * when the clone fails; otherwise as ins_inspect(). */
 ins_exit ins_live(const ins_live_options *lo, const ins_options *o,
                   ins_result *res);
 

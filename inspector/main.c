@@ -12,6 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli_exit.h"
+#include "cli_parse.h"
 #include "ins_inspect.h"
 #include "ins_live.h"
 
@@ -47,8 +49,9 @@ static void usage(FILE *out)
 "      --session-id N    the session with id N (default: the service\n"
 "                        picks, e.g. the only one)\n"
 "      --socket PATH     consumer socket (default $PERFETTO_CONSUMER_SOCK_NAME,\n"
-"                        else Perfetto's default path)\n"
-"      --keep-trace F    also keep the cloned trace in F\n"
+"                        else as `shmtrace --help` says)\n"
+"      --keep-trace F    also keep the cloned trace in F (written only if\n"
+"                        the whole clone was read)\n"
 "\n"
 "  -h, --help            this text\n"
 "  -V, --version         print the version\n"
@@ -59,15 +62,11 @@ static void usage(FILE *out)
 "  sqlite3 trace.db \"select * from stats where severity = 'data_loss'"
 " and value != 0\"\n"
 "\n"
-"Exit status:\n"
-"  0  the whole trace was inspected\n"
-"  1  bad command line\n"
-"  2  input unreadable or not a Perfetto trace (the message names what it\n"
-"     looks like: gzip, SQLite, JSON, text...); no database written\n"
-"  3  truncated or malformed trace: the database holds every packet before\n"
-"     the problem, whose byte offset is printed (and in trace_info)\n"
-"  4  the database could not be written\n"
-"  5  --live: the session could not be cloned (no service, no session)\n",
+"On a truncated or corrupt trace (exit 5) the database keeps every packet\n"
+"before the problem, whose byte offset is printed and kept in trace_info;\n"
+"when the input is not a trace (exit 4) the message names what it looks\n"
+"like (gzip, SQLite, JSON, text...) and no database is written.\n"
+"\n" CLI_EXIT_HELP,
             INS_DEFAULT_BATCH_PACKETS, INS_PKGDATADIR, INS_PKGDATADIR);
 }
 
@@ -96,7 +95,8 @@ int main(int argc, char **argv)
     ins_live_options lo = {.session_id = UINT64_MAX};
     bool quiet = false, live = false;
     int c;
-    while ((c = getopt_long(argc, argv, "o:fqhV", longopts, NULL)) != -1) {
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, ":o:fqhV", longopts, NULL)) != -1) {
         switch (c) {
         case 'o': o.output_path = optarg; break;
         case 'f': o.force = true; break;
@@ -136,14 +136,14 @@ int main(int argc, char **argv)
         case 'V': printf("shmtrace-inspect %s\n", INS_VERSION);
             return INS_EXIT_OK;
         default:
-            fprintf(stderr, "Try 'shmtrace-inspect --help'.\n");
+            cli_bad_option("shmtrace-inspect", c, optopt, argv[optind - 1]);
             return INS_EXIT_USAGE;
         }
     }
     if (live) {
         if (optind != argc || o.output_path == NULL) {
             fprintf(stderr, "shmtrace-inspect: --live takes no TRACE and "
-                    "needs -o FILE\nTry 'shmtrace-inspect --help'.\n");
+                    "needs -o FILE\n" CLI_TRY_HELP("shmtrace-inspect"));
             return INS_EXIT_USAGE;
         }
         if (lo.session_name && lo.session_id != UINT64_MAX) {
@@ -167,9 +167,9 @@ int main(int argc, char **argv)
         return INS_EXIT_USAGE;
     }
     if (optind != argc - 1) {
-        fprintf(stderr, "shmtrace-inspect: %s\nTry 'shmtrace-inspect "
-                "--help'.\n", optind == argc ? "which trace? (give a TRACE "
-                "file)" : "one TRACE at a time");
+        fprintf(stderr, "shmtrace-inspect: %s\n"
+                CLI_TRY_HELP("shmtrace-inspect"), optind == argc
+                ? "which trace? (give a TRACE file)" : "one TRACE at a time");
         return INS_EXIT_USAGE;
     }
     o.input_path = argv[optind];

@@ -13,9 +13,13 @@
 #      data_loss.sql, loss_by_sequence.sql, buffer_usage.sql.
 # Every process it starts is stopped on exit, whatever happens.
 #
+# At the end it says where the trace, the database and the logs are kept
+# and how to open them (DEMO_KEEP=0 removes them instead).
+#
 # Knobs (environment): DEMO_SECONDS (3), DEMO_BUFFER (128k), DEMO_PRODUCERS
 # (3), DEMO_RATE (packets/s per thread, 4000), DEMO_SIZE (payload bytes, 200),
-# DEMO_KEEP=1 keeps the temporary directory.
+# DEMO_KEEP (1: keep the output directory; 0: remove it at the end),
+# DEMO_OUT (the output directory; default a new ${TMPDIR:-/tmp}/shmtrace-demo.*).
 set -euo pipefail
 
 : "${top_builddir:=.}"
@@ -36,15 +40,20 @@ for prog in "$daemon" "$producer" "$cli" "$inspect"; do
 done
 command -v sqlite3 >/dev/null || { echo "demo: sqlite3 not found (apt-get install sqlite3)" >&2; exit 1; }
 
-work=$(mktemp -d "${TMPDIR:-/tmp}/shmtrace-demo.XXXXXX")
+if [ -n "${DEMO_OUT:-}" ]; then
+  mkdir -p "$DEMO_OUT" && work=$(cd "$DEMO_OUT" && pwd)
+else
+  work=$(mktemp -d "${TMPDIR:-/tmp}/shmtrace-demo.XXXXXX")
+fi
 pids=()
+finished=0
 cleanup() {
   for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
   for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
-  if [ "${DEMO_KEEP:-0}" = 1 ]; then
-    echo "demo: kept $work"
-  else
+  if [ "${DEMO_KEEP:-1}" = 0 ]; then
     rm -rf "$work"
+  elif [ "$finished" = 0 ]; then
+    echo "demo: stopped early; what there is (and the logs) is in $work" >&2
   fi
 }
 trap cleanup EXIT
@@ -63,7 +72,7 @@ for _ in $(seq 100); do [ -S "$csock" ] && [ -S "$psock" ] && break; sleep 0.05;
 echo "== 2. starting $nproducers producer processes x 2 threads, $rate packets/s each, $size-byte payloads"
 for i in $(seq "$nproducers"); do
   "$producer" --socket "$psock" --producer-name "demo-producer-$i" \
-    --threads 2 --size "$size" --rate "$rate" --quiet \
+    --threads 2 --size "$size" --rate "$rate" \
     2>"$work/producer-$i.log" &
   pids+=($!)
 done
@@ -89,5 +98,22 @@ sqlite3 -header -column "$work/demo.db" < "$sqldir/loss_by_sequence.sql"
 echo
 echo "== buffer usage:  sqlite3 demo.db < sql/buffer_usage.sql"
 sqlite3 "$work/demo.db" < "$sqldir/buffer_usage.sql"
+finished=1
+sqlabs=$(cd "$sqldir" && pwd)
 echo
-echo "demo: done. Re-run with DEMO_KEEP=1 to keep the trace and database."
+if [ "${DEMO_KEEP:-1}" = 0 ]; then
+  echo "demo: done (DEMO_KEEP=0: the trace and the database are removed)."
+  exit 0
+fi
+cat <<EOF
+== 6. kept in $work:
+  demo.pftrace  the trace (Perfetto format). Open it in the Perfetto UI:
+                https://ui.perfetto.dev -> "Open trace file" -> demo.pftrace
+                (it stays on your machine: the UI runs in the browser)
+  demo.db       the same trace in SQLite, for any query:
+                sqlite3 $work/demo.db < $sqlabs/data_loss.sql
+                sqlite3 $work/demo.db "select * from stats where value != 0"
+  *.log         what shmtraced and each producer printed
+Run again with DEMO_SECONDS, DEMO_BUFFER, DEMO_RATE... (see scripts/demo.sh);
+DEMO_KEEP=0 removes the files at the end.
+EOF

@@ -38,10 +38,21 @@ if [ -n "$missing" ]; then
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $missing >/dev/null
 fi
 
-echo "=== building"
-[ -x configure ] || autoreconf -fi >/dev/null
-[ -f Makefile ] || ./configure --enable-werror >/dev/null
-make -j"$(nproc)" >/dev/null
+# The build's chatter (autoreconf's "installing build-aux/...", configure's
+# checks, compiler lines) goes to setup.log; on failure its end is shown.
+log=$PWD/setup.log
+quiet() {
+  if ! "$@" >>"$log" 2>&1; then
+    echo "error: '$*' failed; the end of $log:" >&2
+    tail -n 30 "$log" >&2
+    exit 1
+  fi
+}
+: >"$log"
+echo "=== building (details in setup.log)"
+[ -x configure ] || quiet autoreconf -fi
+[ -f Makefile ] || quiet ./configure --enable-werror
+quiet make -j"$(nproc)"
 
 if [ "$mode" = test ]; then
   echo "=== running the test suite (make check)"
@@ -51,5 +62,5 @@ if [ "$mode" = test ]; then
   fi
 else
   echo "=== running the main job (make demo)"
-  make demo
+  make -s --no-print-directory demo
 fi

@@ -8,6 +8,8 @@
  * SIGTERM/SIGINT (via signalfd) stop it cleanly: running sessions are
  * disabled (final flush, files written, consumers told) before it exits.
  */
+#include "config.h"
+
 #include <errno.h>
 #include <getopt.h>
 #include <poll.h>
@@ -18,12 +20,13 @@
 #include <sys/signalfd.h>
 #include <unistd.h>
 
+#include "cli_exit.h"
 #include "svc_ipc.h"
 
 static void usage(FILE *f)
 {
     fprintf(f,
-"usage: shmtraced [--producer-socket PATH] [--consumer-socket PATH]\n"
+"Usage: shmtraced [--producer-socket PATH] [--consumer-socket PATH]\n"
 "\n"
 "The shmtrace tracing service. Producers connect to the producer socket\n"
 "and write into shared memory; consumers (shmtrace record, perfetto)\n"
@@ -32,13 +35,17 @@ static void usage(FILE *f)
 "  --producer-socket PATH  producer socket (mode 0660)\n"
 "  --consumer-socket PATH  consumer socket (mode 0600)\n"
 "  -h, --help              this help\n"
+"  -V, --version           print the version\n"
 "\n"
 "Socket names, first match wins: the flag; $PERFETTO_PRODUCER_SOCK_NAME /\n"
 "$PERFETTO_CONSUMER_SOCK_NAME; $XDG_RUNTIME_DIR/shmtrace-{producer,consumer}"
 ".sock;\n/tmp/shmtrace-{producer,consumer}.sock. A name starting with '@' is"
 " an\nabstract socket. The daemon refuses to start if another instance owns"
 "\na socket and replaces stale ones. SIGTERM or SIGINT stops it cleanly.\n"
-"\nExit status: 0 clean stop, 1 cannot start, 2 usage error.\n");
+"\n"
+"shmtraced exits 0 after a clean stop and 1 when it cannot start (the\n"
+"message says why: socket in use, path too long, ...).\n"
+"\n" CLI_EXIT_HELP);
 }
 
 typedef struct {
@@ -63,22 +70,35 @@ int main(int argc, char **argv)
         {"producer-socket", required_argument, NULL, 'p'},
         {"consumer-socket", required_argument, NULL, 'c'},
         {"help", no_argument, NULL, 'h'},
+        {"version", no_argument, NULL, 'V'},
         {NULL, 0, NULL, 0},
     };
     const char *pflag = NULL, *cflag = NULL;
     int o;
-    while ((o = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+    opterr = 0;
+    while ((o = getopt_long(argc, argv, ":hV", opts, NULL)) != -1) {
         switch (o) {
         case 'p': pflag = optarg; break;
         case 'c': cflag = optarg; break;
         case 'h': usage(stdout); return 0;
-        default: usage(stderr); return 2;
+        case 'V': printf("shmtraced %s\n", PACKAGE_VERSION); return 0;
+        default:
+            if (o == ':')
+                fprintf(stderr, "shmtraced: option '%s' needs a value\n",
+                        argv[optind - 1]);
+            else if (optopt)
+                fprintf(stderr, "shmtraced: unknown option '-%c'\n", optopt);
+            else
+                fprintf(stderr, "shmtraced: unknown option '%s'\n",
+                        argv[optind - 1]);
+            fputs(CLI_TRY_HELP("shmtraced"), stderr);
+            return CLI_EXIT_USAGE;
         }
     }
     if (optind < argc) {
-        fprintf(stderr, "shmtraced: unexpected argument '%s'\n", argv[optind]);
-        usage(stderr);
-        return 2;
+        fprintf(stderr, "shmtraced: unexpected argument '%s'\n"
+                CLI_TRY_HELP("shmtraced"), argv[optind]);
+        return CLI_EXIT_USAGE;
     }
     char ppath[108], cpath[108];
     int rc;

@@ -510,8 +510,16 @@ svc_session *svc_session_clone(svc_service *svc, void *consumer,
         }
     }
     if (!src) {
-        svc__set_err(err, errlen, "no tracing session %llu to clone "
-                "(see shmtrace stats)%.0llu", session_id, 0);
+        if (unique_name && unique_name[0] && err)
+            snprintf(err, errlen, "no tracing session named '%s' to clone "
+                     "(it may have ended; see perfetto --query)",
+                     unique_name);
+        else if (session_id == UINT64_MAX)
+            svc__set_err(err, errlen, "no tracing session to clone%.0llu"
+                    "%.0llu", 0, 0);
+        else
+            svc__set_err(err, errlen, "no tracing session %llu to clone "
+                    "(see perfetto --query)%.0llu", session_id, 0);
         return NULL;
     }
     svc__scrape_session(svc, src);

@@ -361,10 +361,14 @@ START_TEST(test_client_no_service)
              (int)getpid());
     ck_assert_ptr_null(cons_connect(path, &err));
     ck_assert_int_eq(err, -ENOENT);
-    char msg[256];
-    ck_assert_int_lt(cons_clone_to_file(path, UINT64_MAX, NULL, "/dev/null",
-                                        NULL, msg, sizeof msg), 0);
+    char msg[256], out[80];
+    snprintf(out, sizeof out, "/tmp/check_cli_nosuch_%d.pftrace",
+             (int)getpid());
+    ck_assert_int_lt(cons_clone_to_file(path, UINT64_MAX, NULL, out, NULL,
+                                        msg, sizeof msg), 0);
     ck_assert_ptr_nonnull(strstr(msg, "cannot connect"));
+    ck_assert_ptr_nonnull(strstr(msg, path)); /* the socket is named */
+    ck_assert_int_ne(access(out, F_OK), 0);   /* nothing left behind */
 }
 END_TEST
 

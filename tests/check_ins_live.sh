@@ -3,18 +3,19 @@
 # a named session records into a small ring buffer while a producer writes
 # far more than it holds; the inspector clones it (the session keeps
 # running) and its database must hold the session's packets and stats.
-# Also: --live exits 5 with a clear message for a missing session and when
-# no service listens. Uses the service's e2e helpers (private sockets,
+# Also: --live exits 1 naming a missing session and 3 naming the socket
+# when no service listens. Uses the service's e2e helpers (private sockets,
 # every started process killed on exit). No timing assertions.
 . "${top_srcdir:-.}/tests/e2e_lib.sh"
 e2e_need_tools
 INSPECT="$top_builddir/inspector/shmtrace-inspect"
 [ -x "$SHMTRACED" ] && [ -x "$INSPECT" ] || { echo "SKIP: not built"; exit 77; }
 
-# No service yet: exit 5, the reason in the message.
+# No service yet: exit 3 (service unreachable), the socket in the message.
 "$INSPECT" --live -o "$E2E_DIR/none.db" 2>"$E2E_DIR/none.log"
-[ $? -eq 5 ] || e2e_fail "--live without a service should exit 5"
-grep -q 'cannot connect' "$E2E_DIR/none.log" ||
+[ $? -eq 3 ] || e2e_fail "--live without a service should exit 3"
+grep -q "cannot connect to the tracing service at $PERFETTO_CONSUMER_SOCK_NAME" \
+    "$E2E_DIR/none.log" ||
     e2e_fail "no reason given: $(cat "$E2E_DIR/none.log")"
 [ ! -e "$E2E_DIR/none.db" ] || e2e_fail "a database was written"
 
@@ -67,11 +68,15 @@ b=$(sqlite3 "$E2E_DIR/file.db" \
 # No temp file left next to the database.
 ls "$E2E_DIR"/live.db.live-* >/dev/null 2>&1 && e2e_fail "temp clone left"
 
-# A session that does not exist: exit 5.
+# A session that does not exist: exit 1, the session named, nothing left.
 "$INSPECT" -f --live --session-name no-such-session \
-    -o "$E2E_DIR/x.db" 2>"$E2E_DIR/x.log"
-[ $? -eq 5 ] || e2e_fail "missing session should exit 5"
-grep -q 'cannot clone' "$E2E_DIR/x.log" || e2e_fail "$(cat "$E2E_DIR/x.log")"
+    -o "$E2E_DIR/x.db" --keep-trace "$E2E_DIR/x.pftrace" 2>"$E2E_DIR/x.log"
+[ $? -eq 1 ] || e2e_fail "missing session should exit 1"
+grep -q "cannot clone.*no tracing session named 'no-such-session'" \
+    "$E2E_DIR/x.log" || e2e_fail "$(cat "$E2E_DIR/x.log")"
+for f in "$E2E_DIR"/x.db* "$E2E_DIR"/x.pftrace*; do
+    [ -e "$f" ] && e2e_fail "file left behind: $f"
+done
 
 # The session went on: stop it; the recording still works.
 kill -INT "$REC"

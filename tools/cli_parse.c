@@ -5,7 +5,9 @@
  */
 #include "config.h"
 
+#include <ctype.h>
 #include <errno.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -53,6 +55,48 @@ int cli_parse_size_kb(const char *s, uint32_t *kb)
         return -ERANGE;
     *kb = (uint32_t)k;
     return 0;
+}
+
+int cli_parse_buffer_kb(const char *s, uint32_t *kb, char *why, size_t n)
+{
+    uint32_t v = 0;
+    int rc = cli_parse_size_kb(s, &v);
+    if (rc == -EINVAL) {
+        snprintf(why, n, "is not a size: use NUMBER[k|m|g] (KiB without "
+                 "a unit), e.g. 32m");
+        return rc;
+    }
+    if (rc == 0 && v == 0)
+        rc = -ERANGE;
+    if (rc < 0) {
+        /* Either 0 or past 32 bits: which one, from the digits. */
+        bool zero = strspn(s, "0") > 0 && !isdigit((unsigned char)
+                                                   s[strspn(s, "0")]);
+        if (zero)
+            snprintf(why, n, "is 0: a buffer needs at least 4k");
+        else
+            snprintf(why, n, "is larger than the %um a buffer can hold",
+                     CLI_MAX_BUFFER_KB / 1024);
+        return -ERANGE;
+    }
+    if (v > CLI_MAX_BUFFER_KB) {
+        snprintf(why, n, "is larger than the %um a buffer can hold",
+                 CLI_MAX_BUFFER_KB / 1024);
+        return -ERANGE;
+    }
+    *kb = v;
+    return 0;
+}
+
+void cli_bad_option(const char *prog, int opt, int optopt, const char *arg)
+{
+    if (opt == ':')
+        fprintf(stderr, "%s: option '%s' needs a value\n", prog, arg);
+    else if (optopt && !(arg && arg[0] == '-' && arg[1] == '-'))
+        fprintf(stderr, "%s: unknown option '-%c'\n", prog, optopt);
+    else
+        fprintf(stderr, "%s: unknown option '%s'\n", prog, arg);
+    fprintf(stderr, "Try '%s --help' for more information.\n", prog);
 }
 
 /* NUMBER[ms|s|m|h] -> ms (plain number = seconds). */

@@ -22,6 +22,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cli_outfile.h"
 #include "consumer_client.h"
 #include "ipc.h"
 
@@ -323,12 +324,17 @@ int cons_read(cons_client *c, cons_packet_fn fn, void *ctx)
         return (int)rid;
     /* A long read keeps making progress; only a silent service times out. */
     int rc = 0;
+    uint64_t last = ipc_now_ms();
     while (!k.done) {
         if (c->disconnected) {
             rc = -ENOTCONN;
             break;
         }
-        if (ipc_loop_run_once(c->loop, CONS_REPLY_TIMEOUT_MS) == 0) {
+        /* 0 events is a timeout only if the time really passed: a signal
+         * (Ctrl-C) interrupts poll too. */
+        if (ipc_loop_run_once(c->loop, CONS_REPLY_TIMEOUT_MS) > 0) {
+            last = ipc_now_ms();
+        } else if (ipc_now_ms() - last >= CONS_REPLY_TIMEOUT_MS) {
             ipc_client_destroy(c->ipc);
             c->ipc = NULL;
             c->disconnected = true;
@@ -649,41 +655,43 @@ int cons_clone_to_file(const char *socket_override, uint64_t session_id,
     int rc = 0;
     if (err_len)
         err[0] = 0;
+    /* Whole or nothing: a failed run leaves no file behind. The output is
+     * checked first, so a bad -o fails before anything else. */
+    cli_outfile of;
+    rc = cli_outfile_open(&of, path, err, err_len);
+    if (rc < 0)
+        return rc;
     cons_client *c = cons_connect(socket_override, &rc);
     if (!c) {
-        snprintf(err, err_len, "cannot connect to the tracing service: %s",
-                 strerror(-rc));
+        char sock[108] = "";
+        ipc_sock_path(IPC_SOCK_CONSUMER, socket_override, sock, sizeof sock);
+        snprintf(err, err_len, CONS_NO_SERVICE_FMT, sock, strerror(-rc));
+        cli_outfile_abort(&of);
         return rc;
     }
     rc = cons_clone(c, session_id, name, err, err_len);
     if (rc < 0) {
         if (!err[0])
             snprintf(err, err_len, "CloneSession failed: %s", strerror(-rc));
-        cons_destroy(c);
-        return rc;
-    }
-    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) {
-        rc = -errno;
-        snprintf(err, err_len, "cannot create %s: %s", path, strerror(errno));
+        cli_outfile_abort(&of);
         cons_destroy(c);
         return rc;
     }
     cons_out o;
-    rc = cons_out_init(&o, fd);
+    rc = cons_out_init(&o, of.fd);
     if (rc == 0)
         rc = cons_read(c, cons_out_packet, &o);
     int frc = cons_out_flush(&o);
     if (rc == 0)
         rc = frc;
     if (rc < 0 && !err[0])
-        snprintf(err, err_len, "reading the clone into %s failed: %s", path,
-                 strerror(-rc));
+        snprintf(err, err_len, "reading the clone into %s failed: %s (%s "
+                 "not written)", path, strerror(-rc), path);
     cons_free_buffers(c);
-    if (close(fd) < 0 && rc == 0) {
-        rc = -errno;
-        snprintf(err, err_len, "closing %s: %s", path, strerror(errno));
-    }
+    if (rc == 0)
+        rc = cli_outfile_commit(&of, err, err_len);
+    else
+        cli_outfile_abort(&of);
     if (result) {
         free(o.buf);
         o.buf = NULL;

@@ -113,9 +113,18 @@ typedef struct cons_losses {
 void cons_losses_from_stats(const Perfetto__Protos__TraceStats *st,
                             cons_losses *out);
 
+/* The message of a failed connect, with the socket path and strerror:
+ * every program says it the same way (and tests grep for it). */
+#define CONS_NO_SERVICE_FMT \
+    "cannot connect to the tracing service at %s: %s (is shmtraced " \
+    "running? see --socket)"
+
 /* Clone a running session into a trace file at path (created/truncated):
  * connect, CloneSession, ReadBuffers, FreeBuffers. For the inspector's
- * --live. *result (may be NULL) gets the counts; err the message. */
+ * --live. The file appears only if the whole clone was read (a failure
+ * leaves none, and an older file at path intact). *result (may be NULL)
+ * gets the counts; err the message, which starts with "cannot connect"
+ * when the service could not be reached. */
 int cons_clone_to_file(const char *socket_override, uint64_t session_id,
                        const char *name, const char *path, cons_out *result,
                        char *err, size_t err_len);

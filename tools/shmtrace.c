@@ -31,14 +31,18 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "cli_exit.h"
+#include "cli_json.h"
+#include "cli_outfile.h"
 #include "cli_parse.h"
+#include "cli_report.h"
 #include "consumer_client.h"
 #include "ipc.h"
 #include "textproto.h"
 
-#define EXIT_FAIL 1
-#define EXIT_USAGE 2
-#define EXIT_NO_SERVICE 3
+#define EXIT_FAIL CLI_EXIT_FAIL
+#define EXIT_USAGE CLI_EXIT_USAGE
+#define EXIT_NO_SERVICE CLI_EXIT_NO_SERVICE
 
 #define DEFAULT_BUFFER_KB (32u * 1024)
 #define DEFAULT_DATA_SOURCE "shmtrace.synthetic"
@@ -50,29 +54,26 @@
 
 typedef Perfetto__Protos__TraceConfig TraceConfig;
 
+/* 1 after the first Ctrl-C/SIGTERM (stop, read, write the trace), 2 after
+ * the second (stop waiting: keep what is already in the file, if whole,
+ * and exit 130). A third one does not wait for anything. */
 static volatile sig_atomic_t g_stop;
 
 static void on_signal(int sig)
 {
     (void)sig;
-    if (g_stop) {
-        /* Second Ctrl-C: the user does not want to wait for the final
-         * flush and read. */
-        static const char msg[] = "\nshmtrace: interrupted twice, exiting "
-                                  "without reading the trace\n";
+    if (g_stop >= 2) {
+        cli_outfile_abort_from_signal();
+        static const char msg[] = "\nshmtrace: interrupted three times, "
+                                  "exiting at once; nothing written\n";
         ssize_t rc = write(STDERR_FILENO, msg, sizeof msg - 1);
         (void)rc;
-        _exit(EXIT_FAIL);
+        _exit(CLI_EXIT_INTERRUPTED);
     }
-    g_stop = 1;
+    g_stop++;
 }
 
-static const char *exit_codes_help =
-"Exit status:\n"
-"  0  success\n"
-"  1  failure while tracing, reading or writing (the message says which)\n"
-"  2  usage error: bad option, bad value, unreadable or invalid config\n"
-"  3  the tracing service could not be reached (is shmtraced running?)\n";
+static const char *exit_codes_help = CLI_EXIT_HELP;
 
 static void usage_main(FILE *f)
 {
@@ -85,11 +86,14 @@ static void usage_main(FILE *f)
 "  record   start a tracing session and write the trace to a file\n"
 "  clone    snapshot a running session into a file\n"
 "  stats    print the service's trace statistics\n"
-"  help     this help (or `shmtrace COMMAND --help`)\n"
+"  help     this help; `shmtrace help COMMAND`: that command's help\n"
 "\n"
 "The consumer socket is --socket PATH, else $PERFETTO_CONSUMER_SOCK_NAME,\n"
 "else $XDG_RUNTIME_DIR/shmtrace-consumer.sock, else\n"
 "/tmp/shmtrace-consumer.sock.\n"
+"\n"
+"  -h, --help       this help\n"
+"  -V, --version    print the version\n"
 "\n%s", exit_codes_help);
 }
 
@@ -105,10 +109,10 @@ static void usage_record(FILE *f)
 "                          of protos/config.proto); flags below override\n"
 "                          or add to it\n"
 "  -b, --buffer-size SIZE  size of buffer 0: NUMBER[k|m|g] (KiB if no\n"
-"                          unit; default 32m)\n"
+"                          unit; default 32m, 4k to 4095m)\n"
 "  -f, --fill-policy P     ring | discard for buffer 0 (default ring)\n"
-"  -t, --duration DUR      NUMBER[ms|s|m|h] (seconds if no unit; default:\n"
-"                          until Ctrl-C)\n"
+"  -t, --duration DUR      NUMBER[ms|s|m|h] (seconds if no unit; more\n"
+"                          than 0; without -t: until Ctrl-C)\n"
 "  -d, --data-source NAME  enable data source NAME (repeatable; default\n"
 "                          " DEFAULT_DATA_SOURCE " when neither -d nor -c)\n"
 "  -n, --session-name S    unique_session_name (for `shmtrace clone`)\n"
@@ -118,6 +122,8 @@ static void usage_record(FILE *f)
 "                          config's file_write_period_ms, else 1000)\n"
 "  -s, --socket PATH       consumer socket\n"
 "  -q, --quiet             no progress display\n"
+"  -j, --json              print the summary as one JSON object on\n"
+"                          stdout (with the service's TraceStats)\n"
 "  -h, --help              this help\n"
 "\n"
 "Config file example:\n"
@@ -127,9 +133,16 @@ static void usage_record(FILE *f)
 "Every buffer without an experimental_mode gets TRACE_BUFFER_V2 (what\n"
 "shmtraced's buffers are), so the recorded config says so.\n"
 "\n"
-"Progress (elapsed, bytes, packets, losses) is shown on a terminal; a\n"
-"one-line loss summary is printed at the end. Ctrl-C (or SIGTERM) stops\n"
-"the session and still writes the trace; a second Ctrl-C exits at once.\n"
+"Progress (elapsed and remaining time, bytes, packets, losses) is shown\n"
+"on a terminal; a one-line loss summary is printed at the end. FILE\n"
+"appears only when the run succeeds: it is written as FILE.partial.XXXXXX\n"
+"and renamed at the end, so a failed run leaves no file behind and an\n"
+"older FILE intact. Ctrl-C (or SIGTERM) stops the session and still\n"
+"writes the trace; a second Ctrl-C stops waiting (exit 130): with --long\n"
+"or write_into_file FILE keeps the whole packets already in it, else\n"
+"nothing is written. If the service ends the session early (shmtraced\n"
+"stopped or killed), FILE keeps what was read, the message says so, and\n"
+"the exit status is 1.\n"
 "\n%s", exit_codes_help);
 }
 
@@ -140,11 +153,13 @@ static void usage_clone(FILE *f)
 "Snapshot the buffers of a running session into FILE (CloneSession);\n"
 "the session keeps tracing.\n"
 "\n"
-"  -o, --out FILE          output trace file; required\n"
+"  -o, --out FILE          output trace file; required (appears only if\n"
+"                          the whole clone was read)\n"
 "  -i, --session-id N      session to clone\n"
 "  -n, --session-name S    session to clone, by unique_session_name\n"
 "                          (default: the service picks)\n"
 "  -s, --socket PATH       consumer socket\n"
+"  -j, --json              print the summary as JSON on stdout\n"
 "  -h, --help              this help\n"
 "\n%s", exit_codes_help);
 }
@@ -152,19 +167,20 @@ static void usage_clone(FILE *f)
 static void usage_stats(FILE *f)
 {
     fprintf(f,
-"Usage: shmtrace stats [-s PATH]\n"
+"Usage: shmtrace stats [-s PATH] [--json]\n"
 "Print the service's TraceStats (producers, data sources, sessions,\n"
 "buffers and their loss counters).\n"
 "\n"
 "  -s, --socket PATH       consumer socket\n"
+"  -j, --json              print the TraceStats as one JSON object\n"
 "  -h, --help              this help\n"
 "\n%s", exit_codes_help);
 }
 
 static void bad_value(const char *cmd, const char *opt, const char *val)
 {
-    fprintf(stderr, "shmtrace %s: invalid value '%s' for %s (see shmtrace "
-            "%s --help)\n", cmd, val, opt, cmd);
+    fprintf(stderr, "shmtrace %s: invalid value '%s' for %s\nTry 'shmtrace "
+            "%s --help' for more information.\n", cmd, val, opt, cmd);
 }
 
 /* 1234567 -> "1,234,567" into out (>= 32 bytes). */
@@ -290,7 +306,7 @@ typedef struct rec_opts {
     bool has_duration;
     const char **data_sources;
     size_t n_data_sources;
-    bool long_mode, quiet;
+    bool long_mode, quiet, json;
     uint32_t period_ms;
 } rec_opts;
 
@@ -372,38 +388,12 @@ static int apply_flags(TraceConfig *cfg, const rec_opts *ro)
     return 0;
 }
 
-typedef struct progress {
-    bool enabled;
-    uint64_t start_ms, last_ms;
-} progress;
-
-static void draw_progress(progress *pg, cons_client *c, const cons_out *o,
-                          bool final)
+/* ReadBuffers callback of --long: a second Ctrl-C stops writing. */
+static int rec_packet(const uint8_t *packet, size_t len, void *out)
 {
-    if (!pg->enabled)
-        return;
-    if (final) {
-        fputs("\r\033[K", stderr); /* the summary line replaces it */
-        return;
-    }
-    uint64_t now = ipc_now_ms();
-    if (now - pg->last_ms < 1000)
-        return;
-    pg->last_ms = now;
-    Perfetto__Protos__TraceStats *st = NULL;
-    cons_losses l;
-    memset(&l, 0, sizeof l);
-    if (cons_get_stats(c, &st) == 0)
-        cons_losses_from_stats(st, &l);
-    fprintf(stderr,
-            "\r\033[K[%6.1f s] traced %.1f MB | file %.1f MB, %" PRIu64
-            " packets | losses: %" PRIu64 " flagged, %" PRIu64
-            " overwritten, %" PRIu64 " discarded, %" PRIu64 " in producers",
-            (double)(now - pg->start_ms) / 1000.0,
-            (double)l.bytes_written / 1e6, (double)o->bytes / 1e6,
-            o->packets, o->flagged_packets, l.chunks_overwritten,
-            l.chunks_discarded, l.trace_writer_packet_loss);
-    perfetto__protos__trace_stats__free_unpacked(st, NULL);
+    if (g_stop >= 2)
+        return -ECANCELED;
+    return cons_out_packet(packet, len, out);
 }
 
 static int cmd_record(int argc, char **argv)
@@ -423,21 +413,26 @@ static int cmd_record(int argc, char **argv)
         { "period", required_argument, 0, 'p' },
         { "socket", required_argument, 0, 's' },
         { "quiet", no_argument, 0, 'q' },
+        { "json", no_argument, 0, 'j' },
         { "help", no_argument, 0, 'h' },
         { 0, 0, 0, 0 },
     };
     const char *ds_list[64];
+    char why[128];
     int ch;
     uint64_t v;
     optind = 1;
-    while ((ch = getopt_long(argc, argv, "o:c:b:f:t:d:n:lp:s:qh", lopts,
+    opterr = 0;
+    while ((ch = getopt_long(argc, argv, ":o:c:b:f:t:d:n:lp:s:qjh", lopts,
                              NULL)) != -1) {
         switch (ch) {
         case 'o': ro.out = optarg; break;
         case 'c': ro.config = optarg; break;
         case 'b':
-            if (cli_parse_size_kb(optarg, &ro.buffer_kb) < 0) {
-                bad_value("record", "--buffer-size", optarg);
+            if (cli_parse_buffer_kb(optarg, &ro.buffer_kb, why,
+                                    sizeof why) < 0) {
+                fprintf(stderr, "shmtrace record: --buffer-size '%s' %s\n"
+                        CLI_TRY_HELP("shmtrace record"), optarg, why);
                 return EXIT_USAGE;
             }
             break;
@@ -454,6 +449,12 @@ static int cmd_record(int argc, char **argv)
         case 't':
             if (cli_parse_duration_ms(optarg, &ro.duration_ms) < 0) {
                 bad_value("record", "--duration", optarg);
+                return EXIT_USAGE;
+            }
+            if (ro.duration_ms == 0) {
+                fprintf(stderr, "shmtrace record: --duration '%s' is 0: give "
+                        "a duration above 0, or no -t to record until "
+                        "Ctrl-C\n", optarg);
                 return EXIT_USAGE;
             }
             ro.has_duration = true;
@@ -476,19 +477,27 @@ static int cmd_record(int argc, char **argv)
             break;
         case 's': ro.socket = optarg; break;
         case 'q': ro.quiet = true; break;
+        case 'j': ro.json = true; break;
         case 'h': usage_record(stdout); return 0;
-        default: usage_record(stderr); return EXIT_USAGE;
+        default:
+            cli_bad_option("shmtrace record", ch, optopt, argv[optind - 1]);
+            return EXIT_USAGE;
         }
     }
     ro.data_sources = ds_list;
     if (optind < argc) {
-        fprintf(stderr, "shmtrace record: unexpected argument '%s' (see "
-                "shmtrace record --help)\n", argv[optind]);
+        fprintf(stderr, "shmtrace record: unexpected argument '%s'\n"
+                CLI_TRY_HELP("shmtrace record"), argv[optind]);
         return EXIT_USAGE;
     }
     if (!ro.out) {
-        fprintf(stderr, "shmtrace record: missing -o FILE (see shmtrace "
-                "record --help)\n");
+        fprintf(stderr, "shmtrace record: missing -o FILE (the trace "
+                "file to write)\n" CLI_TRY_HELP("shmtrace record"));
+        return EXIT_USAGE;
+    }
+    if (ro.json && strcmp(ro.out, "-") == 0) {
+        fprintf(stderr, "shmtrace record: --json and -o - both want "
+                "stdout: write the trace to a file\n");
         return EXIT_USAGE;
     }
     /* Build the config. */
@@ -518,10 +527,11 @@ static int cmd_record(int argc, char **argv)
         perfetto__protos__trace_config__init(cfg);
     }
     int status = EXIT_FAIL;
-    int fd = -1;
+    cli_outfile of = { ro.out, NULL, -1 };
     cons_client *c = NULL;
     cons_out o;
     memset(&o, 0, sizeof o);
+    char err[512];
     if (apply_flags(cfg, &ro) < 0) {
         fprintf(stderr, "shmtrace record: out of memory\n");
         goto out;
@@ -535,43 +545,45 @@ static int cmd_record(int argc, char **argv)
     uint32_t period = ro.period_ms ? ro.period_ms
                       : cfg->file_write_period_ms ? cfg->file_write_period_ms
                                                   : DEFAULT_PERIOD_MS;
-    int rc = 0;
+    /* FILE.partial.XXXXXX, renamed to FILE when kept (O_RDWR: with
+     * write_into_file we read back what the service wrote). First, so a
+     * bad -o fails before anything starts. */
+    int rc = cli_outfile_open(&of, ro.out, err, sizeof err);
+    if (rc < 0) {
+        fprintf(stderr, "shmtrace record: %s; nothing written\n", err);
+        goto out;
+    }
     c = cons_connect(ro.socket, &rc);
     if (!c) {
         char path[108] = "";
         ipc_sock_path(IPC_SOCK_CONSUMER, ro.socket, path, sizeof path);
-        fprintf(stderr, "shmtrace record: cannot connect to the tracing "
-                "service at %s: %s (is shmtraced running? see --socket)\n",
-                path, strerror(-rc));
+        fprintf(stderr, "shmtrace record: " CONS_NO_SERVICE_FMT "\n", path,
+                strerror(-rc));
         status = EXIT_NO_SERVICE;
         goto out;
     }
-    /* O_RDWR: with write_into_file we read back what the service wrote. */
-    fd = open(ro.out, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) {
-        fprintf(stderr, "shmtrace record: cannot create %s: %s\n", ro.out,
-                strerror(errno));
-        goto out;
-    }
-    if (cons_out_init(&o, fd) < 0)
+    if (cons_out_init(&o, of.fd) < 0)
         goto out;
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal;
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
-    rc = cons_enable(c, cfg, service_writes ? fd : -1);
+    rc = cons_enable(c, cfg, service_writes ? of.fd : -1);
     if (rc < 0) {
         fprintf(stderr, "shmtrace record: EnableTracing failed: %s\n",
                 strerror(-rc));
         goto out;
     }
-    progress pg = { !ro.quiet && isatty(STDERR_FILENO), ipc_now_ms(), 0 };
+    cli_progress pg = { !ro.quiet && isatty(STDERR_FILENO), ipc_now_ms(), 0,
+                    cfg->has_duration_ms ? cfg->duration_ms : 0,
+                    ro.long_mode && !service_writes,
+                    service_writes ? of.fd : -1 };
     uint64_t next_read = ipc_now_ms() + period;
     bool disabled = false;
     uint64_t disable_deadline = 0;
     const char *end_err = NULL;
-    while (!cons_ended(c, &end_err)) {
+    while (!cons_ended(c, &end_err) && g_stop < 2) {
         if (disabled && ipc_now_ms() > disable_deadline) {
             fprintf(stderr, "shmtrace record: the service did not end the "
                     "session within %u s of DisableTracing; reading what "
@@ -583,6 +595,11 @@ static int cmd_record(int argc, char **argv)
             disable_deadline = ipc_now_ms() + DISABLE_WAIT_MS;
             if (pg.enabled)
                 fputc('\n', stderr);
+            fprintf(stderr, "shmtrace record: stopping: final flush, then "
+                    "reading the buffers into %s (Ctrl-C again to stop "
+                    "waiting%s)\n", ro.out, ro.long_mode || service_writes
+                    ? " and keep the whole packets already in it"
+                    : "; nothing is written then");
             rc = cons_disable(c);
             if (rc < 0 && rc != -ENOTCONN)
                 fprintf(stderr, "shmtrace record: DisableTracing failed: "
@@ -591,30 +608,54 @@ static int cmd_record(int argc, char **argv)
         }
         cons_poll(c, 100);
         if (ro.long_mode && !service_writes && ipc_now_ms() >= next_read) {
-            rc = cons_read(c, cons_out_packet, &o);
+            rc = cons_read(c, rec_packet, &o);
             if (rc == 0)
                 rc = cons_out_flush(&o);
+            if (rc == -ECANCELED)
+                break; /* interrupted twice */
             if (rc < 0 && rc != -ENOTCONN) {
                 fprintf(stderr, "shmtrace record: reading buffers into %s "
                         "failed: %s\n", ro.out, strerror(-rc));
-                goto out;
+                goto fail_nothing;
             }
             next_read = ipc_now_ms() + period;
         }
         if (!cons_ended(c, NULL))
-            draw_progress(&pg, c, &o, false);
+            cli_progress_draw(&pg, c, &o, false);
+    }
+    uint64_t elapsed_ms = ipc_now_ms() - pg.start_ms;
+    if (g_stop >= 2) {
+        cli_progress_draw(&pg, c, &o, true);
+        status = CLI_EXIT_INTERRUPTED;
+        cli_keep_partial(&of, &o, ro.long_mode || service_writes, ro.json,
+                     "interrupted twice", elapsed_ms, service_writes);
+        goto out;
     }
     if (end_err) {
-        fprintf(stderr, "shmtrace record: the tracing session ended with an "
-                "error: %s\n", end_err);
-        if (strstr(end_err, "lost"))
-            goto out;
-        /* A config the service rejected: nothing to read. */
-        if (o.packets == 0) {
-            status = EXIT_FAIL;
+        cli_progress_draw(&pg, c, &o, true);
+        if (strstr(end_err, "lost")) {
+            fprintf(stderr, "shmtrace record: the connection to the tracing "
+                    "service at %s was lost after %.1f s (shmtraced stopped "
+                    "or killed?)\n", cons_socket_path(c),
+                    (double)elapsed_ms / 1000.0);
+            cli_keep_partial(&of, &o, ro.long_mode || service_writes, ro.json,
+                         "connection lost", elapsed_ms, service_writes);
             goto out;
         }
+        fprintf(stderr, "shmtrace record: the tracing session ended with an "
+                "error: %s\n", end_err);
+        /* A config the service rejected: nothing to read. */
+        if (o.packets == 0)
+            goto fail_nothing;
     }
+    /* Ended by the service, not by us, before the duration asked for (or,
+     * with no duration, at all): say so, keep the trace, exit 1. A
+     * max_file_size_bytes limit ends sessions early by design. */
+    bool cut_short = !disabled && !end_err &&
+                     !(cfg->has_max_file_size_bytes &&
+                       cfg->max_file_size_bytes) &&
+                     (pg.duration_ms == 0 ||
+                      elapsed_ms + 100 < pg.duration_ms);
     if (!service_writes) {
         rc = cons_read(c, cons_out_packet, &o);
         if (rc == 0)
@@ -622,7 +663,12 @@ static int cmd_record(int argc, char **argv)
         if (rc < 0) {
             fprintf(stderr, "shmtrace record: reading buffers into %s "
                     "failed: %s\n", ro.out, strerror(-rc));
-            goto out;
+            if (rc == -ENOTCONN && o.packets) {
+                cli_keep_partial(&of, &o, true, ro.json, "connection lost",
+                             elapsed_ms, false);
+                goto out;
+            }
+            goto fail_nothing;
         }
     }
     Perfetto__Protos__TraceStats *st = o.last_stats;
@@ -632,7 +678,7 @@ static int cmd_record(int argc, char **argv)
     cons_free_buffers(c);
     if (service_writes) {
         /* The service wrote the file: count what is in it. */
-        rc = cons_out_scan_fd(&o, fd);
+        rc = cons_out_scan_fd(&o, of.fd);
         if (rc < 0)
             fprintf(stderr, "shmtrace record: %s: %s\n", ro.out,
                     rc == -EBADMSG ? "not a well-formed trace file"
@@ -640,17 +686,38 @@ static int cmd_record(int argc, char **argv)
         if (!st)
             st = o.last_stats;
     }
-    draw_progress(&pg, c, &o, true);
-    print_summary("wrote", ro.out, &o, st,
-                  (double)(ipc_now_ms() - pg.start_ms) / 1000.0);
-    perfetto__protos__trace_stats__free_unpacked(fetched, NULL);
+    cli_progress_draw(&pg, c, &o, true);
+    rc = cli_outfile_commit(&of, err, sizeof err);
+    if (rc < 0) {
+        fprintf(stderr, "shmtrace record: %s (nothing written)\n", err);
+        perfetto__protos__trace_stats__free_unpacked(fetched, NULL);
+        goto out;
+    }
     status = 0;
-out:
-    if (fd >= 0 && close(fd) < 0 && status == 0) {
-        fprintf(stderr, "shmtrace record: closing %s: %s\n", ro.out,
-                strerror(errno));
+    if (ro.json)
+        cli_json_summary("record", ro.out, &o, st, elapsed_ms,
+                           cut_short ? "cut_short" : "complete");
+    else
+        print_summary("wrote", ro.out, &o, st, (double)elapsed_ms / 1000.0);
+    if (cut_short) {
+        char want[64] = "";
+        if (pg.duration_ms)
+            snprintf(want, sizeof want, ", before the %.1f s asked for",
+                     (double)pg.duration_ms / 1000.0);
+        fprintf(stderr, "shmtrace record: the service ended the session "
+                "after %.1f s%s (shmtraced stopped? see its log); %s holds "
+                "everything recorded until then\n",
+                (double)elapsed_ms / 1000.0, want, ro.out);
         status = EXIT_FAIL;
     }
+    perfetto__protos__trace_stats__free_unpacked(fetched, NULL);
+    goto out;
+fail_nothing:
+    cli_progress_draw(&pg, c, &o, true);
+    fprintf(stderr, "shmtrace record: nothing written (%s not created)\n",
+            ro.out);
+out:
+    cli_outfile_abort(&of); /* no-op once committed */
     cons_out_fini(&o);
     cons_destroy(c);
     protobuf_c_message_free_unpacked(&cfg->base, NULL);
@@ -668,12 +735,15 @@ static int cmd_clone(int argc, char **argv)
         { "session-id", required_argument, 0, 'i' },
         { "session-name", required_argument, 0, 'n' },
         { "socket", required_argument, 0, 's' },
+        { "json", no_argument, 0, 'j' },
         { "help", no_argument, 0, 'h' },
         { 0, 0, 0, 0 },
     };
     int ch;
+    bool json = false;
     optind = 1;
-    while ((ch = getopt_long(argc, argv, "o:i:n:s:h", lopts, NULL)) != -1) {
+    opterr = 0;
+    while ((ch = getopt_long(argc, argv, ":o:i:n:s:jh", lopts, NULL)) != -1) {
         switch (ch) {
         case 'o': out = optarg; break;
         case 'i':
@@ -684,18 +754,21 @@ static int cmd_clone(int argc, char **argv)
             break;
         case 'n': name = optarg; break;
         case 's': socket = optarg; break;
+        case 'j': json = true; break;
         case 'h': usage_clone(stdout); return 0;
-        default: usage_clone(stderr); return EXIT_USAGE;
+        default:
+            cli_bad_option("shmtrace clone", ch, optopt, argv[optind - 1]);
+            return EXIT_USAGE;
         }
     }
     if (optind < argc) {
-        fprintf(stderr, "shmtrace clone: unexpected argument '%s' (see "
-                "shmtrace clone --help)\n", argv[optind]);
+        fprintf(stderr, "shmtrace clone: unexpected argument '%s'\n"
+                CLI_TRY_HELP("shmtrace clone"), argv[optind]);
         return EXIT_USAGE;
     }
     if (!out) {
-        fprintf(stderr, "shmtrace clone: missing -o FILE (see shmtrace "
-                "clone --help)\n");
+        fprintf(stderr, "shmtrace clone: missing -o FILE (the trace "
+                "file to write)\n" CLI_TRY_HELP("shmtrace clone"));
         return EXIT_USAGE;
     }
     if (name && id != UINT64_MAX) {
@@ -709,12 +782,16 @@ static int cmd_clone(int argc, char **argv)
     uint64_t t0 = ipc_now_ms();
     int rc = cons_clone_to_file(socket, id, name, out, &o, err, sizeof err);
     if (rc < 0) {
-        fprintf(stderr, "shmtrace clone: %s\n", err);
+        fprintf(stderr, "shmtrace clone: %s; nothing written\n", err);
         cons_out_fini(&o);
         return strstr(err, "cannot connect") ? EXIT_NO_SERVICE : EXIT_FAIL;
     }
-    print_summary("cloned", out, &o, o.last_stats,
-                  (double)(ipc_now_ms() - t0) / 1000.0);
+    if (json)
+        cli_json_summary("clone", out, &o, o.last_stats,
+                           ipc_now_ms() - t0, "complete");
+    else
+        print_summary("cloned", out, &o, o.last_stats,
+                      (double)(ipc_now_ms() - t0) / 1000.0);
     cons_out_fini(&o);
     return 0;
 }
@@ -753,23 +830,29 @@ static void print_stats(const Perfetto__Protos__TraceStats *st)
 static int cmd_stats(int argc, char **argv)
 {
     const char *socket = NULL;
+    bool json = false;
     static const struct option lopts[] = {
         { "socket", required_argument, 0, 's' },
+        { "json", no_argument, 0, 'j' },
         { "help", no_argument, 0, 'h' },
         { 0, 0, 0, 0 },
     };
     int ch;
     optind = 1;
-    while ((ch = getopt_long(argc, argv, "s:h", lopts, NULL)) != -1) {
+    opterr = 0;
+    while ((ch = getopt_long(argc, argv, ":s:jh", lopts, NULL)) != -1) {
         switch (ch) {
         case 's': socket = optarg; break;
+        case 'j': json = true; break;
         case 'h': usage_stats(stdout); return 0;
-        default: usage_stats(stderr); return EXIT_USAGE;
+        default:
+            cli_bad_option("shmtrace stats", ch, optopt, argv[optind - 1]);
+            return EXIT_USAGE;
         }
     }
     if (optind < argc) {
-        fprintf(stderr, "shmtrace stats: unexpected argument '%s' (see "
-                "shmtrace stats --help)\n", argv[optind]);
+        fprintf(stderr, "shmtrace stats: unexpected argument '%s'\n"
+                CLI_TRY_HELP("shmtrace stats"), argv[optind]);
         return EXIT_USAGE;
     }
     int rc = 0;
@@ -777,9 +860,8 @@ static int cmd_stats(int argc, char **argv)
     if (!c) {
         char path[108] = "";
         ipc_sock_path(IPC_SOCK_CONSUMER, socket, path, sizeof path);
-        fprintf(stderr, "shmtrace stats: cannot connect to the tracing "
-                "service at %s: %s (is shmtraced running? see --socket)\n",
-                path, strerror(-rc));
+        fprintf(stderr, "shmtrace stats: " CONS_NO_SERVICE_FMT "\n", path,
+                strerror(-rc));
         return EXIT_NO_SERVICE;
     }
     Perfetto__Protos__TraceStats *st = NULL;
@@ -790,7 +872,12 @@ static int cmd_stats(int argc, char **argv)
                 strerror(-rc));
         return EXIT_FAIL;
     }
-    print_stats(st);
+    if (json) {
+        cli_json_message(stdout, &st->base);
+        putchar('\n');
+    } else {
+        print_stats(st);
+    }
     perfetto__protos__trace_stats__free_unpacked(st, NULL);
     return 0;
 }
@@ -799,15 +886,31 @@ int main(int argc, char **argv)
 {
     signal(SIGPIPE, SIG_IGN);
     if (argc < 2) {
-        usage_main(stderr);
+        fprintf(stderr, "shmtrace: which command? (record, clone, stats)\n"
+                CLI_TRY_HELP("shmtrace"));
         return EXIT_USAGE;
     }
     const char *cmd = argv[1];
+    if (!strcmp(cmd, "help") && argc > 2) {
+        /* `shmtrace help COMMAND` is `shmtrace COMMAND --help`. */
+        if (!strcmp(argv[2], "record"))
+            usage_record(stdout);
+        else if (!strcmp(argv[2], "clone"))
+            usage_clone(stdout);
+        else if (!strcmp(argv[2], "stats"))
+            usage_stats(stdout);
+        else {
+            fprintf(stderr, "shmtrace: no command '%s' (commands: record, "
+                    "clone, stats)\n" CLI_TRY_HELP("shmtrace"), argv[2]);
+            return EXIT_USAGE;
+        }
+        return 0;
+    }
     if (!strcmp(cmd, "-h") || !strcmp(cmd, "--help") || !strcmp(cmd, "help")) {
         usage_main(stdout);
         return 0;
     }
-    if (!strcmp(cmd, "--version")) {
+    if (!strcmp(cmd, "--version") || !strcmp(cmd, "-V")) {
         printf("shmtrace %s\n", PACKAGE_VERSION);
         return 0;
     }
@@ -817,7 +920,7 @@ int main(int argc, char **argv)
         return cmd_clone(argc - 1, argv + 1);
     if (!strcmp(cmd, "stats"))
         return cmd_stats(argc - 1, argv + 1);
-    fprintf(stderr, "shmtrace: unknown command '%s' (see shmtrace --help)\n",
-            cmd);
+    fprintf(stderr, "shmtrace: unknown command '%s' (commands: record, "
+            "clone, stats)\n" CLI_TRY_HELP("shmtrace"), cmd);
     return EXIT_USAGE;
 }

@@ -52,8 +52,10 @@
 #include <shmtrace/producer.h>
 #include <shmtrace/smb_shm.h>
 
-#define EXIT_USAGE 2
-#define EXIT_NO_SERVICE 3
+#include "cli_exit.h"
+
+#define EXIT_USAGE CLI_EXIT_USAGE
+#define EXIT_NO_SERVICE CLI_EXIT_NO_SERVICE
 #define MAX_THREADS 256
 #define MAX_INSTANCES 16
 
@@ -118,6 +120,24 @@ static uint64_t g_flush_gen, g_flush_id;
 static unsigned g_flush_left;
 static unsigned g_active_writers;       /* (g_mu) */
 static volatile sig_atomic_t g_signalled;
+/* Connection story for the messages (library thread only). */
+static bool g_connected_once, g_said_retrying;
+static char g_sock[256];
+
+/* The socket libshm connects to, for messages: the flag, else
+ * $PERFETTO_PRODUCER_SOCK_NAME; libshm resolves the default itself (and
+ * does not export the result), so that one is described, not guessed. */
+static void resolve_socket(void)
+{
+    const char *env = getenv("PERFETTO_PRODUCER_SOCK_NAME");
+    if (S.socket && *S.socket)
+        snprintf(g_sock, sizeof g_sock, "%s", S.socket);
+    else if (env && *env)
+        snprintf(g_sock, sizeof g_sock, "%s", env);
+    else
+        snprintf(g_sock, sizeof g_sock, "the default producer socket (see "
+                 "--socket in --help)");
+}
 
 static void post_event(const event *e)
 {
@@ -281,9 +301,24 @@ static void cb_stop(prod_producer *p, uint64_t id, void *ctx)
 static void cb_disconnect(prod_producer *p, int err, void *ctx)
 {
     (void)p; (void)ctx;
-    if (!S.quiet)
-        fprintf(stderr, "shmtrace-producer: service connection lost: %s\n",
-                err ? strerror(-err) : "closed");
+    bool retry = S.reconnect && !S.once;
+    const char *why = err == -EPERM ? "the service runs as another user, "
+                      "neither root nor you: refused"
+                      : err ? strerror(-err) : "closed";
+    /* Once per outage, not once per retry. */
+    if (!S.quiet && !g_said_retrying) {
+        if (g_connected_once)
+            fprintf(stderr, "shmtrace-producer: connection to the tracing "
+                    "service at %s lost: %s%s\n", g_sock, why,
+                    retry ? "; reconnecting every second (--no-reconnect "
+                            "exits instead)" : "");
+        else
+            fprintf(stderr, "shmtrace-producer: cannot connect to the "
+                    "tracing service at %s: %s%s\n", g_sock, why,
+                    retry ? "; retrying every second until shmtraced "
+                            "listens (--no-reconnect exits instead)" : "");
+        g_said_retrying = retry;
+    }
     event e = { .kind = EV_DISCONNECT };
     post_event(&e);
 }
@@ -291,9 +326,11 @@ static void cb_disconnect(prod_producer *p, int err, void *ctx)
 static void cb_connect(prod_producer *p, void *ctx)
 {
     (void)p; (void)ctx;
+    g_connected_once = true;
+    g_said_retrying = false;
     if (!S.quiet)
-        fprintf(stderr, "shmtrace-producer: connected, data source %s\n",
-                S.ds_name);
+        fprintf(stderr, "shmtrace-producer: connected to %s, data source "
+                "%s\n", g_sock, S.ds_name);
 }
 
 static void cb_flush(prod_producer *p, const uint64_t *ids, size_t n,
@@ -440,13 +477,18 @@ static void usage(FILE *f)
 "                         session stops (or a SIGKILL: a producer that dies\n"
 "                         mid-packet)\n"
 "  -h, --help             this help\n"
+"  -V, --version          print the version\n"
 "\n"
 "A TestConfig (for_testing) in the data source config overrides --count,\n"
 "--rate and --size (message_size is capped at 16 MiB too).\n"
 "\n"
-"Exit status: 0 done (signal or --once), 1 runtime error (service lost\n"
-"with --no-reconnect or --once), 2 usage error, 3 no service to connect\n"
-"to (with --no-reconnect).\n");
+"Without --no-reconnect a producer that cannot reach the service (or\n"
+"loses it) says so once and retries every second.\n"
+"\n"
+"SIGINT/SIGTERM stop it (exit 0); 1 is the service lost with\n"
+"--no-reconnect or --once, 3 no service to connect to with\n"
+"--no-reconnect.\n"
+"\n" CLI_EXIT_HELP);
 }
 
 static bool parse_u64(const char *s, uint64_t *out)
@@ -485,12 +527,14 @@ int main(int argc, char **argv)
         { "hang-mid-packet", required_argument, 0, O_HANG },
         { "quiet", no_argument, 0, 'q' },
         { "help", no_argument, 0, 'h' },
+        { "version", no_argument, 0, 'V' },
         { 0, 0, 0, 0 },
     };
     int c;
     uint64_t v;
-    while ((c = getopt_long(argc, argv, "n:N:s:t:S:r:c:1qh", lopts, NULL)) !=
-           -1) {
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, ":n:N:s:t:S:r:c:1qhV", lopts,
+                            NULL)) != -1) {
         switch (c) {
         case 'n': S.ds_name = optarg; break;
         case 'N': S.producer_name = optarg; break;
@@ -543,19 +587,32 @@ int main(int argc, char **argv)
             break;
         case 'q': S.quiet = true; break;
         case 'h': usage(stdout); return 0;
-        default: usage(stderr); return EXIT_USAGE;
+        case 'V': printf("shmtrace-producer %s\n", PACKAGE_VERSION); return 0;
+        default:
+            if (c == ':')
+                fprintf(stderr, "shmtrace-producer: option '%s' needs a "
+                        "value\n", argv[optind - 1]);
+            else if (optopt)
+                fprintf(stderr, "shmtrace-producer: unknown option '-%c'\n",
+                        optopt);
+            else
+                fprintf(stderr, "shmtrace-producer: unknown option '%s'\n",
+                        argv[optind - 1]);
+            fputs(CLI_TRY_HELP("shmtrace-producer"), stderr);
+            return EXIT_USAGE;
         }
         continue;
     bad_value:
         for (const struct option *lo = lopts; lo->name; lo++)
             if (lo->val == c)
                 fprintf(stderr, "shmtrace-producer: invalid value '%s' for "
-                        "--%s (see --help)\n", optarg, lo->name);
+                        "--%s\n" CLI_TRY_HELP("shmtrace-producer"), optarg,
+                        lo->name);
         return EXIT_USAGE;
     }
     if (optind < argc) {
-        fprintf(stderr, "shmtrace-producer: unexpected argument '%s' (see "
-                "--help)\n", argv[optind]);
+        fprintf(stderr, "shmtrace-producer: unexpected argument '%s'\n"
+                CLI_TRY_HELP("shmtrace-producer"), argv[optind]);
         return EXIT_USAGE;
     }
     signal(SIGPIPE, SIG_IGN);
@@ -572,11 +629,12 @@ int main(int argc, char **argv)
     o.smb_size_hint_bytes = S.smb_size;
     o.smb_page_size_hint_bytes = S.page_size;
     o.reconnect = S.reconnect;
+    resolve_socket();
     g_prod = prod_create(&o, &callbacks, NULL);
     if (!g_prod) {
         fprintf(stderr, "shmtrace-producer: cannot connect to the tracing "
-                "service: %s (is shmtraced running? see --socket)\n",
-                strerror(errno));
+                "service at %s: %s (is shmtraced running? see --socket)\n",
+                g_sock, strerror(errno));
         return EXIT_NO_SERVICE;
     }
     prod_data_source ds;
