@@ -86,6 +86,31 @@ static bool frag_boundary(const uint8_t *payload, uint32_t size,
     return off == at;
 }
 
+/* Patched bytes can move fragment boundaries (a patch over a fragment
+ * header): count again the packet starts the reader will meet from where
+ * it stands, tokenizing as it will, so that the loss accounting stays exact
+ * (new starts are offered, vanished ones lost; found by fuzz_tb). */
+static void recount_starts(tb_buffer *b, tb__seq *s, uint32_t idx)
+{
+    tb__centry *ce = tb__ring_at(s, idx);
+    tb__rec *r = tb__rec_at(b, ce->off);
+    const uint8_t *p = tb__payload(b, ce->off);
+    uint32_t off = (uint32_t)r->payload_size - r->payload_avail, npk = 0;
+    tb__frag f;
+    while (tb__next_frag(p, r->payload_size, &off, r->flags, &f) ==
+           TB__FRAG_OK)
+        if ((f.role == TB__WHOLE && f.size > 0) || f.role == TB__BEGIN)
+            npk++;
+    if (npk > ce->npk) {
+        tb_seq_loss *le = tb__loss_of(b, s);
+        if (le)
+            le->packets_offered += npk - ce->npk;
+    } else if (npk < ce->npk) {
+        tb__lose(b, s, s->key, TB_CAUSE_ABI_VIOLATION, ce->npk - npk, 0);
+    }
+    ce->npk = npk;
+}
+
 /* A chunk refused before it was tokenized: tokenize it to count. */
 static __attribute__((noinline, cold)) void refuse_raw(tb_buffer *b,
         uint16_t producer_id, uint16_t writer_id, uint16_t num_fragments,
@@ -430,5 +455,7 @@ SHMTRACE_API bool tb_try_patch_chunk(tb_buffer *b, uint16_t producer_id,
     b->stats.patches_succeeded += npatches;
     if (!other_patches_pending)
         r->flags &= (uint8_t)~TB_CHUNK_NEEDS_PATCHING;
+    if (npatches > 0)
+        recount_starts(b, s, idx);
     return true;
 }

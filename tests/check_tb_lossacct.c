@@ -307,6 +307,21 @@ START_TEST(test_hostile_rewrite_keeps_accounting)
     e = entry(b, 3);
     ck_assert_uint_eq(e->packets_pending, 0);
     ck_assert_uint_eq(e->lost_packets[TB_CAUSE_ABI_VIOLATION], 1);
+
+    /* Writer 4: a patch over the fragment header splits one packet into
+     * two: the new start is offered, both are read. */
+    tbt_reset(&c);
+    tbt_frag(&c, 16, 1);                   /* 1-byte header + 16 bytes */
+    tbt_commit(b, 4, 0, TB_F4, &c);
+    tb_patch pt[2] = {{.offset = 0, .data = {3, 0, 0, 0}},
+                      {.offset = 4, .data = {12, 0, 0, 0}}};
+    ck_assert(tb_try_patch_chunk(b, 1, 4, 0, pt, 2, false));
+    ps = tbt_read_all(b);                  /* 3 bytes, then 12 */
+    ck_assert_uint_eq(ps.n, 2);
+    tbt_free(&ps);
+    e = entry(b, 4);
+    ck_assert_uint_eq(e->packets_offered, 2);
+    ck_assert_uint_eq(e->packets_read, 2);
     tb_destroy(b);
 }
 END_TEST
