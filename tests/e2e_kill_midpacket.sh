@@ -18,9 +18,10 @@ VICTIM=$E2E_LAST_PID
 e2e_spawn honest "$PRODUCER" -N honest -t 1 -c 2000 -r 2000 -S 100 \
     --policy stall --once
 e2e_wait_registered 2
-# No duration: the session runs until the victim is gone (a fixed duration
-# ended it before the writers reached packet 1999 under ThreadSanitizer on a
-# loaded machine); then SIGTERM makes the consumer stop it and read.
+# No duration: the session runs until the victim is gone and the honest
+# producer is done (a fixed duration ended it before the writers reached
+# packet 1999 under ThreadSanitizer on a loaded machine); then SIGTERM
+# makes the consumer stop it and read.
 e2e_spawn consumer "$CONSUMER" record --out "$E2E_DIR/trace" \
     --duration-ms 0 --flush-timeout-ms 500 --buffer-kb 131072
 CONS=$E2E_LAST_PID
@@ -36,6 +37,12 @@ i=0
 until grep -q "(pid $VICTIM) disconnected" "$E2E_DIR/daemon.log"; do
     i=$((i + 1))
     [ $i -gt 600 ] && e2e_fail "the daemon never saw the victim go"
+    sleep 0.05
+done
+i=0
+until grep -q "writer 0 done" "$E2E_DIR/honest.log"; do
+    i=$((i + 1))
+    [ $i -gt 2400 ] && e2e_fail "the honest producer never finished"
     sleep 0.05
 done
 kill -TERM "$CONS"
