@@ -447,6 +447,8 @@ SHMTRACE_API bool tb_try_patch_chunk(tb_buffer *b, uint16_t producer_id,
         if (payload_size < 4 || patches[i].offset > payload_size - 4) {
             b->stats.patches_failed++;
             r->facts = TB__FACT_PATCH_FAILED; /* see tb_walk.c */
+            if (i > 0) /* the patches before this one were applied */
+                recount_starts(b, s, idx);
             return false;
         }
         memcpy(tb__payload(b, off) + patches[i].offset, patches[i].data, 4);

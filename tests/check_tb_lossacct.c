@@ -322,6 +322,17 @@ START_TEST(test_hostile_rewrite_keeps_accounting)
     e = entry(b, 4);
     ck_assert_uint_eq(e->packets_offered, 2);
     ck_assert_uint_eq(e->packets_read, 2);
+
+    /* Writer 5: the same, but a later patch of the group is out of range:
+     * refused after the first was applied; the accounting still adds up. */
+    tbt_reset(&c);
+    tbt_frag(&c, 16, 1);
+    tbt_commit(b, 5, 0, TB_F4, &c);
+    pt[1].offset = 1000;
+    ck_assert(!tb_try_patch_chunk(b, 1, 5, 0, pt, 2, false));
+    ps = tbt_read_all(b);
+    tbt_free(&ps);
+    entry(b, 5);                           /* asserts the sum */
     tb_destroy(b);
 }
 END_TEST
