@@ -7,6 +7,7 @@
 #include <stdio.h>
 
 #include "check_smb_harness.h"
+#include "tck_main.h"
 
 /* A transport that only records (chunks stay Complete in the SMB). */
 typedef struct {
@@ -36,15 +37,8 @@ static smb_arbiter *rec_arbiter(rec *r, smb_shm *shm, size_t size,
                                 uint32_t batch)
 {
     smb_transport t = {r, rec_commit, NULL, NULL};
-    smb_arbiter_options o;
     memset(r, 0, sizeof(*r));
-    memset(&o, 0, sizeof(o));
-    o.page_layout = layout;
-    o.batch_bytes = batch;
-    ck_assert_int_eq(smb_shm_create(size, shm), 0);
-    smb_arbiter *arb = smb_arbiter_create(shm->base, size, page, &t, &o);
-    ck_assert_ptr_nonnull(arb);
-    return arb;
+    return hb_arbiter_new(shm, size, page, &t, layout, batch);
 }
 
 START_TEST(test_create_validates_arguments)
@@ -231,9 +225,7 @@ START_TEST(test_pending_batch_sent_before_giving_up)
     ck_assert_uint_eq(st.packets_lost, 0);
     ck_assert_uint_lt(h.batches, st.chunks_used);  /* really batched */
     tw_writer_flush(w);
-    hb_pkts ps = hb_read_all(&h);
-    ck_assert_uint_eq(ps.n, 100);
-    hb_pkts_free(&ps);
+    ck_assert_uint_eq(hb_read_count(&h), 100);
     tw_writer_destroy(w);
     hb_fini(&h);
 }
@@ -269,35 +261,14 @@ END_TEST
 static Suite *arbiter_suite(void)
 {
     Suite *s = suite_create("arbiter");
-    TCase *tc;
-
-    tc = tcase_create("create");
-    tcase_add_test(tc, test_create_validates_arguments);
-    tcase_add_test(tc, test_create_shm_and_from_fd_share_memory);
-    suite_add_tcase(s, tc);
-
-    tc = tcase_create("pages");
-    tcase_add_test(tc, test_pages_partitioned_on_demand_in_order);
-    suite_add_tcase(s, tc);
-
-    tc = tcase_create("batching");
-    tcase_add_test(tc, test_batching_by_bytes_and_flush);
-    tcase_add_test(tc, test_batch_sent_at_half_the_smb);
-    tcase_add_test(tc, test_pending_batch_sent_before_giving_up);
-    suite_add_tcase(s, tc);
-
-    tc = tcase_create("writers");
-    tcase_add_test(tc, test_writers_registered_and_shutdown);
-    suite_add_tcase(s, tc);
+    TCK_CASE(s, "create", test_create_validates_arguments,
+             test_create_shm_and_from_fd_share_memory);
+    TCK_CASE(s, "pages", test_pages_partitioned_on_demand_in_order);
+    TCK_CASE(s, "batching", test_batching_by_bytes_and_flush,
+             test_batch_sent_at_half_the_smb,
+             test_pending_batch_sent_before_giving_up);
+    TCK_CASE(s, "writers", test_writers_registered_and_shutdown);
     return s;
 }
 
-int main(void)
-{
-    SRunner *sr = srunner_create(arbiter_suite());
-    int failed;
-    srunner_run_all(sr, CK_NORMAL);
-    failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
-}
+TCK_MAIN(arbiter_suite)

@@ -18,6 +18,7 @@
 #include "consumer_client.h"
 #include "textproto.h"
 #include "trace.pb-c.h"
+#include "tck_main.h"
 
 typedef Perfetto__Protos__TraceConfig TraceConfig;
 #define TC_DESC (&perfetto__protos__trace_config__descriptor)
@@ -423,34 +424,19 @@ END_TEST
 static Suite *cli_suite(void)
 {
     Suite *s = suite_create("cli");
-    TCase *tc = tcase_create("textproto");
-    tcase_add_test(tc, test_textproto_full_config);
-    tcase_add_test(tc, test_textproto_empty_and_escapes);
-    tcase_add_test(tc, test_textproto_errors);
-    tcase_add_test(tc, test_textproto_garbage_never_crashes);
-    suite_add_tcase(s, tc);
-    tc = tcase_create("parse");
-    tcase_add_test(tc, test_parse_sizes_and_durations);
-    suite_add_tcase(s, tc);
-    tc = tcase_create("out");
-    tcase_add_test(tc, test_out_records_and_flags);
-    tcase_add_test(tc, test_out_trace_stats_captured);
-    tcase_add_test(tc, test_out_malformed_packets_counted);
-    tcase_add_test(tc, test_out_write_error_reported);
-    tcase_add_test(tc, test_out_scan_file);
-    suite_add_tcase(s, tc);
-    tc = tcase_create("client");
-    tcase_add_test(tc, test_client_no_service);
-    suite_add_tcase(s, tc);
+    TCK_CASE(s, "textproto", test_textproto_full_config,
+             test_textproto_empty_and_escapes, test_textproto_errors,
+             test_textproto_garbage_never_crashes);
+    TCK_CASE(s, "parse", test_parse_sizes_and_durations);
+    TCK_CASE(s, "out", test_out_records_and_flags,
+             test_out_trace_stats_captured, test_out_malformed_packets_counted,
+             test_out_write_error_reported, test_out_scan_file);
+    TCK_CASE(s, "client", test_client_no_service);
     return s;
 }
 
 int main(void)
 {
     signal(SIGPIPE, SIG_IGN);
-    SRunner *sr = srunner_create(cli_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return tck_run(cli_suite());
 }

@@ -20,20 +20,18 @@
 #include "cli_outfile.h"
 #include "cli_parse.h"
 #include "trace.pb-c.h"
+#include "tck_main.h"
 
 static char g_dir[64];
 
 static void make_dir(void)
 {
-    snprintf(g_dir, sizeof g_dir, "/tmp/check_cli_out.XXXXXX");
-    ck_assert_ptr_nonnull(mkdtemp(g_dir));
+    tck_mkdtemp(g_dir, sizeof g_dir, "check_cli_out");
 }
 
 static void rm_dir(void)
 {
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", g_dir);
-    ck_assert_int_eq(system(cmd), 0);
+    tck_rmdir(g_dir);
 }
 
 /* Entries of g_dir (names joined by ' '). */
@@ -180,18 +178,12 @@ START_TEST(test_json_message)
 }
 END_TEST
 
-int main(void)
+static Suite *cli_out_suite(void)
 {
     Suite *s = suite_create("cli_out");
-    TCase *tc = tcase_create("cli_out");
-    tcase_add_test(tc, test_outfile_commit_and_abort);
-    tcase_add_test(tc, test_outfile_refusals);
-    tcase_add_test(tc, test_buffer_kb_limits);
-    tcase_add_test(tc, test_json_message);
-    suite_add_tcase(s, tc);
-    SRunner *r = srunner_create(s);
-    srunner_run_all(r, CK_NORMAL);
-    int failed = srunner_ntests_failed(r);
-    srunner_free(r);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    TCK_CASE(s, "cli_out", test_outfile_commit_and_abort,
+             test_outfile_refusals, test_buffer_kb_limits, test_json_message);
+    return s;
 }
+
+TCK_MAIN(cli_out_suite)

@@ -46,6 +46,9 @@
 #include "trace.pb-c.h"
 #include "smb_reader.h"
 #include "ins_inspect.h"
+#include "bstr.h"
+#include "tck_main.h"
+#include "trng.h"
 
 /* ------------------------------------------------------------ helpers */
 
@@ -53,12 +56,7 @@ static uint64_t rng_state;
 
 static uint64_t rnd(void)
 {
-    uint64_t x = rng_state;
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-    rng_state = x;
-    return x;
+    return trng_next64(&rng_state);
 }
 
 static uint32_t rndn(uint32_t n)
@@ -937,59 +935,32 @@ END_TEST
 
 /* ============================================================ inspector */
 
-typedef struct bytes {
-    uint8_t *d;
-    size_t n, cap;
-} bytes;
-
-static void put(bytes *b, const void *p, size_t n)
-{
-    if (b->n + n > b->cap) {
-        b->cap = (b->n + n) * 2 + 64;
-        b->d = realloc(b->d, b->cap);
-        ck_assert_ptr_nonnull(b->d);
-    }
-    memcpy(b->d + b->n, p, n);
-    b->n += n;
-}
-
-static void put_varint(bytes *b, uint64_t v)
-{
-    uint8_t t[10];
-    size_t n = 0;
-    do {
-        t[n++] = (uint8_t)((v & 0x7f) | (v > 0x7f ? 0x80 : 0));
-        v >>= 7;
-    } while (v);
-    put(b, t, n);
-}
-
 /* One Trace record (field 1, length-delimited) holding packet p. */
-static void put_packet(bytes *b, const Perfetto__Protos__TracePacket *p)
+static void put_packet(bstr *b, const Perfetto__Protos__TracePacket *p)
 {
     size_t n = perfetto__protos__trace_packet__get_packed_size(p);
     uint8_t *t = malloc(n ? n : 1);
     perfetto__protos__trace_packet__pack(p, t);
-    put_varint(b, 0x0a);
-    put_varint(b, n);
-    put(b, t, n);
+    bs_varint(b, 0x0a);
+    bs_varint(b, n);
+    bs_put(b, t, n);
     free(t);
 }
 
 /* zlib stream of stored blocks (what a trace writer without a compressor
  * could emit; the inspector must take it like any deflate stream). */
-static void zlib_stored(bytes *out, const uint8_t *d, size_t n)
+static void zlib_stored(bstr *out, const uint8_t *d, size_t n)
 {
     static const uint8_t hdr[2] = { 0x78, 0x01 };
-    put(out, hdr, 2);
+    bs_put(out, hdr, 2);
     size_t off = 0;
     do {
         size_t k = n - off > 65535 ? 65535 : n - off;
         uint8_t bh[5] = { off + k == n ? 1 : 0, (uint8_t)k,
                           (uint8_t)(k >> 8), (uint8_t)~k,
                           (uint8_t)(~k >> 8) };
-        put(out, bh, 5);
-        put(out, d + off, k);
+        bs_put(out, bh, 5);
+        bs_put(out, d + off, k);
         off += k;
     } while (off < n);
     uint32_t a = 1, b = 0;
@@ -1000,13 +971,13 @@ static void zlib_stored(bytes *out, const uint8_t *d, size_t n)
     uint32_t ad = b << 16 | a;
     uint8_t t[4] = { (uint8_t)(ad >> 24), (uint8_t)(ad >> 16),
                      (uint8_t)(ad >> 8), (uint8_t)ad };
-    put(out, t, 4);
+    bs_put(out, t, 4);
 }
 
 #define BUFFER_MODE_V2 \
     PERFETTO__PROTOS__TRACE_CONFIG__BUFFER_CONFIG__EXPERIMENTAL_MODE__TRACE_BUFFER_V2
 
-static void synthetic_trace(bytes *out)
+static void synthetic_trace(bstr *out)
 {
     Perfetto__Protos__TracePacket p = PERFETTO__PROTOS__TRACE_PACKET__INIT;
     Perfetto__Protos__TraceConfig cfg = PERFETTO__PROTOS__TRACE_CONFIG__INIT;
@@ -1025,7 +996,7 @@ static void synthetic_trace(bytes *out)
     put_packet(out, &p);
     p.trace_config = NULL;
 
-    bytes inner = {0};
+    bstr inner = {0};
     for (uint32_t i = 0; i < 40; i++) {
         Perfetto__Protos__TracePacket q = PERFETTO__PROTOS__TRACE_PACKET__INIT;
         q.has_timestamp = true;
@@ -1040,7 +1011,7 @@ static void synthetic_trace(bytes *out)
         q.first_packet_on_sequence = true;
         put_packet(i % 2 ? &inner : out, &q);
     }
-    bytes z = {0};
+    bstr z = {0};
     zlib_stored(&z, inner.d, inner.n);
     p.has_compressed_packets = true;
     p.compressed_packets.data = z.d;
@@ -1090,12 +1061,12 @@ START_TEST(test_fuzz_inspector_mutated_traces)
 {
     rng_state = 0x7777aaaa5555ccccull;
     double t0 = now_s();
-    char dir[] = "/tmp/check_fuzz.XXXXXX";
-    ck_assert_ptr_nonnull(mkdtemp(dir));
+    char dir[32];
+    tck_mkdtemp(dir, sizeof dir, "check_fuzz");
     char in[64], db[64];
     snprintf(in, sizeof in, "%s/t.pftrace", dir);
     snprintf(db, sizeof db, "%s/t.db", dir);
-    bytes base = {0};
+    bstr base = {0};
     synthetic_trace(&base);
     /* Sanity: the unmutated trace is read completely. */
     ins_options o = { .input_path = in, .output_path = db, .force = true,
@@ -1166,9 +1137,5 @@ static Suite *fuzz_suite(void)
 int main(void)
 {
     signal(SIGPIPE, SIG_IGN);
-    SRunner *sr = srunner_create(fuzz_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return tck_run(fuzz_suite());
 }

@@ -7,6 +7,7 @@
  * through /bin/sh with stderr folded into the captured output.
  */
 #include "check_ins_util.h"
+#include "tck_main.h"
 
 #include <sys/wait.h>
 
@@ -196,25 +197,16 @@ END_TEST
 static Suite *cli_suite(void)
 {
     Suite *s = suite_create("ins_cli");
-    TCase *tc = tcase_create("usage");
+    TCase *tc = TCK_CASE(s, "usage",
+                         test_cli_help_and_usage_errors,
+                         test_cli_not_a_trace,
+                         test_cli_output_rules);
     tcase_add_checked_fixture(tc, setup, teardown);
-    tcase_add_test(tc, test_cli_help_and_usage_errors);
-    tcase_add_test(tc, test_cli_not_a_trace);
-    tcase_add_test(tc, test_cli_output_rules);
-    suite_add_tcase(s, tc);
-    tc = tcase_create("results");
+    tc = TCK_CASE(s, "results",
+                  test_cli_truncated_trace,
+                  test_cli_canned_queries);
     tcase_add_checked_fixture(tc, setup, teardown);
-    tcase_add_test(tc, test_cli_truncated_trace);
-    tcase_add_test(tc, test_cli_canned_queries);
-    suite_add_tcase(s, tc);
     return s;
 }
 
-int main(void)
-{
-    SRunner *sr = srunner_create(cli_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
-}
+TCK_MAIN(cli_suite)

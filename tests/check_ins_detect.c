@@ -5,6 +5,7 @@
 #include "check_ins_util.h"
 
 #include "ins_detect.h"
+#include "tck_main.h"
 
 static ins_format detect_str(const char *s, size_t n)
 {
@@ -120,26 +121,14 @@ END_TEST
 static Suite *detect_suite(void)
 {
     Suite *s = suite_create("ins_detect");
-    TCase *tc = tcase_create("magic");
-    tcase_add_test(tc, test_detect_proto_trace);
-    tcase_add_test(tc, test_detect_compressed_and_binary);
-    tcase_add_test(tc, test_detect_text_kinds);
-    tcase_add_test(tc, test_detect_names_are_specific);
-    suite_add_tcase(s, tc);
-    tc = tcase_create("refusal");
-    tcase_add_test(tc, test_detect_inspector_refuses_gzip);
-    tcase_add_test(tc, test_detect_inspector_refuses_sqlite);
-    tcase_add_test(tc, test_detect_inspector_refuses_json_and_text);
-    tcase_add_test(tc, test_detect_missing_input);
-    suite_add_tcase(s, tc);
+    TCK_CASE(s, "magic", test_detect_proto_trace,
+             test_detect_compressed_and_binary, test_detect_text_kinds,
+             test_detect_names_are_specific);
+    TCK_CASE(s, "refusal", test_detect_inspector_refuses_gzip,
+             test_detect_inspector_refuses_sqlite,
+             test_detect_inspector_refuses_json_and_text,
+             test_detect_missing_input);
     return s;
 }
 
-int main(void)
-{
-    SRunner *sr = srunner_create(detect_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
-}
+TCK_MAIN(detect_suite)

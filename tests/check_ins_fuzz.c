@@ -8,6 +8,8 @@
  * Deterministic: a fixed-seed xorshift generator, so failures reproduce.
  */
 #include "check_ins_util.h"
+#include "tck_main.h"
+#include "trng.h"
 
 typedef struct blob {
     uint8_t *d;
@@ -31,11 +33,7 @@ static blob load(const char *name)
 static uint64_t rng_state;
 static uint64_t rnd(void)
 {
-    uint64_t x = rng_state;
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-    return rng_state = x;
+    return trng_next64(&rng_state);
 }
 
 static void write_file(const char *path, const uint8_t *d, size_t n)
@@ -265,26 +263,14 @@ END_TEST
 static Suite *fuzz_suite(void)
 {
     Suite *s = suite_create("ins_fuzz");
-    TCase *tc = tcase_create("truncation");
+    TCase *tc = TCK_CASE(s, "truncation", test_fuzz_truncation_discard,
+                         test_fuzz_truncation_ring_loss);
     tcase_set_timeout(tc, 120);
-    tcase_add_test(tc, test_fuzz_truncation_discard);
-    tcase_add_test(tc, test_fuzz_truncation_ring_loss);
-    suite_add_tcase(s, tc);
-    tc = tcase_create("corruption");
+    tc = TCK_CASE(s, "corruption", test_fuzz_corruption_discard,
+                  test_fuzz_corruption_ok, test_fuzz_corruption_compressed,
+                  test_fuzz_trailing_garbage);
     tcase_set_timeout(tc, 120);
-    tcase_add_test(tc, test_fuzz_corruption_discard);
-    tcase_add_test(tc, test_fuzz_corruption_ok);
-    tcase_add_test(tc, test_fuzz_corruption_compressed);
-    tcase_add_test(tc, test_fuzz_trailing_garbage);
-    suite_add_tcase(s, tc);
     return s;
 }
 
-int main(void)
-{
-    SRunner *sr = srunner_create(fuzz_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
-}
+TCK_MAIN(fuzz_suite)

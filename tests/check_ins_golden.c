@@ -9,23 +9,51 @@
  * row may exist, and every sequence row must match.
  */
 #include "check_ins_util.h"
+#include "tck_main.h"
 
 static const char *const TRACES[] = {"ok_v2", "ring_loss_v2", "discard_v2"};
 #define NTRACES (int)(sizeof(TRACES) / sizeof(TRACES[0]))
 
-/* Inspect tests/data/NAME.pftrace into DIR/NAME.db; returns the db path. */
-static char *inspect_golden(const char *dir, const char *name)
+/* tests/data/NAME.pftrace inspected (all of it) into a temp dir's db. */
+typedef struct {
+    char *dir, *dbpath;
+    sqlite3 *db;
+} golden;
+
+static void golden_open(golden *g, const char *name)
 {
     char *file = NULL;
     ck_assert(asprintf(&file, "%s.pftrace", name) > 0);
     char *trace = ck_data(file);
-    char *db = ck_path(dir, "out.db");
+    g->dir = ck_tmpdir();
+    g->dbpath = ck_path(g->dir, "out.db");
     ins_result res;
-    ck_assert_int_eq(ck_inspect(trace, db, &res), INS_EXIT_OK);
+    ck_assert_int_eq(ck_inspect(trace, g->dbpath, &res), INS_EXIT_OK);
     ck_assert_uint_eq(res.bytes_decoded, (uint64_t)ck_file_size(trace));
     free(file);
     free(trace);
-    return db;
+    g->db = ck_db_open(g->dbpath);
+}
+
+static void golden_close(golden *g)
+{
+    sqlite3_close(g->db);
+    free(g->dbpath);
+    ck_rmdir(g->dir);
+}
+
+/* tests/data/NAME.KIND.csv, trace processor's answers, past its header. */
+static FILE *open_answers(const char *name, const char *kind)
+{
+    char *file = NULL;
+    ck_assert(asprintf(&file, "%s.%s.csv", name, kind) > 0);
+    char *csv = ck_data(file);
+    FILE *f = ck_fopen(csv, "r");
+    char header[512];
+    ck_assert_ptr_nonnull(fgets(header, sizeof(header), f));
+    free(file);
+    free(csv);
+    return f;
 }
 
 /* Split a CSV line of trace processor's output in place (fields are
@@ -65,15 +93,11 @@ static int ours(const char *name)
 START_TEST(test_golden_stats_rows)
 {
     const char *name = TRACES[_i];
-    char *dir = ck_tmpdir();
-    char *dbpath = inspect_golden(dir, name);
-    sqlite3 *db = ck_db_open(dbpath);
-    char *file = NULL;
-    ck_assert(asprintf(&file, "%s.stats.csv", name) > 0);
-    char *csv = ck_data(file);
-    FILE *f = ck_fopen(csv, "r");
+    golden g;
+    golden_open(&g, name);
+    sqlite3 *db = g.db;
+    FILE *f = open_answers(name, "stats");
     char line[512];
-    ck_assert_ptr_nonnull(fgets(line, sizeof(line), f)); /* header */
     int traced_rows = 0, checked = 0;
     while (fgets(line, sizeof(line), f)) {
         char *fl[5];
@@ -84,21 +108,16 @@ START_TEST(test_golden_stats_rows)
         int rows = 0;
         char sev[32], src[32];
         int64_t value;
-        if (single) {
-            value = ck_q_int(db, -1, &rows, "select value from stats where "
-                             "name = %Q and idx is null", fl[0]);
-            ck_q_text(db, sev, sizeof(sev), "select severity from stats "
-                      "where name = %Q and idx is null", fl[0]);
-            ck_q_text(db, src, sizeof(src), "select source from stats "
-                      "where name = %Q and idx is null", fl[0]);
-        } else {
-            value = ck_q_int(db, -1, &rows, "select value from stats where "
-                             "name = %Q and idx = %s", fl[0], fl[1]);
-            ck_q_text(db, sev, sizeof(sev), "select severity from stats "
-                      "where name = %Q and idx = %s", fl[0], fl[1]);
-            ck_q_text(db, src, sizeof(src), "select source from stats "
-                      "where name = %Q and idx = %s", fl[0], fl[1]);
-        }
+        char *where = single
+            ? sqlite3_mprintf("name = %Q and idx is null", fl[0])
+            : sqlite3_mprintf("name = %Q and idx = %s", fl[0], fl[1]);
+        value = ck_q_int(db, -1, &rows, "select value from stats where %s",
+                         where);
+        ck_q_text(db, sev, sizeof(sev), "select severity from stats where %s",
+                  where);
+        ck_q_text(db, src, sizeof(src), "select source from stats where %s",
+                  where);
+        sqlite3_free(where);
         ck_assert_msg(rows == 1, "%s: %s[%s] has %d rows, want 1", name,
                       fl[0], fl[1], rows);
         ck_assert_msg(value == strtoll(fl[4], NULL, 10),
@@ -115,11 +134,7 @@ START_TEST(test_golden_stats_rows)
     /* No traced_% row that trace processor does not have. */
     ck_assert_int_eq(ck_q_int(db, -1, NULL, "select count(*) from stats "
                               "where name like 'traced_%%'"), traced_rows);
-    sqlite3_close(db);
-    free(file);
-    free(csv);
-    free(dbpath);
-    ck_rmdir(dir);
+    golden_close(&g);
     (void)checked;
 }
 END_TEST
@@ -127,15 +142,11 @@ END_TEST
 START_TEST(test_golden_sequences)
 {
     const char *name = TRACES[_i];
-    char *dir = ck_tmpdir();
-    char *dbpath = inspect_golden(dir, name);
-    sqlite3 *db = ck_db_open(dbpath);
-    char *file = NULL;
-    ck_assert(asprintf(&file, "%s.packets.csv", name) > 0);
-    char *csv = ck_data(file);
-    FILE *f = ck_fopen(csv, "r");
+    golden g;
+    golden_open(&g, name);
+    sqlite3 *db = g.db;
+    FILE *f = open_answers(name, "packets");
     char line[512];
-    ck_assert_ptr_nonnull(fgets(line, sizeof(line), f)); /* header */
     int seqs = 0;
     int64_t total_packets = 0;
     while (fgets(line, sizeof(line), f)) {
@@ -180,11 +191,7 @@ START_TEST(test_golden_sequences)
     ck_assert_int_eq(ck_q_int(db, -1, NULL, "select sum(loss_events) from "
                               "sequence where buffer = 0"),
                      ck_stat(db, "traced_buf_sequence_packet_loss", 0, -2));
-    sqlite3_close(db);
-    free(file);
-    free(csv);
-    free(dbpath);
-    ck_rmdir(dir);
+    golden_close(&g);
 }
 END_TEST
 
@@ -192,9 +199,9 @@ END_TEST
  * packets, 4 of them first on their sequence, bits 65 = present|overwrite. */
 START_TEST(test_golden_ring_loss_reasons)
 {
-    char *dir = ck_tmpdir();
-    char *dbpath = inspect_golden(dir, "ring_loss_v2");
-    sqlite3 *db = ck_db_open(dbpath);
+    golden g;
+    golden_open(&g, "ring_loss_v2");
+    sqlite3 *db = g.db;
     ck_assert_int_eq(ck_q_int(db, -1, NULL, "select count(*) from data_loss"),
                      28);
     ck_assert_int_eq(ck_q_int(db, -1, NULL, "select count(*) from data_loss "
@@ -211,50 +218,33 @@ START_TEST(test_golden_ring_loss_reasons)
     ck_assert_str_eq(policy, "RING_BUFFER");
     ck_assert_int_eq(ck_q_int(db, -1, NULL, "select used from buffer where "
                               "idx = 0"), 65536);
-    sqlite3_close(db);
-    free(dbpath);
-    ck_rmdir(dir);
+    golden_close(&g);
 }
 END_TEST
 
 START_TEST(test_golden_discard_policy)
 {
-    char *dir = ck_tmpdir();
-    char *dbpath = inspect_golden(dir, "discard_v2");
-    sqlite3 *db = ck_db_open(dbpath);
+    golden g;
+    golden_open(&g, "discard_v2");
+    sqlite3 *db = g.db;
     char policy[32];
     ck_q_text(db, policy, sizeof(policy), "select fill_policy from buffer "
               "where idx = 0");
     ck_assert_str_eq(policy, "DISCARD");
     ck_assert_int_eq(ck_q_int(db, -1, NULL, "select chunks_discarded from "
                               "buffer where idx = 0"), 214);
-    sqlite3_close(db);
-    free(dbpath);
-    ck_rmdir(dir);
+    golden_close(&g);
 }
 END_TEST
 
 static Suite *golden_suite(void)
 {
     Suite *s = suite_create("ins_golden");
-    TCase *tc = tcase_create("stats_rows");
-    tcase_add_loop_test(tc, test_golden_stats_rows, 0, NTRACES);
-    suite_add_tcase(s, tc);
-    tc = tcase_create("sequences");
-    tcase_add_loop_test(tc, test_golden_sequences, 0, NTRACES);
-    suite_add_tcase(s, tc);
-    tc = tcase_create("loss_facts");
-    tcase_add_test(tc, test_golden_ring_loss_reasons);
-    tcase_add_test(tc, test_golden_discard_policy);
-    suite_add_tcase(s, tc);
+    tck_loop_case(s, "stats_rows", test_golden_stats_rows, 0, NTRACES);
+    tck_loop_case(s, "sequences", test_golden_sequences, 0, NTRACES);
+    TCK_CASE(s, "loss_facts", test_golden_ring_loss_reasons,
+             test_golden_discard_policy);
     return s;
 }
 
-int main(void)
-{
-    SRunner *sr = srunner_create(golden_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
-}
+TCK_MAIN(golden_suite)

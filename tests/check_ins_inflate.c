@@ -10,6 +10,7 @@
 #include "check_ins_util.h"
 
 #include "ins_inflate.h"
+#include "tck_main.h"
 
 /* The text make_compressed.py compressed. */
 static char *expected_text(size_t *len)
@@ -256,30 +257,18 @@ END_TEST
 static Suite *inflate_suite(void)
 {
     Suite *s = suite_create("ins_inflate");
-    TCase *tc = tcase_create("vectors");
-    tcase_add_loop_test(tc, test_inflate_vectors, 0, 4);
+    TCase *tc = tck_loop_case(s, "vectors", test_inflate_vectors, 0, 4);
     tcase_add_test(tc, test_inflate_rejects_other_data);
-    suite_add_tcase(s, tc);
-    tc = tcase_create("hostile");
-    tcase_set_timeout(tc, 120);
-    tcase_add_loop_test(tc, test_inflate_every_prefix_fails_cleanly, 0, 4);
+    tc = tck_loop_case(s, "hostile", test_inflate_every_prefix_fails_cleanly,
+                       0, 4);
     tcase_add_loop_test(tc, test_inflate_corruption_never_crashes, 0, 4);
     tcase_add_test(tc, test_inflate_bomb_is_bounded);
     tcase_add_test(tc, test_inflate_empty_output);
     tcase_add_test(tc, test_inflate_empty_container_in_trace);
-    suite_add_tcase(s, tc);
-    tc = tcase_create("trace");
-    tcase_add_test(tc, test_inflate_compressed_trace);
-    tcase_add_test(tc, test_inflate_corrupt_container);
-    suite_add_tcase(s, tc);
+    tcase_set_timeout(tc, 120);
+    TCK_CASE(s, "trace", test_inflate_compressed_trace,
+             test_inflate_corrupt_container);
     return s;
 }
 
-int main(void)
-{
-    SRunner *sr = srunner_create(inflate_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
-}
+TCK_MAIN(inflate_suite)

@@ -7,6 +7,7 @@
  * 1 MiB window. Counts and derived stats are checked exactly.
  */
 #include "check_ins_util.h"
+#include "tck_main.h"
 
 #include <sys/resource.h>
 #include <sys/wait.h>
@@ -170,18 +171,9 @@ END_TEST
 static Suite *large_suite(void)
 {
     Suite *s = suite_create("ins_large");
-    TCase *tc = tcase_create("memory_bound");
+    TCase *tc = TCK_CASE(s, "memory_bound", test_large_trace_bounded_memory);
     tcase_set_timeout(tc, 300);
-    tcase_add_test(tc, test_large_trace_bounded_memory);
-    suite_add_tcase(s, tc);
     return s;
 }
 
-int main(void)
-{
-    SRunner *sr = srunner_create(large_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
-}
+TCK_MAIN(large_suite)

@@ -21,32 +21,22 @@ grep -q "cannot connect to the tracing service at $PERFETTO_CONSUMER_SOCK_NAME" 
 
 e2e_start_daemon
 e2e_spawn prod "$PRODUCER" -n ins.live -t 2 -S 200 -r 2000 --once
-i=0
-until "$CLI" stats 2>/dev/null | grep -q 'data_sources_registered  1'; do
-    i=$((i + 1)); [ $i -gt 200 ] && e2e_fail "producer did not register"
-    sleep 0.05
-done
+e2e_cli_wait 'data_sources_registered  1' "producer did not register"
 e2e_spawn rec "$CLI" record -o "$E2E_DIR/rec.pftrace" -d ins.live \
     -b 64k -n ins-live-session -q
 REC=$E2E_LAST_PID
-i=0
-until "$CLI" stats 2>/dev/null | grep -q 'tracing_sessions         1'; do
-    i=$((i + 1)); [ $i -gt 200 ] && e2e_fail "session did not start"
-    sleep 0.05
-done
+e2e_cli_wait 'tracing_sessions         1' "session did not start"
 
 # Clone until the snapshot has producer packets (they arrive at once).
-i=0
-while :; do
+live_has_packets() {
     "$INSPECT" -f -q --live --session-name ins-live-session \
         -o "$E2E_DIR/live.db" --keep-trace "$E2E_DIR/live.pftrace" \
         2>"$E2E_DIR/inspect.log" || e2e_fail "--live: rc=$?"
-    n=$(sqlite3 "$E2E_DIR/live.db" \
+    E2E_SEEN=$(sqlite3 "$E2E_DIR/live.db" \
         "select count(*) from packet where seq_id > 1")
-    [ "${n:-0}" -gt 0 ] && break
-    i=$((i + 1)); [ $i -gt 100 ] && e2e_fail "clone never had packets"
-    sleep 0.1
-done
+    [ "${E2E_SEEN:-0}" -gt 0 ]
+}
+e2e_until 100 0.1 "clone never had packets" live_has_packets
 status=$(sqlite3 "$E2E_DIR/live.db" \
     "select value from trace_info where key = 'status'")
 [ "$status" = complete ] || e2e_fail "status $status"
@@ -80,8 +70,7 @@ done
 
 # The session went on: stop it; the recording still works.
 kill -INT "$REC"
-e2e_wait_pid "$REC" 20 || e2e_fail "record did not stop on SIGINT"
-[ "$E2E_RC" -eq 0 ] || e2e_fail "record exited $E2E_RC"
+e2e_wait_ok "$REC" 20 "record (stopped by SIGINT)"
 "$INSPECT" -f -q "$E2E_DIR/rec.pftrace" -o "$E2E_DIR/rec.db" ||
     e2e_fail "recorded trace does not inspect"
 echo "check_ins_live: all checks passed"

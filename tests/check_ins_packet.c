@@ -12,42 +12,8 @@
 
 #include "ins_packet.h"
 #include "ins_reader.h"
-
-typedef struct bytes {
-    uint8_t *d;
-    size_t n, cap;
-} bytes;
-
-static void put(bytes *b, const void *src, size_t n)
-{
-    if (b->n + n > b->cap) {
-        b->cap = (b->n + n) * 2 + 64;
-        b->d = realloc(b->d, b->cap);
-        ck_assert_ptr_nonnull(b->d);
-    }
-    memcpy(b->d + b->n, src, n);
-    b->n += n;
-}
-
-static void put_varint(bytes *b, uint64_t v)
-{
-    uint8_t tmp[10];
-    put(b, tmp, ck_put_varint(tmp, v));
-}
-
-static void put_tag(bytes *b, uint32_t field, unsigned wt)
-{
-    put_varint(b, ((uint64_t)field << 3) | wt);
-}
-
-/* Wrap BODY as a Trace.packet record appended to OUT. */
-static void put_record(bytes *out, const bytes *body)
-{
-    put_tag(out, 1, 2);
-    put_varint(out, body->n);
-    if (body->n)
-        put(out, body->d, body->n);
-}
+#include "bstr.h"
+#include "tck_main.h"
 
 /* Decoder over the bytes B through a temp file. */
 typedef struct fixture {
@@ -58,7 +24,7 @@ typedef struct fixture {
     ins_packet p;
 } fixture;
 
-static void open_fixture(fixture *fx, const bytes *b, size_t window)
+static void open_fixture(fixture *fx, const bstr *b, size_t window)
 {
     memset(fx, 0, sizeof(*fx));
     fx->dir = ck_tmpdir();
@@ -82,20 +48,36 @@ static void close_fixture(fixture *fx)
     ck_rmdir(fx->dir);
 }
 
+/* Decodes file through a 64-byte window: `good` packets, then `code`
+ * with an error naming `what`, at byte `off` unless that is UINT64_MAX. */
+static void expect_decode_error(const bstr *file, int good, int code,
+                                uint64_t off, const char *what)
+{
+    fixture fx;
+    open_fixture(&fx, file, 64);
+    for (int i = 0; i < good; i++)
+        ck_assert_int_eq(ins_decoder_next(&fx.d, &fx.p), INS_DECODE_PACKET);
+    ck_assert_int_eq(ins_decoder_next(&fx.d, &fx.p), code);
+    if (off != UINT64_MAX)
+        ck_assert_uint_eq(fx.d.error_offset, off);
+    ck_assert_ptr_nonnull(strstr(fx.d.error, what));
+    close_fixture(&fx);
+}
+
 START_TEST(test_packet_header_fields)
 {
-    bytes body = {0}, file = {0};
-    put_tag(&body, 8, 0); put_varint(&body, 123456789);     /* timestamp */
-    put_tag(&body, 58, 0); put_varint(&body, 6);            /* clock id */
-    put_tag(&body, 11, 2); put_varint(&body, 3);            /* track_event */
-    put(&body, "abc", 3);
-    put_tag(&body, 13, 0); put_varint(&body, 2);            /* flags */
-    put_tag(&body, 87, 0); put_varint(&body, 1);            /* first */
-    put_tag(&body, 3, 0); put_varint(&body, (uint64_t)-5);  /* uid -5 */
-    put_tag(&body, 10, 0); put_varint(&body, 7);            /* seq */
-    put_tag(&body, 79, 0); put_varint(&body, 999);          /* pid */
-    put_tag(&body, 42, 0); put_varint(&body, 65);           /* dropped */
-    put_record(&file, &body);
+    bstr body = {0}, file = {0};
+    bs_tag(&body, 8, 0); bs_varint(&body, 123456789);     /* timestamp */
+    bs_tag(&body, 58, 0); bs_varint(&body, 6);            /* clock id */
+    bs_tag(&body, 11, 2); bs_varint(&body, 3);            /* track_event */
+    bs_put(&body, "abc", 3);
+    bs_tag(&body, 13, 0); bs_varint(&body, 2);            /* flags */
+    bs_tag(&body, 87, 0); bs_varint(&body, 1);            /* first */
+    bs_tag(&body, 3, 0); bs_varint(&body, (uint64_t)-5);  /* uid -5 */
+    bs_tag(&body, 10, 0); bs_varint(&body, 7);            /* seq */
+    bs_tag(&body, 79, 0); bs_varint(&body, 999);          /* pid */
+    bs_tag(&body, 42, 0); bs_varint(&body, 65);           /* dropped */
+    bs_record(&file, &body);
     fixture fx;
     open_fixture(&fx, &file, 64);
     ck_assert_int_eq(ins_decoder_next(&fx.d, &fx.p), INS_DECODE_PACKET);
@@ -123,12 +105,12 @@ END_TEST
 
 START_TEST(test_packet_last_one_wins)
 {
-    bytes body = {0}, file = {0};
-    put_tag(&body, 10, 0); put_varint(&body, 3);
-    put_tag(&body, 10, 0); put_varint(&body, 9);
-    put_tag(&body, 35, 2); put_varint(&body, 2); put(&body, "\x10\x01", 2);
-    put_tag(&body, 35, 2); put_varint(&body, 2); put(&body, "\x10\x05", 2);
-    put_record(&file, &body);
+    bstr body = {0}, file = {0};
+    bs_tag(&body, 10, 0); bs_varint(&body, 3);
+    bs_tag(&body, 10, 0); bs_varint(&body, 9);
+    bs_tag(&body, 35, 2); bs_varint(&body, 2); bs_put(&body, "\x10\x01", 2);
+    bs_tag(&body, 35, 2); bs_varint(&body, 2); bs_put(&body, "\x10\x05", 2);
+    bs_record(&file, &body);
     fixture fx;
     open_fixture(&fx, &file, 64);
     ck_assert_int_eq(ins_decoder_next(&fx.d, &fx.p), INS_DECODE_PACKET);
@@ -146,18 +128,18 @@ END_TEST
  * next packet is still found at the right offset. */
 START_TEST(test_packet_large_payload_streams)
 {
-    bytes body = {0}, file = {0};
+    bstr body = {0}, file = {0};
     size_t big = 3u << 20;
     uint8_t *payload = calloc(1, big);
     ck_assert_ptr_nonnull(payload);
-    put_tag(&body, 10, 0); put_varint(&body, 2);
-    put_tag(&body, 900, 2); put_varint(&body, big); put(&body, payload, big);
-    put_tag(&body, 8, 0); put_varint(&body, 77);
-    put_record(&file, &body);
+    bs_tag(&body, 10, 0); bs_varint(&body, 2);
+    bs_tag(&body, 900, 2); bs_varint(&body, big); bs_put(&body, payload, big);
+    bs_tag(&body, 8, 0); bs_varint(&body, 77);
+    bs_record(&file, &body);
     uint64_t second = file.n;
-    bytes small = {0};
-    put_tag(&small, 10, 0); put_varint(&small, 4);
-    put_record(&file, &small);
+    bstr small = {0};
+    bs_tag(&small, 10, 0); bs_varint(&small, 4);
+    bs_record(&file, &small);
     fixture fx;
     open_fixture(&fx, &file, 64);
     ck_assert_int_eq(ins_decoder_next(&fx.d, &fx.p), INS_DECODE_PACKET);
@@ -181,12 +163,13 @@ END_TEST
 /* A copied submessage larger than the window grows it (bounded). */
 START_TEST(test_packet_submessage_larger_than_window)
 {
-    bytes body = {0}, file = {0}, cfg = {0};
+    bstr body = {0}, file = {0}, cfg = {0};
     for (int i = 0; i < 100; i++) {
-        put_tag(&cfg, 22, 2); put_varint(&cfg, 10); put(&cfg, "0123456789", 10);
+        bs_tag(&cfg, 22, 2); bs_varint(&cfg, 10);
+        bs_put(&cfg, "0123456789", 10);
     }
-    put_tag(&body, 33, 2); put_varint(&body, cfg.n); put(&body, cfg.d, cfg.n);
-    put_record(&file, &body);
+    bs_tag(&body, 33, 2); bs_varint(&body, cfg.n); bs_put(&body, cfg.d, cfg.n);
+    bs_record(&file, &body);
     fixture fx;
     open_fixture(&fx, &file, 64);
     ck_assert_int_eq(ins_decoder_next(&fx.d, &fx.p), INS_DECODE_PACKET);
@@ -204,12 +187,12 @@ END_TEST
 
 START_TEST(test_packet_empty_and_other_trace_fields)
 {
-    bytes file = {0}, empty = {0};
-    put_record(&file, &empty);                       /* 0A 00 */
-    put_tag(&file, 2, 0); put_varint(&file, 300);    /* Trace field 2 */
-    put_tag(&file, 3, 2); put_varint(&file, 2); put(&file, "zz", 2);
+    bstr file = {0}, empty = {0};
+    bs_record(&file, &empty);                       /* 0A 00 */
+    bs_tag(&file, 2, 0); bs_varint(&file, 300);    /* Trace field 2 */
+    bs_tag(&file, 3, 2); bs_varint(&file, 2); bs_put(&file, "zz", 2);
     uint64_t off = file.n;
-    put_record(&file, &empty);
+    bs_record(&file, &empty);
     fixture fx;
     open_fixture(&fx, &file, 64);
     ck_assert_int_eq(ins_decoder_next(&fx.d, &fx.p), INS_DECODE_PACKET);
@@ -226,18 +209,12 @@ END_TEST
 
 START_TEST(test_packet_truncated_header)
 {
-    bytes file = {0}, body = {0};
-    put_tag(&body, 10, 0); put_varint(&body, 2);
-    put_record(&file, &body);
+    bstr file = {0}, body = {0};
+    bs_tag(&body, 10, 0); bs_varint(&body, 2);
+    bs_record(&file, &body);
     uint64_t off = file.n;
-    put(&file, "\x0a\x85", 2);   /* length varint cut short */
-    fixture fx;
-    open_fixture(&fx, &file, 64);
-    ck_assert_int_eq(ins_decoder_next(&fx.d, &fx.p), INS_DECODE_PACKET);
-    ck_assert_int_eq(ins_decoder_next(&fx.d, &fx.p), INS_DECODE_TRUNCATED);
-    ck_assert_uint_eq(fx.d.error_offset, off);
-    ck_assert_ptr_nonnull(strstr(fx.d.error, "truncated"));
-    close_fixture(&fx);
+    bs_put(&file, "\x0a\x85", 2);   /* length varint cut short */
+    expect_decode_error(&file, 1, INS_DECODE_TRUNCATED, off, "truncated");
     free(body.d);
     free(file.d);
 }
@@ -245,19 +222,14 @@ END_TEST
 
 START_TEST(test_packet_truncated_body)
 {
-    bytes file = {0}, body = {0};
-    put_tag(&body, 10, 0); put_varint(&body, 2);
-    put_record(&file, &body);
+    bstr file = {0}, body = {0};
+    bs_tag(&body, 10, 0); bs_varint(&body, 2);
+    bs_record(&file, &body);
     uint64_t off = file.n;
-    put_tag(&file, 1, 2); put_varint(&file, 100);      /* claims 100 */
-    put_tag(&file, 900, 2); put_varint(&file, 90); put(&file, "short", 5);
-    fixture fx;
-    open_fixture(&fx, &file, 64);
-    ck_assert_int_eq(ins_decoder_next(&fx.d, &fx.p), INS_DECODE_PACKET);
-    ck_assert_int_eq(ins_decoder_next(&fx.d, &fx.p), INS_DECODE_TRUNCATED);
-    ck_assert_uint_eq(fx.d.error_offset, off);
-    ck_assert_ptr_nonnull(strstr(fx.d.error, "declares 100 bytes"));
-    close_fixture(&fx);
+    bs_tag(&file, 1, 2); bs_varint(&file, 100);      /* claims 100 */
+    bs_tag(&file, 900, 2); bs_varint(&file, 90); bs_put(&file, "short", 5);
+    expect_decode_error(&file, 1, INS_DECODE_TRUNCATED, off,
+                        "declares 100 bytes");
     free(body.d);
     free(file.d);
 }
@@ -265,18 +237,14 @@ END_TEST
 
 START_TEST(test_packet_malformed_wire_type)
 {
-    bytes file = {0}, body = {0};
-    put_tag(&body, 10, 0); put_varint(&body, 2);
+    bstr file = {0}, body = {0};
+    bs_tag(&body, 10, 0); bs_varint(&body, 2);
     uint64_t field_at = body.n;
-    put_tag(&body, 5, 3);                               /* start group */
-    put_tag(&body, 8, 0); put_varint(&body, 1);
-    put_record(&file, &body);
-    fixture fx;
-    open_fixture(&fx, &file, 64);
-    ck_assert_int_eq(ins_decoder_next(&fx.d, &fx.p), INS_DECODE_MALFORMED);
-    ck_assert_uint_eq(fx.d.error_offset, 2 + field_at);
-    ck_assert_ptr_nonnull(strstr(fx.d.error, "wire type 3"));
-    close_fixture(&fx);
+    bs_tag(&body, 5, 3);                               /* start group */
+    bs_tag(&body, 8, 0); bs_varint(&body, 1);
+    bs_record(&file, &body);
+    expect_decode_error(&file, 0, INS_DECODE_MALFORMED, 2 + field_at,
+                        "wire type 3");
     free(body.d);
     free(file.d);
 }
@@ -284,17 +252,12 @@ END_TEST
 
 START_TEST(test_packet_malformed_length_overrun)
 {
-    bytes file = {0}, body = {0};
-    put_tag(&body, 900, 2); put_varint(&body, 50); /* 50 > packet */
-    put(&body, "0123456789", 10);
-    put_record(&file, &body);
-    put(&file, "more bytes after the packet, plenty of them....", 47);
-    fixture fx;
-    open_fixture(&fx, &file, 64);
-    ck_assert_int_eq(ins_decoder_next(&fx.d, &fx.p), INS_DECODE_MALFORMED);
-    ck_assert_uint_eq(fx.d.error_offset, 2);
-    ck_assert_ptr_nonnull(strstr(fx.d.error, "claims 50 bytes"));
-    close_fixture(&fx);
+    bstr file = {0}, body = {0};
+    bs_tag(&body, 900, 2); bs_varint(&body, 50); /* 50 > packet */
+    bs_put(&body, "0123456789", 10);
+    bs_record(&file, &body);
+    bs_put(&file, "more bstr after the packet, plenty of them....", 47);
+    expect_decode_error(&file, 0, INS_DECODE_MALFORMED, 2, "claims 50 bytes");
     free(body.d);
     free(file.d);
 }
@@ -302,17 +265,14 @@ END_TEST
 
 START_TEST(test_packet_malformed_varint)
 {
-    bytes file = {0}, body = {0};
-    put_tag(&body, 8, 0);
+    bstr file = {0}, body = {0};
+    bs_tag(&body, 8, 0);
     for (int i = 0; i < 11; i++)
-        put(&body, "\xff", 1);                    /* 11-byte varint */
-    put(&body, "\x01", 1);
-    put_record(&file, &body);
-    fixture fx;
-    open_fixture(&fx, &file, 64);
-    ck_assert_int_eq(ins_decoder_next(&fx.d, &fx.p), INS_DECODE_MALFORMED);
-    ck_assert_ptr_nonnull(strstr(fx.d.error, "bad varint"));
-    close_fixture(&fx);
+        bs_put(&body, "\xff", 1);                    /* 11-byte varint */
+    bs_put(&body, "\x01", 1);
+    bs_record(&file, &body);
+    expect_decode_error(&file, 0, INS_DECODE_MALFORMED, UINT64_MAX,
+                        "bad varint");
     free(body.d);
     free(file.d);
 }
@@ -335,31 +295,16 @@ END_TEST
 static Suite *packet_suite(void)
 {
     Suite *s = suite_create("ins_packet");
-    TCase *tc = tcase_create("fields");
-    tcase_add_test(tc, test_packet_header_fields);
-    tcase_add_test(tc, test_packet_last_one_wins);
-    tcase_add_test(tc, test_packet_empty_and_other_trace_fields);
-    tcase_add_test(tc, test_packet_varint_limits);
-    suite_add_tcase(s, tc);
-    tc = tcase_create("streaming");
-    tcase_add_test(tc, test_packet_large_payload_streams);
-    tcase_add_test(tc, test_packet_submessage_larger_than_window);
-    suite_add_tcase(s, tc);
-    tc = tcase_create("bad_input");
-    tcase_add_test(tc, test_packet_truncated_header);
-    tcase_add_test(tc, test_packet_truncated_body);
-    tcase_add_test(tc, test_packet_malformed_wire_type);
-    tcase_add_test(tc, test_packet_malformed_length_overrun);
-    tcase_add_test(tc, test_packet_malformed_varint);
-    suite_add_tcase(s, tc);
+    TCK_CASE(s, "fields", test_packet_header_fields, test_packet_last_one_wins,
+             test_packet_empty_and_other_trace_fields,
+             test_packet_varint_limits);
+    TCK_CASE(s, "streaming", test_packet_large_payload_streams,
+             test_packet_submessage_larger_than_window);
+    TCK_CASE(s, "bad_input", test_packet_truncated_header,
+             test_packet_truncated_body, test_packet_malformed_wire_type,
+             test_packet_malformed_length_overrun,
+             test_packet_malformed_varint);
     return s;
 }
 
-int main(void)
-{
-    SRunner *sr = srunner_create(packet_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
-}
+TCK_MAIN(packet_suite)

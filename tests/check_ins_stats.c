@@ -9,6 +9,7 @@
 
 #include "config.pb-c.h"
 #include "ins_stats.h"
+#include "tck_main.h"
 
 typedef struct session {
     char *dir, *trace, *db;
@@ -88,6 +89,24 @@ static void fill_buffer(tbufstats *b, uint64_t base)
 #undef F
 }
 
+/* TraceStats with two buffers: b[0] filled from 1000, b[1] from 2000. */
+typedef struct {
+    tbufstats b[2];
+    tbufstats *bp[2];
+    tstats st;
+} two_buffers;
+
+static void two_buffers_init(two_buffers *t)
+{
+    fill_buffer(&t->b[0], 1000);
+    fill_buffer(&t->b[1], 2000);
+    t->bp[0] = &t->b[0];
+    t->bp[1] = &t->b[1];
+    perfetto__protos__trace_stats__init(&t->st);
+    t->st.n_buffer_stats = 2;
+    t->st.buffer_stats = t->bp;
+}
+
 static const struct {
     const char *name;
     int field;
@@ -111,14 +130,9 @@ START_TEST(test_stats_trace_stats_values)
 {
     session s;
     s_open(&s);
-    tbufstats b0, b1;
-    fill_buffer(&b0, 1000);
-    fill_buffer(&b1, 2000);
-    tbufstats *bufs[] = {&b0, &b1};
-    tstats st = PERFETTO__PROTOS__TRACE_STATS__INIT;
-    st.n_buffer_stats = 2;
-    st.buffer_stats = bufs;
-#define T(name, v) st.has_##name = 1; st.name = (v)
+    two_buffers t;
+    two_buffers_init(&t);
+#define T(name, v) t.st.has_##name = 1; t.st.name = (v)
     T(producers_connected, 3); T(producers_seen, 7);
     T(data_sources_registered, 4); T(data_sources_seen, 9);
     T(tracing_sessions, 2); T(total_buffers, 5); T(chunks_discarded, 11);
@@ -127,7 +141,7 @@ START_TEST(test_stats_trace_stats_values)
     T(final_flush_outcome,
       PERFETTO__PROTOS__TRACE_STATS__FINAL_FLUSH_OUTCOME__FINAL_FLUSH_FAILED);
 #undef T
-    ck_write_stats_packet(s.f, 5000, &st);
+    ck_write_stats_packet(s.f, 5000, &t.st);
     s_inspect(&s);
     for (size_t i = 0; i < sizeof(BUF_STATS) / sizeof(*BUF_STATS); i++) {
         for (int b = 0; b < 2; b++) {
@@ -168,19 +182,14 @@ START_TEST(test_stats_last_packet_wins)
 {
     session s;
     s_open(&s);
-    tbufstats b0, b1;
-    fill_buffer(&b0, 1000);
-    fill_buffer(&b1, 2000);
-    tbufstats *bufs[] = {&b0, &b1};
-    tstats st = PERFETTO__PROTOS__TRACE_STATS__INIT;
-    st.n_buffer_stats = 2;
-    st.buffer_stats = bufs;
-    st.has_producers_connected = 1;
-    st.producers_connected = 3;
-    st.has_final_flush_outcome = 1;
-    st.final_flush_outcome =
+    two_buffers t;
+    two_buffers_init(&t);
+    t.st.has_producers_connected = 1;
+    t.st.producers_connected = 3;
+    t.st.has_final_flush_outcome = 1;
+    t.st.final_flush_outcome =
         PERFETTO__PROTOS__TRACE_STATS__FINAL_FLUSH_OUTCOME__FINAL_FLUSH_SUCCEEDED;
-    ck_write_stats_packet(s.f, 100, &st);
+    ck_write_stats_packet(s.f, 100, &t.st);
     /* Second TraceStats: one buffer, producers_connected absent. */
     tbufstats c0;
     fill_buffer(&c0, 5000);
@@ -521,33 +530,17 @@ END_TEST
 static Suite *stats_suite(void)
 {
     Suite *s = suite_create("ins_stats");
-    TCase *tc = tcase_create("trace_stats");
-    tcase_add_test(tc, test_stats_single_rows_exist_at_zero);
-    tcase_add_test(tc, test_stats_trace_stats_values);
-    tcase_add_test(tc, test_stats_last_packet_wins);
-    tcase_add_test(tc, test_stats_filter_bytes);
-    tcase_add_test(tc, test_stats_clock_snapshot_packet_skips_stats);
-    tcase_add_test(tc, test_stats_definitions);
-    suite_add_tcase(s, tc);
-    tc = tcase_create("derived_loss");
-    tcase_add_test(tc, test_stats_derived_loss);
-    tcase_add_test(tc, test_stats_incremental_sequences_dropped);
-    tcase_add_test(tc, test_stats_reason_names);
-    suite_add_tcase(s, tc);
-    tc = tcase_create("service_events");
-    tcase_add_test(tc, test_stats_clone_events);
-    suite_add_tcase(s, tc);
-    tc = tcase_create("tables");
-    tcase_add_test(tc, test_stats_buffer_config_and_view);
-    suite_add_tcase(s, tc);
+    TCK_CASE(s, "trace_stats", test_stats_single_rows_exist_at_zero,
+             test_stats_trace_stats_values, test_stats_last_packet_wins,
+             test_stats_filter_bytes,
+             test_stats_clock_snapshot_packet_skips_stats,
+             test_stats_definitions);
+    TCK_CASE(s, "derived_loss", test_stats_derived_loss,
+             test_stats_incremental_sequences_dropped,
+             test_stats_reason_names);
+    TCK_CASE(s, "service_events", test_stats_clone_events);
+    TCK_CASE(s, "tables", test_stats_buffer_config_and_view);
     return s;
 }
 
-int main(void)
-{
-    SRunner *sr = srunner_create(stats_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
-}
+TCK_MAIN(stats_suite)

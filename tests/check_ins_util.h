@@ -174,17 +174,26 @@ static inline sqlite3 *ck_db_open(const char *path)
 
 /* First column of the first row of SQL (printf-style) as int64; ROWS gets
  * the number of rows (may be NULL). NULL or no row -> MISSING. */
-static inline int64_t ck_q_int(sqlite3 *db, int64_t missing, int *rows,
-                               const char *fmt, ...)
+/* Prepares the SQL FMT (sqlite3 printf-style, so %Q quotes); the text is
+ * freed here: ck_q_* only report it when it does not prepare. */
+static inline sqlite3_stmt *ck_q_prepare(sqlite3 *db, const char *fmt,
+                                         va_list ap)
 {
-    char *sql;
-    va_list ap;
-    va_start(ap, fmt);
-    sql = sqlite3_vmprintf(fmt, ap);
-    va_end(ap);
+    char *sql = sqlite3_vmprintf(fmt, ap);
     sqlite3_stmt *st = NULL;
     ck_assert_msg(sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK,
                   "%s: %s", sql, sqlite3_errmsg(db));
+    sqlite3_free(sql);
+    return st;
+}
+
+static inline int64_t ck_q_int(sqlite3 *db, int64_t missing, int *rows,
+                               const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    sqlite3_stmt *st = ck_q_prepare(db, fmt, ap);
+    va_end(ap);
     int64_t v = missing;
     int n = 0;
     while (sqlite3_step(st) == SQLITE_ROW) {
@@ -192,7 +201,6 @@ static inline int64_t ck_q_int(sqlite3 *db, int64_t missing, int *rows,
             v = sqlite3_column_int64(st, 0);
     }
     sqlite3_finalize(st);
-    sqlite3_free(sql);
     if (rows)
         *rows = n;
     return v;
@@ -202,19 +210,14 @@ static inline int64_t ck_q_int(sqlite3 *db, int64_t missing, int *rows,
 static inline void ck_q_text(sqlite3 *db, char *out, size_t outlen,
                              const char *fmt, ...)
 {
-    char *sql;
     va_list ap;
     va_start(ap, fmt);
-    sql = sqlite3_vmprintf(fmt, ap);
+    sqlite3_stmt *st = ck_q_prepare(db, fmt, ap);
     va_end(ap);
-    sqlite3_stmt *st = NULL;
-    ck_assert_msg(sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK,
-                  "%s: %s", sql, sqlite3_errmsg(db));
     out[0] = '\0';
     if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_text(st, 0))
         snprintf(out, outlen, "%s", (const char *)sqlite3_column_text(st, 0));
     sqlite3_finalize(st);
-    sqlite3_free(sql);
 }
 
 /* Value of stat NAME at IDX (-1 = single stat, idx NULL); MISSING when the

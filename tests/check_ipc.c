@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "ipc.h"
+#include "tck_main.h"
 
 typedef Perfetto__Protos__IPCFrame Frame;
 typedef Perfetto__Protos__RegisterTraceWriterRequest Rtw;
@@ -46,18 +47,24 @@ static char tmpdir[64];
 
 static void make_tmpdir(void)
 {
-    snprintf(tmpdir, sizeof tmpdir, "/tmp/check_ipc.XXXXXX");
-    ck_assert_ptr_nonnull(mkdtemp(tmpdir));
+    tck_mkdtemp(tmpdir, sizeof tmpdir, "check_ipc");
 }
 
 static void rm_tmpdir(void)
 {
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
-    ck_assert_int_eq(system(cmd), 0);
+    tck_rmdir(tmpdir);
 }
 
 /* ================= frame codec ================= */
+
+/* The next frame d decodes has request_id rid. */
+static void expect_frame_id(ipc_decoder *d, uint64_t rid)
+{
+    Frame *out;
+    ck_assert_int_eq(ipc_decoder_next(d, &out), 1);
+    ck_assert_uint_eq(out->request_id, rid);
+    perfetto__protos__ipcframe__free_unpacked(out, NULL);
+}
 
 static Frame *bind_frame(uint64_t rid, const char *name, Frame *f,
                          Perfetto__Protos__IPCFrame__BindService *b)
@@ -118,12 +125,9 @@ START_TEST(test_frame_many_in_one_buffer)
         ck_assert_int_eq(ipc_decoder_feed(d, buf, len), 0);
         free(buf);
     }
+    for (uint64_t r = 1; r <= 100; r++)
+        expect_frame_id(d, r);
     Frame *out;
-    for (uint64_t r = 1; r <= 100; r++) {
-        ck_assert_int_eq(ipc_decoder_next(d, &out), 1);
-        ck_assert_uint_eq(out->request_id, r);
-        perfetto__protos__ipcframe__free_unpacked(out, NULL);
-    }
     ck_assert_int_eq(ipc_decoder_next(d, &out), 0);
     ipc_decoder_destroy(d);
 }
@@ -137,10 +141,7 @@ START_TEST(test_frame_empty_ignored)
     /* then a valid frame: request_id = 5 */
     static const uint8_t ok[] = { 2, 0, 0, 0, 0x10, 5 };
     ck_assert_int_eq(ipc_decoder_feed(d, ok, sizeof ok), 0);
-    Frame *out;
-    ck_assert_int_eq(ipc_decoder_next(d, &out), 1);
-    ck_assert_uint_eq(out->request_id, 5);
-    perfetto__protos__ipcframe__free_unpacked(out, NULL);
+    expect_frame_id(d, 5);
     ck_assert_uint_eq(ipc_decoder_empty_frames(d), 2);
     ipc_decoder_destroy(d);
 }
@@ -158,10 +159,7 @@ START_TEST(test_frame_garbage_dropped_stream_continues)
     static const uint8_t ok[] = { 2, 0, 0, 0, 0x10, 9 };
     ck_assert_int_eq(ipc_decoder_feed(d, bad, sizeof bad), 0);
     ck_assert_int_eq(ipc_decoder_feed(d, ok, sizeof ok), 0);
-    Frame *out;
-    ck_assert_int_eq(ipc_decoder_next(d, &out), 1);
-    ck_assert_uint_eq(out->request_id, 9);
-    perfetto__protos__ipcframe__free_unpacked(out, NULL);
+    expect_frame_id(d, 9);
     ck_assert_uint_eq(ipc_decoder_dropped_frames(d), 3);
     ipc_decoder_destroy(d);
 }
@@ -623,7 +621,11 @@ typedef struct fixture {
     int raw; /* a raw socket into the host, or -1 */
 } fixture;
 
-static void fx_init(fixture *fx, bool with_client)
+/* A host (no socket file) exposing `service` with ctx fx->svc, one
+ * connection adopted through a socketpair; its other end is a client
+ * binding `port` (after the bind attempt), or fx->raw if port is NULL. */
+static void fx_open(fixture *fx, const ipc_service *service,
+                    const char *port)
 {
     memset(fx, 0, sizeof *fx);
     fx->raw = -1;
@@ -631,22 +633,37 @@ static void fx_init(fixture *fx, bool with_client)
     int err = 0;
     fx->host = ipc_host_create_from_fd(fx->loop, -1, &err);
     ck_assert_ptr_nonnull(fx->host);
-    ck_assert_int_eq(ipc_host_expose_service(fx->host, &test_service,
-                                             &fx->svc), 0);
-    ck_assert_int_eq(ipc_host_expose_service(fx->host, &test_service,
-                                             &fx->svc), -EEXIST);
+    ck_assert_int_eq(ipc_host_expose_service(fx->host, service, &fx->svc),
+                     0);
     int sv[2];
     ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
     ck_assert_int_eq(ipc_host_adopt_client(fx->host, sv[0]), 0);
-    if (with_client) {
-        fx->client = ipc_client_create_from_fd(fx->loop, sv[1], "TestPort",
+    if (port) {
+        fx->client = ipc_client_create_from_fd(fx->loop, sv[1], port,
                                                &client_cbs, &fx->cs, &err);
         ck_assert_ptr_nonnull(fx->client);
         pump(fx->loop, &fx->cs.bound_cb);
-        ck_assert(fx->cs.bound_ok);
     } else {
         fx->raw = sv[1];
     }
+}
+
+/* TestPort, bound by a client or reached raw; a service is exposed once. */
+static void fx_init(fixture *fx, bool with_client)
+{
+    fx_open(fx, &test_service, with_client ? "TestPort" : NULL);
+    ck_assert_int_eq(ipc_host_expose_service(fx->host, &test_service,
+                                             &fx->svc), -EEXIST);
+    if (with_client)
+        ck_assert(fx->cs.bound_ok);
+}
+
+/* Invokes method (no arguments) with c_reply collecting into fx->cs. */
+static void fx_invoke(fixture *fx, const char *method,
+                      const ProtobufCMessageDescriptor *reply_desc)
+{
+    ck_assert_int_gt(ipc_client_invoke(fx->client, method, NULL, -1,
+                                       reply_desc, c_reply, &fx->cs), 0);
 }
 
 static void fx_fini(fixture *fx)
@@ -685,25 +702,14 @@ END_TEST
 
 START_TEST(test_rpc_bind_unknown_service)
 {
-    ipc_loop *loop = ipc_loop_create();
-    ipc_host *host = ipc_host_create_from_fd(loop, -1, NULL);
-    test_svc svc = { 0 };
-    ipc_host_expose_service(host, &test_service, &svc);
-    int sv[2];
-    socketpair(AF_UNIX, SOCK_STREAM, 0, sv);
-    ipc_host_adopt_client(host, sv[0]);
-    cli_state cs = { 0 };
-    ipc_client *c = ipc_client_create_from_fd(loop, sv[1], "ConsumerPort",
-                                              &client_cbs, &cs, NULL);
-    pump(loop, &cs.bound_cb);
-    ck_assert(!cs.bound_ok);
-    ck_assert(!ipc_client_is_bound(c));
-    ck_assert_int_eq(ipc_client_invoke(c, "Echo", NULL, -1, NULL, c_reply,
-                                       &cs), -ENOTCONN);
-    ipc_client_destroy(c);
-    ipc_host_destroy(host);
-    ipc_loop_destroy(loop);
-    ck_assert_int_eq(svc.disconnects, 0); /* never used the service */
+    fixture fx;
+    fx_open(&fx, &test_service, "ConsumerPort");
+    ck_assert(!fx.cs.bound_ok);
+    ck_assert(!ipc_client_is_bound(fx.client));
+    ck_assert_int_eq(ipc_client_invoke(fx.client, "Echo", NULL, -1, NULL,
+                                       c_reply, &fx.cs), -ENOTCONN);
+    fx_fini(&fx);
+    ck_assert_int_eq(fx.svc.disconnects, 0); /* never used the service */
 }
 END_TEST
 
@@ -711,8 +717,7 @@ START_TEST(test_rpc_streaming_reply)
 {
     fixture fx;
     fx_init(&fx, true);
-    ck_assert_int_gt(ipc_client_invoke(fx.client, "Stream", NULL, -1,
-                                       RTW_DESC, c_reply, &fx.cs), 0);
+    fx_invoke(&fx, "Stream", RTW_DESC);
     pump(fx.loop, &fx.cs.done);
     ck_assert_int_eq(fx.cs.replies, 3);
     ck_assert_int_eq(fx.cs.n_vals, 3);
@@ -727,8 +732,7 @@ START_TEST(test_rpc_deferred_reply_and_failure)
 {
     fixture fx;
     fx_init(&fx, true);
-    ck_assert_int_gt(ipc_client_invoke(fx.client, "Defer", NULL, -1, NULL,
-                                       c_reply, &fx.cs), 0);
+    fx_invoke(&fx, "Defer", NULL);
     pump_n(fx.loop, 5);
     ck_assert_ptr_nonnull(fx.svc.deferred);
     ck_assert_int_eq(fx.cs.replies, 0);
@@ -736,8 +740,7 @@ START_TEST(test_rpc_deferred_reply_and_failure)
     pump(fx.loop, &fx.cs.done);
     ck_assert_int_eq(fx.cs.last_status, 0);
     fx.cs.done = false;
-    ck_assert_int_gt(ipc_client_invoke(fx.client, "Fail", NULL, -1, NULL,
-                                       c_reply, &fx.cs), 0);
+    fx_invoke(&fx, "Fail", NULL);
     pump(fx.loop, &fx.cs.done);
     ck_assert_int_eq(fx.cs.last_status, -EPROTO);
     fx_fini(&fx);
@@ -766,10 +769,8 @@ START_TEST(test_rpc_reply_too_big_rejected)
 {
     fixture fx;
     fx_init(&fx, true);
-    ck_assert_int_gt(ipc_client_invoke(
-                         fx.client, "Big", NULL, -1,
-                         &perfetto__protos__read_buffers_response__descriptor,
-                         c_reply, &fx.cs), 0);
+    fx_invoke(&fx, "Big",
+              &perfetto__protos__read_buffers_response__descriptor);
     pump(fx.loop, &fx.cs.done);
     ck_assert_int_eq(fx.cs.last_status, 0);
     ck_assert(!fx.cs.disconnected);
@@ -781,10 +782,8 @@ START_TEST(test_rpc_conn_close_from_handler)
 {
     fixture fx;
     fx_init(&fx, true);
-    ck_assert_int_gt(ipc_client_invoke(fx.client, "Defer", NULL, -1, NULL,
-                                       c_reply, &fx.cs), 0);
-    ck_assert_int_gt(ipc_client_invoke(fx.client, "Close", NULL, -1, NULL,
-                                       c_reply, &fx.cs), 0);
+    fx_invoke(&fx, "Defer", NULL);
+    fx_invoke(&fx, "Close", NULL);
     pump(fx.loop, &fx.cs.disconnected);
     /* both pending calls were failed with -ECONNRESET */
     ck_assert_int_eq(fx.cs.replies, 2);
@@ -1028,11 +1027,57 @@ static int memfile_with(int v)
     return fd;
 }
 
+/* A fresh temp dir and the path of a host socket in it. */
+static const char *host_sock_path(void)
+{
+    static char path[128];
+    make_tmpdir();
+    snprintf(path, sizeof path, "%s/host.sock", tmpdir);
+    return path;
+}
+
+/* The host side in a child process: a host on path exposing TestPort,
+ * then serve(), whose result is the child's exit status. Returns once the
+ * child listens. */
+static pid_t fork_host(const char *path,
+                       int (*serve)(ipc_loop *, ipc_host *, test_svc *))
+{
+    int ready[2];
+    ck_assert_int_eq(pipe(ready), 0);
+    pid_t child = fork();
+    ck_assert_int_ge(child, 0);
+    if (child == 0) {
+        ipc_loop *hl = ipc_loop_create();
+        test_svc svc = { 0 };
+        ipc_host *h = ipc_host_create(hl, path, 0600, NULL);
+        if (!h)
+            _exit(2);
+        ipc_host_expose_service(h, &test_service, &svc);
+        ck_assert_int_eq(write(ready[1], "r", 1), 1);
+        _exit(serve(hl, h, &svc));
+    }
+    close(ready[1]);    /* a child that dies before listening: EOF */
+    char c;
+    ck_assert_int_eq(read(ready[0], &c, 1), 1);
+    close(ready[0]);
+    return child;
+}
+
+/* A TestPort client of the host on path, bound. */
+static ipc_client *connect_bound(ipc_loop *loop, const char *path,
+                                 cli_state *cs)
+{
+    int err = 0;
+    ipc_client *cl = ipc_client_connect(loop, path, "TestPort", &client_cbs,
+                                        cs, &err);
+    ck_assert_msg(cl, "connect: %s", ipc_strerror(err));
+    pump(loop, &cs->bound_cb);
+    return cl;
+}
+
 START_TEST(test_fdpass_client_to_host_process)
 {
-    make_tmpdir();
-    char path[128];
-    snprintf(path, sizeof path, "%s/host.sock", tmpdir);
+    const char *path = host_sock_path();
     ipc_loop *loop = ipc_loop_create();
     int err = 0;
     ipc_host *host = ipc_host_create(loop, path, 0600, &err);
@@ -1078,37 +1123,22 @@ START_TEST(test_fdpass_client_to_host_process)
 }
 END_TEST
 
+/* Serves until the client leaves; 0 if it came once, with credentials. */
+static int serve_until_disconnect(ipc_loop *hl, ipc_host *h, test_svc *svc)
+{
+    for (int i = 0; i < 1000 && svc->disconnects == 0; i++)
+        ipc_loop_run_once(hl, 10);
+    ipc_host_destroy(h);
+    return svc->disconnects == 1 && svc->pid != 0 ? 0 : 5;
+}
+
 START_TEST(test_fdpass_host_to_client_process)
 {
-    make_tmpdir();
-    char path[128];
-    snprintf(path, sizeof path, "%s/host.sock", tmpdir);
-    int ready[2];
-    ck_assert_int_eq(pipe(ready), 0);
-    pid_t child = fork();
-    if (child == 0) {
-        /* Child: the host process. */
-        ipc_loop *hl = ipc_loop_create();
-        test_svc svc = { 0 };
-        ipc_host *h = ipc_host_create(hl, path, 0600, NULL);
-        if (!h)
-            _exit(2);
-        ipc_host_expose_service(h, &test_service, &svc);
-        ck_assert_int_eq(write(ready[1], "r", 1), 1);
-        for (int i = 0; i < 1000 && svc.disconnects == 0; i++)
-            ipc_loop_run_once(hl, 10);
-        ipc_host_destroy(h);
-        _exit(svc.disconnects == 1 && svc.pid != 0 ? 0 : 5);
-    }
-    char c;
-    ck_assert_int_eq(read(ready[0], &c, 1), 1);
+    const char *path = host_sock_path();
+    pid_t child = fork_host(path, serve_until_disconnect);
     ipc_loop *loop = ipc_loop_create();
     cli_state cs = { 0 };
-    int err = 0;
-    ipc_client *cl = ipc_client_connect(loop, path, "TestPort", &client_cbs,
-                                        &cs, &err);
-    ck_assert_msg(cl, "connect: %s", ipc_strerror(err));
-    pump(loop, &cs.bound_cb);
+    ipc_client *cl = connect_bound(loop, path, &cs);
     ck_assert_int_gt(ipc_client_invoke(cl, "GiveFd", NULL, -1, NULL, c_reply,
                                        &cs), 0);
     pump(loop, &cs.done);
@@ -1129,33 +1159,22 @@ START_TEST(test_fdpass_host_to_client_process)
 }
 END_TEST
 
+/* Serves until a call is deferred, then dies with it unanswered. */
+static int serve_then_die(ipc_loop *hl, ipc_host *h, test_svc *svc)
+{
+    for (int i = 0; i < 1000 && svc->deferred == NULL; i++)
+        ipc_loop_run_once(hl, 10);
+    kill(getpid(), SIGKILL);
+    return 9;
+}
+
 START_TEST(test_fdpass_host_dies_client_notified)
 {
-    make_tmpdir();
-    char path[128];
-    snprintf(path, sizeof path, "%s/host.sock", tmpdir);
-    int ready[2];
-    ck_assert_int_eq(pipe(ready), 0);
-    pid_t child = fork();
-    if (child == 0) {
-        ipc_loop *hl = ipc_loop_create();
-        test_svc svc = { 0 };
-        ipc_host *h = ipc_host_create(hl, path, 0600, NULL);
-        ipc_host_expose_service(h, &test_service, &svc);
-        ck_assert_int_eq(write(ready[1], "r", 1), 1);
-        for (int i = 0; i < 1000 && svc.deferred == NULL; i++)
-            ipc_loop_run_once(hl, 10);
-        kill(getpid(), SIGKILL); /* die with the call unanswered */
-        _exit(9);
-    }
-    char c;
-    ck_assert_int_eq(read(ready[0], &c, 1), 1);
+    const char *path = host_sock_path();
+    pid_t child = fork_host(path, serve_then_die);
     ipc_loop *loop = ipc_loop_create();
     cli_state cs = { 0 };
-    ipc_client *cl = ipc_client_connect(loop, path, "TestPort", &client_cbs,
-                                        &cs, NULL);
-    ck_assert_ptr_nonnull(cl);
-    pump(loop, &cs.bound_cb);
+    ipc_client *cl = connect_bound(loop, path, &cs);
     ck_assert_int_gt(ipc_client_invoke(cl, "Defer", NULL, -1, NULL, c_reply,
                                        &cs), 0);
     pump(loop, &cs.disconnected);
@@ -1192,91 +1211,58 @@ START_TEST(test_fdpass_back_to_back_fds_not_mixed)
 {
     static const ipc_method methods[] = { { "TakeFd", NULL, m_take_fd_rec } };
     static const ipc_service svc = { "FdPort", methods, 1, NULL };
-    ipc_loop *loop = ipc_loop_create();
-    ipc_host *host = ipc_host_create_from_fd(loop, -1, NULL);
-    test_svc ts = { 0 };
-    ipc_host_expose_service(host, &svc, &ts);
-    int sv[2];
-    ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
-    ck_assert_int_eq(ipc_host_adopt_client(host, sv[0]), 0);
-    cli_state cs = { 0 };
-    ipc_client *c = ipc_client_create_from_fd(loop, sv[1], "FdPort",
-                                              &client_cbs, &cs, NULL);
-    pump(loop, &cs.bound_cb);
+    fixture fx;
+    fx_open(&fx, &svc, "FdPort");
     n_fd_values = 0;
     for (int i = 0; i < 3; i++) {
         int fd = memfile_with(100 + i);
         /* no reply wanted: the frames go out back to back */
-        ck_assert_int_gt(ipc_client_invoke(c, "TakeFd", NULL, fd, NULL,
-                                           NULL, NULL), 0);
+        ck_assert_int_gt(ipc_client_invoke(fx.client, "TakeFd", NULL, fd,
+                                           NULL, NULL, NULL), 0);
         close(fd);
     }
     for (int i = 0; i < 200 && n_fd_values < 3; i++)
-        ipc_loop_run_once(loop, 10);
+        ipc_loop_run_once(fx.loop, 10);
     ck_assert_int_eq(n_fd_values, 3);
     ck_assert_int_eq(fd_values[0], 100);
     ck_assert_int_eq(fd_values[1], 101);
     ck_assert_int_eq(fd_values[2], 102);
-    ipc_client_destroy(c);
-    ipc_host_destroy(host);
-    ipc_loop_destroy(loop);
+    fx_fini(&fx);
 }
 END_TEST
 
 static Suite *ipc_suite(void)
 {
     Suite *s = suite_create("ipc");
-    TCase *tc = tcase_create("frame");
-    tcase_add_test(tc, test_frame_roundtrip_bytewise);
-    tcase_add_test(tc, test_frame_many_in_one_buffer);
-    tcase_add_test(tc, test_frame_empty_ignored);
-    tcase_add_test(tc, test_frame_garbage_dropped_stream_continues);
-    tcase_add_test(tc, test_frame_field_zero_dropped);
-    tcase_add_test(tc, test_frame_oversize_fatal);
-    tcase_add_test(tc, test_frame_max_size_accepted);
-    tcase_add_test(tc, test_frame_random_garbage_never_crashes);
-    suite_add_tcase(s, tc);
-    tc = tcase_create("loop");
-    tcase_add_test(tc, test_loop_timers_order_and_cancel);
-    tcase_add_test(tc, test_loop_periodic_cancel_from_callback);
-    tcase_add_test(tc, test_loop_post_threadsafe_wakes);
-    suite_add_tcase(s, tc);
-    tc = tcase_create("sock");
-    tcase_add_test(tc, test_sock_path_resolution);
-    tcase_add_test(tc, test_sock_listen_ownership);
-    tcase_add_test(tc, test_sock_abstract_name);
-    suite_add_tcase(s, tc);
-    tc = tcase_create("rpc");
-    tcase_add_test(tc, test_rpc_bind_and_reply);
-    tcase_add_test(tc, test_rpc_bind_unknown_service);
-    tcase_add_test(tc, test_rpc_streaming_reply);
-    tcase_add_test(tc, test_rpc_deferred_reply_and_failure);
-    tcase_add_test(tc, test_rpc_drop_reply);
-    tcase_add_test(tc, test_rpc_reply_too_big_rejected);
-    tcase_add_test(tc, test_rpc_conn_close_from_handler);
-    suite_add_tcase(s, tc);
-    tc = tcase_create("wire");
-    tcase_add_test(tc, test_wire_unknown_request_and_bad_ids);
-    tcase_add_test(tc, test_wire_garbage_then_valid);
-    tcase_add_test(tc, test_wire_oversize_frame_drops_connection);
-    tcase_add_test(tc, test_wire_peer_eof_mid_frame);
-    tcase_add_test(tc, test_wire_nonreading_peer_dropped_at_tx_bound);
-    suite_add_tcase(s, tc);
-    tc = tcase_create("fdpass");
-    tcase_add_test(tc, test_fdpass_client_to_host_process);
-    tcase_add_test(tc, test_fdpass_host_to_client_process);
-    tcase_add_test(tc, test_fdpass_host_dies_client_notified);
-    tcase_add_test(tc, test_fdpass_back_to_back_fds_not_mixed);
-    suite_add_tcase(s, tc);
+    TCK_CASE(s, "frame", test_frame_roundtrip_bytewise,
+             test_frame_many_in_one_buffer, test_frame_empty_ignored,
+             test_frame_garbage_dropped_stream_continues,
+             test_frame_field_zero_dropped,
+             test_frame_oversize_fatal, test_frame_max_size_accepted,
+             test_frame_random_garbage_never_crashes);
+    TCK_CASE(s, "loop", test_loop_timers_order_and_cancel,
+             test_loop_periodic_cancel_from_callback,
+             test_loop_post_threadsafe_wakes);
+    TCK_CASE(s, "sock", test_sock_path_resolution, test_sock_listen_ownership,
+             test_sock_abstract_name);
+    TCK_CASE(s, "rpc", test_rpc_bind_and_reply, test_rpc_bind_unknown_service,
+             test_rpc_streaming_reply, test_rpc_deferred_reply_and_failure,
+             test_rpc_drop_reply, test_rpc_reply_too_big_rejected,
+             test_rpc_conn_close_from_handler);
+    TCK_CASE(s, "wire", test_wire_unknown_request_and_bad_ids,
+             test_wire_garbage_then_valid,
+             test_wire_oversize_frame_drops_connection,
+             test_wire_peer_eof_mid_frame,
+             test_wire_nonreading_peer_dropped_at_tx_bound);
+    TCK_CASE(s, "fdpass", test_fdpass_client_to_host_process,
+             test_fdpass_host_to_client_process,
+             test_fdpass_host_dies_client_notified,
+             test_fdpass_back_to_back_fds_not_mixed);
     return s;
 }
 
 int main(void)
 {
     signal(SIGPIPE, SIG_IGN);
-    SRunner *sr = srunner_create(ipc_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return tck_run(ipc_suite());
 }

@@ -23,6 +23,7 @@
 #include "common.pb-c.h"
 #include "config.pb-c.h"
 #include "ipc.h"
+#include "tck_main.h"
 
 /* ---- fake service ------------------------------------------------- */
 
@@ -194,23 +195,35 @@ static void send_cmd(fake *f, Perfetto__Protos__GetAsyncCommandResponse *c,
     ck_assert_int_eq(ipc_call_reply_fd(f->cmd_stream, &c->base, true, fd), 0);
 }
 
-static void send_setup_and_start(fake *f, uint64_t id)
+/* GetAsyncCommand replies, one command each. */
+static void send_setup(fake *f, uint32_t page_kb, int fd)
 {
-    ck_assert_int_eq(smb_shm_create(16 * 4096, &f->shm), 0);
     Perfetto__Protos__GetAsyncCommandResponse c =
         PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__INIT;
     Perfetto__Protos__GetAsyncCommandResponse__SetupTracing st =
         PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__SETUP_TRACING__INIT;
-    st.has_shared_buffer_page_size_kb = true;
-    st.shared_buffer_page_size_kb = 4;
+    if (page_kb) {
+        st.has_shared_buffer_page_size_kb = true;
+        st.shared_buffer_page_size_kb = page_kb;
+    }
     c.cmd_case = PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__CMD_SETUP_TRACING;
     c.setup_tracing = &st;
-    send_cmd(f, &c, f->shm.fd);
+    send_cmd(f, &c, fd);
+}
+
+/* StartDataSource `name` as instance id (target buffer unset if 0). */
+static void send_start(fake *f, uint64_t id, const char *name,
+                       uint32_t target_buffer)
+{
     Perfetto__Protos__DataSourceConfig cfg =
         PERFETTO__PROTOS__DATA_SOURCE_CONFIG__INIT;
-    cfg.name = f->ds_name;
-    cfg.has_target_buffer = true;
-    cfg.target_buffer = 7;
+    cfg.name = (char *)name;
+    if (target_buffer) {
+        cfg.has_target_buffer = true;
+        cfg.target_buffer = target_buffer;
+    }
+    Perfetto__Protos__GetAsyncCommandResponse c =
+        PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__INIT;
     Perfetto__Protos__GetAsyncCommandResponse__StartDataSource sd =
         PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__START_DATA_SOURCE__INIT;
     sd.has_new_instance_id = true;
@@ -220,6 +233,44 @@ static void send_setup_and_start(fake *f, uint64_t id)
         PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__CMD_START_DATA_SOURCE;
     c.start_data_source = &sd;
     send_cmd(f, &c, -1);
+}
+
+static void send_stop(fake *f, uint64_t id)
+{
+    Perfetto__Protos__GetAsyncCommandResponse c =
+        PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__INIT;
+    Perfetto__Protos__GetAsyncCommandResponse__StopDataSource sd =
+        PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__STOP_DATA_SOURCE__INIT;
+    sd.has_instance_id = true;
+    sd.instance_id = id;
+    c.cmd_case = PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__CMD_STOP_DATA_SOURCE;
+    c.stop_data_source = &sd;
+    send_cmd(f, &c, -1);
+}
+
+/* Flush request_id of the data sources ids[0..n). */
+static void send_flush(fake *f, uint64_t request_id, uint64_t *ids, size_t n)
+{
+    Perfetto__Protos__GetAsyncCommandResponse c =
+        PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__INIT;
+    Perfetto__Protos__GetAsyncCommandResponse__Flush fl =
+        PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__FLUSH__INIT;
+    fl.n_data_source_ids = n;
+    fl.data_source_ids = ids;
+    fl.has_request_id = true;
+    fl.request_id = request_id;
+    c.cmd_case = PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__CMD_FLUSH;
+    c.flush = &fl;
+    send_cmd(f, &c, -1);
+}
+
+/* A 16-page SMB with 4 KiB pages, then StartDataSource of the registered
+ * data source into target buffer 7. */
+static void send_setup_and_start(fake *f, uint64_t id)
+{
+    ck_assert_int_eq(smb_shm_create(16 * 4096, &f->shm), 0);
+    send_setup(f, 4, f->shm.fd);
+    send_start(f, id, f->ds_name, 7);
 }
 
 /* ---- the producer application -------------------------------------- */
@@ -298,19 +349,40 @@ static bool got_flush(fake *f) { return f->last_flush_id == 99; }
 static bool got_stop(fake *f) { return f->stopped_id == 5; }
 static bool got_disconnect(fake *f) { return f->disconnects == 1; }
 
+/* Creates a producer of app a on the fake's socket (o's other fields as
+ * given), registers "test.source" (a second registration is refused) and
+ * waits until the fake holds its command stream. */
+static prod_producer *connect_app(fake *f, app *a, prod_options *o,
+                                  bool notify_on_stop)
+{
+    o->socket_path = sock_path;
+    prod_producer *p = prod_create(o, &app_cbs, a);
+    ck_assert_ptr_nonnull(p);
+    prod_data_source ds = { 0 };
+    ds.name = "test.source";
+    ds.will_notify_on_stop = notify_on_stop;
+    ck_assert_int_eq(prod_register_data_source(p, &ds), 0);
+    ck_assert_int_eq(prod_register_data_source(p, &ds), -EEXIST);
+    pump_until(f, has_cmd_stream);
+    return p;
+}
+
+/* Runs the fake's loop until *counter reaches at least v (or gives up). */
+static void pump_until_count(fake *f, atomic_int *counter, int v)
+{
+    for (int i = 0; i < 1000 && atomic_load(counter) < v; i++)
+        ipc_loop_run_once(f->loop, 10);
+}
+
 static void setup(void)
 {
-    snprintf(tmpdir, sizeof tmpdir, "/tmp/check_prod.XXXXXX");
-    ck_assert_ptr_nonnull(mkdtemp(tmpdir));
+    tck_mkdtemp(tmpdir, sizeof tmpdir, "check_prod");
     snprintf(sock_path, sizeof sock_path, "%s/p.sock", tmpdir);
 }
 
 static void teardown(void)
 {
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
-    if (system(cmd) != 0)
-        perror("rm");
+    tck_rmdir(tmpdir);
 }
 
 START_TEST(test_producer_session_batches_and_acks)
@@ -320,18 +392,10 @@ START_TEST(test_producer_session_batches_and_acks)
     app a = { 0 };
     a.packets = 400; /* ~50 KB: a dozen 4 KiB chunks */
     prod_options o = { 0 };
-    o.socket_path = sock_path;
     o.producer_name = "checker";
     o.smb_size_hint_bytes = 65536;
     o.smb_page_size_hint_bytes = 4096;
-    prod_producer *p = prod_create(&o, &app_cbs, &a);
-    ck_assert_ptr_nonnull(p);
-    prod_data_source ds = { 0 };
-    ds.name = "test.source";
-    ds.will_notify_on_stop = 1;
-    ck_assert_int_eq(prod_register_data_source(p, &ds), 0);
-    ck_assert_int_eq(prod_register_data_source(p, &ds), -EEXIST);
-    pump_until(&f, has_cmd_stream);
+    prod_producer *p = connect_app(&f, &a, &o, true);
     ck_assert_int_eq(f.inits, 1);
     ck_assert_str_eq(f.producer_name, "checker");
     ck_assert_uint_eq(f.size_hint, 65536);
@@ -340,18 +404,8 @@ START_TEST(test_producer_session_batches_and_acks)
     ck_assert(f.ds_notify_stop);
     send_setup_and_start(&f, 5);
     /* flush: the app flushes its writer and acks with the id */
-    Perfetto__Protos__GetAsyncCommandResponse c =
-        PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__INIT;
-    Perfetto__Protos__GetAsyncCommandResponse__Flush fl =
-        PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__FLUSH__INIT;
     uint64_t ids[1] = { 5 };
-    fl.n_data_source_ids = 1;
-    fl.data_source_ids = ids;
-    fl.has_request_id = true;
-    fl.request_id = 99;
-    c.cmd_case = PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__CMD_FLUSH;
-    c.flush = &fl;
-    send_cmd(&f, &c, -1);
+    send_flush(&f, 99, ids, 1);
     pump_until(&f, got_flush);
     ck_assert_int_eq(atomic_load(&a.starts), 1);
     ck_assert_int_eq(f.writers_registered, 1);
@@ -362,13 +416,7 @@ START_TEST(test_producer_session_batches_and_acks)
     ck_assert_int_le(f.commits, f.chunks + 1);
     ck_assert_int_lt(f.commits, a.packets / 10);
     /* stop -> NotifyDataSourceStopped */
-    Perfetto__Protos__GetAsyncCommandResponse__StopDataSource sd =
-        PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__STOP_DATA_SOURCE__INIT;
-    sd.has_instance_id = true;
-    sd.instance_id = 5;
-    c.cmd_case = PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__CMD_STOP_DATA_SOURCE;
-    c.stop_data_source = &sd;
-    send_cmd(&f, &c, -1);
+    send_stop(&f, 5);
     pump_until(&f, got_stop);
     ck_assert_int_eq(atomic_load(&a.stops), 1);
     prod_stats st;
@@ -389,45 +437,14 @@ START_TEST(test_producer_ignores_unknown_instance_and_ds)
     fake_start(&f);
     app a = { 0 };
     prod_options o = { 0 };
-    o.socket_path = sock_path;
-    prod_producer *p = prod_create(&o, &app_cbs, &a);
-    ck_assert_ptr_nonnull(p);
-    prod_data_source ds = { 0 };
-    ds.name = "test.source";
-    prod_register_data_source(p, &ds);
-    pump_until(&f, has_cmd_stream);
+    prod_producer *p = connect_app(&f, &a, &o, false);
     ck_assert_str_eq(f.producer_name, "shmtrace-producer");
     /* start for a data source it never registered, stop for an unknown
      * instance: both ignored */
-    Perfetto__Protos__DataSourceConfig cfg =
-        PERFETTO__PROTOS__DATA_SOURCE_CONFIG__INIT;
-    cfg.name = (char *)"not.mine";
-    Perfetto__Protos__GetAsyncCommandResponse c =
-        PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__INIT;
-    Perfetto__Protos__GetAsyncCommandResponse__StartDataSource sd =
-        PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__START_DATA_SOURCE__INIT;
-    sd.has_new_instance_id = true;
-    sd.new_instance_id = 1;
-    sd.config = &cfg;
-    c.cmd_case =
-        PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__CMD_START_DATA_SOURCE;
-    c.start_data_source = &sd;
-    send_cmd(&f, &c, -1);
-    Perfetto__Protos__GetAsyncCommandResponse__StopDataSource st =
-        PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__STOP_DATA_SOURCE__INIT;
-    st.has_instance_id = true;
-    st.instance_id = 77;
-    c.cmd_case = PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__CMD_STOP_DATA_SOURCE;
-    c.stop_data_source = &st;
-    send_cmd(&f, &c, -1);
+    send_start(&f, 1, "not.mine", 0);
+    send_stop(&f, 77);
     /* flush without an SMB: bare ack */
-    Perfetto__Protos__GetAsyncCommandResponse__Flush fl =
-        PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__FLUSH__INIT;
-    fl.has_request_id = true;
-    fl.request_id = 99;
-    c.cmd_case = PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__CMD_FLUSH;
-    c.flush = &fl;
-    send_cmd(&f, &c, -1);
+    send_flush(&f, 99, NULL, 0);
     pump_until(&f, got_flush);
     ck_assert_int_eq(atomic_load(&a.starts), 0);
     ck_assert_int_eq(atomic_load(&a.stops), 0);
@@ -446,18 +463,11 @@ START_TEST(test_producer_reconnects_after_service_restart)
     app a = { 0 };
     a.packets = 10;
     prod_options o = { 0 };
-    o.socket_path = sock_path;
     o.reconnect = 1;
     o.reconnect_delay_ms = 20;
-    prod_producer *p = prod_create(&o, &app_cbs, &a);
-    ck_assert_ptr_nonnull(p);
-    prod_data_source ds = { 0 };
-    ds.name = "test.source";
-    prod_register_data_source(p, &ds);
-    pump_until(&f, has_cmd_stream);
+    prod_producer *p = connect_app(&f, &a, &o, false);
     send_setup_and_start(&f, 5);
-    for (int i = 0; i < 1000 && atomic_load(&a.starts) == 0; i++)
-        ipc_loop_run_once(f.loop, 10);
+    pump_until_count(&f, &a.starts, 1);
     ck_assert_int_eq(atomic_load(&a.starts), 1);
     /* the service goes away */
     fake_stop(&f);
@@ -478,8 +488,7 @@ START_TEST(test_producer_reconnects_after_service_restart)
     pump_until(&f, registered_twice);
     ck_assert_int_eq(f.inits, 1);
     ck_assert_str_eq(f.ds_name, "test.source");
-    for (int i = 0; i < 500 && atomic_load(&a.connects) < 2; i++)
-        ipc_loop_run_once(f.loop, 10);
+    pump_until_count(&f, &a.connects, 2);
     ck_assert_int_eq(atomic_load(&a.connects), 2);
     ck_assert_int_eq(prod_is_connected(p), 1);
     prod_destroy(p);
@@ -516,30 +525,19 @@ static void hostile_round(int kind)
     prod_producer *p = prod_create(&o, &app_cbs, &a);
     ck_assert_ptr_nonnull(p);
     pump_until(&f, has_cmd_stream_only);
-    Perfetto__Protos__GetAsyncCommandResponse c =
-        PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__INIT;
-    Perfetto__Protos__GetAsyncCommandResponse__SetupTracing st =
-        PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__SETUP_TRACING__INIT;
-    c.cmd_case = PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__CMD_SETUP_TRACING;
-    c.setup_tracing = &st;
     int pp[2] = { -1, -1 };
     if (kind == 0) {
         /* an fd that cannot be mapped as an SMB */
         ck_assert_int_eq(pipe(pp), 0);
-        send_cmd(&f, &c, pp[0]);
+        send_setup(&f, 0, pp[0]);
     } else if (kind == 1) {
-        /* a real SMB with an impossible page size */
+        /* a real SMB with an impossible page size: 3 KiB is no page size */
         ck_assert_int_eq(smb_shm_create(16 * 4096, &f.shm), 0);
-        st.has_shared_buffer_page_size_kb = true;
-        /* 3 KiB is no page size */
-        st.shared_buffer_page_size_kb = 3;
-        send_cmd(&f, &c, f.shm.fd);
+        send_setup(&f, 3, f.shm.fd);
     } else if (kind == 3) {
         /* 4194305 KiB would wrap to 1 KiB in 32-bit arithmetic */
         ck_assert_int_eq(smb_shm_create(16 * 4096, &f.shm), 0);
-        st.has_shared_buffer_page_size_kb = true;
-        st.shared_buffer_page_size_kb = 4194305;
-        send_cmd(&f, &c, f.shm.fd);
+        send_setup(&f, 4194305, f.shm.fd);
     } else if (kind == 2) {
         /* a reply that does not decode as GetAsyncCommandResponse: field 1
          * (start_data_source, a message) arrives as a varint */
@@ -549,8 +547,7 @@ static void hostile_round(int kind)
         junk.trace_writer_id = 5;
         ck_assert_int_eq(ipc_call_reply(f.cmd_stream, &junk.base, true), 0);
     }
-    for (int i = 0; i < 500 && atomic_load(&a.disconnects) == 0; i++)
-        ipc_loop_run_once(f.loop, 10);
+    pump_until_count(&f, &a.disconnects, 1);
     ck_assert_int_eq(atomic_load(&a.disconnects), 1);
     ck_assert_int_eq(prod_is_connected(p), 0);
     /* no SMB was ever attached */
@@ -590,32 +587,23 @@ END_TEST
 static Suite *producer_suite(void)
 {
     Suite *s = suite_create("ipc_producer");
-    TCase *tc = tcase_create("session");
+    TCase *tc = TCK_CASE(s, "session", test_producer_session_batches_and_acks,
+                         test_producer_ignores_unknown_instance_and_ds);
     tcase_add_checked_fixture(tc, setup, teardown);
-    tcase_add_test(tc, test_producer_session_batches_and_acks);
-    tcase_add_test(tc, test_producer_ignores_unknown_instance_and_ds);
-    suite_add_tcase(s, tc);
-    tc = tcase_create("reconnect");
+    tc = TCK_CASE(s, "reconnect",
+                  test_producer_reconnects_after_service_restart,
+                  test_producer_no_service);
     tcase_add_checked_fixture(tc, setup, teardown);
-    tcase_add_test(tc, test_producer_reconnects_after_service_restart);
-    tcase_add_test(tc, test_producer_no_service);
-    suite_add_tcase(s, tc);
-    tc = tcase_create("hostile");
+    tc = TCK_CASE(s, "hostile", test_producer_hostile_service_bad_smb_fd,
+                  test_producer_hostile_service_bad_page_size,
+                  test_producer_hostile_service_huge_page_size,
+                  test_producer_hostile_service_undecodable_command);
     tcase_add_checked_fixture(tc, setup, teardown);
-    tcase_add_test(tc, test_producer_hostile_service_bad_smb_fd);
-    tcase_add_test(tc, test_producer_hostile_service_bad_page_size);
-    tcase_add_test(tc, test_producer_hostile_service_huge_page_size);
-    tcase_add_test(tc, test_producer_hostile_service_undecodable_command);
-    suite_add_tcase(s, tc);
     return s;
 }
 
 int main(void)
 {
     signal(SIGPIPE, SIG_IGN);
-    SRunner *sr = srunner_create(producer_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return tck_run(producer_suite());
 }

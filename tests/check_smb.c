@@ -13,6 +13,7 @@
 #include <sys/wait.h>
 
 #include "check_smb_harness.h"
+#include "tck_main.h"
 
 /* --- ABI constants and layouts ---------------------------------------- */
 
@@ -694,49 +695,26 @@ END_TEST
 static Suite *smb_suite(void)
 {
     Suite *s = suite_create("smb");
-    TCase *tc;
-
-    tc = tcase_create("abi");
-    tcase_add_test(tc, test_abi_constants);
-    tcase_add_test(tc, test_abi_struct_offsets);
-    tcase_add_test(tc, test_abi_layout_chunk_sizes);
-    tcase_add_test(tc, test_abi_page_word_helpers);
-    tcase_add_test(tc, test_abi_redundant_varint);
-    suite_add_tcase(s, tc);
-
-    tc = tcase_create("state");
-    tcase_add_test(tc, test_state_full_cycle);
-    tcase_add_test(tc, test_state_free_keeps_layout_while_others_busy);
-    tcase_add_test(tc, test_state_illegal_transitions_refused);
-    tcase_add_test(tc, test_state_emulation_complete_to_free);
-    tcase_add_test(tc, test_state_concurrent_acquire_is_exclusive);
-    suite_add_tcase(s, tc);
-
-    tc = tcase_create("shm");
-    tcase_add_test(tc, test_shm_create_map_unmap);
-    tcase_add_test(tc, test_shm_errors_are_clear);
-    tcase_add_test(tc, test_shm_shared_across_fork);
-    suite_add_tcase(s, tc);
-
-    tc = tcase_create("reader");
+    TCK_CASE(s, "abi", test_abi_constants, test_abi_struct_offsets,
+             test_abi_layout_chunk_sizes, test_abi_page_word_helpers,
+             test_abi_redundant_varint);
+    TCK_CASE(s, "state", test_state_full_cycle,
+             test_state_free_keeps_layout_while_others_busy,
+             test_state_illegal_transitions_refused,
+             test_state_emulation_complete_to_free,
+             test_state_concurrent_acquire_is_exclusive);
+    TCK_CASE(s, "shm", test_shm_create_map_unmap, test_shm_errors_are_clear,
+             test_shm_shared_across_fork);
+    TCase *tc = TCK_CASE(s, "reader",
+                         test_reader_create_rejects_bad_geometry,
+                         test_reader_commit_validates_requests,
+                         test_reader_bad_headers_are_violations,
+                         test_reader_patch_validation,
+                         test_reader_emulation_data,
+                         test_reader_garbage_pages_counted_no_crash,
+                         test_reader_lying_page_words);
     tcase_set_timeout(tc, 120);
-    tcase_add_test(tc, test_reader_create_rejects_bad_geometry);
-    tcase_add_test(tc, test_reader_commit_validates_requests);
-    tcase_add_test(tc, test_reader_bad_headers_are_violations);
-    tcase_add_test(tc, test_reader_patch_validation);
-    tcase_add_test(tc, test_reader_emulation_data);
-    tcase_add_test(tc, test_reader_garbage_pages_counted_no_crash);
-    tcase_add_test(tc, test_reader_lying_page_words);
-    suite_add_tcase(s, tc);
     return s;
 }
 
-int main(void)
-{
-    SRunner *sr = srunner_create(smb_suite());
-    int failed;
-    srunner_run_all(sr, CK_NORMAL);
-    failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
-}
+TCK_MAIN(smb_suite)

@@ -35,6 +35,7 @@
 #include <shmtrace/trace_writer.h>
 
 #include "smb_reader.h"
+#include "trng.h"
 
 /* ck_assert records its location on every success (a write to Check's
  * temporary file), far too slow inside loops over millions of packets:
@@ -266,22 +267,36 @@ static inline void *hb_reader_main(void *arg)
     return NULL;
 }
 
+/* A new SMB of `size` bytes in shm and an arbiter on it: pages of
+ * page_size, the given page layout and commit batch (0: defaults),
+ * committing through t. */
+static inline smb_arbiter *hb_arbiter_new(smb_shm *shm, size_t size,
+                                          uint32_t page_size,
+                                          const smb_transport *t,
+                                          uint32_t layout,
+                                          uint32_t batch_bytes)
+{
+    smb_arbiter_options o;
+    memset(&o, 0, sizeof(o));
+    o.page_layout = layout;
+    o.batch_bytes = batch_bytes;
+    ck_assert_int_eq(smb_shm_create(size, shm), 0);
+    smb_arbiter *arb = smb_arbiter_create(shm->base, size, page_size, t, &o);
+    ck_assert_ptr_nonnull(arb);
+    return arb;
+}
+
 static inline void hb_init_ex(hb *h, size_t smb_size, uint32_t page_size,
                        uint32_t layout, size_t buf_size, hb_mode mode,
                        uint32_t batch_bytes)
 {
     smb_transport t = {h, hb_commit, hb_register, hb_unregister};
-    smb_arbiter_options o;
 
     memset(h, 0, sizeof(*h));
-    memset(&o, 0, sizeof(o));
-    o.page_layout = layout;
-    o.batch_bytes = batch_bytes;
     h->mode = mode;
     h->page_size = page_size;
-    ck_assert_int_eq(smb_shm_create(smb_size, &h->shm), 0);
-    h->arb = smb_arbiter_create(h->shm.base, h->shm.size, page_size, &t, &o);
-    ck_assert_ptr_nonnull(h->arb);
+    h->arb = hb_arbiter_new(&h->shm, smb_size, page_size, &t, layout,
+                            batch_bytes);
     h->reader = smb_reader_create(h->shm.base, h->shm.size, page_size,
                                   HB_PRODUCER, 1000, 42);
     ck_assert_ptr_nonnull(h->reader);
@@ -409,6 +424,15 @@ static inline void hb_pkts_free(hb_pkts *ps)
     ps->n = ps->cap = 0;
 }
 
+/* Reads every packet the buffer holds; returns how many there were. */
+static inline size_t hb_read_count(hb *h)
+{
+    hb_pkts ps = hb_read_all(h);
+    size_t n = ps.n;
+    hb_pkts_free(&ps);
+    return n;
+}
+
 /* ---- a tiny protobuf field walker ---------------------------------------- */
 
 typedef struct {
@@ -490,12 +514,8 @@ static inline bool hb_find_varint(const hb_pkt *k, uint32_t field,
 static inline void hb_fill(uint8_t *p, size_t n, uint32_t seed)
 {
     uint32_t x = seed * 2654435761u + 1;
-    for (size_t i = 0; i < n; i++) {
-        x ^= x << 13;
-        x ^= x >> 17;
-        x ^= x << 5;
-        p[i] = (uint8_t)x;
-    }
+    for (size_t i = 0; i < n; i++)
+        p[i] = (uint8_t)trng_next32(&x);
 }
 
 #endif /* CHECK_SMB_HARNESS_H */

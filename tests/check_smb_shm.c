@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "smb_shm_int.h"
+#include "tck_main.h"
 
 /* Names of shmtrace objects currently in /dev/shm (0 if none). */
 static int count_shmtrace_objects(void)
@@ -72,19 +73,12 @@ START_TEST(test_posix_shm_many_objects_distinct)
 }
 END_TEST
 
-int main(void)
+static Suite *smb_shm_suite(void)
 {
     Suite *s = suite_create("smb_shm");
-    TCase *tc = tcase_create("posix");
-    SRunner *sr;
-    int failed;
-
-    tcase_add_test(tc, test_posix_shm_private_and_unlinked);
-    tcase_add_test(tc, test_posix_shm_many_objects_distinct);
-    suite_add_tcase(s, tc);
-    sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    TCK_CASE(s, "posix", test_posix_shm_private_and_unlinked,
+             test_posix_shm_many_objects_distinct);
+    return s;
 }
+
+TCK_MAIN(smb_shm_suite)

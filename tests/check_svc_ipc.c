@@ -20,7 +20,9 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "svc_fixture.h"
 #include "svc_ipc.h"
+#include "tck_main.h"
 #include "trace.pb-c.h"
 
 typedef struct {
@@ -198,42 +200,18 @@ static void register_writer(uint32_t wid)
 static void write_chunk(uint32_t page, uint16_t writer, uint32_t chunk_id,
                         uint32_t first, unsigned n, unsigned state)
 {
-    uint8_t *pg = F.smb + (size_t)page * F.page_size;
-    uint8_t *ch = pg + 8, *pay = ch + 8;
-    size_t off = 0;
-    for (unsigned i = 0; i < n; i++) {
-        uint32_t v = first + i;
-        uint8_t pkt[] = {0xA2, 0x38, 0x03, 0x10,
-                         (uint8_t)(0x80 | (v & 0x7f)), (uint8_t)(v >> 7)};
-        pay[off++] = sizeof(pkt);
-        memcpy(pay + off, pkt, sizeof(pkt));
-        off += sizeof(pkt);
-    }
-    memcpy(ch, &chunk_id, 4);
-    memcpy(ch + 4, &writer, 2);
-    uint16_t packets = (uint16_t)n;
-    memcpy(ch + 6, &packets, 2);
-    atomic_store((_Atomic uint32_t *)(void *)pg, (1u << 28) | state);
+    svf_fill_chunk(F.smb + (size_t)page * F.page_size, writer, chunk_id,
+                   first, n, state);
 }
 
+/* CommitData of chunk 0 at page (none if page is UINT32_MAX). */
 static void commit(uint32_t page, uint64_t flush_id)
 {
-    Perfetto__Protos__CommitDataRequest req =
-        PERFETTO__PROTOS__COMMIT_DATA_REQUEST__INIT;
-    Perfetto__Protos__CommitDataRequest__ChunksToMove m =
-        PERFETTO__PROTOS__COMMIT_DATA_REQUEST__CHUNKS_TO_MOVE__INIT, *mp = &m;
-    m.has_page = m.has_chunk = m.has_target_buffer = true;
-    m.page = page;
-    m.target_buffer = F.target_buffer;
-    if (page != UINT32_MAX) {
-        req.n_chunks_to_move = 1;
-        req.chunks_to_move = &mp;
-    }
-    if (flush_id) {
-        req.has_flush_request_id = true;
-        req.flush_request_id = flush_id;
-    }
-    ck_assert_int_gt(ipc_client_invoke(F.pc, "CommitData", &req.base, -1,
+    svf_commit_msg c;
+    svf_commit_msg_init(&c, page, 0, F.target_buffer, flush_id);
+    if (page == UINT32_MAX)
+        c.req.n_chunks_to_move = 0;
+    ck_assert_int_gt(ipc_client_invoke(F.pc, "CommitData", &c.req.base, -1,
                                        NULL, NULL, NULL), 0);
 }
 
@@ -318,26 +296,14 @@ static void enable(uint32_t size_kb, uint32_t flush_timeout_ms)
 {
     Perfetto__Protos__EnableTracingRequest req =
         PERFETTO__PROTOS__ENABLE_TRACING_REQUEST__INIT;
-    Perfetto__Protos__TraceConfig cfg = PERFETTO__PROTOS__TRACE_CONFIG__INIT;
-    Perfetto__Protos__TraceConfig__BufferConfig b =
-        PERFETTO__PROTOS__TRACE_CONFIG__BUFFER_CONFIG__INIT, *bp = &b;
-    Perfetto__Protos__TraceConfig__DataSource ds =
-        PERFETTO__PROTOS__TRACE_CONFIG__DATA_SOURCE__INIT, *dsp = &ds;
-    Perfetto__Protos__DataSourceConfig dc =
-        PERFETTO__PROTOS__DATA_SOURCE_CONFIG__INIT;
-    b.has_size_kb = true;
-    b.size_kb = size_kb;
-    dc.name = "test.ds";
-    ds.config = &dc;
-    cfg.n_buffers = 1;
-    cfg.buffers = &bp;
-    cfg.n_data_sources = 1;
-    cfg.data_sources = &dsp;
+    svf_cfg c;
+    svf_cfg_init(&c, size_kb, 0);
+    c.buf[0].has_fill_policy = false;
     if (flush_timeout_ms) {
-        cfg.has_flush_timeout_ms = true;
-        cfg.flush_timeout_ms = flush_timeout_ms;
+        c.cfg.has_flush_timeout_ms = true;
+        c.cfg.flush_timeout_ms = flush_timeout_ms;
     }
-    req.trace_config = &cfg;
+    req.trace_config = &c.cfg;
     ck_assert_int_gt(ipc_client_invoke(F.cc, "EnableTracing", &req.base, -1,
             &perfetto__protos__enable_tracing_response__descriptor,
             on_enable, NULL), 0);
@@ -548,29 +514,21 @@ START_TEST(test_ipc_second_daemon_refused)
 }
 END_TEST
 
-int main(void)
+static Suite *svc_ipc_suite(void)
 {
     Suite *s = suite_create("svc_ipc");
-    TCase *tc = tcase_create("session");
+    TCase *tc = TCK_CASE(s, "session", test_ipc_full_session,
+                         test_ipc_bad_config_reports_error);
     tcase_add_checked_fixture(tc, setup, teardown);
-    tcase_add_test(tc, test_ipc_full_session);
-    tcase_add_test(tc, test_ipc_bad_config_reports_error);
-    suite_add_tcase(s, tc);
-    tc = tcase_create("faults");
+    tc = TCK_CASE(s, "faults", test_ipc_flush_unanswered_scrapes,
+                  test_ipc_producer_killed_keeps_its_data,
+                  test_ipc_consumer_disconnect_frees_session);
     tcase_add_checked_fixture(tc, setup, teardown);
-    tcase_add_test(tc, test_ipc_flush_unanswered_scrapes);
-    tcase_add_test(tc, test_ipc_producer_killed_keeps_its_data);
-    tcase_add_test(tc, test_ipc_consumer_disconnect_frees_session);
-    suite_add_tcase(s, tc);
-    tc = tcase_create("untrusted");
+    tc = TCK_CASE(s, "untrusted", test_ipc_malformed_frames_do_not_hurt,
+                  test_ipc_pending_flushes_are_bounded,
+                  test_ipc_second_daemon_refused);
     tcase_add_checked_fixture(tc, setup, teardown);
-    tcase_add_test(tc, test_ipc_malformed_frames_do_not_hurt);
-    tcase_add_test(tc, test_ipc_pending_flushes_are_bounded);
-    tcase_add_test(tc, test_ipc_second_daemon_refused);
-    suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return s;
 }
+
+TCK_MAIN(svc_ipc_suite)

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "svc_packet.h"
+#include "tck_main.h"
 #include "trace.pb-c.h"
 
 #define V(...) ((const uint8_t[]){__VA_ARGS__}), \
@@ -92,21 +93,15 @@ START_TEST(test_trailer_omits_zero_loss_and_encodes_negative)
 }
 END_TEST
 
-int main(void)
+static Suite *svc_packet_suite(void)
 {
     Suite *s = suite_create("svc_packet");
-    TCase *tc = tcase_create("validate");
-    tcase_add_test(tc, test_validate_accepts_plain_packets);
-    tcase_add_test(tc, test_validate_rejects_trusted_fields);
-    tcase_add_test(tc, test_validate_rejects_malformed);
-    suite_add_tcase(s, tc);
-    tc = tcase_create("trailer");
-    tcase_add_test(tc, test_trailer_decodes_as_trusted_fields);
-    tcase_add_test(tc, test_trailer_omits_zero_loss_and_encodes_negative);
-    suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    TCK_CASE(s, "validate", test_validate_accepts_plain_packets,
+             test_validate_rejects_trusted_fields,
+             test_validate_rejects_malformed);
+    TCK_CASE(s, "trailer", test_trailer_decodes_as_trusted_fields,
+             test_trailer_omits_zero_loss_and_encodes_negative);
+    return s;
 }
+
+TCK_MAIN(svc_packet_suite)

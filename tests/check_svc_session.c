@@ -6,289 +6,48 @@
  *
  * The svc_ops callbacks record what the service asked for; chunks are
  * written into the SMB by hand with the ABI layout (smb-abi.md §2-§4).
+ * The set-up (service, producers, config, session) and the chunk writer
+ * and reader are tests/svc_fixture.h.
  */
 #include <check.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-#include "svc_int.h"
-#include "svc_service.h"
-#include "trace.pb-c.h"
-
-/* ------------------------------------------------------------ recorder */
-
-typedef struct {
-    int setup_tracing, setup_ds, start_ds, stop_ds, flush, flush_done_ok,
-        flush_done_fail, disabled;
-    int smb_fd;
-    uint32_t last_target_buffer;
-    uint64_t last_session_id, last_instance, last_flush_id;
-} rec_t;
-
-static rec_t R;
-
-static int r_setup_tracing(void *c, void *conn, int fd, uint32_t kb)
-{
-    R.setup_tracing++;
-    R.smb_fd = fd;
-    return 0;
-}
-static int r_setup_ds(void *c, void *conn, uint64_t id,
-                      const Perfetto__Protos__DataSourceConfig *cfg)
-{
-    R.setup_ds++;
-    return 0;
-}
-static int r_start_ds(void *c, void *conn, uint64_t id,
-                      const Perfetto__Protos__DataSourceConfig *cfg)
-{
-    R.start_ds++;
-    R.last_target_buffer = cfg->target_buffer;
-    R.last_session_id = cfg->tracing_session_id;
-    R.last_instance = id;
-    return 0;
-}
-static int r_stop_ds(void *c, void *conn, uint64_t id)
-{
-    R.stop_ds++;
-    return 0;
-}
-static int r_flush(void *c, void *conn, const uint64_t *ids, size_t n,
-                   uint64_t fid, uint64_t flags)
-{
-    R.flush++;
-    R.last_flush_id = fid;
-    return 0;
-}
-static void r_flush_done(void *c, void *consumer, uint64_t tok, bool ok)
-{
-    if (ok)
-        R.flush_done_ok++;
-    else
-        R.flush_done_fail++;
-}
-static void r_disabled(void *c, void *consumer, svc_session *s,
-                       const char *err)
-{
-    R.disabled++;
-}
-
-static const svc_ops OPS = {
-    r_setup_tracing, r_setup_ds, r_start_ds, r_stop_ds, r_flush,
-    r_flush_done, r_disabled,
-};
+#include "svc_fixture.h"
+#include "tck_main.h"
 
 /* ------------------------------------------------------------ config */
 
-typedef struct {
-    Perfetto__Protos__TraceConfig cfg;
-    Perfetto__Protos__TraceConfig__BufferConfig buf[2], *bufp[2];
-    Perfetto__Protos__TraceConfig__DataSource ds, *dsp[1];
-    Perfetto__Protos__DataSourceConfig dsc;
-} cfg_t;
-
-static void cfg_init(cfg_t *c, uint32_t size_kb, int fill_policy)
+/* Enabling c fails with an error naming `what`. */
+static void assert_rejected(svc_service *svc, svf_cfg *c, const char *what)
 {
-    memset(c, 0, sizeof(*c));
-    perfetto__protos__trace_config__init(&c->cfg);
-    for (int i = 0; i < 2; i++) {
-        perfetto__protos__trace_config__buffer_config__init(&c->buf[i]);
-        c->buf[i].has_size_kb = true;
-        c->buf[i].size_kb = size_kb;
-        c->buf[i].has_fill_policy = true;
-        c->buf[i].fill_policy = fill_policy;
-        c->bufp[i] = &c->buf[i];
-    }
-    c->cfg.n_buffers = 1;
-    c->cfg.buffers = c->bufp;
-    perfetto__protos__trace_config__data_source__init(&c->ds);
-    perfetto__protos__data_source_config__init(&c->dsc);
-    c->dsc.name = "test.ds";
-    c->ds.config = &c->dsc;
-    c->dsp[0] = &c->ds;
-    c->cfg.n_data_sources = 1;
-    c->cfg.data_sources = c->dsp;
+    char err[256];
+    ck_assert_ptr_null(svc_session_enable(svc, NULL, &c->cfg, -1, err,
+                                          sizeof(err)));
+    ck_assert_ptr_nonnull(strstr(err, what));
 }
-
-static svc_producer *add_producer(svc_service *svc, const char *name,
-                                  pid_t pid)
-{
-    svc_producer_params pp = { .name = name };
-    svc_producer *p = svc_producer_connect(svc, NULL, 1000, pid, &pp);
-    ck_assert_ptr_nonnull(p);
-    Perfetto__Protos__DataSourceDescriptor d =
-        PERFETTO__PROTOS__DATA_SOURCE_DESCRIPTOR__INIT;
-    d.name = "test.ds";
-    ck_assert_int_eq(svc_producer_register_ds(svc, p, &d, NULL, 0), 0);
-    return p;
-}
-
-/* ------------------------------------------------------------ SMB */
-
-/* Writes one Div1 chunk at page `page` holding packets with seq_value
- * first..first+n-1; state 3 (Complete) or 1 (BeingWritten). */
-static void write_chunk(svc_producer *p, uint32_t page, uint16_t writer,
-                        uint32_t chunk_id, uint32_t first, unsigned n,
-                        unsigned state)
-{
-    size_t size, psz;
-    uint8_t *base = svc_producer_smb(p, &size, &psz);
-    ck_assert_ptr_nonnull(base);
-    uint8_t *pg = base + (size_t)page * psz;
-    uint8_t *ch = pg + 8;
-    uint8_t *pay = ch + 8;
-    size_t off = 0;
-    for (unsigned i = 0; i < n; i++) {
-        uint32_t v = first + i;
-        /* TracePacket { for_testing (900) { seq_value (2): v } } */
-        uint8_t pkt[16];
-        size_t k = 0;
-        pkt[k++] = 0xA2;
-        pkt[k++] = 0x38;
-        pkt[k++] = 0x03;
-        pkt[k++] = 0x10;
-        pkt[k++] = (uint8_t)(0x80 | (v & 0x7f));
-        pkt[k++] = (uint8_t)(v >> 7);
-        pay[off++] = (uint8_t)k;
-        memcpy(pay + off, pkt, k);
-        off += k;
-    }
-    memcpy(ch, &chunk_id, 4);
-    memcpy(ch + 4, &writer, 2);
-    uint16_t packets = (uint16_t)n;
-    memcpy(ch + 6, &packets, 2);
-    uint32_t word = (1u << 28) | state;
-    atomic_store((_Atomic uint32_t *)(void *)pg, word);
-}
-
-static uint32_t page_word(svc_producer *p, uint32_t page)
-{
-    size_t size, psz;
-    uint8_t *base = svc_producer_smb(p, &size, &psz);
-    return atomic_load((_Atomic uint32_t *)(void *)(base + page * psz));
-}
-
-static void commit(svc_service *svc, svc_producer *p, uint32_t page,
-                   uint32_t chunk, uint32_t target, uint64_t flush_id)
-{
-    Perfetto__Protos__CommitDataRequest req =
-        PERFETTO__PROTOS__COMMIT_DATA_REQUEST__INIT;
-    Perfetto__Protos__CommitDataRequest__ChunksToMove m =
-        PERFETTO__PROTOS__COMMIT_DATA_REQUEST__CHUNKS_TO_MOVE__INIT, *mp = &m;
-    m.has_page = m.has_chunk = m.has_target_buffer = true;
-    m.page = page;
-    m.chunk = chunk;
-    m.target_buffer = target;
-    req.n_chunks_to_move = 1;
-    req.chunks_to_move = &mp;
-    if (flush_id) {
-        req.has_flush_request_id = true;
-        req.flush_request_id = flush_id;
-    }
-    ck_assert_int_eq(svc_producer_commit(svc, p, &req), 0);
-}
-
-/* ------------------------------------------------------------ reading */
-
-typedef struct {
-    int n, n_service, n_stats, n_config, n_uuid;
-    uint32_t seq_of_value[64];
-    int32_t pid_of_value[64];
-    uint32_t dropped_of_value[64];
-    int values;
-    uint64_t invalid_packets;
-    uint64_t chunks_discarded;
-    uint64_t abi_violations;
-} readout_t;
-
-static int collect(void *ctx, const uint8_t *data, size_t size)
-{
-    readout_t *r = ctx;
-    Perfetto__Protos__TracePacket *p =
-        perfetto__protos__trace_packet__unpack(NULL, size, data);
-    ck_assert_ptr_nonnull(p);
-    ck_assert(p->has_trusted_packet_sequence_id);
-    ck_assert(p->has_trusted_uid);
-    r->n++;
-    if (p->trusted_packet_sequence_id == 1) {
-        r->n_service++;
-        if (p->trace_stats) {
-            r->n_stats++;
-            r->invalid_packets = p->trace_stats->invalid_packets;
-            r->chunks_discarded = p->trace_stats->chunks_discarded;
-            if (p->trace_stats->n_buffer_stats)
-                r->abi_violations =
-                    p->trace_stats->buffer_stats[0]->abi_violations;
-        }
-        if (p->trace_config)
-            r->n_config++;
-        if (p->trace_uuid)
-            r->n_uuid++;
-    } else if (p->for_testing) {
-        uint32_t v = p->for_testing->seq_value;
-        if (v < 64) {
-            r->seq_of_value[v] = p->trusted_packet_sequence_id;
-            r->pid_of_value[v] = p->trusted_pid;
-            r->dropped_of_value[v] = p->previous_packet_dropped;
-        }
-        r->values++;
-    }
-    perfetto__protos__trace_packet__free_unpacked(p, NULL);
-    return 0;
-}
-
-static void read_all(svc_service *svc, svc_session *s, readout_t *r)
-{
-    memset(r, 0, sizeof(*r));
-    bool more = false;
-    ck_assert_int_eq(svc_session_read(svc, s, 0, collect, r, &more), 0);
-    ck_assert(!more);
-}
-
-static svc_service *svc_new(void)
-{
-    memset(&R, 0, sizeof(R));
-    svc_service *svc = svc_create(&OPS, NULL, getuid());
-    ck_assert_ptr_nonnull(svc);
-    return svc;
-}
-
-/* ------------------------------------------------------------ config */
 
 START_TEST(test_config_rejects_bad_buffers)
 {
-    svc_service *svc = svc_new();
-    cfg_t c;
-    char err[256];
-    cfg_init(&c, 64, 0);
+    svc_service *svc = svf_new();
+    svf_cfg c;
+    svf_cfg_init(&c, 64, 0);
     c.cfg.n_buffers = 0;
-    ck_assert_ptr_null(svc_session_enable(svc, NULL, &c.cfg, -1, err,
-                                          sizeof(err)));
-    ck_assert_ptr_nonnull(strstr(err, "no buffers"));
-    cfg_init(&c, 0, 0);
-    ck_assert_ptr_null(svc_session_enable(svc, NULL, &c.cfg, -1, err,
-                                          sizeof(err)));
-    ck_assert_ptr_nonnull(strstr(err, "size_kb"));
-    cfg_init(&c, 64, 7);
-    ck_assert_ptr_null(svc_session_enable(svc, NULL, &c.cfg, -1, err,
-                                          sizeof(err)));
-    ck_assert_ptr_nonnull(strstr(err, "fill_policy"));
-    cfg_init(&c, 64, 0);
+    assert_rejected(svc, &c, "no buffers");
+    svf_cfg_init(&c, 0, 0);
+    assert_rejected(svc, &c, "size_kb");
+    svf_cfg_init(&c, 64, 7);
+    assert_rejected(svc, &c, "fill_policy");
+    svf_cfg_init(&c, 64, 0);
     c.dsc.has_target_buffer = true;
     c.dsc.target_buffer = 1;
-    ck_assert_ptr_null(svc_session_enable(svc, NULL, &c.cfg, -1, err,
-                                          sizeof(err)));
-    ck_assert_ptr_nonnull(strstr(err, "target_buffer"));
-    cfg_init(&c, 64, 0);
-    c.cfg.has_write_into_file = true;
-    c.cfg.write_into_file = true;
-    ck_assert_ptr_null(svc_session_enable(svc, NULL, &c.cfg, -1, err,
-                                          sizeof(err)));
-    ck_assert_ptr_nonnull(strstr(err, "write_into_file"));
+    assert_rejected(svc, &c, "target_buffer");
+    svf_cfg_init(&c, 64, 0);
+    svf_cfg_file(&c);
+    assert_rejected(svc, &c, "write_into_file");
     ck_assert_uint_eq(svc_session_count(svc), 0);
     svc_destroy(svc);
 }
@@ -296,9 +55,9 @@ END_TEST
 
 START_TEST(test_config_creates_buffers_with_global_ids)
 {
-    svc_service *svc = svc_new();
-    cfg_t c;
-    cfg_init(&c, 64, 2);
+    svc_service *svc = svf_new();
+    svf_cfg c;
+    svf_cfg_init(&c, 64, 2);
     c.cfg.n_buffers = 2;
     svc_session *s1 = svc_session_enable(svc, NULL, &c.cfg, -1, NULL, 0);
     svc_session *s2 = svc_session_enable(svc, NULL, &c.cfg, -1, NULL, 0);
@@ -325,113 +84,80 @@ END_TEST
 
 /* ------------------------------------------------------------ matching */
 
-START_TEST(test_match_all_producers_and_late_registration)
+SVF_TEST(test_match_all_producers_and_late_registration, 2)
 {
-    svc_service *svc = svc_new();
-    svc_producer *p1 = add_producer(svc, "one", 11);
-    svc_producer *p2 = add_producer(svc, "two", 12);
-    ck_assert_uint_ne(svc_producer_id(p1), svc_producer_id(p2));
-    cfg_t c;
-    cfg_init(&c, 64, 0);
-    svc_session *s = svc_session_enable(svc, NULL, &c.cfg, -1, NULL, 0);
-    ck_assert_ptr_nonnull(s);
-    ck_assert_int_eq(R.setup_tracing, 2);      /* one SMB per producer */
-    ck_assert_int_eq(R.start_ds, 2);
-    ck_assert_int_eq(R.setup_ds, 2);
-    ck_assert_uint_eq(R.last_target_buffer, s->buf_ids[0]);
-    ck_assert_uint_eq(R.last_session_id, svc_session_id(s));
-    svc_producer *p3 = add_producer(svc, "three", 13);   /* late */
-    ck_assert_int_eq(R.start_ds, 3);
-    ck_assert_int_eq(R.setup_tracing, 3);
-    ck_assert(svc__producer_may_write(p3, s->buf_ids[0]));
+    ck_assert_uint_ne(svc_producer_id(f->p[0]), svc_producer_id(f->p[1]));
+    svc_session *s = svf_enable(f);
+    ck_assert_int_eq(svf_rec.setup_tracing, 2);      /* one SMB per producer */
+    ck_assert_int_eq(svf_rec.start_ds, 2);
+    ck_assert_int_eq(svf_rec.setup_ds, 2);
+    ck_assert_uint_eq(svf_rec.last_target_buffer, f->buf);
+    ck_assert_uint_eq(svf_rec.last_session_id, svc_session_id(s));
+    svc_producer *p3 = svf_add_producer(f->svc, "three", 13);   /* late */
+    ck_assert_int_eq(svf_rec.start_ds, 3);
+    ck_assert_int_eq(svf_rec.setup_tracing, 3);
+    ck_assert(svc__producer_may_write(p3, f->buf));
     /* A second session reuses the SMBs: no new SetupTracing. */
-    svc_session *s2 = svc_session_enable(svc, NULL, &c.cfg, -1, NULL, 0);
+    svc_session *s2 = svc_session_enable(f->svc, NULL, &f->c.cfg, -1, NULL, 0);
     ck_assert_ptr_nonnull(s2);
-    ck_assert_int_eq(R.setup_tracing, 3);
-    ck_assert_int_eq(R.start_ds, 6);
-    svc_destroy(svc);
+    ck_assert_int_eq(svf_rec.setup_tracing, 3);
+    ck_assert_int_eq(svf_rec.start_ds, 6);
 }
-END_TEST
 
-START_TEST(test_deferred_start_waits_for_start_tracing)
+SVF_TEST(test_deferred_start_waits_for_start_tracing, 1)
 {
-    svc_service *svc = svc_new();
-    add_producer(svc, "one", 11);
-    cfg_t c;
-    cfg_init(&c, 64, 0);
-    c.cfg.has_deferred_start = true;
-    c.cfg.deferred_start = true;
-    svc_session *s = svc_session_enable(svc, NULL, &c.cfg, -1, NULL, 0);
-    ck_assert_ptr_nonnull(s);
-    ck_assert_int_eq(R.start_ds, 0);
-    ck_assert_int_eq(svc_session_flush(svc, s, 100, 0, 1), -EINVAL);
-    ck_assert_int_eq(svc_session_start(svc, s), 0);
-    ck_assert_int_eq(R.start_ds, 1);
-    ck_assert_int_eq(svc_session_start(svc, s), 0);      /* idempotent */
-    ck_assert_int_eq(R.start_ds, 1);
+    f->c.cfg.has_deferred_start = true;
+    f->c.cfg.deferred_start = true;
+    svc_session *s = svf_enable(f);
+    ck_assert_int_eq(svf_rec.start_ds, 0);
+    ck_assert_int_eq(svc_session_flush(f->svc, s, 100, 0, 1), -EINVAL);
+    ck_assert_int_eq(svc_session_start(f->svc, s), 0);
+    ck_assert_int_eq(svf_rec.start_ds, 1);
+    ck_assert_int_eq(svc_session_start(f->svc, s), 0);      /* idempotent */
+    ck_assert_int_eq(svf_rec.start_ds, 1);
     /* A deferred session disabled before it started ends at once. */
-    svc_session *d = svc_session_enable(svc, NULL, &c.cfg, -1, NULL, 0);
-    ck_assert_int_eq(svc_session_disable(svc, d), 0);
+    svc_session *d = svc_session_enable(f->svc, NULL, &f->c.cfg, -1, NULL, 0);
+    ck_assert_int_eq(svc_session_disable(f->svc, d), 0);
     ck_assert(svc_session_is_disabled(d));
-    ck_assert_int_eq(R.disabled, 1);
-    svc_destroy(svc);
+    ck_assert_int_eq(svf_rec.disabled, 1);
 }
-END_TEST
 
-START_TEST(test_match_producer_name_filter)
+SVF_TEST(test_match_producer_name_filter, 2)
 {
-    svc_service *svc = svc_new();
-    add_producer(svc, "one", 11);
-    add_producer(svc, "two", 12);
-    cfg_t c;
-    cfg_init(&c, 64, 0);
     char *names[] = {"two"};
-    c.ds.n_producer_name_filter = 1;
-    c.ds.producer_name_filter = names;
-    ck_assert_ptr_nonnull(svc_session_enable(svc, NULL, &c.cfg, -1, NULL, 0));
-    ck_assert_int_eq(R.start_ds, 1);
-    svc_destroy(svc);
+    f->c.ds.n_producer_name_filter = 1;
+    f->c.ds.producer_name_filter = names;
+    svf_enable(f);
+    ck_assert_int_eq(svf_rec.start_ds, 1);
 }
-END_TEST
 
-START_TEST(test_register_ds_rejects_bad_descriptors)
+SVF_TEST(test_register_ds_rejects_bad_descriptors, 1)
 {
-    svc_service *svc = svc_new();
-    svc_producer *p = add_producer(svc, "one", 11);
+    svc_producer *p = f->p[0];
     Perfetto__Protos__DataSourceDescriptor d =
         PERFETTO__PROTOS__DATA_SOURCE_DESCRIPTOR__INIT;
     char err[128];
-    ck_assert_int_lt(svc_producer_register_ds(svc, p, &d, err, sizeof(err)),
-                     0);
+    ck_assert_int_lt(svc_producer_register_ds(f->svc, p, &d, err,
+                                              sizeof(err)), 0);
     d.name = "test.ds";
-    ck_assert_int_eq(svc_producer_register_ds(svc, p, &d, err, sizeof(err)),
-                     -EEXIST);
-    ck_assert_int_eq(svc_producer_register_writer(svc, p, 0, 1), -EINVAL);
-    ck_assert_int_eq(svc_producer_register_writer(svc, p, 40000, 1), -EINVAL);
-    svc_destroy(svc);
+    ck_assert_int_eq(svc_producer_register_ds(f->svc, p, &d, err,
+                                              sizeof(err)), -EEXIST);
+    ck_assert_int_eq(svc_producer_register_writer(f->svc, p, 0, 1), -EINVAL);
+    ck_assert_int_eq(svc_producer_register_writer(f->svc, p, 40000, 1),
+                     -EINVAL);
 }
-END_TEST
 
 /* ------------------------------------------------------------ commit+read */
 
-START_TEST(test_read_adds_trusted_fields_and_sequences)
+SVF_TEST(test_read_adds_trusted_fields_and_sequences, 2)
 {
-    svc_service *svc = svc_new();
-    svc_producer *p1 = add_producer(svc, "one", 11);
-    svc_producer *p2 = add_producer(svc, "two", 12);
-    cfg_t c;
-    cfg_init(&c, 64, 0);
-    svc_session *s = svc_session_enable(svc, NULL, &c.cfg, -1, NULL, 0);
-    uint32_t b = s->buf_ids[0];
-    write_chunk(p1, 0, 1, 0, 0, 3, 3);     /* values 0..2, writer 1 */
-    commit(svc, p1, 0, 0, b, 0);
-    ck_assert_uint_eq(page_word(p1, 0), 0);   /* chunk freed */
-    write_chunk(p2, 0, 1, 0, 10, 2, 3);    /* values 10..11 */
-    commit(svc, p2, 0, 0, b, 0);
-    write_chunk(p1, 1, 2, 0, 20, 1, 3);    /* writer 2 of producer 1 */
-    commit(svc, p1, 1, 0, b, 0);
-    readout_t r;
-    read_all(svc, s, &r);
+    svc_session *s = svf_enable(f);
+    svf_put(f, f->p[0], 0, 1, 0, 0, 3);      /* values 0..2, writer 1 */
+    ck_assert_uint_eq(svf_page_word(f->p[0], 0), 0);   /* chunk freed */
+    svf_put(f, f->p[1], 0, 1, 0, 10, 2);     /* values 10..11 */
+    svf_put(f, f->p[0], 1, 2, 0, 20, 1);     /* writer 2 of producer 1 */
+    svf_readout r;
+    svf_read_all(f->svc, s, &r);
     ck_assert_int_eq(r.values, 6);
     ck_assert_int_eq(r.n_config, 1);
     ck_assert_int_eq(r.n_uuid, 1);
@@ -444,68 +170,43 @@ START_TEST(test_read_adds_trusted_fields_and_sequences)
     ck_assert_int_eq(r.pid_of_value[10], 12);
     ck_assert_uint_eq(r.dropped_of_value[0], 0);
     /* A second pass: no config again, nothing left but the stats. */
-    read_all(svc, s, &r);
+    svf_read_all(f->svc, s, &r);
     ck_assert_int_eq(r.values, 0);
     ck_assert_int_eq(r.n_config, 0);
     ck_assert_int_eq(r.n_stats, 1);
-    svc_destroy(svc);
 }
-END_TEST
 
-START_TEST(test_read_in_bounded_batches)
+SVF_TEST(test_read_in_bounded_batches, 1)
 {
-    svc_service *svc = svc_new();
-    svc_producer *p = add_producer(svc, "one", 11);
-    cfg_t c;
-    cfg_init(&c, 64, 0);
-    svc_session *s = svc_session_enable(svc, NULL, &c.cfg, -1, NULL, 0);
-    for (uint32_t i = 0; i < 8; i++) {
-        write_chunk(p, i, 1, i, i * 4, 4, 3);
-        commit(svc, p, i, 0, s->buf_ids[0], 0);
-    }
-    readout_t r;
+    svc_session *s = svf_enable(f);
+    for (uint32_t i = 0; i < 8; i++)
+        svf_put(f, f->p[0], i, 1, i, i * 4, 4);
+    svf_readout r;
     memset(&r, 0, sizeof(r));
     bool more = true;
     int rounds = 0;
     while (more && rounds < 100) {
-        ck_assert_int_eq(svc_session_read(svc, s, 40, collect, &r, &more), 0);
+        ck_assert_int_eq(svc_session_read(f->svc, s, 40, svf_collect, &r,
+                                          &more), 0);
         rounds++;
     }
     ck_assert_int_eq(r.values, 32);
     ck_assert_int_gt(rounds, 2);
-    svc_destroy(svc);
 }
-END_TEST
 
-START_TEST(test_read_drops_invalid_packets_and_flags_next)
+SVF_TEST(test_read_drops_invalid_packets_and_flags_next, 1)
 {
-    svc_service *svc = svc_new();
-    svc_producer *p = add_producer(svc, "one", 11);
-    cfg_t c;
-    cfg_init(&c, 64, 0);
-    svc_session *s = svc_session_enable(svc, NULL, &c.cfg, -1, NULL, 0);
-    write_chunk(p, 0, 1, 0, 0, 3, 3);
-    /* Make packet 1 claim trusted_packet_sequence_id: field 10 (0x50). */
-    size_t size, psz;
-    uint8_t *base = svc_producer_smb(p, &size, &psz);
-    uint8_t *pay = base + 16;
-    size_t second = 1 + pay[0];
-    pay[second + 1] = 0x50;         /* tag byte of packet 1 */
-    pay[second + 2] = 0x01;
-    pay[second + 3] = 0x08;         /* then field 1 varint... */
-    pay[second + 4] = 0x01;
-    pay[second + 5] = 0x08;
-    pay[second + 6] = 0x01;
-    commit(svc, p, 0, 0, s->buf_ids[0], 0);
-    readout_t r;
-    read_all(svc, s, &r);
+    svc_session *s = svf_enable(f);
+    svf_write_chunk(f->p[0], 0, 1, 0, 0, 3, 3);
+    svf_poison_second_packet(f->p[0]);
+    svf_commit(f->svc, f->p[0], 0, 0, f->buf, 0);
+    svf_readout r;
+    svf_read_all(f->svc, s, &r);
     ck_assert_int_eq(r.values, 2);
     ck_assert_uint_eq(r.invalid_packets, 1);
     ck_assert_uint_eq(r.dropped_of_value[0], 0);
     ck_assert_uint_ne(r.dropped_of_value[2], 0);     /* not silent */
-    svc_destroy(svc);
 }
-END_TEST
 
 /* ------------------------------------------------------------ stats */
 
@@ -526,20 +227,13 @@ static void assert_one_sample_in_right_bucket(const uint64_t *counts,
     ck_assert_uint_eq(total, 1);
 }
 
-START_TEST(test_stats_writer_histograms)
+SVF_TEST(test_stats_writer_histograms, 1)
 {
-    svc_service *svc = svc_new();
-    svc_producer *p = add_producer(svc, "one", 11);
-    cfg_t c;
-    cfg_init(&c, 64, 0);
-    svc_session *s = svc_session_enable(svc, NULL, &c.cfg, -1, NULL, 0);
-    ck_assert_ptr_nonnull(s);
-    write_chunk(p, 0, 1, 0, 0, 3, 3);              /* writer 1: 3 packets */
-    commit(svc, p, 0, 0, s->buf_ids[0], 0);
-    write_chunk(p, 1, 2, 0, 10, 20, 3);            /* writer 2: 20 */
-    commit(svc, p, 1, 0, s->buf_ids[0], 0);
+    svc_session *s = svf_enable(f);
+    svf_put(f, f->p[0], 0, 1, 0, 0, 3);            /* writer 1: 3 packets */
+    svf_put(f, f->p[0], 1, 2, 0, 10, 20);          /* writer 2: 20 */
     /* Built before any read: the writers get their sequence ids now. */
-    Perfetto__Protos__TraceStats *st = svc_stats_build(svc, s);
+    Perfetto__Protos__TraceStats *st = svc_stats_build(f->svc, s);
     ck_assert_ptr_nonnull(st);
     ck_assert_uint_eq(st->n_chunk_payload_histogram_def, 10);
     ck_assert_int_eq(st->chunk_payload_histogram_def[0], 8);
@@ -564,14 +258,13 @@ START_TEST(test_stats_writer_histograms)
     ck_assert_uint_ne(seq[0], seq[1]);
     svc_stats_free(st);
     /* The packets carry the same sequence ids. */
-    readout_t r;
-    read_all(svc, s, &r);
+    svf_readout r;
+    svf_read_all(f->svc, s, &r);
     ck_assert_uint_eq(r.seq_of_value[0], seq[0]);
     ck_assert_uint_eq(r.seq_of_value[10], seq[1]);
     /* A second chunk of writer 1 adds a sample to its entry. */
-    write_chunk(p, 2, 1, 1, 3, 3, 3);
-    commit(svc, p, 2, 0, s->buf_ids[0], 0);
-    st = svc_stats_build(svc, s);
+    svf_put(f, f->p[0], 2, 1, 1, 3, 3);
+    st = svc_stats_build(f->svc, s);
     ck_assert_uint_eq(st->n_writer_stats, 2);
     uint64_t n = 0;
     for (size_t q = 0; q < 11; q++)
@@ -579,83 +272,73 @@ START_TEST(test_stats_writer_histograms)
     ck_assert_uint_eq(n, 2);
     svc_stats_free(st);
     /* Service-wide stats (no session) carry no histograms. */
-    st = svc_stats_build(svc, NULL);
+    st = svc_stats_build(f->svc, NULL);
     ck_assert_uint_eq(st->n_writer_stats, 0);
     ck_assert_uint_eq(st->n_chunk_payload_histogram_def, 0);
     svc_stats_free(st);
-    svc_destroy(svc);
 }
-END_TEST
 
-START_TEST(test_stats_histograms_can_be_disabled)
+SVF_TEST(test_stats_histograms_can_be_disabled, 1)
 {
-    svc_service *svc = svc_new();
-    svc_producer *p = add_producer(svc, "one", 11);
-    cfg_t c;
-    cfg_init(&c, 64, 0);
     Perfetto__Protos__TraceConfig__BuiltinDataSource b =
         PERFETTO__PROTOS__TRACE_CONFIG__BUILTIN_DATA_SOURCE__INIT;
     b.has_disable_chunk_usage_histograms = true;
     b.disable_chunk_usage_histograms = true;
-    c.cfg.builtin_data_sources = &b;
-    svc_session *s = svc_session_enable(svc, NULL, &c.cfg, -1, NULL, 0);
-    ck_assert_ptr_nonnull(s);
-    write_chunk(p, 0, 1, 0, 0, 3, 3);
-    commit(svc, p, 0, 0, s->buf_ids[0], 0);
-    Perfetto__Protos__TraceStats *st = svc_stats_build(svc, s);
+    f->c.cfg.builtin_data_sources = &b;
+    svc_session *s = svf_enable(f);
+    svf_put(f, f->p[0], 0, 1, 0, 0, 3);
+    Perfetto__Protos__TraceStats *st = svc_stats_build(f->svc, s);
     ck_assert_ptr_nonnull(st);
     ck_assert_uint_eq(st->n_writer_stats, 0);
     ck_assert_uint_eq(st->n_chunk_payload_histogram_def, 0);
     ck_assert_uint_eq(st->n_buffer_stats, 1);      /* the rest is there */
     svc_stats_free(st);
-    readout_t r;
-    read_all(svc, s, &r);
+    svf_readout r;
+    svf_read_all(f->svc, s, &r);
     ck_assert_int_eq(r.values, 3);
-    svc_destroy(svc);
 }
-END_TEST
 
 /* ------------------------------------------------------------ lying */
 
 START_TEST(test_commit_lies_are_counted_not_fatal)
 {
-    svc_service *svc = svc_new();
-    svc_producer *p = add_producer(svc, "one", 11);
+    svf_fx f;
+    svf_start(&f, 1);
+    svc_service *svc = f.svc;
+    svc_producer *p = f.p[0];
     svc_producer *q = svc_producer_connect(svc, NULL, 1000, 99, NULL);
     Perfetto__Protos__CommitDataRequest empty =
         PERFETTO__PROTOS__COMMIT_DATA_REQUEST__INIT;
     ck_assert_int_eq(svc_producer_commit(svc, q, &empty), -EPERM); /* no SMB */
-    cfg_t c;
-    cfg_init(&c, 64, 0);
-    svc_session *s = svc_session_enable(svc, NULL, &c.cfg, -1, NULL, 0);
-    cfg_t c2;
-    cfg_init(&c2, 64, 0);
+    svc_session *s = svf_enable(&f);
+    svf_cfg c2;
+    svf_cfg_init(&c2, 64, 0);
     c2.dsc.name = "nobody.registers.this";
     svc_session *other = svc_session_enable(svc, NULL, &c2.cfg, -1, NULL, 0);
-    uint32_t b = s->buf_ids[0];
+    uint32_t b = f.buf;
     size_t size, psz;
     svc_producer_smb(p, &size, &psz);
     uint32_t npages = (uint32_t)(size / psz);
-    commit(svc, p, npages, 0, b, 0);          /* page out of range */
-    commit(svc, p, UINT32_MAX, 0, b, 0);
-    write_chunk(p, 0, 1, 0, 0, 2, 3);
-    commit(svc, p, 0, 5, b, 0);               /* chunk index > layout */
-    write_chunk(p, 1, 1, 1, 2, 2, 1);         /* BeingWritten */
-    commit(svc, p, 1, 0, b, 0);
-    ck_assert_uint_eq(page_word(p, 1) & 3, 1);    /* untouched */
+    svf_commit(svc, p, npages, 0, b, 0);          /* page out of range */
+    svf_commit(svc, p, UINT32_MAX, 0, b, 0);
+    svf_write_chunk(p, 0, 1, 0, 0, 2, 3);
+    svf_commit(svc, p, 0, 5, b, 0);               /* chunk index > layout */
+    svf_write_chunk(p, 1, 1, 1, 2, 2, 1);         /* BeingWritten */
+    svf_commit(svc, p, 1, 0, b, 0);
+    ck_assert_uint_eq(svf_page_word(p, 1) & 3, 1);    /* untouched */
     uint64_t before = svc->chunks_discarded;
-    commit(svc, p, 0, 0, other->buf_ids[0], 0);   /* not its buffer */
+    svf_commit(svc, p, 0, 0, other->buf_ids[0], 0);   /* not its buffer */
     ck_assert_uint_eq(svc->chunks_discarded, before + 1);
-    write_chunk(p, 0, 1, 0, 0, 2, 3);
-    commit(svc, p, 0, 0, 77777, 0);                /* no such buffer */
+    svf_write_chunk(p, 0, 1, 0, 0, 2, 3);
+    svf_commit(svc, p, 0, 0, 77777, 0);                /* no such buffer */
     ck_assert_uint_eq(svc->chunks_discarded, before + 2);
     /* Garbage chunk: count says 5 fragments, payload has none valid. */
-    write_chunk(p, 2, 1, 2, 0, 1, 3);
+    svf_write_chunk(p, 2, 1, 2, 0, 1, 3);
     uint8_t *base = svc_producer_smb(p, NULL, NULL);
     memset(base + 2 * psz + 16, 0xFF, psz - 16);
     uint16_t count = 5;
     memcpy(base + 2 * psz + 8 + 6, &count, 2);
-    commit(svc, p, 2, 0, b, 0);
+    svf_commit(svc, p, 2, 0, b, 0);
     /* Patches: bad writer id, too many, wrong size. */
     Perfetto__Protos__CommitDataRequest req =
         PERFETTO__PROTOS__COMMIT_DATA_REQUEST__INIT;
@@ -682,8 +365,8 @@ START_TEST(test_commit_lies_are_counted_not_fatal)
     cp.writer_id = 0;
     ck_assert_int_eq(svc_producer_commit(svc, p, &req), 0);
     ck_assert_uint_eq(svc->patches_discarded, pd + 2);
-    readout_t r;
-    read_all(svc, s, &r);
+    svf_readout r;
+    svf_read_all(svc, s, &r);
     ck_assert_int_eq(r.values, 0);
     ck_assert_uint_ge(r.abi_violations, 1);
     svc_destroy(svc);
@@ -694,311 +377,184 @@ END_TEST
 
 START_TEST(test_flush_acked_succeeds)
 {
-    svc_service *svc = svc_new();
-    svc_producer *p = add_producer(svc, "one", 11);
-    cfg_t c;
-    cfg_init(&c, 64, 0);
-    svc_session *s = svc_session_enable(svc, NULL, &c.cfg, -1, NULL, 0);
-    ck_assert_int_eq(svc_session_flush(svc, s, 1000, 0, 5), 0);
-    ck_assert_int_eq(R.flush, 1);
-    ck_assert_int_eq(R.flush_done_ok, 0);
-    write_chunk(p, 0, 1, 0, 0, 2, 3);
-    commit(svc, p, 0, 0, s->buf_ids[0], R.last_flush_id);
-    ck_assert_int_eq(R.flush_done_ok, 1);
+    svf_fx f;
+    svf_start(&f, 1);
+    svc_session *s = svf_enable(&f);
+    ck_assert_int_eq(svc_session_flush(f.svc, s, 1000, 0, 5), 0);
+    ck_assert_int_eq(svf_rec.flush, 1);
+    ck_assert_int_eq(svf_rec.flush_done_ok, 0);
+    svf_write_chunk(f.p[0], 0, 1, 0, 0, 2, 3);
+    svf_commit(f.svc, f.p[0], 0, 0, f.buf, svf_rec.last_flush_id);
+    ck_assert_int_eq(svf_rec.flush_done_ok, 1);
     ck_assert_uint_eq(s->flushes_succeeded, 1);
-    svc_destroy(svc);
+    svc_destroy(f.svc);
 }
 END_TEST
 
-START_TEST(test_flush_timeout_scrapes_silent_producer)
+SVF_TEST(test_flush_timeout_scrapes_silent_producer, 1)
 {
-    svc_service *svc = svc_new();
-    svc_producer *p = add_producer(svc, "one", 11);
-    cfg_t c;
-    cfg_init(&c, 64, 0);
-    svc_session *s = svc_session_enable(svc, NULL, &c.cfg, -1, NULL, 0);
-    ck_assert_int_eq(svc_producer_register_writer(svc, p, 1, s->buf_ids[0]),
+    svc_session *s = svf_enable(f);
+    ck_assert_int_eq(svc_producer_register_writer(f->svc, f->p[0], 1, f->buf),
                      0);
     /* A chunk still being written, 3 fragments started: 2 are complete. */
-    write_chunk(p, 0, 1, 0, 0, 3, 1);
-    ck_assert_int_eq(svc_session_flush(svc, s, 1000, 0, 9), 0);
-    ck_assert_uint_ne(svc_next_deadline_ms(svc), 0);
-    svc_tick(svc, svc_now_ms() + 60000);
-    ck_assert_int_eq(R.flush_done_fail, 1);
+    svf_write_chunk(f->p[0], 0, 1, 0, 0, 3, 1);
+    ck_assert_int_eq(svc_session_flush(f->svc, s, 1000, 0, 9), 0);
+    ck_assert_uint_ne(svc_next_deadline_ms(f->svc), 0);
+    svc_tick(f->svc, svc_now_ms() + 60000);
+    ck_assert_int_eq(svf_rec.flush_done_fail, 1);
     ck_assert_uint_eq(s->flushes_failed, 1);
-    ck_assert_uint_eq(page_word(p, 0) & 3, 1);     /* scraping never frees */
-    readout_t r;
-    read_all(svc, s, &r);
+    ck_assert_uint_eq(svf_page_word(f->p[0], 0) & 3, 1);  /* never freed */
+    svf_readout r;
+    svf_read_all(f->svc, s, &r);
     ck_assert_int_eq(r.values, 2);                 /* 0 and 1 recovered */
-    svc_destroy(svc);
 }
-END_TEST
 
-START_TEST(test_disable_stops_and_notifies)
+SVF_TEST(test_disable_stops_and_notifies, 1)
 {
-    svc_service *svc = svc_new();
-    svc_producer *p = add_producer(svc, "one", 11);
-    cfg_t c;
-    cfg_init(&c, 64, 0);
-    c.cfg.has_flush_timeout_ms = true;
-    c.cfg.flush_timeout_ms = 100;
-    svc_session *s = svc_session_enable(svc, NULL, &c.cfg, -1, NULL, 0);
-    ck_assert_int_eq(svc_session_disable(svc, s), 0);
-    ck_assert_int_eq(R.flush, 1);
-    ck_assert_int_eq(R.disabled, 0);
+    f->c.cfg.has_flush_timeout_ms = true;
+    f->c.cfg.flush_timeout_ms = 100;
+    svc_session *s = svf_enable(f);
+    ck_assert_int_eq(svc_session_disable(f->svc, s), 0);
+    ck_assert_int_eq(svf_rec.flush, 1);
+    ck_assert_int_eq(svf_rec.disabled, 0);
     Perfetto__Protos__CommitDataRequest req =
         PERFETTO__PROTOS__COMMIT_DATA_REQUEST__INIT;
     req.has_flush_request_id = true;
-    req.flush_request_id = R.last_flush_id;
-    ck_assert_int_eq(svc_producer_commit(svc, p, &req), 0);
-    ck_assert_int_eq(R.stop_ds, 1);
-    ck_assert_int_eq(R.disabled, 1);
+    req.flush_request_id = svf_rec.last_flush_id;
+    ck_assert_int_eq(svc_producer_commit(f->svc, f->p[0], &req), 0);
+    ck_assert_int_eq(svf_rec.stop_ds, 1);
+    ck_assert_int_eq(svf_rec.disabled, 1);
     ck_assert(svc_session_is_disabled(s));
     ck_assert_int_eq(s->final_flush_outcome, 1);
-    svc_destroy(svc);
 }
-END_TEST
 
-START_TEST(test_duration_disables_after_failed_final_flush)
+SVF_TEST(test_duration_disables_after_failed_final_flush, 1)
 {
-    svc_service *svc = svc_new();
-    add_producer(svc, "one", 11);
-    cfg_t c;
-    cfg_init(&c, 64, 0);
-    c.cfg.has_duration_ms = true;
-    c.cfg.duration_ms = 10;
-    svc_session *s = svc_session_enable(svc, NULL, &c.cfg, -1, NULL, 0);
-    svc_tick(svc, svc_now_ms() + 20);          /* duration: final flush */
-    ck_assert_int_eq(R.flush, 1);
-    svc_tick(svc, svc_now_ms() + 60000);       /* nobody answers */
-    ck_assert_int_eq(R.disabled, 1);
+    f->c.cfg.has_duration_ms = true;
+    f->c.cfg.duration_ms = 10;
+    svc_session *s = svf_enable(f);
+    svc_tick(f->svc, svc_now_ms() + 20);        /* duration: final flush */
+    ck_assert_int_eq(svf_rec.flush, 1);
+    svc_tick(f->svc, svc_now_ms() + 60000);     /* nobody answers */
+    ck_assert_int_eq(svf_rec.disabled, 1);
     ck_assert_int_eq(s->final_flush_outcome, 2);
-    svc_destroy(svc);
 }
-END_TEST
 
 /* ------------------------------------------------------------ faults */
 
-START_TEST(test_producer_disconnect_scrapes_its_data)
+SVF_TEST(test_producer_disconnect_scrapes_its_data, 2)
 {
-    svc_service *svc = svc_new();
-    svc_producer *p = add_producer(svc, "one", 11);
-    svc_producer *q = add_producer(svc, "two", 12);
-    cfg_t c;
-    cfg_init(&c, 64, 0);
-    svc_session *s = svc_session_enable(svc, NULL, &c.cfg, -1, NULL, 0);
-    svc_producer_register_writer(svc, p, 1, s->buf_ids[0]);
-    write_chunk(p, 0, 1, 0, 0, 4, 3);          /* complete, not committed */
-    write_chunk(q, 0, 1, 0, 10, 2, 3);
-    commit(svc, q, 0, 0, s->buf_ids[0], 0);
-    ck_assert_int_eq(svc_session_flush(svc, s, 1000, 0, 1), 0);
-    svc_producer_disconnect(svc, p);           /* killed mid-flush */
-    ck_assert_int_eq(R.flush_done_ok, 0);      /* q still owes an ack */
-    readout_t r;
-    read_all(svc, s, &r);
-    ck_assert_int_eq(r.values, 6);             /* its 4 scraped + q's 2 */
-    svc_destroy(svc);
+    svc_session *s = svf_enable(f);
+    svc_producer_register_writer(f->svc, f->p[0], 1, f->buf);
+    svf_write_chunk(f->p[0], 0, 1, 0, 0, 4, 3); /* complete, not committed */
+    svf_put(f, f->p[1], 0, 1, 0, 10, 2);
+    ck_assert_int_eq(svc_session_flush(f->svc, s, 1000, 0, 1), 0);
+    svc_producer_disconnect(f->svc, f->p[0]);    /* killed mid-flush */
+    ck_assert_int_eq(svf_rec.flush_done_ok, 0);  /* "two" still owes one */
+    svf_readout r;
+    svf_read_all(f->svc, s, &r);
+    ck_assert_int_eq(r.values, 6);             /* its 4 scraped + 2 */
 }
-END_TEST
 
-START_TEST(test_clone_is_a_snapshot)
+SVF_TEST(test_clone_is_a_snapshot, 1)
 {
-    svc_service *svc = svc_new();
-    svc_producer *p = add_producer(svc, "one", 11);
-    cfg_t c;
-    cfg_init(&c, 64, 0);
-    svc_session *s = svc_session_enable(svc, NULL, &c.cfg, -1, NULL, 0);
-    write_chunk(p, 0, 1, 0, 0, 3, 3);
-    commit(svc, p, 0, 0, s->buf_ids[0], 0);
+    svc_session *s = svf_enable(f);
+    svf_put(f, f->p[0], 0, 1, 0, 0, 3);
     char err[128];
-    svc_session *cl = svc_session_clone(svc, NULL, svc_session_id(s), NULL,
-                                        err, sizeof(err));
+    svc_session *cl = svc_session_clone(f->svc, NULL, svc_session_id(s),
+                                        NULL, err, sizeof(err));
     ck_assert_ptr_nonnull(cl);
-    ck_assert_ptr_null(svc_session_clone(svc, NULL, 12345, NULL, err,
+    ck_assert_ptr_null(svc_session_clone(f->svc, NULL, 12345, NULL, err,
                                          sizeof(err)));
-    readout_t r;
-    read_all(svc, cl, &r);
+    svf_readout r;
+    svf_read_all(f->svc, cl, &r);
     ck_assert_int_eq(r.values, 3);
-    read_all(svc, s, &r);                      /* original still has them */
+    svf_read_all(f->svc, s, &r);                /* original still has them */
     ck_assert_int_eq(r.values, 3);
-    write_chunk(p, 0, 1, 1, 3, 1, 3);          /* tracing goes on */
-    commit(svc, p, 0, 0, s->buf_ids[0], 0);
-    read_all(svc, s, &r);
+    svf_put(f, f->p[0], 0, 1, 1, 3, 1);        /* tracing goes on */
+    svf_read_all(f->svc, s, &r);
     ck_assert_int_eq(r.values, 1);
-    svc_destroy(svc);
-}
-END_TEST
-
-static long file_size(int fd)
-{
-    return (long)lseek(fd, 0, SEEK_END);
 }
 
-START_TEST(test_file_mode_writes_trace_records_and_caps_size)
+/* ------------------------------------------------------------ file */
+
+SVF_TEST(test_file_mode_writes_trace_records_and_caps_size, 1)
 {
-    svc_service *svc = svc_new();
-    svc_producer *p = add_producer(svc, "one", 11);
-    char path[] = "/tmp/svcfileXXXXXX";
-    int fd = mkstemp(path);
-    ck_assert_int_ge(fd, 0);
-    unlink(path);
-    int mine = dup(fd);
-    cfg_t c;
-    cfg_init(&c, 64, 0);
-    c.cfg.has_write_into_file = true;
-    c.cfg.write_into_file = true;
-    c.cfg.has_file_write_period_ms = true;
-    c.cfg.file_write_period_ms = 1;            /* clamped to 100 */
-    c.cfg.has_max_file_size_bytes = true;
-    c.cfg.max_file_size_bytes = 4000;
-    svc_session *s = svc_session_enable(svc, NULL, &c.cfg, fd, NULL, 0);
-    ck_assert_ptr_nonnull(s);
+    int mine;
+    int fd = svf_temp_file(&mine);
+    svf_cfg_file(&f->c);
+    f->c.cfg.has_file_write_period_ms = true;
+    f->c.cfg.file_write_period_ms = 1;          /* clamped to 100 */
+    f->c.cfg.has_max_file_size_bytes = true;
+    f->c.cfg.max_file_size_bytes = 4000;
+    svc_session *s = svf_enable_fd(f, fd);
     ck_assert(svc_session_writes_file(s));
     ck_assert_uint_eq(s->file_write_period_ms, 100);
-    for (uint32_t i = 0; i < 40; i++) {
-        write_chunk(p, i % 8, 1, i, i * 10, 10, 3);
-        commit(svc, p, i % 8, 0, s->buf_ids[0], 0);
-    }
-    svc_tick(svc, svc_now_ms() + 150);         /* a periodic file write */
-    long size = file_size(mine);
+    for (uint32_t i = 0; i < 40; i++)
+        svf_put(f, f->p[0], i % 8, 1, i, i * 10, 10);
+    svc_tick(f->svc, svc_now_ms() + 150);       /* a periodic file write */
+    long size = svf_file_size(mine);
     ck_assert_int_gt(size, 0);
     ck_assert_int_lt(size, 4000);              /* whole packets, < limit */
     ck_assert(s->file_full);
-    ck_assert_int_eq(R.flush, 1);              /* file full: disabling */
+    ck_assert_int_eq(svf_rec.flush, 1);        /* file full: disabling */
     /* The file is a sequence of Trace.packet records. */
-    uint8_t *buf = malloc((size_t)size);
-    ck_assert_int_eq(pread(mine, buf, (size_t)size, 0), size);
-    long off = 0;
-    int records = 0;
-    while (off < size) {
-        ck_assert_uint_eq(buf[off], 0x0A);
-        off++;
-        uint64_t len = 0;
-        int shift = 0;
-        while (buf[off] & 0x80) {
-            len |= (uint64_t)(buf[off++] & 0x7f) << shift;
-            shift += 7;
-        }
-        len |= (uint64_t)buf[off++] << shift;
-        Perfetto__Protos__TracePacket *pk =
-            perfetto__protos__trace_packet__unpack(NULL, len, buf + off);
-        ck_assert_ptr_nonnull(pk);
-        perfetto__protos__trace_packet__free_unpacked(pk, NULL);
-        off += (long)len;
-        records++;
-    }
-    ck_assert_int_eq(off, size);
-    ck_assert_int_gt(records, 3);
-    free(buf);
+    svf_readout r;
+    svf_read_file_records(mine, &r);
+    ck_assert_int_gt(r.n, 3);
     close(mine);
-    svc_destroy(svc);
-}
-END_TEST
-
-/* Parses a file of Trace.packet records into r (collect()). */
-static void read_file_records(int fd, readout_t *r)
-{
-    memset(r, 0, sizeof(*r));
-    long size = file_size(fd);
-    uint8_t *buf = malloc((size_t)size + 1);
-    ck_assert_int_eq(pread(fd, buf, (size_t)size, 0), size);
-    long off = 0;
-    while (off < size) {
-        ck_assert_uint_eq(buf[off], 0x0A);
-        off++;
-        uint64_t len = 0;
-        int shift = 0;
-        while (buf[off] & 0x80) {
-            len |= (uint64_t)(buf[off++] & 0x7f) << shift;
-            shift += 7;
-        }
-        len |= (uint64_t)buf[off++] << shift;
-        ck_assert_int_le(off + (long)len, size);
-        collect(r, buf + off, len);
-        off += (long)len;
-    }
-    free(buf);
 }
 
 /* File mode copies packets straight into the write batch and validates
  * them there: an invalid one leaves no bytes behind and flags the next. */
-START_TEST(test_file_mode_drops_invalid_packets_in_place)
+SVF_TEST(test_file_mode_drops_invalid_packets_in_place, 1)
 {
-    svc_service *svc = svc_new();
-    svc_producer *p = add_producer(svc, "one", 11);
-    char path[] = "/tmp/svcfileXXXXXX";
-    int fd = mkstemp(path);
-    ck_assert_int_ge(fd, 0);
-    unlink(path);
-    int mine = dup(fd);
-    cfg_t c;
-    cfg_init(&c, 64, 0);
-    c.cfg.has_write_into_file = true;
-    c.cfg.write_into_file = true;
-    svc_session *s = svc_session_enable(svc, NULL, &c.cfg, fd, NULL, 0);
-    ck_assert_ptr_nonnull(s);
-    write_chunk(p, 0, 1, 0, 0, 3, 3);
-    size_t size, psz;
-    uint8_t *base = svc_producer_smb(p, &size, &psz);
-    uint8_t *pay = base + 16;
-    size_t second = 1 + pay[0];
-    pay[second + 1] = 0x50;         /* packet 1 claims a sequence id */
-    pay[second + 2] = 0x01;
-    pay[second + 3] = 0x08;
-    pay[second + 4] = 0x01;
-    pay[second + 5] = 0x08;
-    pay[second + 6] = 0x01;
-    commit(svc, p, 0, 0, s->buf_ids[0], 0);
-    ck_assert_int_eq(svc_session_write_file(svc, s), 0);
+    int mine;
+    int fd = svf_temp_file(&mine);
+    svf_cfg_file(&f->c);
+    svc_session *s = svf_enable_fd(f, fd);
+    svf_write_chunk(f->p[0], 0, 1, 0, 0, 3, 3);
+    svf_poison_second_packet(f->p[0]);
+    svf_commit(f->svc, f->p[0], 0, 0, f->buf, 0);
+    ck_assert_int_eq(svc_session_write_file(f->svc, s), 0);
     /* a second pass appends behind the first, reusing the batch */
-    write_chunk(p, 1, 1, 1, 3, 2, 3);
-    commit(svc, p, 1, 0, s->buf_ids[0], 0);
-    ck_assert_int_eq(svc_session_write_file(svc, s), 0);
-    readout_t r;
-    read_file_records(mine, &r);
+    svf_put(f, f->p[0], 1, 1, 1, 3, 2);
+    ck_assert_int_eq(svc_session_write_file(f->svc, s), 0);
+    svf_readout r;
+    svf_read_file_records(mine, &r);
     ck_assert_int_eq(r.values, 4);                   /* 0, 2, 3, 4 */
     ck_assert_uint_eq(r.invalid_packets, 1);
     ck_assert_uint_eq(r.dropped_of_value[0], 0);
     ck_assert_uint_ne(r.dropped_of_value[2], 0);     /* not silent */
     ck_assert_uint_eq(r.dropped_of_value[3], 0);
     ck_assert_uint_eq(r.seq_of_value[4], r.seq_of_value[0]);
-    ck_assert_int_eq((long)s->bytes_written_to_file, file_size(mine));
+    ck_assert_int_eq((long)s->bytes_written_to_file, svf_file_size(mine));
     close(mine);
-    svc_destroy(svc);
 }
-END_TEST
 
-START_TEST(test_periodic_flush_by_period_and_file_mode)
+SVF_TEST(test_periodic_flush_by_period_and_file_mode, 1)
 {
-    svc_service *svc = svc_new();
-    add_producer(svc, "one", 11);
-    cfg_t c;
-    cfg_init(&c, 64, 0);
-    c.cfg.has_flush_period_ms = true;
-    c.cfg.flush_period_ms = 200;
-    svc_session *s = svc_session_enable(svc, NULL, &c.cfg, -1, NULL, 0);
-    ck_assert_ptr_nonnull(s);
-    svc_tick(svc, svc_now_ms() + 250);
-    ck_assert_int_eq(R.flush, 1);
+    f->c.cfg.has_flush_period_ms = true;
+    f->c.cfg.flush_period_ms = 200;
+    svf_enable(f);
+    svc_tick(f->svc, svc_now_ms() + 250);
+    ck_assert_int_eq(svf_rec.flush, 1);
     /* File mode, write_flush_mode unspecified: every 5 s whatever
      * flush_period_ms says. */
-    cfg_t f;
-    cfg_init(&f, 64, 0);
-    f.cfg.has_write_into_file = true;
-    f.cfg.write_into_file = true;
-    f.cfg.has_flush_period_ms = true;
-    f.cfg.flush_period_ms = 200;
+    svf_cfg fc;
+    svf_cfg_init(&fc, 64, 0);
+    svf_cfg_file(&fc);
+    fc.cfg.has_flush_period_ms = true;
+    fc.cfg.flush_period_ms = 200;
     int fd = open("/dev/null", O_WRONLY);
-    svc_session *fs = svc_session_enable(svc, NULL, &f.cfg, fd, NULL, 0);
+    svc_session *fs = svc_session_enable(f->svc, NULL, &fc.cfg, fd, NULL, 0);
     ck_assert_ptr_nonnull(fs);
     ck_assert_uint_eq(fs->flush_period_ms, 5000);
-    svc_destroy(svc);
 }
-END_TEST
 
 START_TEST(test_smb_sizes_clamped)
 {
-    svc_service *svc = svc_new();
+    svc_service *svc = svf_new();
     svc_producer_params pp = { .page_size_hint_bytes = 12288,
                                .smb_size_hint_bytes = 1 << 20 };
     svc_producer *p = svc_producer_connect(svc, NULL, 0, 1, &pp);
@@ -1015,42 +571,32 @@ START_TEST(test_smb_sizes_clamped)
 }
 END_TEST
 
-int main(void)
+static Suite *svc_session_suite(void)
 {
     Suite *s = suite_create("svc_session");
-    struct { const char *name; const TTest *t[8]; } groups[] = {
-        {"config", {test_config_rejects_bad_buffers,
-                    test_config_creates_buffers_with_global_ids,
-                    test_smb_sizes_clamped}},
-        {"matching", {test_match_all_producers_and_late_registration,
-                      test_deferred_start_waits_for_start_tracing,
-                      test_match_producer_name_filter,
-                      test_register_ds_rejects_bad_descriptors}},
-        {"read", {test_read_adds_trusted_fields_and_sequences,
-                  test_read_in_bounded_batches,
-                  test_read_drops_invalid_packets_and_flags_next}},
-        {"untrusted", {test_commit_lies_are_counted_not_fatal}},
-        {"stats", {test_stats_writer_histograms,
-                   test_stats_histograms_can_be_disabled}},
-        {"flush", {test_flush_acked_succeeds,
-                   test_flush_timeout_scrapes_silent_producer,
-                   test_disable_stops_and_notifies,
-                   test_duration_disables_after_failed_final_flush}},
-        {"faults", {test_producer_disconnect_scrapes_its_data,
-                    test_clone_is_a_snapshot}},
-        {"file", {test_file_mode_writes_trace_records_and_caps_size,
-                  test_periodic_flush_by_period_and_file_mode,
-                  test_file_mode_drops_invalid_packets_in_place}},
-    };
-    for (size_t g = 0; g < sizeof(groups) / sizeof(groups[0]); g++) {
-        TCase *tc = tcase_create(groups[g].name);
-        for (size_t i = 0; i < 8 && groups[g].t[i]; i++)
-            tcase_add_test(tc, groups[g].t[i]);
-        suite_add_tcase(s, tc);
-    }
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    TCK_CASE(s, "config", test_config_rejects_bad_buffers,
+             test_config_creates_buffers_with_global_ids,
+             test_smb_sizes_clamped);
+    TCK_CASE(s, "matching", test_match_all_producers_and_late_registration,
+             test_deferred_start_waits_for_start_tracing,
+             test_match_producer_name_filter,
+             test_register_ds_rejects_bad_descriptors);
+    TCK_CASE(s, "read", test_read_adds_trusted_fields_and_sequences,
+             test_read_in_bounded_batches,
+             test_read_drops_invalid_packets_and_flags_next);
+    TCK_CASE(s, "untrusted", test_commit_lies_are_counted_not_fatal);
+    TCK_CASE(s, "stats", test_stats_writer_histograms,
+             test_stats_histograms_can_be_disabled);
+    TCK_CASE(s, "flush", test_flush_acked_succeeds,
+             test_flush_timeout_scrapes_silent_producer,
+             test_disable_stops_and_notifies,
+             test_duration_disables_after_failed_final_flush);
+    TCK_CASE(s, "faults", test_producer_disconnect_scrapes_its_data,
+             test_clone_is_a_snapshot);
+    TCK_CASE(s, "file", test_file_mode_writes_trace_records_and_caps_size,
+             test_periodic_flush_by_period_and_file_mode,
+             test_file_mode_drops_invalid_packets_in_place);
+    return s;
 }
+
+TCK_MAIN(svc_session_suite)

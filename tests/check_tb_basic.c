@@ -37,22 +37,18 @@ START_TEST(test_create_rejects_zero_and_huge)
 }
 END_TEST
 
-START_TEST(test_create_empty_buffer_reads_nothing)
+TBT_RING_TEST(test_create_empty_buffer_reads_nothing)
 {
-    tb_buffer *b = tb_create(4096, TB_RING_BUFFER);
     tb_begin_read(b);
     tb_packet pkt;
     ck_assert(!tb_read_next_packet(b, &pkt, NULL, NULL));
     ck_assert(!tb_read_next_packet(b, &pkt, NULL, NULL));
-    tb_destroy(b);
 }
-END_TEST
 
 /* --- read -------------------------------------------------------------- */
 
-START_TEST(test_read_single_chunk_packets_in_order)
+TBT_RING_TEST(test_read_single_chunk_packets_in_order)
 {
-    tb_buffer *b = tb_create(4096, TB_RING_BUFFER);
     uint32_t sizes[] = {10, 200, 1, 127};
     tbt_commit_sizes(b, 7, 100, 0, sizes, 4, 0x10);
     tbt_pkts ps = tbt_read_all(b);
@@ -70,19 +66,15 @@ START_TEST(test_read_single_chunk_packets_in_order)
     }
     tbt_free(&ps);
     /* Reads are destructive. */
-    ps = tbt_read_all(b);
-    ck_assert_uint_eq(ps.n, 0);
+    ck_assert_uint_eq(tbt_read_count(b), 0);
     const tb_stats *st = tb_get_stats(b);
     ck_assert_uint_eq(st->chunks_written, 1);
     ck_assert_uint_eq(st->chunks_read, 1);
     ck_assert_uint_eq(st->bytes_written, st->bytes_read);
-    tb_destroy(b);
 }
-END_TEST
 
-START_TEST(test_read_record_size_is_fragments_aligned_to_16)
+TBT_RING_TEST(test_read_record_size_is_fragments_aligned_to_16)
 {
-    tb_buffer *b = tb_create(4096, TB_RING_BUFFER);
     tbt_chunk c;
     tbt_reset(&c);
     tbt_frag(&c, 10, 1);              /* 11 bytes of fragments */
@@ -92,13 +84,10 @@ START_TEST(test_read_record_size_is_fragments_aligned_to_16)
     ck_assert_uint_eq(TBT_STAT(b, bytes_written), 32); /* 16 + 11 -> 32 */
     ck_assert_uint_eq(tb_used_size(b), 32);
     ck_assert_uint_eq(TBT_STAT(b, abi_violations), 0);
-    tb_destroy(b);
 }
-END_TEST
 
-START_TEST(test_read_null_props_and_loss)
+TBT_RING_TEST(test_read_null_props_and_loss)
 {
-    tb_buffer *b = tb_create(4096, TB_RING_BUFFER);
     uint32_t sizes[] = {5};
     tbt_commit_sizes(b, 1, 1, 0, sizes, 1, 0);
     tb_begin_read(b);
@@ -106,13 +95,10 @@ START_TEST(test_read_null_props_and_loss)
     ck_assert(tb_read_next_packet(b, &pkt, NULL, NULL));
     ck_assert_uint_eq(pkt.size, 5);
     ck_assert(!tb_read_next_packet(b, &pkt, NULL, NULL));
-    tb_destroy(b);
 }
-END_TEST
 
-START_TEST(test_read_empty_packets_skipped)
+TBT_RING_TEST(test_read_empty_packets_skipped)
 {
-    tb_buffer *b = tb_create(4096, TB_RING_BUFFER);
     uint32_t sizes[] = {0, 3, 0, 0, 4, 0};
     tbt_commit_sizes(b, 1, 1, 0, sizes, 6, 0);
     tbt_pkts ps = tbt_read_all(b);
@@ -121,13 +107,10 @@ START_TEST(test_read_empty_packets_skipped)
     ck_assert_uint_eq(ps.p[1].size, 4);
     tbt_free(&ps);
     ck_assert_uint_eq(TBT_STAT(b, chunks_read), 1);
-    tb_destroy(b);
 }
-END_TEST
 
-START_TEST(test_read_two_sequences_buffer_order)
+TBT_RING_TEST(test_read_two_sequences_buffer_order)
 {
-    tb_buffer *b = tb_create(4096, TB_RING_BUFFER);
     uint32_t one[] = {8};
     tbt_commit_sizes(b, 1, 1, 0, one, 1, 1); /* A1 */
     tbt_commit_sizes(b, 2, 1, 0, one, 1, 2); /* B1 */
@@ -140,9 +123,7 @@ START_TEST(test_read_two_sequences_buffer_order)
     ck_assert_uint_eq(ps.p[0].props.writer_id, 1);
     ck_assert_uint_eq(ps.p[1].props.writer_id, 2);
     tbt_free(&ps);
-    tb_destroy(b);
 }
-END_TEST
 
 START_TEST(test_read_past_many_empty_records)
 {
@@ -163,9 +144,8 @@ START_TEST(test_read_past_many_empty_records)
 }
 END_TEST
 
-START_TEST(test_read_interleaved_with_writes)
+TBT_RING_TEST(test_read_interleaved_with_writes)
 {
-    tb_buffer *b = tb_create(4096, TB_RING_BUFFER);
     uint32_t one[] = {8};
     for (uint32_t id = 1; id <= 5; id++) {
         tbt_commit_sizes(b, 1, id, 0, one, 1, (uint8_t)id);
@@ -175,24 +155,28 @@ START_TEST(test_read_interleaved_with_writes)
         ck_assert_uint_eq(ps.p[0].loss, 0);
         tbt_free(&ps);
     }
-    tb_destroy(b);
 }
-END_TEST
 
 /* --- ring -------------------------------------------------------------- */
+
+/* One fragment of `size` bytes with a 4-byte header (tbt_commit). */
+static void commit_frag4(tb_buffer *b, uint16_t w, uint32_t id,
+                         uint32_t size, uint8_t seed)
+{
+    static tbt_chunk c;
+    tbt_reset(&c);
+    tbt_frag4(&c, size, seed);
+    tbt_commit(b, w, id, 0, &c);
+}
 
 /* 4096-byte buffer, chunks of 1000 fragment bytes -> outer 1024: four fit. */
 static void commit_kb(tb_buffer *b, uint16_t w, uint32_t id, uint8_t seed)
 {
-    tbt_chunk c;
-    tbt_reset(&c);
-    tbt_frag4(&c, 996, seed);
-    tbt_commit(b, w, id, 0, &c);
+    commit_frag4(b, w, id, 996, seed);
 }
 
-START_TEST(test_ring_exact_fill_then_wrap_overwrites_oldest)
+TBT_RING_TEST(test_ring_exact_fill_then_wrap_overwrites_oldest)
 {
-    tb_buffer *b = tb_create(4096, TB_RING_BUFFER);
     for (uint32_t id = 1; id <= 4; id++)
         commit_kb(b, 1, id, (uint8_t)id);
     ck_assert_uint_eq(TBT_STAT(b, write_wrap_count), 0);
@@ -209,13 +193,10 @@ START_TEST(test_ring_exact_fill_then_wrap_overwrites_oldest)
     for (size_t i = 1; i < 4; i++)
         ck_assert_uint_eq(ps.p[i].loss, 0);
     tbt_free(&ps);
-    tb_destroy(b);
 }
-END_TEST
 
-START_TEST(test_ring_many_laps_keeps_newest)
+TBT_RING_TEST(test_ring_many_laps_keeps_newest)
 {
-    tb_buffer *b = tb_create(4096, TB_RING_BUFFER);
     for (uint32_t id = 1; id <= 103; id++)
         commit_kb(b, 1, id, (uint8_t)id);
     tbt_pkts ps = tbt_read_all(b);
@@ -226,20 +207,14 @@ START_TEST(test_ring_many_laps_keeps_newest)
     tbt_free(&ps);
     ck_assert_uint_eq(TBT_STAT(b, chunks_overwritten), 99);
     ck_assert_uint_eq(TBT_STAT(b, chunks_written), 103);
-    tb_destroy(b);
 }
-END_TEST
 
-START_TEST(test_ring_partial_overlap_leaves_padding)
+TBT_RING_TEST(test_ring_partial_overlap_leaves_padding)
 {
-    tb_buffer *b = tb_create(4096, TB_RING_BUFFER);
     for (uint32_t id = 1; id <= 4; id++)
         commit_kb(b, 1, id, (uint8_t)id);
     /* 4 + 1516 fragment bytes: outer 1536 covers record 1 and half of 2. */
-    tbt_chunk c;
-    tbt_reset(&c);
-    tbt_frag4(&c, 1516, 9);
-    tbt_commit(b, 2, 1, 0, &c);
+    commit_frag4(b, 2, 1, 1516, 9);
     ck_assert_uint_eq(TBT_STAT(b, chunks_overwritten), 2);
     ck_assert_uint_eq(TBT_STAT(b, padding_bytes_written), 512);
     tbt_pkts ps = tbt_read_all(b);
@@ -251,48 +226,31 @@ START_TEST(test_ring_partial_overlap_leaves_padding)
     ck_assert_uint_eq(ps.p[2].props.writer_id, 2);
     ck_assert_uint_eq(ps.p[2].loss, 0);
     tbt_free(&ps);
-    tb_destroy(b);
 }
-END_TEST
 
-START_TEST(test_ring_overwrite_of_read_chunks_is_no_loss)
+TBT_RING_TEST(test_ring_overwrite_of_read_chunks_is_no_loss)
 {
-    tb_buffer *b = tb_create(4096, TB_RING_BUFFER);
     for (uint32_t id = 1; id <= 4; id++)
         commit_kb(b, 1, id, (uint8_t)id);
-    tbt_pkts ps = tbt_read_all(b);
-    ck_assert_uint_eq(ps.n, 4);
-    tbt_free(&ps);
+    ck_assert_uint_eq(tbt_read_count(b), 4);
     commit_kb(b, 1, 5, 5);
     ck_assert_uint_eq(TBT_STAT(b, chunks_overwritten), 0);
     ck_assert_uint_eq(TBT_STAT(b, padding_bytes_cleared), 1024);
-    ps = tbt_read_all(b);
+    tbt_pkts ps = tbt_read_all(b);
     ck_assert_uint_eq(ps.n, 1);
     ck_assert_uint_eq(ps.p[0].loss, 0);
     tbt_free(&ps);
-    tb_destroy(b);
 }
-END_TEST
 
-START_TEST(test_ring_chunk_larger_than_buffer_rejected)
+TBT_RING_TEST(test_ring_chunk_larger_than_buffer_rejected)
 {
-    tb_buffer *b = tb_create(4096, TB_RING_BUFFER);
-    tbt_chunk c;
-    tbt_reset(&c);
-    tbt_frag4(&c, 4080, 1); /* 4084 + 16 > 4096 */
-    tbt_commit(b, 1, 1, 0, &c);
+    commit_frag4(b, 1, 1, 4080, 1); /* 4084 + 16 > 4096 */
     ck_assert_uint_eq(TBT_STAT(b, abi_violations), 1);
     ck_assert_uint_eq(TBT_STAT(b, chunks_written), 0);
-    tbt_reset(&c);
-    tbt_frag4(&c, 4076, 1); /* exactly 4096 */
-    tbt_commit(b, 1, 1, 0, &c);
+    commit_frag4(b, 1, 1, 4076, 1); /* exactly 4096 */
     ck_assert_uint_eq(TBT_STAT(b, chunks_written), 1);
-    tbt_pkts ps = tbt_read_all(b);
-    ck_assert_uint_eq(ps.n, 1);
-    tbt_free(&ps);
-    tb_destroy(b);
+    ck_assert_uint_eq(tbt_read_count(b), 1);
 }
-END_TEST
 
 /* --- discard ----------------------------------------------------------- */
 
@@ -301,16 +259,12 @@ START_TEST(test_discard_stops_at_end_even_if_read)
     tb_buffer *b = tb_create(4096, TB_DISCARD);
     for (uint32_t id = 1; id <= 4; id++)
         commit_kb(b, 1, id, (uint8_t)id);
-    tbt_pkts ps = tbt_read_all(b);
-    ck_assert_uint_eq(ps.n, 4);
-    tbt_free(&ps);
+    ck_assert_uint_eq(tbt_read_count(b), 4);
     commit_kb(b, 1, 5, 5);
     commit_kb(b, 1, 6, 6);
     ck_assert_uint_eq(TBT_STAT(b, chunks_discarded), 2);
     ck_assert_uint_eq(TBT_STAT(b, write_wrap_count), 0);
-    ps = tbt_read_all(b);
-    ck_assert_uint_eq(ps.n, 0);
-    tbt_free(&ps);
+    ck_assert_uint_eq(tbt_read_count(b), 0);
     tb_destroy(b);
 }
 END_TEST
@@ -320,16 +274,11 @@ START_TEST(test_discard_small_chunk_after_stop_also_dropped)
     tb_buffer *b = tb_create(4096, TB_DISCARD);
     for (uint32_t id = 1; id <= 3; id++)
         commit_kb(b, 1, id, (uint8_t)id);
-    tbt_chunk c;
-    tbt_reset(&c);
-    tbt_frag4(&c, 1496, 9); /* does not fit in the last 1024 */
-    tbt_commit(b, 1, 4, 0, &c);
+    commit_frag4(b, 1, 4, 1496, 9); /* does not fit in the last 1024 */
     uint32_t one[] = {8};
     tbt_commit_sizes(b, 1, 5, 0, one, 1, 5); /* would fit, stopped */
     ck_assert_uint_eq(TBT_STAT(b, chunks_discarded), 2);
-    tbt_pkts ps = tbt_read_all(b);
-    ck_assert_uint_eq(ps.n, 3);
-    tbt_free(&ps);
+    ck_assert_uint_eq(tbt_read_count(b), 3);
     tb_destroy(b);
 }
 END_TEST
@@ -391,42 +340,24 @@ END_TEST
 static Suite *tb_basic_suite(void)
 {
     Suite *s = suite_create("tb_basic");
-    TCase *tc = tcase_create("create");
-    tcase_add_test(tc, test_create_rounds_up_to_page);
-    tcase_add_test(tc, test_create_rejects_zero_and_huge);
-    tcase_add_test(tc, test_create_empty_buffer_reads_nothing);
-    suite_add_tcase(s, tc);
-    tc = tcase_create("read");
-    tcase_add_test(tc, test_read_single_chunk_packets_in_order);
-    tcase_add_test(tc, test_read_record_size_is_fragments_aligned_to_16);
-    tcase_add_test(tc, test_read_null_props_and_loss);
-    tcase_add_test(tc, test_read_empty_packets_skipped);
-    tcase_add_test(tc, test_read_two_sequences_buffer_order);
-    tcase_add_test(tc, test_read_interleaved_with_writes);
-    tcase_add_test(tc, test_read_past_many_empty_records);
-    suite_add_tcase(s, tc);
-    tc = tcase_create("ring");
-    tcase_add_test(tc, test_ring_exact_fill_then_wrap_overwrites_oldest);
-    tcase_add_test(tc, test_ring_many_laps_keeps_newest);
-    tcase_add_test(tc, test_ring_partial_overlap_leaves_padding);
-    tcase_add_test(tc, test_ring_overwrite_of_read_chunks_is_no_loss);
-    tcase_add_test(tc, test_ring_chunk_larger_than_buffer_rejected);
-    suite_add_tcase(s, tc);
-    tc = tcase_create("histogram");
-    tcase_add_test(tc, test_hist_buckets_per_writer);
-    suite_add_tcase(s, tc);
-    tc = tcase_create("discard");
-    tcase_add_test(tc, test_discard_stops_at_end_even_if_read);
-    tcase_add_test(tc, test_discard_small_chunk_after_stop_also_dropped);
-    suite_add_tcase(s, tc);
+    TCK_CASE(s, "create", test_create_rounds_up_to_page,
+             test_create_rejects_zero_and_huge,
+             test_create_empty_buffer_reads_nothing);
+    TCK_CASE(s, "read", test_read_single_chunk_packets_in_order,
+             test_read_record_size_is_fragments_aligned_to_16,
+             test_read_null_props_and_loss, test_read_empty_packets_skipped,
+             test_read_two_sequences_buffer_order,
+             test_read_interleaved_with_writes,
+             test_read_past_many_empty_records);
+    TCK_CASE(s, "ring", test_ring_exact_fill_then_wrap_overwrites_oldest,
+             test_ring_many_laps_keeps_newest,
+             test_ring_partial_overlap_leaves_padding,
+             test_ring_overwrite_of_read_chunks_is_no_loss,
+             test_ring_chunk_larger_than_buffer_rejected);
+    TCK_CASE(s, "histogram", test_hist_buckets_per_writer);
+    TCK_CASE(s, "discard", test_discard_stops_at_end_even_if_read,
+             test_discard_small_chunk_after_stop_also_dropped);
     return s;
 }
 
-int main(void)
-{
-    SRunner *sr = srunner_create(tb_basic_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
-}
+TCK_MAIN(tb_basic_suite)

@@ -8,21 +8,13 @@
 
 static tbt_chunk c;
 
-static void put(tb_buffer *b, uint16_t p, uint16_t w, uint32_t id,
-                uint8_t flags, uint32_t size, uint8_t seed)
-{
-    tbt_reset(&c);
-    tbt_frag(&c, size, seed);
-    tbt_commit_ex(b, p, w, id, flags, true, &c, 0);
-}
-
 START_TEST(test_clone_reads_from_scratch)
 {
     for (int pre = 0; pre < 3; pre++) {
         tb_buffer *b = tb_create(4096, TB_RING_BUFFER);
         for (uint16_t i = 0; i < 3; i++)
-            put(b, (uint16_t)(i + 1), (uint16_t)(i + 1), i, 0, 15,
-                (uint8_t)('A' + i));
+            tbt_put1(b, (uint16_t)(i + 1), (uint16_t)(i + 1), i, 0, 15,
+                     (uint8_t)('A' + i));
         tb_begin_read(b);
         tb_packet pkt;
         for (int i = 0; i < pre; i++)
@@ -39,24 +31,20 @@ START_TEST(test_clone_reads_from_scratch)
             ck_assert_uint_eq(ps.p[i].data[0], (uint8_t)('A' + pre + i));
         tbt_free(&ps);
         /* the original is unaffected by reading the clone */
-        ps = tbt_read_all(b);
-        ck_assert_uint_eq(ps.n, (size_t)(3 - pre));
-        tbt_free(&ps);
+        ck_assert_uint_eq(tbt_read_count(b), (size_t)(3 - pre));
         tb_destroy(snap);
         tb_destroy(b);
     }
 }
 END_TEST
 
-START_TEST(test_clone_stats_copied_except_read_counters)
+TBT_RING_TEST(test_clone_stats_copied_except_read_counters)
 {
-    tb_buffer *b = tb_create(4096, TB_RING_BUFFER);
-    put(b, 1, 1, 0, TB_F2, 10, 'a');
-    put(b, 1, 1, 1, TB_F1, 10, 'b');
-    put(b, 1, 1, 2, 0, 10, 'c');
-    tbt_pkts ps = tbt_read_all(b);
-    tbt_free(&ps);
-    put(b, 1, 1, 3, 0, 10, 'd');
+    tbt_put1(b, 1, 1, 0, TB_F2, 10, 'a');
+    tbt_put1(b, 1, 1, 1, TB_F1, 10, 'b');
+    tbt_put1(b, 1, 1, 2, 0, 10, 'c');
+    tbt_read_count(b);
+    tbt_put1(b, 1, 1, 3, 0, 10, 'd');
     tb_buffer *snap = tb_clone_readonly(b);
     const tb_stats *o = tb_get_stats(b), *s = tb_get_stats(snap);
     ck_assert_uint_gt(o->chunks_read, 0);
@@ -68,23 +56,19 @@ START_TEST(test_clone_stats_copied_except_read_counters)
     ck_assert_uint_eq(s->chunks_written, o->chunks_written);
     ck_assert_uint_eq(s->bytes_written, o->bytes_written);
     ck_assert_uint_eq(s->buffer_size, 4096);
-    ps = tbt_read_all(snap);
-    ck_assert_uint_eq(ps.n, 1);
-    ck_assert_uint_eq(ps.p[0].data[0], 'd');
+    tbt_pkts ps = tbt_read_all(snap);
+    ck_assert_str_eq(tbt_heads(&ps), "d");
     ck_assert_uint_eq(ps.p[0].loss, 0); /* sequence state came along */
     tbt_free(&ps);
     ck_assert_uint_eq(s->chunks_read, 1);
     tb_destroy(snap);
-    tb_destroy(b);
 }
-END_TEST
 
-START_TEST(test_clone_refuses_writes_and_patches)
+TBT_RING_TEST(test_clone_refuses_writes_and_patches)
 {
-    tb_buffer *b = tb_create(4096, TB_RING_BUFFER);
-    put(b, 1, 1, 0, TB_F4, 10, 'a');
+    tbt_put1(b, 1, 1, 0, TB_F4, 10, 'a');
     tb_buffer *snap = tb_clone_readonly(b);
-    put(snap, 1, 1, 1, 0, 10, 'b');
+    tbt_put1(snap, 1, 1, 1, 0, 10, 'b');
     ck_assert_uint_eq(TBT_STAT(snap, chunks_discarded), 1);
     tb_patch p = {1, {'x', 'x', 'x', 'x'}};
     ck_assert(!tb_try_patch_chunk(snap, 1, 1, 0, &p, 1, false));
@@ -96,20 +80,17 @@ START_TEST(test_clone_refuses_writes_and_patches)
     ck_assert(tbt_pkt_is1(&ps.p[0], 10, 'a'));
     tbt_free(&ps);
     tb_destroy(snap);
-    tb_destroy(b);
 }
-END_TEST
 
-START_TEST(test_clone_of_partial_ooo_and_patched_data)
+TBT_RING_TEST(test_clone_of_partial_ooo_and_patched_data)
 {
-    tb_buffer *b = tb_create(4096, TB_RING_BUFFER);
-    put(b, 1, 1, 0, 0, 10, 'a');
-    put(b, 1, 1, 2, 0, 30, 'c');
-    put(b, 2, 1, 0, 0, 9, 'p');
+    tbt_put1(b, 1, 1, 0, 0, 10, 'a');
+    tbt_put1(b, 1, 1, 2, 0, 30, 'c');
+    tbt_put1(b, 2, 1, 0, 0, 9, 'p');
     tb_patch p = {5, {'Y', 'M', 'C', 'A'}};
     ck_assert(tb_try_patch_chunk(b, 2, 1, 0, &p, 1, false));
     tb_buffer *snap = tb_clone_readonly(b);
-    put(b, 1, 1, 1, 0, 20, 'b');
+    tbt_put1(b, 1, 1, 1, 0, 20, 'b');
     tbt_pkts ps = tbt_read_all(snap);
     ck_assert_uint_eq(ps.n, 3);
     ck_assert(tbt_pkt_is1(&ps.p[0], 10, 'a'));
@@ -123,15 +104,13 @@ START_TEST(test_clone_of_partial_ooo_and_patched_data)
               tbt_pkt_is1(&ps.p[2], 20, 'b'));
     tbt_free(&ps);
     tb_destroy(snap);
-    tb_destroy(b);
 }
-END_TEST
 
 START_TEST(test_clone_after_wrap_and_discard_stop)
 {
     tb_buffer *b = tb_create(4096, TB_RING_BUFFER);
     for (uint32_t i = 0; i < 10; i++)
-        put(b, 1, 1, i, 0, 1000, (uint8_t)i);
+        tbt_put1(b, 1, 1, i, 0, 1000, (uint8_t)i);
     tb_buffer *snap = tb_clone_readonly(b);
     tbt_pkts ps = tbt_read_all(snap);
     ck_assert_uint_eq(ps.n, 4);
@@ -143,7 +122,7 @@ START_TEST(test_clone_after_wrap_and_discard_stop)
 
     b = tb_create(4096, TB_DISCARD);
     for (uint32_t i = 0; i < 10; i++)
-        put(b, 1, 1, i, 0, 1000, (uint8_t)i);
+        tbt_put1(b, 1, 1, i, 0, 1000, (uint8_t)i);
     snap = tb_clone_readonly(b);
     ck_assert_int_eq(tb_policy(snap), TB_DISCARD);
     ps = tbt_read_all(snap);
@@ -181,34 +160,33 @@ static void on_evict(void *ctx, const tb_packet *pkt,
     o->props = *props;
 }
 
-START_TEST(test_evict_callback_gets_unread_packets_in_order)
+/* Chunks id, id + 1 of producer 3, writer 7: [a, begin b] [end B, c],
+ * 1024 bytes each (4-byte fragment headers). */
+static void put_abc(tb_buffer *b, uint32_t id)
 {
-    tb_buffer *b = tb_create(4096, TB_RING_BUFFER);
-    evicted_t ev = {.n = 0};
-    tb_set_evict_callback(b, on_evict, &ev);
-    /* seq 3: [a, begin b] [end b', c] ... then wrap over the first one */
     tbt_reset(&c);
     tbt_frag4(&c, 496, 'a');
     tbt_frag4(&c, 500, 'b');
-    tbt_commit_ex(b, 3, 7, 0, TB_F2, true, &c, 0); /* 1024 bytes */
+    tbt_commit_ex(b, 3, 7, id, TB_F2, true, &c, 0);
     tbt_reset(&c);
     tbt_frag4(&c, 300, 'B');
     tbt_frag4(&c, 696, 'c');
-    tbt_commit_ex(b, 3, 7, 1, TB_F1, true, &c, 0);
-    put(b, 4, 1, 0, 0, 2000, 'x');
+    tbt_commit_ex(b, 3, 7, id + 1, TB_F1, true, &c, 0);
+}
+
+TBT_RING_TEST(test_evict_callback_gets_unread_packets_in_order)
+{
+    evicted_t ev = {.n = 0};
+    tb_set_evict_callback(b, on_evict, &ev);
+    /* seq 3: [a, begin b] [end b', c] ... then wrap over the first one */
+    put_abc(b, 0);
+    tbt_put1(b, 4, 1, 0, 0, 2000, 'x');
     tbt_pkts ps = tbt_read_all(b);
     ck_assert_uint_eq(ps.n, 4); /* a, b+B, c, x */
     tbt_free(&ps);
     ck_assert_uint_eq(ev.n, 0); /* nothing unread was evicted yet */
-    tbt_reset(&c);
-    tbt_frag4(&c, 496, 'a');
-    tbt_frag4(&c, 500, 'b');
-    tbt_commit_ex(b, 3, 7, 2, TB_F2, true, &c, 0);
-    tbt_reset(&c);
-    tbt_frag4(&c, 300, 'B');
-    tbt_frag4(&c, 696, 'c');
-    tbt_commit_ex(b, 3, 7, 3, TB_F1, true, &c, 0);
-    put(b, 4, 1, 1, 0, 3000, 'y'); /* wraps, evicts [0, 3024): 2 and 3 */
+    put_abc(b, 2);
+    tbt_put1(b, 4, 1, 1, 0, 3000, 'y'); /* wraps, evicts [0, 3024): 2 and 3 */
     ck_assert_uint_eq(ev.n, 3);
     ck_assert(tbt_pkt_is1(&ev.p[0], 496, 'a'));
     ck_assert(tbt_pkt_is(&ev.p[1], 2, (uint32_t[]){500, 300},
@@ -219,15 +197,10 @@ START_TEST(test_evict_callback_gets_unread_packets_in_order)
     ck_assert_uint_eq(ev.p[0].props.uid, 1003);
     ck_assert(tbt_pkt_is1(&ev.p[2], 696, 'c'));
     ck_assert_uint_eq(TBT_STAT(b, chunks_overwritten), 2);
-    ps = tbt_read_all(b);
-    ck_assert_uint_eq(ps.n, 1);
-    ck_assert(tbt_pkt_is1(&ps.p[0], 3000, 'y'));
-    tbt_free(&ps);
+    tbt_expect(b, "y", (uint32_t[]){3000});
     for (size_t i = 0; i < ev.n; i++)
         free(ev.p[i].data);
-    tb_destroy(b);
 }
-END_TEST
 
 /* --- GC of empty sequences --------------------------------------------- */
 
@@ -235,29 +208,24 @@ START_TEST(test_gc_keeps_newest_1024_empty_sequences)
 {
     tb_buffer *b = tb_create(1 << 20, TB_RING_BUFFER);
     for (uint32_t w = 1; w <= 1152; w++)
-        put(b, 1, (uint16_t)w, 0, 0, 4, 'a');
-    tbt_pkts ps = tbt_read_all(b); /* empties all 1152, oldest first */
-    ck_assert_uint_eq(ps.n, 1152);
-    tbt_free(&ps);
-    put(b, 2, 1, 0, 0, 4, 'b'); /* 1152 empty: not above the threshold */
+        tbt_put1(b, 1, (uint16_t)w, 0, 0, 4, 'a');
+    /* empties all 1152, oldest first */
+    ck_assert_uint_eq(tbt_read_count(b), 1152);
+    tbt_put1(b, 2, 1, 0, 0, 4, 'b'); /* 1152 empty: not above the threshold */
     ck_assert_uint_eq(tb__num_sequences(b), 1153);
-    put(b, 3, 1, 0, 0, 4, 'c');
-    ps = tbt_read_all(b); /* now 1154 empty */
-    tbt_free(&ps);
-    put(b, 4, 1, 0, 0, 4, 'd'); /* GC: keep 1024 empty + the non-empty */
+    tbt_put1(b, 3, 1, 0, 0, 4, 'c');
+    tbt_read_count(b); /* now 1154 empty */
+    tbt_put1(b, 4, 1, 0, 0, 4, 'd'); /* GC: keep 1024 empty + the non-empty */
     ck_assert_uint_eq(tb__num_sequences(b), 1025);
     /* writer 1 (oldest emptied) was forgotten: stale id accepted, no gap */
-    put(b, 1, 1, 0, 0, 4, 'e');
+    tbt_put1(b, 1, 1, 0, 0, 4, 'e');
     /* writer 1152 (recent) still remembers chunk 0: replay discarded */
-    put(b, 1, 1152, 0, 0, 4, 'f');
+    tbt_put1(b, 1, 1152, 0, 0, 4, 'f');
     ck_assert_uint_eq(TBT_STAT(b, chunks_discarded), 1);
-    put(b, 1, 1151, 5, 0, 4, 'g');
-    ps = tbt_read_all(b);
-    ck_assert_uint_eq(ps.n, 3);
-    ck_assert_uint_eq(ps.p[0].data[0], 'd');
-    ck_assert_uint_eq(ps.p[1].data[0], 'e');
+    tbt_put1(b, 1, 1151, 5, 0, 4, 'g');
+    tbt_pkts ps = tbt_read_all(b);
+    ck_assert_str_eq(tbt_heads(&ps), "deg");
     ck_assert_uint_eq(ps.p[1].loss, 0);
-    ck_assert_uint_eq(ps.p[2].data[0], 'g');
     ck_assert_uint_eq(ps.p[2].loss, TB_LOSS_PRESENT | TB_LOSS_READ_GAP);
     tbt_free(&ps);
     tb_destroy(b);
@@ -267,20 +235,15 @@ END_TEST
 static Suite *tb_clone_suite(void)
 {
     Suite *s = suite_create("tb_clone");
-    TCase *tc = tcase_create("clone");
-    tcase_add_test(tc, test_clone_reads_from_scratch);
-    tcase_add_test(tc, test_clone_stats_copied_except_read_counters);
-    tcase_add_test(tc, test_clone_refuses_writes_and_patches);
-    tcase_add_test(tc, test_clone_of_partial_ooo_and_patched_data);
-    tcase_add_test(tc, test_clone_after_wrap_and_discard_stop);
-    suite_add_tcase(s, tc);
-    tc = tcase_create("evict_callback");
-    tcase_add_test(tc, test_evict_callback_gets_unread_packets_in_order);
-    suite_add_tcase(s, tc);
-    tc = tcase_create("gc");
-    tcase_add_test(tc, test_gc_keeps_newest_1024_empty_sequences);
-    suite_add_tcase(s, tc);
+    TCK_CASE(s, "clone", test_clone_reads_from_scratch,
+             test_clone_stats_copied_except_read_counters,
+             test_clone_refuses_writes_and_patches,
+             test_clone_of_partial_ooo_and_patched_data,
+             test_clone_after_wrap_and_discard_stop);
+    TCK_CASE(s, "evict_callback",
+             test_evict_callback_gets_unread_packets_in_order);
+    TCK_CASE(s, "gc", test_gc_keeps_newest_1024_empty_sequences);
     return s;
 }
 
-TBT_MAIN(tb_clone_suite)
+TCK_MAIN(tb_clone_suite)

@@ -7,27 +7,10 @@
 
 static tbt_chunk c;
 
-/* Chunk with the given fragments (size, seed) pairs. */
-static void mk(const uint32_t *sizes, const uint8_t *seeds, size_t n)
+TBT_RING_TEST(test_reasm_simple_two_chunks)
 {
-    tbt_reset(&c);
-    for (size_t i = 0; i < n; i++)
-        tbt_frag(&c, sizes[i], seeds[i]);
-}
-
-static void put(tb_buffer *b, uint16_t w, uint32_t id, uint8_t flags,
-                const uint32_t *sizes, const uint8_t *seeds, size_t n)
-{
-    mk(sizes, seeds, n);
-    tbt_commit_ex(b, 1, w, id, flags, true, &c, 0);
-}
-
-START_TEST(test_reasm_simple_two_chunks)
-{
-    tb_buffer *b = tb_create(4096, TB_RING_BUFFER);
-    put(b, 1, 0, TB_F1 | TB_F2, (uint32_t[]){10, 20, 30, 10},
-        (uint8_t[]){'a', 'b', 'c', 'd'}, 4);
-    put(b, 1, 1, TB_F1, (uint32_t[]){20, 30}, (uint8_t[]){'e', 'f'}, 2);
+    tbt_put(b, 1, 1, 0, TB_F1 | TB_F2, (uint32_t[]){10, 20, 30, 10}, "abcd");
+    tbt_put(b, 1, 1, 1, TB_F1, (uint32_t[]){20, 30}, "ef");
     tbt_pkts ps = tbt_read_all(b);
     ck_assert_uint_eq(ps.n, 4);
     /* 'a' continues a packet we never had: dropped, flagged on 'b'. */
@@ -35,70 +18,51 @@ START_TEST(test_reasm_simple_two_chunks)
     ck_assert_uint_eq(ps.p[0].loss,
                       TB_LOSS_PRESENT | TB_LOSS_ORPHAN_CONTINUATION);
     ck_assert(tbt_pkt_is1(&ps.p[1], 30, 'c'));
-    ck_assert(tbt_pkt_is(&ps.p[2], 2, (uint32_t[]){10, 20},
-                         (uint8_t[]){'d', 'e'}));
+    ck_assert(tbt_pkt_is_s(&ps.p[2], (uint32_t[]){10, 20}, "de"));
     ck_assert_uint_eq(ps.p[2].nslices, 2);
     ck_assert_uint_eq(ps.p[2].loss, 0);
     ck_assert(tbt_pkt_is1(&ps.p[3], 30, 'f'));
     tbt_free(&ps);
     ck_assert_uint_eq(TBT_STAT(b, readaheads_succeeded), 1);
     ck_assert_uint_eq(TBT_STAT(b, chunks_read), 2);
-    tb_destroy(b);
 }
-END_TEST
 
-START_TEST(test_reasm_waits_for_missing_end)
+TBT_RING_TEST(test_reasm_waits_for_missing_end)
 {
-    tb_buffer *b = tb_create(4096, TB_RING_BUFFER);
-    put(b, 1, 0, TB_F1, (uint32_t[]){2}, (uint8_t[]){'a'}, 1);
-    put(b, 1, 1, TB_F2, (uint32_t[]){2}, (uint8_t[]){'b'}, 1);
-    tbt_pkts ps = tbt_read_all(b);
-    ck_assert_uint_eq(ps.n, 0);
-    tbt_free(&ps);
+    tbt_put(b, 1, 1, 0, TB_F1, (uint32_t[]){2}, "a");
+    tbt_put(b, 1, 1, 1, TB_F2, (uint32_t[]){2}, "b");
+    ck_assert_uint_eq(tbt_read_count(b), 0);
     ck_assert_uint_eq(TBT_STAT(b, readaheads_failed), 1);
-    put(b, 1, 2, TB_F1, (uint32_t[]){2}, (uint8_t[]){'c'}, 1);
-    ps = tbt_read_all(b);
+    tbt_put(b, 1, 1, 2, TB_F1, (uint32_t[]){2}, "c");
+    tbt_pkts ps = tbt_read_all(b);
     ck_assert_uint_eq(ps.n, 1);
-    ck_assert(tbt_pkt_is(&ps.p[0], 2, (uint32_t[]){2, 2},
-                         (uint8_t[]){'b', 'c'}));
+    ck_assert(tbt_pkt_is_s(&ps.p[0], (uint32_t[]){2, 2}, "bc"));
     /* the orphan 'a' was consumed in the first pass, reported now */
     ck_assert_uint_eq(ps.p[0].loss,
                       TB_LOSS_PRESENT | TB_LOSS_ORPHAN_CONTINUATION);
     tbt_free(&ps);
-    tb_destroy(b);
 }
-END_TEST
 
-START_TEST(test_reasm_stall_does_not_block_other_sequences)
+TBT_RING_TEST(test_reasm_stall_does_not_block_other_sequences)
 {
-    tb_buffer *b = tb_create(4096, TB_RING_BUFFER);
-    put(b, 1, 0, TB_F2, (uint32_t[]){10, 10}, (uint8_t[]){'a', 'b'}, 2);
-    put(b, 2, 0, 0, (uint32_t[]){10}, (uint8_t[]){'x'}, 1);
-    put(b, 1, 1, TB_F1 | TB_F2, (uint32_t[]){10}, (uint8_t[]){'c'}, 1);
-    put(b, 2, 1, 0, (uint32_t[]){10}, (uint8_t[]){'y'}, 1);
+    tbt_put(b, 1, 1, 0, TB_F2, (uint32_t[]){10, 10}, "ab");
+    tbt_put(b, 1, 2, 0, 0, (uint32_t[]){10}, "x");
+    tbt_put(b, 1, 1, 1, TB_F1 | TB_F2, (uint32_t[]){10}, "c");
+    tbt_put(b, 1, 2, 1, 0, (uint32_t[]){10}, "y");
+    tbt_expect(b, "axy", (uint32_t[]){10, 10, 10});
+    tbt_put(b, 1, 1, 2, TB_F1, (uint32_t[]){10}, "d");
     tbt_pkts ps = tbt_read_all(b);
-    ck_assert_uint_eq(ps.n, 3);
-    ck_assert(tbt_pkt_is1(&ps.p[0], 10, 'a'));
-    ck_assert(tbt_pkt_is1(&ps.p[1], 10, 'x'));
-    ck_assert(tbt_pkt_is1(&ps.p[2], 10, 'y'));
-    tbt_free(&ps);
-    put(b, 1, 2, TB_F1, (uint32_t[]){10}, (uint8_t[]){'d'}, 1);
-    ps = tbt_read_all(b);
     ck_assert_uint_eq(ps.n, 1);
-    ck_assert(tbt_pkt_is(&ps.p[0], 3, (uint32_t[]){10, 10, 10},
-                         (uint8_t[]){'b', 'c', 'd'}));
+    ck_assert(tbt_pkt_is_s(&ps.p[0], (uint32_t[]){10, 10, 10}, "bcd"));
     ck_assert_uint_eq(ps.p[0].nslices, 3);
     tbt_free(&ps);
-    tb_destroy(b);
 }
-END_TEST
 
-START_TEST(test_ooo_middle_chunk_committed_last)
+TBT_RING_TEST(test_ooo_middle_chunk_committed_last)
 {
-    tb_buffer *b = tb_create(4096, TB_RING_BUFFER);
-    put(b, 1, 0, 0, (uint32_t[]){10}, (uint8_t[]){'a'}, 1);
-    put(b, 1, 2, 0, (uint32_t[]){30}, (uint8_t[]){'c'}, 1);
-    put(b, 1, 1, 0, (uint32_t[]){20}, (uint8_t[]){'b'}, 1);
+    tbt_put(b, 1, 1, 0, 0, (uint32_t[]){10}, "a");
+    tbt_put(b, 1, 1, 2, 0, (uint32_t[]){30}, "c");
+    tbt_put(b, 1, 1, 1, 0, (uint32_t[]){20}, "b");
     ck_assert_uint_eq(TBT_STAT(b, chunks_committed_out_of_order), 1);
     tbt_pkts ps = tbt_read_all(b);
     ck_assert_uint_eq(ps.n, 3);
@@ -108,126 +72,90 @@ START_TEST(test_ooo_middle_chunk_committed_last)
     for (size_t i = 0; i < 3; i++)
         ck_assert_uint_eq(ps.p[i].loss, 0);
     tbt_free(&ps);
-    tb_destroy(b);
 }
-END_TEST
 
-START_TEST(test_ooo_fragmented_chain_completed_by_middle)
+TBT_RING_TEST(test_ooo_fragmented_chain_completed_by_middle)
 {
-    tb_buffer *b = tb_create(4096, TB_RING_BUFFER);
-    put(b, 1, 0, TB_F2, (uint32_t[]){10}, (uint8_t[]){'a'}, 1);
-    put(b, 1, 2, TB_F1, (uint32_t[]){30}, (uint8_t[]){'c'}, 1);
-    put(b, 2, 0, 0, (uint32_t[]){10}, (uint8_t[]){'z'}, 1);
-    put(b, 1, 1, TB_F1 | TB_F2, (uint32_t[]){20}, (uint8_t[]){'b'}, 1);
-    put(b, 1, 3, 0, (uint32_t[]){40}, (uint8_t[]){'d'}, 1);
+    tbt_put(b, 1, 1, 0, TB_F2, (uint32_t[]){10}, "a");
+    tbt_put(b, 1, 1, 2, TB_F1, (uint32_t[]){30}, "c");
+    tbt_put(b, 1, 2, 0, 0, (uint32_t[]){10}, "z");
+    tbt_put(b, 1, 1, 1, TB_F1 | TB_F2, (uint32_t[]){20}, "b");
+    tbt_put(b, 1, 1, 3, 0, (uint32_t[]){40}, "d");
     tbt_pkts ps = tbt_read_all(b);
     ck_assert_uint_eq(ps.n, 3);
-    ck_assert(tbt_pkt_is(&ps.p[0], 3, (uint32_t[]){10, 20, 30},
-                         (uint8_t[]){'a', 'b', 'c'}));
+    ck_assert(tbt_pkt_is_s(&ps.p[0], (uint32_t[]){10, 20, 30}, "abc"));
     ck_assert(tbt_pkt_is1(&ps.p[1], 10, 'z'));
     ck_assert(tbt_pkt_is1(&ps.p[2], 40, 'd'));
     tbt_free(&ps);
-    tb_destroy(b);
 }
-END_TEST
 
-START_TEST(test_ooo_batch_across_id_wrap)
+TBT_RING_TEST(test_ooo_batch_across_id_wrap)
 {
-    tb_buffer *b = tb_create(4096, TB_RING_BUFFER);
     /* One scrape batch: ids UINT32_MAX-1, 1, 0, UINT32_MAX. */
-    put(b, 1, UINT32_MAX - 1, 0, (uint32_t[]){10}, (uint8_t[]){'a'}, 1);
-    put(b, 1, 1, 0, (uint32_t[]){40}, (uint8_t[]){'d'}, 1);
-    put(b, 1, 0, 0, (uint32_t[]){30}, (uint8_t[]){'c'}, 1);
-    put(b, 1, UINT32_MAX, 0, (uint32_t[]){20}, (uint8_t[]){'b'}, 1);
+    tbt_put(b, 1, 1, UINT32_MAX - 1, 0, (uint32_t[]){10}, "a");
+    tbt_put(b, 1, 1, 1, 0, (uint32_t[]){40}, "d");
+    tbt_put(b, 1, 1, 0, 0, (uint32_t[]){30}, "c");
+    tbt_put(b, 1, 1, UINT32_MAX, 0, (uint32_t[]){20}, "b");
     ck_assert_uint_eq(TBT_STAT(b, chunks_committed_out_of_order), 2);
     tbt_pkts ps = tbt_read_all(b);
-    ck_assert_uint_eq(ps.n, 4);
-    const char want[] = "abcd";
-    for (size_t i = 0; i < 4; i++) {
-        ck_assert_uint_eq(ps.p[i].data[0], (uint8_t)want[i]);
+    ck_assert_str_eq(tbt_heads(&ps), "abcd");
+    for (size_t i = 0; i < 4; i++)
         ck_assert_uint_eq(ps.p[i].loss, 0);
-    }
     tbt_free(&ps);
-    tb_destroy(b);
 }
-END_TEST
 
-START_TEST(test_ooo_gap_after_sorting_is_loss)
+TBT_RING_TEST(test_ooo_gap_after_sorting_is_loss)
 {
-    tb_buffer *b = tb_create(4096, TB_RING_BUFFER);
-    put(b, 1, 0, 0, (uint32_t[]){10}, (uint8_t[]){'a'}, 1);
-    tbt_pkts ps = tbt_read_all(b);
-    ck_assert_uint_eq(ps.n, 1);
-    tbt_free(&ps);
+    tbt_put(b, 1, 1, 0, 0, (uint32_t[]){10}, "a");
+    ck_assert_uint_eq(tbt_read_count(b), 1);
     /* A later batch 3, 2: chunk 1 never arrives. */
-    put(b, 1, 3, 0, (uint32_t[]){10}, (uint8_t[]){'d'}, 1);
-    put(b, 1, 2, 0, (uint32_t[]){10}, (uint8_t[]){'c'}, 1);
-    ps = tbt_read_all(b);
-    ck_assert_uint_eq(ps.n, 2);
-    ck_assert_uint_eq(ps.p[0].data[0], 'c');
+    tbt_put(b, 1, 1, 3, 0, (uint32_t[]){10}, "d");
+    tbt_put(b, 1, 1, 2, 0, (uint32_t[]){10}, "c");
+    tbt_pkts ps = tbt_read_all(b);
+    ck_assert_str_eq(tbt_heads(&ps), "cd");
     ck_assert_uint_eq(ps.p[0].loss, TB_LOSS_PRESENT | TB_LOSS_READ_GAP);
-    ck_assert_uint_eq(ps.p[1].data[0], 'd');
     ck_assert_uint_eq(ps.p[1].loss, 0);
     tbt_free(&ps);
     /* A chunk older than the last consumed is discarded. */
-    put(b, 1, 1, 0, (uint32_t[]){10}, (uint8_t[]){'b'}, 1);
+    tbt_put(b, 1, 1, 1, 0, (uint32_t[]){10}, "b");
     ck_assert_uint_eq(TBT_STAT(b, chunks_discarded), 1);
-    ps = tbt_read_all(b);
-    ck_assert_uint_eq(ps.n, 0);
-    tbt_free(&ps);
-    tb_destroy(b);
+    ck_assert_uint_eq(tbt_read_count(b), 0);
 }
-END_TEST
 
-START_TEST(test_empty_chunk_before_fragments)
+TBT_RING_TEST(test_empty_chunk_before_fragments)
 {
-    tb_buffer *b = tb_create(4096, TB_RING_BUFFER);
-    put(b, 1, 0, 0, NULL, NULL, 0);
-    put(b, 1, 1, TB_F2, (uint32_t[]){10, 20}, (uint8_t[]){'a', 'b'}, 2);
-    put(b, 1, 2, TB_F1 | TB_F2, (uint32_t[]){30, 40},
-        (uint8_t[]){'c', 'd'}, 2);
+    tbt_put(b, 1, 1, 0, 0, NULL, "");
+    tbt_put(b, 1, 1, 1, TB_F2, (uint32_t[]){10, 20}, "ab");
+    tbt_put(b, 1, 1, 2, TB_F1 | TB_F2, (uint32_t[]){30, 40}, "cd");
     tbt_pkts ps = tbt_read_all(b);
     ck_assert_uint_eq(ps.n, 2);
     ck_assert(tbt_pkt_is1(&ps.p[0], 10, 'a'));
-    ck_assert(tbt_pkt_is(&ps.p[1], 2, (uint32_t[]){20, 30},
-                         (uint8_t[]){'b', 'c'}));
+    ck_assert(tbt_pkt_is_s(&ps.p[1], (uint32_t[]){20, 30}, "bc"));
     tbt_free(&ps);
     /* the empty record counted as neither read nor written payload */
     ck_assert_uint_eq(TBT_STAT(b, chunks_written), 3);
     ck_assert_uint_eq(TBT_STAT(b, chunks_read), 1);
-    tb_destroy(b);
 }
-END_TEST
 
-START_TEST(test_empty_chunk_after_begin_stalls)
+TBT_RING_TEST(test_empty_chunk_after_begin_stalls)
 {
-    tb_buffer *b = tb_create(4096, TB_RING_BUFFER);
-    put(b, 1, 0, TB_F2, (uint32_t[]){10, 10}, (uint8_t[]){'a', 'b'}, 2);
-    put(b, 1, 1, 0, NULL, NULL, 0);
-    tbt_pkts ps = tbt_read_all(b);
-    ck_assert_uint_eq(ps.n, 1);
-    ck_assert(tbt_pkt_is1(&ps.p[0], 10, 'a'));
-    tbt_free(&ps);
-    tb_destroy(b);
+    tbt_put(b, 1, 1, 0, TB_F2, (uint32_t[]){10, 10}, "ab");
+    tbt_put(b, 1, 1, 1, 0, NULL, "");
+    tbt_expect(b, "a", (uint32_t[]){10});
 }
-END_TEST
 
-START_TEST(test_empty_chunk_in_the_middle_skipped)
+TBT_RING_TEST(test_empty_chunk_in_the_middle_skipped)
 {
-    tb_buffer *b = tb_create(4096, TB_RING_BUFFER);
-    put(b, 1, 0, TB_F2, (uint32_t[]){10}, (uint8_t[]){'a'}, 1);
-    put(b, 1, 1, 0, NULL, NULL, 0);
-    put(b, 1, 2, TB_F1, (uint32_t[]){10, 20}, (uint8_t[]){'b', 'c'}, 2);
+    tbt_put(b, 1, 1, 0, TB_F2, (uint32_t[]){10}, "a");
+    tbt_put(b, 1, 1, 1, 0, NULL, "");
+    tbt_put(b, 1, 1, 2, TB_F1, (uint32_t[]){10, 20}, "bc");
     tbt_pkts ps = tbt_read_all(b);
     ck_assert_uint_eq(ps.n, 2);
-    ck_assert(tbt_pkt_is(&ps.p[0], 2, (uint32_t[]){10, 10},
-                         (uint8_t[]){'a', 'b'}));
+    ck_assert(tbt_pkt_is_s(&ps.p[0], (uint32_t[]){10, 10}, "ab"));
     ck_assert(tbt_pkt_is1(&ps.p[1], 20, 'c'));
     ck_assert_uint_eq(ps.p[0].loss, 0);
     tbt_free(&ps);
-    tb_destroy(b);
 }
-END_TEST
 
 START_TEST(test_long_packets_any_length)
 {
@@ -236,18 +164,17 @@ START_TEST(test_long_packets_any_length)
         uint32_t sizes[16];
         uint8_t seeds[16];
         size_t n = 0;
-        put(b, 1, 0, TB_F2, (uint32_t[]){10, 20}, (uint8_t[]){'a', 'b'}, 2);
+        tbt_put(b, 1, 1, 0, TB_F2, (uint32_t[]){10, 20}, "ab");
         sizes[n] = 20;
         seeds[n++] = 'b';
         for (uint32_t i = 1; i <= len; i++) {
             uint32_t sz = 20 + i;
             uint8_t sd = (uint8_t)('b' + i);
-            put(b, 1, i, TB_F1 | TB_F2, &sz, &sd, 1);
+            tbt_put1(b, 1, 1, i, TB_F1 | TB_F2, sz, sd);
             sizes[n] = sz;
             seeds[n++] = sd;
         }
-        put(b, 1, len + 1, TB_F1, (uint32_t[]){30, 50},
-            (uint8_t[]){'y', 'z'}, 2);
+        tbt_put(b, 1, 1, len + 1, TB_F1, (uint32_t[]){30, 50}, "yz");
         sizes[n] = 30;
         seeds[n++] = 'y';
         tbt_pkts ps = tbt_read_all(b);
@@ -262,9 +189,8 @@ START_TEST(test_long_packets_any_length)
 }
 END_TEST
 
-START_TEST(test_long_packet_across_id_wrap)
+TBT_RING_TEST(test_long_packet_across_id_wrap)
 {
-    tb_buffer *b = tb_create(4096, TB_RING_BUFFER);
     uint32_t sizes[5];
     uint8_t seeds[5];
     size_t n = 0;
@@ -272,7 +198,7 @@ START_TEST(test_long_packet_across_id_wrap)
         uint8_t fl = (uint8_t)((n > 0 ? TB_F1 : 0) | (n < 4 ? TB_F2 : 0));
         sizes[n] = 10 + (uint32_t)n;
         seeds[n] = (uint8_t)('c' + n);
-        put(b, 1, id, fl, &sizes[n], &seeds[n], 1);
+        tbt_put1(b, 1, 1, id, fl, sizes[n], seeds[n]);
         n++;
     }
     tbt_pkts ps = tbt_read_all(b);
@@ -280,20 +206,17 @@ START_TEST(test_long_packet_across_id_wrap)
     ck_assert(tbt_pkt_is(&ps.p[0], 5, sizes, seeds));
     ck_assert_uint_eq(ps.p[0].loss, 0);
     tbt_free(&ps);
-    tb_destroy(b);
 }
-END_TEST
 
-START_TEST(test_props_follow_the_sequence)
+TBT_RING_TEST(test_props_follow_the_sequence)
 {
-    tb_buffer *b = tb_create(4096, TB_RING_BUFFER);
-    mk((uint32_t[]){10, 10}, (uint8_t[]){'a', 'b'}, 2);
+    tbt_build(&c, (uint32_t[]){10, 10}, "ab");
     tb_copy_chunk_untrusted(b, 1, 11, 111, 1, 0, c.nfrags, TB_F2, true,
                             c.data, c.size);
-    mk((uint32_t[]){10, 10}, (uint8_t[]){'c', 'd'}, 2);
+    tbt_build(&c, (uint32_t[]){10, 10}, "cd");
     tb_copy_chunk_untrusted(b, 2, 22, 222, 1, 0, c.nfrags, 0, true,
                             c.data, c.size);
-    mk((uint32_t[]){10, 10}, (uint8_t[]){'e', 'f'}, 2);
+    tbt_build(&c, (uint32_t[]){10, 10}, "ef");
     tb_copy_chunk_untrusted(b, 1, 11, 111, 1, 1, c.nfrags, TB_F1, true,
                             c.data, c.size);
     tbt_pkts ps = tbt_read_all(b);
@@ -308,23 +231,19 @@ START_TEST(test_props_follow_the_sequence)
         ck_assert_uint_eq(ps.p[i].props.producer_id, prod[i]);
         ck_assert_uint_eq(ps.p[i].props.writer_id, 1);
     }
-    ck_assert(tbt_pkt_is(&ps.p[1], 2, (uint32_t[]){10, 10},
-                         (uint8_t[]){'b', 'e'}));
+    ck_assert(tbt_pkt_is_s(&ps.p[1], (uint32_t[]){10, 10}, "be"));
     ck_assert(tbt_pkt_is1(&ps.p[4], 10, 'f'));
     tbt_free(&ps);
-    tb_destroy(b);
 }
-END_TEST
 
-START_TEST(test_drop_sentinel_discards_fragmented_packet)
+TBT_RING_TEST(test_drop_sentinel_discards_fragmented_packet)
 {
-    tb_buffer *b = tb_create(4096, TB_RING_BUFFER);
-    put(b, 1, 0, TB_F2, (uint32_t[]){10, 10}, (uint8_t[]){'a', 'b'}, 2);
+    tbt_put(b, 1, 1, 0, TB_F2, (uint32_t[]){10, 10}, "ab");
     tbt_reset(&c);
     tbt_put_varint4(&c, TB_PACKET_SIZE_DROP_PACKET); /* ff ff ff 7f */
     c.nfrags = 1;
     tbt_commit_ex(b, 1, 1, 1, TB_F1, true, &c, 0);
-    put(b, 1, 2, 0, (uint32_t[]){10}, (uint8_t[]){'d'}, 1);
+    tbt_put(b, 1, 1, 2, 0, (uint32_t[]){10}, "d");
     ck_assert_uint_eq(TBT_STAT(b, trace_writer_packet_loss), 1);
     ck_assert_uint_eq(TBT_STAT(b, abi_violations), 0);
     tbt_pkts ps = tbt_read_all(b);
@@ -334,13 +253,10 @@ START_TEST(test_drop_sentinel_discards_fragmented_packet)
     ck_assert_uint_eq(ps.p[0].loss, TB_LOSS_PRESENT | TB_LOSS_WRITER_ABORT);
     ck_assert(tbt_pkt_is1(&ps.p[1], 10, 'd'));
     tbt_free(&ps);
-    tb_destroy(b);
 }
-END_TEST
 
-START_TEST(test_drop_sentinel_any_encoding_stops_chunk)
+TBT_RING_TEST(test_drop_sentinel_any_encoding_stops_chunk)
 {
-    tb_buffer *b = tb_create(4096, TB_RING_BUFFER);
     tbt_reset(&c);
     tbt_frag(&c, 10, 'a');
     tbt_put_varint(&c, TB_PACKET_SIZE_DROP_PACKET); /* canonical form */
@@ -355,86 +271,56 @@ START_TEST(test_drop_sentinel_any_encoding_stops_chunk)
     ck_assert(tbt_pkt_is1(&ps.p[0], 10, 'a'));
     ck_assert_uint_eq(ps.p[0].loss, TB_LOSS_PRESENT | TB_LOSS_WRITER_ABORT);
     tbt_free(&ps);
-    tb_destroy(b);
 }
-END_TEST
 
-START_TEST(test_scraped_chunk_last_fragment_ignored)
+TBT_RING_TEST(test_scraped_chunk_last_fragment_ignored)
 {
-    tb_buffer *b = tb_create(4096, TB_RING_BUFFER);
-    mk((uint32_t[]){20, 30}, (uint8_t[]){'a', 'b'}, 2);
-    tbt_commit_ex(b, 1, 1, 0, TB_F2 | TB_F4, false, &c, 512);
+    tbt_put_ex(b, 1, 1, 0, TB_F2 | TB_F4, false, 512, (uint32_t[]){20, 30},
+               "ab");
     /* whole 512-byte payload reserved for the later commit */
     ck_assert_uint_eq(TBT_STAT(b, bytes_written), 528);
-    tbt_pkts ps = tbt_read_all(b);
-    ck_assert_uint_eq(ps.n, 1);
-    ck_assert(tbt_pkt_is1(&ps.p[0], 20, 'a'));
-    tbt_free(&ps);
+    tbt_expect(b, "a", (uint32_t[]){20});
     /* stays stalled: the record is incomplete */
-    ps = tbt_read_all(b);
-    ck_assert_uint_eq(ps.n, 0);
-    tbt_free(&ps);
+    ck_assert_uint_eq(tbt_read_count(b), 0);
     /* its visible payload was consumed: counted read, record kept */
     ck_assert_uint_eq(TBT_STAT(b, chunks_read), 1);
-    tb_destroy(b);
 }
-END_TEST
 
-START_TEST(test_scraped_chunk_blocks_later_chunks_until_recommit)
+TBT_RING_TEST(test_scraped_chunk_blocks_later_chunks_until_recommit)
 {
-    tb_buffer *b = tb_create(4096, TB_RING_BUFFER);
-    mk((uint32_t[]){20, 30}, (uint8_t[]){'a', 'b'}, 2);
-    tbt_commit_ex(b, 1, 1, 0, 0, false, &c, 512);
-    put(b, 1, 1, 0, (uint32_t[]){40}, (uint8_t[]){'c'}, 1);
-    put(b, 2, 0, 0, (uint32_t[]){5}, (uint8_t[]){'x'}, 1);
+    tbt_put_ex(b, 1, 1, 0, 0, false, 512, (uint32_t[]){20, 30}, "ab");
+    tbt_put(b, 1, 1, 1, 0, (uint32_t[]){40}, "c");
+    tbt_put(b, 1, 2, 0, 0, (uint32_t[]){5}, "x");
+    tbt_expect(b, "ax", (uint32_t[]){20, 5});
+    tbt_put_ex(b, 1, 1, 0, 0, true, 512, (uint32_t[]){20, 30}, "ab");
     tbt_pkts ps = tbt_read_all(b);
-    ck_assert_uint_eq(ps.n, 2);
-    ck_assert(tbt_pkt_is1(&ps.p[0], 20, 'a'));
-    ck_assert(tbt_pkt_is1(&ps.p[1], 5, 'x'));
-    tbt_free(&ps);
-    mk((uint32_t[]){20, 30}, (uint8_t[]){'a', 'b'}, 2);
-    tbt_commit_ex(b, 1, 1, 0, 0, true, &c, 512);
-    ps = tbt_read_all(b);
     ck_assert_uint_eq(ps.n, 2);
     ck_assert(tbt_pkt_is1(&ps.p[0], 30, 'b'));
     ck_assert_uint_eq(ps.p[0].loss, 0);
     ck_assert(tbt_pkt_is1(&ps.p[1], 40, 'c'));
     tbt_free(&ps);
-    tb_destroy(b);
 }
-END_TEST
 
 static Suite *tb_frag_suite(void)
 {
     Suite *s = suite_create("tb_frag");
-    TCase *tc = tcase_create("reassembly");
-    tcase_add_test(tc, test_reasm_simple_two_chunks);
-    tcase_add_test(tc, test_reasm_waits_for_missing_end);
-    tcase_add_test(tc, test_reasm_stall_does_not_block_other_sequences);
-    tcase_add_test(tc, test_long_packets_any_length);
-    tcase_add_test(tc, test_long_packet_across_id_wrap);
-    tcase_add_test(tc, test_props_follow_the_sequence);
-    suite_add_tcase(s, tc);
-    tc = tcase_create("out_of_order");
-    tcase_add_test(tc, test_ooo_middle_chunk_committed_last);
-    tcase_add_test(tc, test_ooo_fragmented_chain_completed_by_middle);
-    tcase_add_test(tc, test_ooo_batch_across_id_wrap);
-    tcase_add_test(tc, test_ooo_gap_after_sorting_is_loss);
-    suite_add_tcase(s, tc);
-    tc = tcase_create("empty_chunks");
-    tcase_add_test(tc, test_empty_chunk_before_fragments);
-    tcase_add_test(tc, test_empty_chunk_after_begin_stalls);
-    tcase_add_test(tc, test_empty_chunk_in_the_middle_skipped);
-    suite_add_tcase(s, tc);
-    tc = tcase_create("writer_abort");
-    tcase_add_test(tc, test_drop_sentinel_discards_fragmented_packet);
-    tcase_add_test(tc, test_drop_sentinel_any_encoding_stops_chunk);
-    suite_add_tcase(s, tc);
-    tc = tcase_create("scraped");
-    tcase_add_test(tc, test_scraped_chunk_last_fragment_ignored);
-    tcase_add_test(tc, test_scraped_chunk_blocks_later_chunks_until_recommit);
-    suite_add_tcase(s, tc);
+    TCK_CASE(s, "reassembly", test_reasm_simple_two_chunks,
+             test_reasm_waits_for_missing_end,
+             test_reasm_stall_does_not_block_other_sequences,
+             test_long_packets_any_length, test_long_packet_across_id_wrap,
+             test_props_follow_the_sequence);
+    TCK_CASE(s, "out_of_order", test_ooo_middle_chunk_committed_last,
+             test_ooo_fragmented_chain_completed_by_middle,
+             test_ooo_batch_across_id_wrap,
+             test_ooo_gap_after_sorting_is_loss);
+    TCK_CASE(s, "empty_chunks", test_empty_chunk_before_fragments,
+             test_empty_chunk_after_begin_stalls,
+             test_empty_chunk_in_the_middle_skipped);
+    TCK_CASE(s, "writer_abort", test_drop_sentinel_discards_fragmented_packet,
+             test_drop_sentinel_any_encoding_stops_chunk);
+    TCK_CASE(s, "scraped", test_scraped_chunk_last_fragment_ignored,
+             test_scraped_chunk_blocks_later_chunks_until_recommit);
     return s;
 }
 
-TBT_MAIN(tb_frag_suite)
+TCK_MAIN(tb_frag_suite)

@@ -7,40 +7,31 @@
 
 static tbt_chunk c;
 
+/* Producer 1's chunks (tb_testutil.h's tbt_put / tbt_put_outer). */
 static void put(tb_buffer *b, uint16_t w, uint32_t id, uint8_t flags,
                 const uint32_t *sizes, const char *seeds)
 {
-    tbt_reset(&c);
-    for (size_t i = 0; seeds[i]; i++)
-        tbt_frag(&c, sizes[i], (uint8_t)seeds[i]);
-    tbt_commit_ex(b, 1, w, id, flags, true, &c, 0);
+    tbt_put(b, 1, w, id, flags, sizes, seeds);
 }
 
 /* Record of exactly `outer` bytes: one fragment with a 4-byte header. */
 static void put_outer(tb_buffer *b, uint16_t w, uint32_t id, uint32_t outer,
                       uint8_t seed)
 {
-    tbt_reset(&c);
-    if (outer > 16)
-        tbt_frag4(&c, outer - 16 - 4, seed);
-    tbt_commit_ex(b, 1, w, id, 0, true, &c, 0);
+    tbt_put_outer(b, 1, w, id, outer, seed);
 }
 
-START_TEST(test_loss_none_on_first_packet_of_new_sequence)
+TBT_RING_TEST(test_loss_none_on_first_packet_of_new_sequence)
 {
-    tb_buffer *b = tb_create(4096, TB_RING_BUFFER);
     put(b, 1, 77, 0, (uint32_t[]){10}, "a"); /* starts at id 77 */
     tbt_pkts ps = tbt_read_all(b);
     ck_assert_uint_eq(ps.n, 1);
     ck_assert_uint_eq(ps.p[0].loss, 0);
     tbt_free(&ps);
-    tb_destroy(b);
 }
-END_TEST
 
-START_TEST(test_loss_read_gap_between_reads)
+TBT_RING_TEST(test_loss_read_gap_between_reads)
 {
-    tb_buffer *b = tb_create(4096, TB_RING_BUFFER);
     put(b, 1, 0, 0, (uint32_t[]){10}, "a");
     tbt_pkts ps = tbt_read_all(b);
     tbt_free(&ps);
@@ -50,13 +41,10 @@ START_TEST(test_loss_read_gap_between_reads)
     ck_assert_uint_eq(ps.p[0].loss, TB_LOSS_PRESENT | TB_LOSS_READ_GAP);
     ck_assert_uint_eq(ps.p[1].loss, 0); /* reported once, then cleared */
     tbt_free(&ps);
-    tb_destroy(b);
 }
-END_TEST
 
-START_TEST(test_loss_gap_inside_one_walk_not_flagged)
+TBT_RING_TEST(test_loss_gap_inside_one_walk_not_flagged)
 {
-    tb_buffer *b = tb_create(4096, TB_RING_BUFFER);
     put(b, 1, 0, 0, (uint32_t[]){10}, "a");
     put(b, 1, 5, 0, (uint32_t[]){10}, "b");
     /* chunk 5 is the target of the second walk, which starts at chunk 5
@@ -71,19 +59,14 @@ START_TEST(test_loss_gap_inside_one_walk_not_flagged)
     put(b, 1, 9, 0, (uint32_t[]){10}, "e");
     put(b, 1, 6, 0, (uint32_t[]){10}, "c");
     ps = tbt_read_all(b);
-    ck_assert_uint_eq(ps.n, 2);
-    ck_assert_uint_eq(ps.p[0].data[0], 'c');
+    ck_assert_str_eq(tbt_heads(&ps), "ce");
     ck_assert_uint_eq(ps.p[0].loss, 0);
-    ck_assert_uint_eq(ps.p[1].data[0], 'e');
     ck_assert_uint_eq(ps.p[1].loss, 0);
     tbt_free(&ps);
-    tb_destroy(b);
 }
-END_TEST
 
-START_TEST(test_loss_chunk_corrupted_by_patch)
+TBT_RING_TEST(test_loss_chunk_corrupted_by_patch)
 {
-    tb_buffer *b = tb_create(4096, TB_RING_BUFFER);
     put(b, 1, 0, 0, (uint32_t[]){10, 10, 10}, "abc");
     put(b, 1, 1, 0, (uint32_t[]){10}, "d");
     /* overwrite the second fragment's header (offset 11) with a huge size */
@@ -98,13 +81,10 @@ START_TEST(test_loss_chunk_corrupted_by_patch)
     tbt_free(&ps);
     /* the corrupted record was not fully consumed: not counted as read */
     ck_assert_uint_eq(TBT_STAT(b, chunks_read), 1);
-    tb_destroy(b);
 }
-END_TEST
 
-START_TEST(test_loss_chunk_corrupted_in_reassembly)
+TBT_RING_TEST(test_loss_chunk_corrupted_in_reassembly)
 {
-    tb_buffer *b = tb_create(4096, TB_RING_BUFFER);
     put(b, 1, 0, TB_F2, (uint32_t[]){10}, "a");
     put(b, 1, 1, TB_F1, (uint32_t[]){10, 10}, "bc");
     tb_patch p = {0, {0xFF, 0xFF, 0xFF, 0xFF}}; /* varint runs off the end */
@@ -117,13 +97,10 @@ START_TEST(test_loss_chunk_corrupted_in_reassembly)
                       TB_LOSS_PRESENT | TB_LOSS_CHUNK_CORRUPTED);
     tbt_free(&ps);
     ck_assert_uint_eq(TBT_STAT(b, readaheads_failed), 1);
-    tb_destroy(b);
 }
-END_TEST
 
-START_TEST(test_loss_orphan_continuation)
+TBT_RING_TEST(test_loss_orphan_continuation)
 {
-    tb_buffer *b = tb_create(4096, TB_RING_BUFFER);
     put(b, 1, 0, TB_F1, (uint32_t[]){10, 10}, "ab");
     tbt_pkts ps = tbt_read_all(b);
     ck_assert_uint_eq(ps.n, 1);
@@ -132,13 +109,10 @@ START_TEST(test_loss_orphan_continuation)
                       TB_LOSS_PRESENT | TB_LOSS_ORPHAN_CONTINUATION);
     tbt_free(&ps);
     ck_assert_uint_eq(TBT_STAT(b, abi_violations), 0);
-    tb_destroy(b);
 }
-END_TEST
 
-START_TEST(test_loss_reassembly_gap)
+TBT_RING_TEST(test_loss_reassembly_gap)
 {
-    tb_buffer *b = tb_create(4096, TB_RING_BUFFER);
     put(b, 1, 0, TB_F2, (uint32_t[]){10, 10}, "ab");
     put(b, 1, 2, TB_F1, (uint32_t[]){10, 10}, "cd"); /* chunk 1 lost */
     tbt_pkts ps = tbt_read_all(b);
@@ -153,13 +127,10 @@ START_TEST(test_loss_reassembly_gap)
                       TB_LOSS_READ_GAP | TB_LOSS_ORPHAN_CONTINUATION);
     tbt_free(&ps);
     ck_assert_uint_eq(TBT_STAT(b, readaheads_failed), 1);
-    tb_destroy(b);
 }
-END_TEST
 
-START_TEST(test_loss_reassembly_broken_chain)
+TBT_RING_TEST(test_loss_reassembly_broken_chain)
 {
-    tb_buffer *b = tb_create(4096, TB_RING_BUFFER);
     put(b, 1, 0, TB_F2, (uint32_t[]){10, 10}, "ab");
     put(b, 1, 1, 0, (uint32_t[]){10, 10}, "cd"); /* should have had F1 */
     tbt_pkts ps = tbt_read_all(b);
@@ -170,13 +141,10 @@ START_TEST(test_loss_reassembly_broken_chain)
     ck_assert(tbt_pkt_is1(&ps.p[2], 10, 'd'));
     ck_assert_uint_eq(ps.p[2].loss, 0);
     tbt_free(&ps);
-    tb_destroy(b);
 }
-END_TEST
 
-START_TEST(test_loss_overwrite_of_begin_with_continuation)
+TBT_RING_TEST(test_loss_overwrite_of_begin_with_continuation)
 {
-    tb_buffer *b = tb_create(4096, TB_RING_BUFFER);
     /* seq 1: [x, begin a] [end a', y]; seq 2 fills the rest */
     tbt_reset(&c);
     tbt_frag4(&c, 500, 'x');
@@ -198,32 +166,24 @@ START_TEST(test_loss_overwrite_of_begin_with_continuation)
     ck_assert_uint_eq(ps.p[0].loss, TB_LOSS_PRESENT | TB_LOSS_OVERWRITE);
     ck_assert_uint_eq(ps.p[0].props.writer_id, 1);
     tbt_free(&ps);
-    tb_destroy(b);
 }
-END_TEST
 
-START_TEST(test_loss_overwrite_of_read_packets_not_flagged)
+TBT_RING_TEST(test_loss_overwrite_of_read_packets_not_flagged)
 {
-    tb_buffer *b = tb_create(4096, TB_RING_BUFFER);
     put_outer(b, 1, 0, 2048, 'a');
     put_outer(b, 1, 1, 2048, 'b');
-    tbt_pkts ps = tbt_read_all(b);
-    ck_assert_uint_eq(ps.n, 2);
-    tbt_free(&ps);
+    ck_assert_uint_eq(tbt_read_count(b), 2);
     put_outer(b, 1, 2, 2048, 'c');
-    ps = tbt_read_all(b);
+    tbt_pkts ps = tbt_read_all(b);
     ck_assert_uint_eq(ps.n, 1);
     ck_assert_uint_eq(ps.p[0].loss, 0);
     tbt_free(&ps);
     ck_assert_uint_eq(TBT_STAT(b, chunks_overwritten), 0);
     ck_assert_uint_eq(TBT_STAT(b, padding_bytes_cleared), 2048);
-    tb_destroy(b);
 }
-END_TEST
 
-START_TEST(test_loss_overwrite_of_empty_chunk_not_flagged)
+TBT_RING_TEST(test_loss_overwrite_of_empty_chunk_not_flagged)
 {
-    tb_buffer *b = tb_create(4096, TB_RING_BUFFER);
     put_outer(b, 1, 0, 16, 0);    /* empty record */
     put_outer(b, 1, 1, 4080, 'b');
     tbt_reset(&c);
@@ -236,13 +196,10 @@ START_TEST(test_loss_overwrite_of_empty_chunk_not_flagged)
     ck_assert_uint_eq(ps.n, 1);
     ck_assert_uint_eq(ps.p[0].loss, TB_LOSS_PRESENT | TB_LOSS_OVERWRITE);
     tbt_free(&ps);
-    tb_destroy(b);
 }
-END_TEST
 
-START_TEST(test_loss_ooo_eviction_erases_earlier_chunks_of_sequence)
+TBT_RING_TEST(test_loss_ooo_eviction_erases_earlier_chunks_of_sequence)
 {
-    tb_buffer *b = tb_create(4096, TB_RING_BUFFER);
     put_outer(b, 1, 1, 1024, 'b'); /* at 0 */
     put_outer(b, 2, 0, 1024, 'x'); /* at 1024 */
     put_outer(b, 1, 0, 1024, 'a'); /* at 2048, out of order */
@@ -252,22 +209,16 @@ START_TEST(test_loss_ooo_eviction_erases_earlier_chunks_of_sequence)
     ck_assert_uint_eq(TBT_STAT(b, chunks_overwritten), 2);
     ck_assert_uint_eq(TBT_STAT(b, bytes_overwritten), 2048);
     tbt_pkts ps = tbt_read_all(b);
-    ck_assert_uint_eq(ps.n, 3);
-    ck_assert_uint_eq(ps.p[0].data[0], 'x');
-    ck_assert_uint_eq(ps.p[1].data[0], 'y');
-    ck_assert_uint_eq(ps.p[2].data[0], 'z');
+    ck_assert_str_eq(tbt_heads(&ps), "xyz");
     tbt_free(&ps);
     /* the erased slot at 2048 is padding now: cleared when reached */
     put_outer(b, 3, 1, 2048, 'w');
     ck_assert_uint_eq(TBT_STAT(b, padding_bytes_cleared), 2048);
-    tb_destroy(b);
 }
-END_TEST
 
 /* Perfetto's ReadWrite_Padding scenario with V2 figures (spec §2, §5). */
-START_TEST(test_stats_padding_scenario)
+TBT_RING_TEST(test_stats_padding_scenario)
 {
-    tb_buffer *b = tb_create(4096, TB_RING_BUFFER);
     put_outer(b, 1, 0, 128, 'a');
     put_outer(b, 1, 1, 256, 'b');
     put_outer(b, 1, 2, 512, 'c');
@@ -277,11 +228,8 @@ START_TEST(test_stats_padding_scenario)
     put_outer(b, 1, 5, 512, 'f'); /* does not fit in the last 128: wraps */
     ck_assert_uint_eq(TBT_STAT(b, write_wrap_count), 1);
     tbt_pkts ps = tbt_read_all(b);
-    ck_assert_uint_eq(ps.n, 3);
-    ck_assert_uint_eq(ps.p[0].data[0], 'd');
+    ck_assert_str_eq(tbt_heads(&ps), "def");
     ck_assert_uint_eq(ps.p[0].loss, TB_LOSS_PRESENT | TB_LOSS_OVERWRITE);
-    ck_assert_uint_eq(ps.p[1].data[0], 'e');
-    ck_assert_uint_eq(ps.p[2].data[0], 'f');
     tbt_free(&ps);
     const tb_stats *st = tb_get_stats(b);
     ck_assert_uint_eq(st->chunks_written, 6);
@@ -296,13 +244,10 @@ START_TEST(test_stats_padding_scenario)
     ck_assert_uint_eq(st->padding_bytes_cleared, 384);
     ck_assert_uint_eq(st->padding_bytes_written, 384 + 256);
     ck_assert_uint_eq(st->buffer_size, 4096);
-    tb_destroy(b);
 }
-END_TEST
 
-START_TEST(test_stats_minimal_padding_and_exact_wrap)
+TBT_RING_TEST(test_stats_minimal_padding_and_exact_wrap)
 {
-    tb_buffer *b = tb_create(4096, TB_RING_BUFFER);
     put_outer(b, 1, 0, 2048, 'a');
     put_outer(b, 1, 1, 1024, 'b');
     put_outer(b, 1, 2, 1008, 'c');
@@ -317,60 +262,41 @@ START_TEST(test_stats_minimal_padding_and_exact_wrap)
     put_outer(b, 1, 7, 1008, 'f');
     ck_assert_uint_eq(TBT_STAT(b, write_wrap_count), 1);
     tbt_pkts ps = tbt_read_all(b);
-    ck_assert_uint_eq(ps.n, 3);
-    ck_assert_uint_eq(ps.p[0].data[0], 'd');
-    ck_assert_uint_eq(ps.p[1].data[0], 'e');
-    ck_assert_uint_eq(ps.p[2].data[0], 'f');
+    ck_assert_str_eq(tbt_heads(&ps), "def");
     tbt_free(&ps);
-    tb_destroy(b);
 }
-END_TEST
 
-START_TEST(test_stats_read_everything_before_wrap)
+TBT_RING_TEST(test_stats_read_everything_before_wrap)
 {
-    tb_buffer *b = tb_create(4096, TB_RING_BUFFER);
     put_outer(b, 1, 0, 4080, 'a');
-    tbt_pkts ps = tbt_read_all(b);
-    ck_assert_uint_eq(ps.n, 1);
-    tbt_free(&ps);
+    ck_assert_uint_eq(tbt_read_count(b), 1);
     put_outer(b, 1, 1, 16, 0);
     put_outer(b, 1, 2, 2048, 'b');
     put_outer(b, 1, 3, 2048, 'c');
-    ps = tbt_read_all(b);
-    ck_assert_uint_eq(ps.n, 2);
-    ck_assert_uint_eq(ps.p[0].data[0], 'b');
+    tbt_pkts ps = tbt_read_all(b);
+    ck_assert_str_eq(tbt_heads(&ps), "bc");
     ck_assert_uint_eq(ps.p[0].loss, 0);
-    ck_assert_uint_eq(ps.p[1].data[0], 'c');
     tbt_free(&ps);
-    tb_destroy(b);
 }
-END_TEST
 
 static Suite *tb_loss_suite(void)
 {
     Suite *s = suite_create("tb_loss");
-    TCase *tc = tcase_create("reasons");
-    tcase_add_test(tc, test_loss_none_on_first_packet_of_new_sequence);
-    tcase_add_test(tc, test_loss_read_gap_between_reads);
-    tcase_add_test(tc, test_loss_gap_inside_one_walk_not_flagged);
-    tcase_add_test(tc, test_loss_chunk_corrupted_by_patch);
-    tcase_add_test(tc, test_loss_chunk_corrupted_in_reassembly);
-    tcase_add_test(tc, test_loss_orphan_continuation);
-    tcase_add_test(tc, test_loss_reassembly_gap);
-    tcase_add_test(tc, test_loss_reassembly_broken_chain);
-    suite_add_tcase(s, tc);
-    tc = tcase_create("overwrite");
-    tcase_add_test(tc, test_loss_overwrite_of_begin_with_continuation);
-    tcase_add_test(tc, test_loss_overwrite_of_read_packets_not_flagged);
-    tcase_add_test(tc, test_loss_overwrite_of_empty_chunk_not_flagged);
-    tcase_add_test(tc, test_loss_ooo_eviction_erases_earlier_chunks_of_sequence);
-    suite_add_tcase(s, tc);
-    tc = tcase_create("stats");
-    tcase_add_test(tc, test_stats_padding_scenario);
-    tcase_add_test(tc, test_stats_minimal_padding_and_exact_wrap);
-    tcase_add_test(tc, test_stats_read_everything_before_wrap);
-    suite_add_tcase(s, tc);
+    TCK_CASE(s, "reasons", test_loss_none_on_first_packet_of_new_sequence,
+             test_loss_read_gap_between_reads,
+             test_loss_gap_inside_one_walk_not_flagged,
+             test_loss_chunk_corrupted_by_patch,
+             test_loss_chunk_corrupted_in_reassembly,
+             test_loss_orphan_continuation, test_loss_reassembly_gap,
+             test_loss_reassembly_broken_chain);
+    TCK_CASE(s, "overwrite", test_loss_overwrite_of_begin_with_continuation,
+             test_loss_overwrite_of_read_packets_not_flagged,
+             test_loss_overwrite_of_empty_chunk_not_flagged,
+             test_loss_ooo_eviction_erases_earlier_chunks_of_sequence);
+    TCK_CASE(s, "stats", test_stats_padding_scenario,
+             test_stats_minimal_padding_and_exact_wrap,
+             test_stats_read_everything_before_wrap);
     return s;
 }
 
-TBT_MAIN(tb_loss_suite)
+TCK_MAIN(tb_loss_suite)

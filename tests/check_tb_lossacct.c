@@ -9,10 +9,6 @@
  */
 #include "tb_testutil.h"
 
-#define F1 TB_CHUNK_FIRST_PACKET_CONTINUES_FROM_PREV
-#define F2 TB_CHUNK_LAST_PACKET_CONTINUES_ON_NEXT
-#define F4 TB_CHUNK_NEEDS_PATCHING
-
 static tbt_chunk c;
 
 /* The entry of (producer 1, writer w); fails if absent. */
@@ -34,6 +30,16 @@ static const tb_seq_loss *entry(tb_buffer *b, uint16_t w)
     return NULL;
 }
 
+/* A chunk of producer 1 (tbt_commit) with one fragment of `size` bytes
+ * filled from seed. */
+static void one_frag(tb_buffer *b, uint16_t w, uint32_t id, uint8_t flags,
+                     uint32_t size, uint8_t seed)
+{
+    tbt_reset(&c);
+    tbt_frag(&c, size, seed);
+    tbt_commit(b, w, id, flags, &c);
+}
+
 static void whole_chunk(tb_buffer *b, uint16_t w, uint32_t id, int npk,
                         uint32_t size)
 {
@@ -43,9 +49,8 @@ static void whole_chunk(tb_buffer *b, uint16_t w, uint32_t id, int npk,
     tbt_commit(b, w, id, 0, &c);
 }
 
-START_TEST(test_overwrite_counts_every_packet)
+TBT_RING_TEST(test_overwrite_counts_every_packet)
 {
-    tb_buffer *b = tb_create(4096, TB_RING_BUFFER);
     /* 20 chunks x 3 packets of ~300 bytes into 4 KiB, never read. */
     for (uint32_t id = 0; id < 20; id++)
         whole_chunk(b, 1, id, 3, 100);
@@ -61,23 +66,14 @@ START_TEST(test_overwrite_counts_every_packet)
     ck_assert_str_eq(tb_loss_cause_name(TB_CAUSE_REASSEMBLY), "reassembly");
     ck_assert_str_eq(tb_loss_cause_name(99), "?");
     tbt_free(&ps);
-    tb_destroy(b);
 }
-END_TEST
 
-START_TEST(test_fragmented_packet_counts_once)
+TBT_RING_TEST(test_fragmented_packet_counts_once)
 {
-    tb_buffer *b = tb_create(4096, TB_RING_BUFFER);
     /* one packet over chunks 0..2, then enough to evict all of it */
-    tbt_reset(&c);
-    tbt_frag(&c, 500, 1);
-    tbt_commit(b, 1, 0, F2, &c);
-    tbt_reset(&c);
-    tbt_frag(&c, 500, 2);
-    tbt_commit(b, 1, 1, F1 | F2, &c);
-    tbt_reset(&c);
-    tbt_frag(&c, 500, 3);
-    tbt_commit(b, 1, 2, F1, &c);
+    one_frag(b, 1, 0, TB_F2, 500, 1);
+    one_frag(b, 1, 1, TB_F1 | TB_F2, 500, 2);
+    one_frag(b, 1, 2, TB_F1, 500, 3);
     ck_assert_uint_eq(entry(b, 1)->packets_offered, 1);
     for (uint32_t id = 0; id < 8; id++)
         whole_chunk(b, 2, id, 1, 1000);
@@ -85,21 +81,15 @@ START_TEST(test_fragmented_packet_counts_once)
     ck_assert_uint_eq(e->lost_packets[TB_CAUSE_OVERWRITE], 1);
     /* read, not evicted: one packet read */
     tb_buffer *b2 = tb_create(65536, TB_RING_BUFFER);
-    tbt_reset(&c);
-    tbt_frag(&c, 500, 1);
-    tbt_commit(b2, 1, 0, F2, &c);
-    tbt_reset(&c);
-    tbt_frag(&c, 500, 3);
-    tbt_commit(b2, 1, 1, F1, &c);
+    one_frag(b2, 1, 0, TB_F2, 500, 1);
+    one_frag(b2, 1, 1, TB_F1, 500, 3);
     tbt_pkts ps = tbt_read_all(b2);
     ck_assert_uint_eq(ps.n, 1);
     ck_assert_uint_eq(entry(b2, 1)->packets_read, 1);
     ck_assert_uint_eq(entry(b2, 1)->packets_offered, 1);
     tbt_free(&ps);
     tb_destroy(b2);
-    tb_destroy(b);
 }
-END_TEST
 
 START_TEST(test_discard_full_and_stale)
 {
@@ -151,9 +141,7 @@ START_TEST(test_abi_violations)
     ck_assert_uint_eq(entry(small, 1)->lost_packets[TB_CAUSE_ABI_VIOLATION],
                       5);
     tb_destroy(small);
-    tbt_pkts ps = tbt_read_all(b);
-    ck_assert_uint_eq(ps.n, 2);
-    tbt_free(&ps);
+    ck_assert_uint_eq(tbt_read_count(b), 2);
     tb_destroy(b);
 }
 END_TEST
@@ -162,9 +150,7 @@ START_TEST(test_reassembly_gap_and_pending)
 {
     tb_buffer *b = tb_create(65536, TB_RING_BUFFER);
     /* begin in 0, 1 never comes, 2 is a fresh whole packet */
-    tbt_reset(&c);
-    tbt_frag(&c, 50, 1);
-    tbt_commit(b, 1, 0, F2, &c);
+    one_frag(b, 1, 0, TB_F2, 50, 1);
     whole_chunk(b, 1, 2, 1, 20);
     tbt_pkts ps = tbt_read_all(b);
     ck_assert_uint_eq(ps.n, 1);
@@ -172,9 +158,7 @@ START_TEST(test_reassembly_gap_and_pending)
     ck_assert_uint_eq(e->lost_packets[TB_CAUSE_REASSEMBLY], 1);
     tbt_free(&ps);
     /* a begin waiting for its continuation is pending, not lost */
-    tbt_reset(&c);
-    tbt_frag(&c, 50, 3);
-    tbt_commit(b, 1, 3, F2, &c);
+    one_frag(b, 1, 3, TB_F2, 50, 3);
     ps = tbt_read_all(b);
     ck_assert_uint_eq(ps.n, 0);
     e = entry(b, 1);
@@ -192,15 +176,10 @@ START_TEST(test_reassembly_gap_and_pending)
 }
 END_TEST
 
-START_TEST(test_patch_failed)
+TBT_RING_TEST(test_patch_failed)
 {
-    tb_buffer *b = tb_create(4096, TB_RING_BUFFER);
-    tbt_reset(&c);
-    tbt_frag(&c, 100, 1);
-    tbt_commit(b, 1, 0, F2 | F4, &c);
-    tbt_reset(&c);
-    tbt_frag(&c, 100, 2);
-    tbt_commit(b, 1, 1, F1, &c);
+    one_frag(b, 1, 0, TB_F2 | TB_F4, 100, 1);
+    one_frag(b, 1, 1, TB_F1, 100, 2);
     tb_patch p = {5000, {1, 2, 3, 4}}; /* past the payload: fails */
     ck_assert(!tb_try_patch_chunk(b, 1, 1, 0, &p, 1, false));
     tbt_pkts ps = tbt_read_all(b);
@@ -212,9 +191,7 @@ START_TEST(test_patch_failed)
     const tb_seq_loss *e = entry(b, 1);
     ck_assert_uint_eq(e->lost_packets[TB_CAUSE_PATCH_FAILED], 1);
     ck_assert_uint_eq(e->packets_pending, 0);
-    tb_destroy(b);
 }
-END_TEST
 
 START_TEST(test_scrape_then_commit_not_double_counted)
 {
@@ -225,14 +202,10 @@ START_TEST(test_scrape_then_commit_not_double_counted)
     tbt_frag(&c, 10, 3); /* untrusted while scraped */
     tbt_commit_ex(b, 1, 1, 0, 0, false, &c, c.size + 16);
     ck_assert_uint_eq(entry(b, 1)->packets_offered, 2);
-    tbt_pkts ps = tbt_read_all(b);
-    ck_assert_uint_eq(ps.n, 2);
-    tbt_free(&ps);
+    ck_assert_uint_eq(tbt_read_count(b), 2);
     /* the real commit: re-admitted, only the third packet is new */
     tbt_commit(b, 1, 0, 0, &c);
-    ps = tbt_read_all(b);
-    ck_assert_uint_eq(ps.n, 1);
-    tbt_free(&ps);
+    ck_assert_uint_eq(tbt_read_count(b), 1);
     const tb_seq_loss *e = entry(b, 1);
     ck_assert_uint_eq(e->packets_offered, 3);
     ck_assert_uint_eq(e->packets_read, 3);
@@ -340,17 +313,12 @@ END_TEST
 static Suite *tb_lossacct_suite(void)
 {
     Suite *s = suite_create("tb_lossacct");
-    TCase *tc = tcase_create("causes");
-    tcase_add_test(tc, test_overwrite_counts_every_packet);
-    tcase_add_test(tc, test_fragmented_packet_counts_once);
-    tcase_add_test(tc, test_discard_full_and_stale);
-    tcase_add_test(tc, test_abi_violations);
-    tcase_add_test(tc, test_reassembly_gap_and_pending);
-    tcase_add_test(tc, test_patch_failed);
-    tcase_add_test(tc, test_scrape_then_commit_not_double_counted);
-    tcase_add_test(tc, test_hostile_rewrite_keeps_accounting);
-    suite_add_tcase(s, tc);
+    TCK_CASE(s, "causes", test_overwrite_counts_every_packet,
+             test_fragmented_packet_counts_once, test_discard_full_and_stale,
+             test_abi_violations, test_reassembly_gap_and_pending,
+             test_patch_failed, test_scrape_then_commit_not_double_counted,
+             test_hostile_rewrite_keeps_accounting);
     return s;
 }
 
-TBT_MAIN(tb_lossacct_suite)
+TCK_MAIN(tb_lossacct_suite)

@@ -11,9 +11,7 @@ static tbt_chunk c;
 /* A well-behaved neighbour sequence (producer 9) around each bad chunk. */
 static void good(tb_buffer *b, uint32_t id)
 {
-    tbt_reset(&c);
-    tbt_frag(&c, 32, (uint8_t)id);
-    tbt_commit_ex(b, 9, 9, id, 0, true, &c, 0);
+    tbt_put1(b, 9, 9, id, 0, 32, (uint8_t)id);
 }
 
 static void raw(tb_buffer *b, uint16_t p, uint16_t w, uint32_t id,
@@ -40,17 +38,31 @@ static tbt_pkts read_check_neighbour(tb_buffer *b, uint32_t n)
     return ps;
 }
 
-static size_t count_from(const tbt_pkts *ps, uint16_t producer)
+/* Reads all: the neighbour's n9 packets intact, n1 packets of producer 1
+ * (the hostile one) and nothing else. */
+static void expect_read(tb_buffer *b, uint32_t n9, size_t n1)
 {
-    size_t n = 0;
-    for (size_t i = 0; i < ps->n; i++)
-        n += ps->p[i].props.producer_id == producer;
-    return n;
+    tbt_pkts ps = read_check_neighbour(b, n9);
+    size_t from1 = 0;
+    for (size_t i = 0; i < ps.n; i++)
+        from1 += ps.p[i].props.producer_id == 1;
+    ck_assert_uint_eq(from1, n1);
+    ck_assert_uint_eq(ps.n, n9 + n1);
+    tbt_free(&ps);
 }
 
-START_TEST(test_bad_num_fragments_too_many)
+/* A chunk of producer 1 with one fragment of `size` bytes from seed whose
+ * header claims nfrags fragments. */
+static void raw1(tb_buffer *b, uint16_t w, uint32_t id, uint16_t nfrags,
+                 uint8_t flags, uint32_t size, uint8_t seed)
 {
-    tb_buffer *b = tb_create(4096, TB_RING_BUFFER);
+    tbt_reset(&c);
+    tbt_frag(&c, size, seed);
+    raw(b, 1, w, id, nfrags, flags, true, c.data, c.size);
+}
+
+TBT_RING_TEST(test_bad_num_fragments_too_many)
+{
     good(b, 0);
     tbt_reset(&c);
     tbt_frag(&c, 64, 'a');
@@ -58,34 +70,21 @@ START_TEST(test_bad_num_fragments_too_many)
     raw(b, 1, 2, 0, 1, 0, true, c.data, 0); /* 1 fragment, no bytes */
     good(b, 1);
     ck_assert_uint_eq(TBT_STAT(b, abi_violations), 2);
-    tbt_pkts ps = read_check_neighbour(b, 2);
-    ck_assert_uint_eq(count_from(&ps, 1), 1); /* the valid 'a' */
-    tbt_free(&ps);
-    tb_destroy(b);
+    expect_read(b, 2, 1); /* the valid 'a' */
 }
-END_TEST
 
-START_TEST(test_bad_num_fragments_too_few_or_zero)
+TBT_RING_TEST(test_bad_num_fragments_too_few_or_zero)
 {
-    tb_buffer *b = tb_create(4096, TB_RING_BUFFER);
-    tbt_reset(&c);
-    tbt_frag(&c, 10, 'a');
-    tbt_frag(&c, 10, 'b');
+    tbt_build(&c, (uint32_t[]){10, 10}, "ab");
     raw(b, 1, 1, 0, 1, 0, true, c.data, c.size); /* 'b' ignored */
     raw(b, 1, 1, 1, 0, 0, true, c.data, c.size); /* nothing */
     ck_assert_uint_eq(TBT_STAT(b, abi_violations), 0);
     ck_assert_uint_eq(TBT_STAT(b, bytes_written), 32 + 16);
-    tbt_pkts ps = tbt_read_all(b);
-    ck_assert_uint_eq(ps.n, 1);
-    ck_assert(tbt_pkt_is1(&ps.p[0], 10, 'a'));
-    tbt_free(&ps);
-    tb_destroy(b);
+    tbt_expect(b, "a", (uint32_t[]){10});
 }
-END_TEST
 
-START_TEST(test_bad_fragment_size_past_end)
+TBT_RING_TEST(test_bad_fragment_size_past_end)
 {
-    tb_buffer *b = tb_create(4096, TB_RING_BUFFER);
     good(b, 0);
     tbt_reset(&c);
     tbt_frag(&c, 20, 'a');
@@ -96,16 +95,11 @@ START_TEST(test_bad_fragment_size_past_end)
     raw(b, 1, 1, 0, c.nfrags, 0, true, c.data, c.size);
     good(b, 1);
     ck_assert_uint_eq(TBT_STAT(b, abi_violations), 1);
-    tbt_pkts ps = read_check_neighbour(b, 2);
-    ck_assert_uint_eq(count_from(&ps, 1), 1);
-    tbt_free(&ps);
-    tb_destroy(b);
+    expect_read(b, 2, 1);
 }
-END_TEST
 
-START_TEST(test_bad_varint_too_long_or_truncated)
+TBT_RING_TEST(test_bad_varint_too_long_or_truncated)
 {
-    tb_buffer *b = tb_create(4096, TB_RING_BUFFER);
     uint8_t eleven[16];
     memset(eleven, 0x80, sizeof(eleven));
     eleven[11] = 0x00; /* terminates only at byte 12: too long */
@@ -121,12 +115,8 @@ START_TEST(test_bad_varint_too_long_or_truncated)
     raw(b, 1, 4, 0, 2, 0, true, ten, sizeof(ten));
     ck_assert_uint_eq(TBT_STAT(b, abi_violations), 3);
     good(b, 0);
-    tbt_pkts ps = read_check_neighbour(b, 1);
-    ck_assert_uint_eq(count_from(&ps, 1), 1); /* 'q' (size 1) */
-    tbt_free(&ps);
-    tb_destroy(b);
+    expect_read(b, 1, 1); /* 'q' (size 1) */
 }
-END_TEST
 
 START_TEST(test_bad_varint_huge_value)
 {
@@ -139,16 +129,13 @@ START_TEST(test_bad_varint_huge_value)
     raw(b, 1, 2, 0, 1, 0, true, big, sizeof(big));
     ck_assert_uint_eq(TBT_STAT(b, abi_violations), 2);
     good(b, 0);
-    tbt_pkts ps = read_check_neighbour(b, 1);
-    ck_assert_uint_eq(ps.n, 1);
-    tbt_free(&ps);
+    expect_read(b, 1, 0);
     tb_destroy(b);
 }
 END_TEST
 
-START_TEST(test_bad_zero_varint_header_in_sequence)
+TBT_RING_TEST(test_bad_zero_varint_header_in_sequence)
 {
-    tb_buffer *b = tb_create(4096, TB_RING_BUFFER);
     /* a(begin) | b(cont) whose header says 0 | c(end), d | e */
     tbt_reset(&c);
     tbt_frag(&c, 4, 'a');
@@ -175,66 +162,43 @@ START_TEST(test_bad_zero_varint_header_in_sequence)
     ck_assert(tbt_pkt_is1(&ps.p[1], 4, 'd'));
     ck_assert(tbt_pkt_is1(&ps.p[2], 4, 'e'));
     tbt_free(&ps);
-    tb_destroy(b);
 }
-END_TEST
 
-START_TEST(test_bad_flags_unknown_bits_ignored)
+TBT_RING_TEST(test_bad_flags_unknown_bits_ignored)
 {
-    tb_buffer *b = tb_create(4096, TB_RING_BUFFER);
-    tbt_reset(&c);
-    tbt_frag(&c, 10, 'a');
     /* 0x80 is our private "incomplete" marker: a producer cannot set it */
-    raw(b, 1, 1, 0, 1, 0xF8, true, c.data, c.size);
-    tbt_pkts ps = tbt_read_all(b);
-    ck_assert_uint_eq(ps.n, 1);
-    tbt_free(&ps);
+    raw1(b, 1, 0, 1, 0xF8, 10, 'a');
+    ck_assert_uint_eq(tbt_read_count(b), 1);
     /* and the chunk was not treated as scraped (it was read, not stalled) */
     ck_assert_uint_eq(TBT_STAT(b, chunks_read), 1);
-    tb_destroy(b);
 }
-END_TEST
 
-START_TEST(test_bad_flags_continuation_lies)
+TBT_RING_TEST(test_bad_flags_continuation_lies)
 {
-    tb_buffer *b = tb_create(4096, TB_RING_BUFFER);
     good(b, 0);
-    tbt_reset(&c);
-    tbt_frag(&c, 10, 'a');
     /* claims to continue from and on: an orphan continue that never ends */
-    raw(b, 1, 1, 0, 1, TB_F1 | TB_F2 | TB_F4, true, c.data, c.size);
+    raw1(b, 1, 0, 1, TB_F1 | TB_F2 | TB_F4, 10, 'a');
     good(b, 1);
-    tbt_pkts ps = read_check_neighbour(b, 2);
-    ck_assert_uint_eq(count_from(&ps, 1), 0);
-    tbt_free(&ps);
-    tbt_reset(&c);
-    tbt_frag(&c, 10, 'b');
-    raw(b, 1, 1, 1, 1, 0, true, c.data, c.size);
-    ps = tbt_read_all(b);
+    expect_read(b, 2, 0);
+    raw1(b, 1, 1, 1, 0, 10, 'b');
+    tbt_pkts ps = tbt_read_all(b);
     ck_assert_uint_eq(ps.n, 1);
     ck_assert_uint_eq(ps.p[0].loss,
                       TB_LOSS_PRESENT | TB_LOSS_ORPHAN_CONTINUATION);
     tbt_free(&ps);
     ck_assert_uint_eq(TBT_STAT(b, abi_violations), 0);
-    tb_destroy(b);
 }
-END_TEST
 
-START_TEST(test_bad_incomplete_with_no_fragments)
+TBT_RING_TEST(test_bad_incomplete_with_no_fragments)
 {
-    tb_buffer *b = tb_create(4096, TB_RING_BUFFER);
     uint8_t junk[300];
     memset(junk, 0xAB, sizeof(junk));
     raw(b, 1, 1, 0, 0, TB_F2, false, junk, sizeof(junk));
     ck_assert_uint_eq(TBT_STAT(b, abi_violations), 0);
     ck_assert_uint_eq(TBT_STAT(b, bytes_written), 320);
     good(b, 0);
-    tbt_pkts ps = read_check_neighbour(b, 1);
-    ck_assert_uint_eq(ps.n, 1);
-    tbt_free(&ps);
-    tb_destroy(b);
+    expect_read(b, 1, 0);
 }
-END_TEST
 
 START_TEST(test_bad_payload_size_zero_null_and_huge)
 {
@@ -250,73 +214,47 @@ START_TEST(test_bad_payload_size_zero_null_and_huge)
     ck_assert_uint_eq(TBT_STAT(b, abi_violations), 2);
     ck_assert_uint_eq(TBT_STAT(b, chunks_written), 3);
     good(b, 0);
-    tbt_pkts ps = read_check_neighbour(b, 1);
-    ck_assert_uint_eq(ps.n, 1);
-    tbt_free(&ps);
+    expect_read(b, 1, 0);
     tb_destroy(b);
 }
 END_TEST
 
-START_TEST(test_bad_chunk_too_big_for_buffer)
+TBT_RING_TEST(test_bad_chunk_too_big_for_buffer)
 {
-    tb_buffer *b = tb_create(4096, TB_RING_BUFFER);
     good(b, 0);
-    tbt_reset(&c);
-    tbt_frag(&c, 4096, 'a');
-    tbt_frag(&c, 2048, 'b');
+    tbt_build(&c, (uint32_t[]){4096, 2048}, "ab");
     raw(b, 1, 1, 0, 2, 0, true, c.data, c.size);
     ck_assert_uint_eq(TBT_STAT(b, abi_violations), 1);
     ck_assert_uint_eq(TBT_STAT(b, chunks_overwritten), 0);
-    tbt_pkts ps = read_check_neighbour(b, 1);
-    ck_assert_uint_eq(ps.n, 1);
-    tbt_free(&ps);
-    tb_destroy(b);
+    expect_read(b, 1, 0);
 }
-END_TEST
 
-START_TEST(test_bad_chunk_id_replayed_or_old)
+TBT_RING_TEST(test_bad_chunk_id_replayed_or_old)
 {
-    tb_buffer *b = tb_create(4096, TB_RING_BUFFER);
-    tbt_reset(&c);
-    tbt_frag(&c, 30, 'a');
-    tbt_frag(&c, 40, 'b');
+    tbt_build(&c, (uint32_t[]){30, 40}, "ab");
     raw(b, 1, 1, 0, 2, 0, true, c.data, c.size);
-    tbt_pkts ps = tbt_read_all(b);
-    ck_assert_uint_eq(ps.n, 2);
-    tbt_free(&ps);
+    ck_assert_uint_eq(tbt_read_count(b), 2);
     /* replay of consumed chunk 0, and one far in the past */
-    tbt_reset(&c);
-    tbt_frag(&c, 10, 'x');
-    raw(b, 1, 1, 0, 1, 0, true, c.data, c.size);
-    raw(b, 1, 1, 0x80000001u, 1, 0, true, c.data, c.size);
+    raw1(b, 1, 0, 1, 0, 10, 'x');
+    raw1(b, 1, 0x80000001u, 1, 0, 10, 'x');
     ck_assert_uint_eq(TBT_STAT(b, chunks_discarded), 2);
-    ps = tbt_read_all(b);
-    ck_assert_uint_eq(ps.n, 0);
-    tbt_free(&ps);
-    raw(b, 1, 1, 1, 1, 0, true, c.data, c.size);
-    ps = tbt_read_all(b);
+    ck_assert_uint_eq(tbt_read_count(b), 0);
+    raw1(b, 1, 1, 1, 0, 10, 'x');
+    tbt_pkts ps = tbt_read_all(b);
     ck_assert_uint_eq(ps.n, 1);
     ck_assert_uint_eq(ps.p[0].loss, 0);
     tbt_free(&ps);
-    tb_destroy(b);
 }
-END_TEST
 
-START_TEST(test_bad_identity_zero)
+TBT_RING_TEST(test_bad_identity_zero)
 {
-    tb_buffer *b = tb_create(4096, TB_RING_BUFFER);
-    tbt_reset(&c);
-    tbt_frag(&c, 10, 'a');
+    tbt_build(&c, (uint32_t[]){10}, "a");
     raw(b, 0, 0, 0, 1, 0, true, c.data, c.size); /* would look like padding */
     ck_assert_uint_eq(TBT_STAT(b, abi_violations), 1);
     raw(b, 0, 5, 0, 1, 0, true, c.data, c.size); /* producer 0 alone: ok */
     raw(b, 5, 0, 0, 1, 0, true, c.data, c.size); /* writer 0 alone: ok */
-    tbt_pkts ps = tbt_read_all(b);
-    ck_assert_uint_eq(ps.n, 2);
-    tbt_free(&ps);
-    tb_destroy(b);
+    ck_assert_uint_eq(tbt_read_count(b), 2);
 }
-END_TEST
 
 START_TEST(test_bad_flood_does_not_cost_others)
 {
@@ -355,27 +293,19 @@ END_TEST
 static Suite *tb_malicious_suite(void)
 {
     Suite *s = suite_create("tb_malicious");
-    TCase *tc = tcase_create("fragments");
-    tcase_add_test(tc, test_bad_num_fragments_too_many);
-    tcase_add_test(tc, test_bad_num_fragments_too_few_or_zero);
-    tcase_add_test(tc, test_bad_fragment_size_past_end);
-    tcase_add_test(tc, test_bad_varint_too_long_or_truncated);
-    tcase_add_test(tc, test_bad_varint_huge_value);
-    tcase_add_test(tc, test_bad_zero_varint_header_in_sequence);
-    suite_add_tcase(s, tc);
-    tc = tcase_create("header");
-    tcase_add_test(tc, test_bad_flags_unknown_bits_ignored);
-    tcase_add_test(tc, test_bad_flags_continuation_lies);
-    tcase_add_test(tc, test_bad_incomplete_with_no_fragments);
-    tcase_add_test(tc, test_bad_payload_size_zero_null_and_huge);
-    tcase_add_test(tc, test_bad_chunk_too_big_for_buffer);
-    tcase_add_test(tc, test_bad_chunk_id_replayed_or_old);
-    tcase_add_test(tc, test_bad_identity_zero);
-    suite_add_tcase(s, tc);
-    tc = tcase_create("flood");
-    tcase_add_test(tc, test_bad_flood_does_not_cost_others);
-    suite_add_tcase(s, tc);
+    TCK_CASE(s, "fragments", test_bad_num_fragments_too_many,
+             test_bad_num_fragments_too_few_or_zero,
+             test_bad_fragment_size_past_end,
+             test_bad_varint_too_long_or_truncated, test_bad_varint_huge_value,
+             test_bad_zero_varint_header_in_sequence);
+    TCK_CASE(s, "header", test_bad_flags_unknown_bits_ignored,
+             test_bad_flags_continuation_lies,
+             test_bad_incomplete_with_no_fragments,
+             test_bad_payload_size_zero_null_and_huge,
+             test_bad_chunk_too_big_for_buffer,
+             test_bad_chunk_id_replayed_or_old, test_bad_identity_zero);
+    TCK_CASE(s, "flood", test_bad_flood_does_not_cost_others);
     return s;
 }
 
-TBT_MAIN(tb_malicious_suite)
+TCK_MAIN(tb_malicious_suite)

@@ -6,12 +6,13 @@
 
 static tbt_chunk c;
 
-static void put1(tb_buffer *b, uint16_t p, uint16_t w, uint32_t id,
-                 uint8_t flags, uint32_t size, uint8_t seed)
+/* A 1024-byte record: one 1000-byte fragment with a 4-byte header. */
+static void put_kb(tb_buffer *b, uint16_t p, uint32_t id, uint8_t flags,
+                   uint8_t seed)
 {
     tbt_reset(&c);
-    tbt_frag(&c, size, seed);
-    tbt_commit_ex(b, p, w, id, flags, true, &c, 0);
+    tbt_frag4(&c, 1000, seed);
+    tbt_commit_ex(b, p, 1, id, flags, true, &c, 0);
 }
 
 static tb_patch mkpatch(uint32_t off, const char *four)
@@ -22,12 +23,11 @@ static tb_patch mkpatch(uint32_t off, const char *four)
     return p;
 }
 
-START_TEST(test_patch_applies_bytes_at_payload_offset)
+TBT_RING_TEST(test_patch_applies_bytes_at_payload_offset)
 {
-    tb_buffer *b = tb_create(4096, TB_RING_BUFFER);
-    put1(b, 1, 1, 0, 0, 100, 'a');
-    put1(b, 2, 1, 0, 0, 9, 'b'); /* payload: [09] b0 .. b8 */
-    put1(b, 3, 1, 0, 0, 100, 'c');
+    tbt_put1(b, 1, 1, 0, 0, 100, 'a');
+    tbt_put1(b, 2, 1, 0, 0, 9, 'b'); /* payload: [09] b0 .. b8 */
+    tbt_put1(b, 3, 1, 0, 0, 100, 'c');
     tb_patch p = mkpatch(5, "YMCA");
     ck_assert(tb_try_patch_chunk(b, 2, 1, 0, &p, 1, false));
     ck_assert_uint_eq(TBT_STAT(b, patches_succeeded), 1);
@@ -38,14 +38,11 @@ START_TEST(test_patch_applies_bytes_at_payload_offset)
     ck_assert_mem_eq(ps.p[1].data + 4, "YMCA", 4);
     ck_assert_uint_eq(ps.p[1].data[8], (uint8_t)('b' + 8));
     tbt_free(&ps);
-    tb_destroy(b);
 }
-END_TEST
 
-START_TEST(test_patch_missing_sequence_or_chunk_fails)
+TBT_RING_TEST(test_patch_missing_sequence_or_chunk_fails)
 {
-    tb_buffer *b = tb_create(4096, TB_RING_BUFFER);
-    put1(b, 1, 1, 0, 0, 100, 'a');
+    tbt_put1(b, 1, 1, 0, 0, 100, 'a');
     tb_patch p = mkpatch(0, "XXXX");
     ck_assert(!tb_try_patch_chunk(b, 1, 2, 0, &p, 1, false));
     ck_assert(!tb_try_patch_chunk(b, 1, 1, 1, &p, 1, false));
@@ -53,23 +50,17 @@ START_TEST(test_patch_missing_sequence_or_chunk_fails)
     ck_assert(!tb_try_patch_chunk(b, 9, 1, 0, &p, 1, false));
     ck_assert_uint_eq(TBT_STAT(b, patches_failed), 4);
     ck_assert_uint_eq(TBT_STAT(b, patches_succeeded), 0);
-    tbt_pkts ps = tbt_read_all(b);
-    ck_assert_uint_eq(ps.n, 1);
-    ck_assert(tbt_pkt_is1(&ps.p[0], 100, 'a'));
-    tbt_free(&ps);
+    tbt_expect(b, "a", (uint32_t[]){100});
     /* a chunk consumed by a read is gone too */
     ck_assert(!tb_try_patch_chunk(b, 1, 1, 0, &p, 1, false));
     ck_assert_uint_eq(TBT_STAT(b, patches_failed), 5);
-    tb_destroy(b);
 }
-END_TEST
 
-START_TEST(test_patch_at_both_ends_of_a_chunk)
+TBT_RING_TEST(test_patch_at_both_ends_of_a_chunk)
 {
-    tb_buffer *b = tb_create(4096, TB_RING_BUFFER);
-    put1(b, 1, 1, 0, TB_F2, 100, 'a');
-    put1(b, 1, 1, 1, TB_F1 | TB_F2, 16, 'b'); /* payload 17 bytes */
-    put1(b, 1, 1, 2, TB_F1, 100, 'c');
+    tbt_put1(b, 1, 1, 0, TB_F2, 100, 'a');
+    tbt_put1(b, 1, 1, 1, TB_F1 | TB_F2, 16, 'b'); /* payload 17 bytes */
+    tbt_put1(b, 1, 1, 2, TB_F1, 100, 'c');
     tb_patch p[2] = {mkpatch(1, "PERF"), mkpatch(13, "ETTO")};
     ck_assert(tb_try_patch_chunk(b, 1, 1, 1, p, 2, false));
     ck_assert_uint_eq(TBT_STAT(b, patches_succeeded), 2);
@@ -79,15 +70,12 @@ START_TEST(test_patch_at_both_ends_of_a_chunk)
     ck_assert_mem_eq(ps.p[0].data + 100, "PERF", 4);
     ck_assert_mem_eq(ps.p[0].data + 112, "ETTO", 4);
     tbt_free(&ps);
-    tb_destroy(b);
 }
-END_TEST
 
-START_TEST(test_patch_bounds_checked)
+TBT_RING_TEST(test_patch_bounds_checked)
 {
-    tb_buffer *b = tb_create(4096, TB_RING_BUFFER);
-    put1(b, 1, 1, 0, 0, 2048, 'a');
-    put1(b, 1, 1, 1, 0, 16, 'b'); /* payload_size 17: last valid offset 13 */
+    tbt_put1(b, 1, 1, 0, 0, 2048, 'a');
+    tbt_put1(b, 1, 1, 1, 0, 16, 'b'); /* payload 17: last valid offset 13 */
     const uint32_t bad[] = {14, 16, 17, UINT32_MAX - 3, UINT32_MAX - 7,
                             UINT32_MAX, 0x80000000u, 2048};
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
@@ -98,7 +86,7 @@ START_TEST(test_patch_bounds_checked)
     tb_patch ok = mkpatch(13, "edge");
     ck_assert(tb_try_patch_chunk(b, 1, 1, 1, &ok, 1, false));
     /* a tiny chunk (payload < 4) cannot be patched at all */
-    put1(b, 1, 1, 2, 0, 1, 'c'); /* payload 2 bytes */
+    tbt_put1(b, 1, 1, 2, 0, 1, 'c'); /* payload 2 bytes */
     tb_patch z = mkpatch(0, "zzzz");
     ck_assert(!tb_try_patch_chunk(b, 1, 1, 2, &z, 1, false));
     tbt_pkts ps = tbt_read_all(b);
@@ -107,14 +95,11 @@ START_TEST(test_patch_bounds_checked)
     ck_assert_mem_eq(ps.p[1].data + 12, "edge", 4);
     ck_assert(tbt_pkt_is1(&ps.p[2], 1, 'c'));
     tbt_free(&ps);
-    tb_destroy(b);
 }
-END_TEST
 
-START_TEST(test_patch_failed_batch_keeps_earlier_patches)
+TBT_RING_TEST(test_patch_failed_batch_keeps_earlier_patches)
 {
-    tb_buffer *b = tb_create(4096, TB_RING_BUFFER);
-    put1(b, 1, 1, 0, TB_F4, 16, 'a');
+    tbt_put1(b, 1, 1, 0, TB_F4, 16, 'a');
     tb_patch p[2] = {mkpatch(1, "GOOD"), mkpatch(100, "BAD!")};
     ck_assert(!tb_try_patch_chunk(b, 1, 1, 0, p, 2, false));
     ck_assert_uint_eq(TBT_STAT(b, patches_failed), 1);
@@ -125,32 +110,25 @@ START_TEST(test_patch_failed_batch_keeps_earlier_patches)
     ck_assert_uint_eq(ps.n, 1);
     ck_assert_mem_eq(ps.p[0].data, "GOOD", 4);
     tbt_free(&ps);
-    tb_destroy(b);
 }
-END_TEST
 
-START_TEST(test_patch_pending_stalls_only_its_sequence)
+TBT_RING_TEST(test_patch_pending_stalls_only_its_sequence)
 {
-    tb_buffer *b = tb_create(4096, TB_RING_BUFFER);
     /* seq 1: a (begin, needs patching) + continuation b */
-    put1(b, 1, 1, 0, TB_F2 | TB_F4, 16, 'a');
-    put1(b, 1, 1, 1, TB_F1, 16, 'b');
+    tbt_put1(b, 1, 1, 0, TB_F2 | TB_F4, 16, 'a');
+    tbt_put1(b, 1, 1, 1, TB_F1, 16, 'b');
     /* seq 2: c, then d (begin, needs patching), e */
-    put1(b, 2, 1, 0, 0, 16, 'c');
-    put1(b, 2, 1, 1, TB_F2 | TB_F4, 16, 'd');
-    put1(b, 2, 1, 2, TB_F1, 16, 'e');
+    tbt_put1(b, 2, 1, 0, 0, 16, 'c');
+    tbt_put1(b, 2, 1, 1, TB_F2 | TB_F4, 16, 'd');
+    tbt_put1(b, 2, 1, 2, TB_F1, 16, 'e');
     /* seq 3: f whole packet */
-    put1(b, 3, 1, 0, 0, 16, 'f');
-    tbt_pkts ps = tbt_read_all(b);
-    ck_assert_uint_eq(ps.n, 2);
-    ck_assert(tbt_pkt_is1(&ps.p[0], 16, 'c'));
-    ck_assert(tbt_pkt_is1(&ps.p[1], 16, 'f'));
-    tbt_free(&ps);
+    tbt_put1(b, 3, 1, 0, 0, 16, 'f');
+    tbt_expect(b, "cf", (uint32_t[]){16, 16});
     ck_assert_uint_eq(TBT_STAT(b, readaheads_failed), 2);
 
     tb_patch p = mkpatch(1, "PATC");
     ck_assert(tb_try_patch_chunk(b, 2, 1, 1, &p, 1, false));
-    ps = tbt_read_all(b);
+    tbt_pkts ps = tbt_read_all(b);
     ck_assert_uint_eq(ps.n, 1);
     ck_assert_uint_eq(ps.p[0].size, 32);
     ck_assert_mem_eq(ps.p[0].data, "PATC", 4);
@@ -160,9 +138,7 @@ START_TEST(test_patch_pending_stalls_only_its_sequence)
     /* more patches pending: still stalled */
     p = mkpatch(1, "PERF");
     ck_assert(tb_try_patch_chunk(b, 1, 1, 0, &p, 1, true));
-    ps = tbt_read_all(b);
-    ck_assert_uint_eq(ps.n, 0);
-    tbt_free(&ps);
+    ck_assert_uint_eq(tbt_read_count(b), 0);
     p = mkpatch(5, "ETTO");
     ck_assert(tb_try_patch_chunk(b, 1, 1, 0, &p, 1, false));
     ps = tbt_read_all(b);
@@ -170,77 +146,53 @@ START_TEST(test_patch_pending_stalls_only_its_sequence)
     ck_assert_mem_eq(ps.p[0].data, "PERFETTO", 8);
     tbt_free(&ps);
     ck_assert_uint_eq(TBT_STAT(b, patches_succeeded), 3);
-    tb_destroy(b);
 }
-END_TEST
 
-START_TEST(test_patch_needed_in_middle_chunk_stalls_reassembly)
+TBT_RING_TEST(test_patch_needed_in_middle_chunk_stalls_reassembly)
 {
-    tb_buffer *b = tb_create(4096, TB_RING_BUFFER);
-    put1(b, 1, 1, 0, TB_F2, 10, 'a');
-    put1(b, 1, 1, 1, TB_F1 | TB_F2 | TB_F4, 10, 'b');
-    put1(b, 1, 1, 2, TB_F1, 10, 'c');
-    tbt_pkts ps = tbt_read_all(b);
-    ck_assert_uint_eq(ps.n, 0);
-    tbt_free(&ps);
+    tbt_put1(b, 1, 1, 0, TB_F2, 10, 'a');
+    tbt_put1(b, 1, 1, 1, TB_F1 | TB_F2 | TB_F4, 10, 'b');
+    tbt_put1(b, 1, 1, 2, TB_F1, 10, 'c');
+    ck_assert_uint_eq(tbt_read_count(b), 0);
     tb_patch p = mkpatch(1, "MIDL");
     ck_assert(tb_try_patch_chunk(b, 1, 1, 1, &p, 1, false));
-    ps = tbt_read_all(b);
+    tbt_pkts ps = tbt_read_all(b);
     ck_assert_uint_eq(ps.n, 1);
     ck_assert_uint_eq(ps.p[0].size, 30);
     ck_assert_mem_eq(ps.p[0].data + 10, "MIDL", 4);
     tbt_free(&ps);
-    tb_destroy(b);
 }
-END_TEST
 
-START_TEST(test_patch_stall_released_by_overwrite)
+TBT_RING_TEST(test_patch_stall_released_by_overwrite)
 {
-    tb_buffer *b = tb_create(4096, TB_RING_BUFFER);
-    tbt_reset(&c);
-    tbt_frag4(&c, 1000, 'a');
-    tbt_commit_ex(b, 1, 1, 0, TB_F2 | TB_F4, true, &c, 0); /* 1024 */
-    for (uint32_t id = 1; id <= 3; id++) {
-        tbt_reset(&c);
-        tbt_frag4(&c, 1000, (uint8_t)('a' + id));
-        tbt_commit_ex(b, 2, 1, id, 0, true, &c, 0);
-    }
-    tbt_pkts ps = tbt_read_all(b);
-    ck_assert_uint_eq(ps.n, 3);
-    tbt_free(&ps);
+    put_kb(b, 1, 0, TB_F2 | TB_F4, 'a');
+    for (uint32_t id = 1; id <= 3; id++)
+        put_kb(b, 2, id, 0, (uint8_t)('a' + id));
+    ck_assert_uint_eq(tbt_read_count(b), 3);
     /* the next chunk of seq 2 evicts the stalled begin of seq 1 */
-    tbt_reset(&c);
-    tbt_frag4(&c, 1000, 'z');
-    tbt_commit_ex(b, 2, 1, 4, 0, true, &c, 0);
+    put_kb(b, 2, 4, 0, 'z');
     ck_assert_uint_eq(TBT_STAT(b, readaheads_failed), 2);
     ck_assert_uint_eq(TBT_STAT(b, chunks_overwritten), 1);
-    tbt_reset(&c);
-    tbt_frag(&c, 10, 'n');
-    tbt_commit_ex(b, 1, 1, 1, 0, true, &c, 0);
-    ps = tbt_read_all(b);
+    tbt_put1(b, 1, 1, 1, 0, 10, 'n');
+    tbt_pkts ps = tbt_read_all(b);
     ck_assert_uint_eq(ps.n, 2);
     ck_assert(tbt_pkt_is1(&ps.p[0], 1000, 'z'));
     ck_assert(tbt_pkt_is1(&ps.p[1], 10, 'n'));
     ck_assert_uint_eq(ps.p[1].loss, TB_LOSS_PRESENT | TB_LOSS_OVERWRITE);
     tbt_free(&ps);
-    tb_destroy(b);
 }
-END_TEST
 
-START_TEST(test_patch_zero_patches_clears_flag)
+TBT_RING_TEST(test_patch_zero_patches_clears_flag)
 {
-    tb_buffer *b = tb_create(4096, TB_RING_BUFFER);
-    put1(b, 1, 1, 0, TB_F2 | TB_F4, 10, 'a');
-    put1(b, 1, 1, 1, TB_F1, 10, 'b');
+    tbt_put1(b, 1, 1, 0, TB_F2 | TB_F4, 10, 'a');
+    tbt_put1(b, 1, 1, 1, TB_F1, 10, 'b');
     ck_assert(tb_try_patch_chunk(b, 1, 1, 0, NULL, 0, false));
     ck_assert_uint_eq(TBT_STAT(b, patches_succeeded), 0);
     tbt_pkts ps = tbt_read_all(b);
     ck_assert_uint_eq(ps.n, 1);
     ck_assert_uint_eq(ps.p[0].size, 20);
     tbt_free(&ps);
-    tb_destroy(b);
 }
-END_TEST
 
 START_TEST(test_patch_lookup_after_wrap_and_ooo)
 {
@@ -250,9 +202,9 @@ START_TEST(test_patch_lookup_after_wrap_and_ooo)
     for (int i = 0; i < 300; i++, id++) {
         if (i == 150)
             continue; /* gap */
-        put1(b, 1, 1, id, 0, 40, (uint8_t)i);
+        tbt_put1(b, 1, 1, id, 0, 40, (uint8_t)i);
     }
-    put1(b, 1, 1, UINT32_MAX - 100 + 150, 0, 40, 150); /* late, OOO */
+    tbt_put1(b, 1, 1, UINT32_MAX - 100 + 150, 0, 40, 150); /* late, OOO */
     ck_assert_uint_eq(TBT_STAT(b, chunks_committed_out_of_order), 1);
     tb_patch p = mkpatch(1, "HIT!");
     for (int i = 0; i < 300; i++)
@@ -275,23 +227,17 @@ END_TEST
 static Suite *tb_patch_suite(void)
 {
     Suite *s = suite_create("tb_patch");
-    TCase *tc = tcase_create("lookup");
-    tcase_add_test(tc, test_patch_applies_bytes_at_payload_offset);
-    tcase_add_test(tc, test_patch_missing_sequence_or_chunk_fails);
-    tcase_add_test(tc, test_patch_lookup_after_wrap_and_ooo);
-    suite_add_tcase(s, tc);
-    tc = tcase_create("bounds");
-    tcase_add_test(tc, test_patch_at_both_ends_of_a_chunk);
-    tcase_add_test(tc, test_patch_bounds_checked);
-    tcase_add_test(tc, test_patch_failed_batch_keeps_earlier_patches);
-    suite_add_tcase(s, tc);
-    tc = tcase_create("stall");
-    tcase_add_test(tc, test_patch_pending_stalls_only_its_sequence);
-    tcase_add_test(tc, test_patch_needed_in_middle_chunk_stalls_reassembly);
-    tcase_add_test(tc, test_patch_stall_released_by_overwrite);
-    tcase_add_test(tc, test_patch_zero_patches_clears_flag);
-    suite_add_tcase(s, tc);
+    TCK_CASE(s, "lookup", test_patch_applies_bytes_at_payload_offset,
+             test_patch_missing_sequence_or_chunk_fails,
+             test_patch_lookup_after_wrap_and_ooo);
+    TCK_CASE(s, "bounds", test_patch_at_both_ends_of_a_chunk,
+             test_patch_bounds_checked,
+             test_patch_failed_batch_keeps_earlier_patches);
+    TCK_CASE(s, "stall", test_patch_pending_stalls_only_its_sequence,
+             test_patch_needed_in_middle_chunk_stalls_reassembly,
+             test_patch_stall_released_by_overwrite,
+             test_patch_zero_patches_clears_flag);
     return s;
 }
 
-TBT_MAIN(tb_patch_suite)
+TCK_MAIN(tb_patch_suite)

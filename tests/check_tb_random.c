@@ -404,4 +404,4 @@ static Suite *tb_random_suite(void)
     return s;
 }
 
-TBT_MAIN(tb_random_suite)
+TCK_MAIN(tb_random_suite)

@@ -6,47 +6,28 @@
  */
 #include "tb_testutil.h"
 
-static tbt_chunk c;
-
-/* Chunk of the given fragments, committed with `complete`, padded to pad. */
+/* Chunk `id` of producer 1, writer 1 (tbt_put_ex). */
 static void put(tb_buffer *b, uint32_t id, uint8_t flags, bool complete,
                 size_t pad, const uint32_t *sizes, const char *seeds)
 {
-    tbt_reset(&c);
-    for (size_t i = 0; seeds[i]; i++)
-        tbt_frag(&c, sizes[i], (uint8_t)seeds[i]);
-    tbt_commit_ex(b, 1, 1, id, flags, complete, &c, pad);
+    tbt_put_ex(b, 1, 1, id, flags, complete, pad, sizes, seeds);
 }
 
-static void expect(tb_buffer *b, const char *seeds, const uint32_t *sizes)
+TBT_RING_TEST(test_recommit_before_read_in_place)
 {
-    tbt_pkts ps = tbt_read_all(b);
-    size_t n = strlen(seeds);
-    ck_assert_uint_eq(ps.n, n);
-    for (size_t i = 0; i < n; i++)
-        ck_assert(tbt_pkt_is1(&ps.p[i], sizes[i], (uint8_t)seeds[i]));
-    tbt_free(&ps);
-}
-
-START_TEST(test_recommit_before_read_in_place)
-{
-    tb_buffer *b = tb_create(4096, TB_RING_BUFFER);
     put(b, 0, 0, false, 512, (uint32_t[]){100, 100}, "ab");
     ck_assert_uint_eq(TBT_STAT(b, bytes_written), 528);
     put(b, 0, 0, true, 512, (uint32_t[]){100, 100, 100, 100}, "abcd");
     ck_assert_uint_eq(TBT_STAT(b, chunks_rewritten), 1);
     ck_assert_uint_eq(TBT_STAT(b, chunks_written), 1);
     ck_assert_uint_eq(TBT_STAT(b, bytes_written), 528);
-    expect(b, "abcd", (uint32_t[]){100, 100, 100, 100});
-    tb_destroy(b);
+    tbt_expect(b, "abcd", (uint32_t[]){100, 100, 100, 100});
 }
-END_TEST
 
-START_TEST(test_recommit_after_partial_read_relocates)
+TBT_RING_TEST(test_recommit_after_partial_read_relocates)
 {
-    tb_buffer *b = tb_create(4096, TB_RING_BUFFER);
     put(b, 0, 0, false, 512, (uint32_t[]){20, 30}, "ab");
-    expect(b, "a", (uint32_t[]){20});
+    tbt_expect(b, "a", (uint32_t[]){20});
     put(b, 0, 0, true, 512, (uint32_t[]){20, 30, 40, 50}, "abcd");
     ck_assert_uint_eq(TBT_STAT(b, chunks_relocated), 1);
     ck_assert_uint_eq(TBT_STAT(b, chunks_written), 2);
@@ -58,56 +39,44 @@ START_TEST(test_recommit_after_partial_read_relocates)
     ck_assert(tbt_pkt_is1(&ps.p[1], 40, 'c'));
     ck_assert(tbt_pkt_is1(&ps.p[2], 50, 'd'));
     tbt_free(&ps);
-    tb_destroy(b);
 }
-END_TEST
 
-START_TEST(test_recommit_in_place_when_partially_unread)
+TBT_RING_TEST(test_recommit_in_place_when_partially_unread)
 {
-    tb_buffer *b = tb_create(4096, TB_RING_BUFFER);
     /* 3 visible fragments of 4; read only... all of them are read in one
      * pass, so use a stall from another route: commit, read nothing */
     put(b, 0, 0, false, 512, (uint32_t[]){20, 30, 40}, "abc");
     put(b, 0, 0, false, 512, (uint32_t[]){20, 30, 40, 50}, "abcd");
     /* second scrape grew it: in place, still incomplete */
     ck_assert_uint_eq(TBT_STAT(b, chunks_rewritten), 1);
-    expect(b, "abc", (uint32_t[]){20, 30, 40});
+    tbt_expect(b, "abc", (uint32_t[]){20, 30, 40});
     put(b, 0, 0, true, 512, (uint32_t[]){20, 30, 40, 50}, "abcd");
     ck_assert_uint_eq(TBT_STAT(b, chunks_relocated), 1);
-    expect(b, "d", (uint32_t[]){50});
-    tb_destroy(b);
+    tbt_expect(b, "d", (uint32_t[]){50});
 }
-END_TEST
 
-START_TEST(test_recommit_complete_chunk_cannot_grow)
+TBT_RING_TEST(test_recommit_complete_chunk_cannot_grow)
 {
-    tb_buffer *b = tb_create(4096, TB_RING_BUFFER);
     put(b, 0, 0, true, 512, (uint32_t[]){20, 30}, "ab");
     /* complete chunks reserve only their fragments: no room to grow */
     put(b, 0, 0, true, 512, (uint32_t[]){20, 30, 40}, "abc");
     ck_assert_uint_eq(TBT_STAT(b, abi_violations), 1);
-    expect(b, "ab", (uint32_t[]){20, 30});
-    tb_destroy(b);
+    tbt_expect(b, "ab", (uint32_t[]){20, 30});
 }
-END_TEST
 
-START_TEST(test_recommit_shorter_is_violation)
+TBT_RING_TEST(test_recommit_shorter_is_violation)
 {
-    tb_buffer *b = tb_create(4096, TB_RING_BUFFER);
     put(b, 0, 0, false, 512, (uint32_t[]){200, 20}, "ab");
     put(b, 0, 0, true, 512, (uint32_t[]){100}, "x");
     ck_assert_uint_eq(TBT_STAT(b, abi_violations), 1);
     put(b, 0, 0, true, 512, (uint32_t[]){200, 20, 600}, "abc");
     /* larger than the reserved 512 bytes */
     ck_assert_uint_eq(TBT_STAT(b, abi_violations), 2);
-    expect(b, "a", (uint32_t[]){200});
-    tb_destroy(b);
+    tbt_expect(b, "a", (uint32_t[]){200});
 }
-END_TEST
 
-START_TEST(test_recommit_dropping_flags_is_violation)
+TBT_RING_TEST(test_recommit_dropping_flags_is_violation)
 {
-    tb_buffer *b = tb_create(4096, TB_RING_BUFFER);
     put(b, 0, TB_F1, false, 512, (uint32_t[]){20, 30, 40}, "abc");
     put(b, 0, 0, true, 512, (uint32_t[]){20, 30, 40}, "abc");
     ck_assert_uint_eq(TBT_STAT(b, abi_violations), 1);
@@ -115,46 +84,37 @@ START_TEST(test_recommit_dropping_flags_is_violation)
     put(b, 0, TB_F1 | TB_F2, true, 512, (uint32_t[]){20, 30, 40}, "abc");
     ck_assert_uint_eq(TBT_STAT(b, abi_violations), 1);
     ck_assert_uint_eq(TBT_STAT(b, chunks_rewritten), 1);
-    tb_destroy(b);
 }
-END_TEST
 
-START_TEST(test_recommit_identical_is_silent)
+TBT_RING_TEST(test_recommit_identical_is_silent)
 {
-    tb_buffer *b = tb_create(4096, TB_RING_BUFFER);
     put(b, 0, 0, true, 512, (uint32_t[]){20, 30}, "ab");
     put(b, 0, 0, true, 512, (uint32_t[]){20, 30}, "ab");
     put(b, 1, 0, true, 512, (uint32_t[]){40, 50}, "cd");
     ck_assert_uint_eq(TBT_STAT(b, chunks_rewritten), 0);
     ck_assert_uint_eq(TBT_STAT(b, abi_violations), 0);
     ck_assert_uint_eq(TBT_STAT(b, chunks_written), 2);
-    expect(b, "abcd", (uint32_t[]){20, 30, 40, 50});
-    tb_destroy(b);
+    tbt_expect(b, "abcd", (uint32_t[]){20, 30, 40, 50});
 }
-END_TEST
 
-START_TEST(test_recommit_after_full_read_discarded)
+TBT_RING_TEST(test_recommit_after_full_read_discarded)
 {
-    tb_buffer *b = tb_create(4096, TB_RING_BUFFER);
     put(b, 0, 0, true, 512, (uint32_t[]){20, 30}, "ab");
-    expect(b, "ab", (uint32_t[]){20, 30});
+    tbt_expect(b, "ab", (uint32_t[]){20, 30});
     put(b, 1, 0, true, 512, (uint32_t[]){40}, "c");
-    expect(b, "c", (uint32_t[]){40});
+    tbt_expect(b, "c", (uint32_t[]){40});
     /* chunk 0 was consumed: its recommit is stale */
     put(b, 0, 0, true, 512, (uint32_t[]){20, 30, 10}, "abz");
     ck_assert_uint_eq(TBT_STAT(b, chunks_discarded), 1);
-    expect(b, "", NULL);
+    tbt_expect(b, "", NULL);
     put(b, 2, 0, true, 512, (uint32_t[]){10, 10}, "de");
-    expect(b, "de", (uint32_t[]){10, 10});
-    tb_destroy(b);
+    tbt_expect(b, "de", (uint32_t[]){10, 10});
 }
-END_TEST
 
-START_TEST(test_recommit_reordered_with_next_chunk)
+TBT_RING_TEST(test_recommit_reordered_with_next_chunk)
 {
-    tb_buffer *b = tb_create(4096, TB_RING_BUFFER);
     put(b, 0, 0, false, 512, (uint32_t[]){20, 30}, "ab");
-    expect(b, "a", (uint32_t[]){20});
+    tbt_expect(b, "a", (uint32_t[]){20});
     put(b, 1, 0, true, 512, (uint32_t[]){50, 60}, "de");
     put(b, 0, 0, true, 512, (uint32_t[]){20, 30, 40}, "abc");
     ck_assert_uint_eq(TBT_STAT(b, chunks_relocated), 1);
@@ -168,15 +128,12 @@ START_TEST(test_recommit_reordered_with_next_chunk)
     for (size_t i = 0; i < 4; i++)
         ck_assert_uint_eq(ps.p[i].loss, 0);
     tbt_free(&ps);
-    tb_destroy(b);
 }
-END_TEST
 
-START_TEST(test_recommit_reordered_fragmenting)
+TBT_RING_TEST(test_recommit_reordered_fragmenting)
 {
-    tb_buffer *b = tb_create(4096, TB_RING_BUFFER);
     put(b, 0, 0, false, 512, (uint32_t[]){20, 30}, "ab");
-    expect(b, "a", (uint32_t[]){20});
+    tbt_expect(b, "a", (uint32_t[]){20});
     put(b, 1, TB_F1, true, 512, (uint32_t[]){50, 60}, "de");
     put(b, 0, TB_F2, true, 512, (uint32_t[]){20, 30, 40}, "abc");
     tbt_pkts ps = tbt_read_all(b);
@@ -186,30 +143,24 @@ START_TEST(test_recommit_reordered_fragmenting)
                          (uint8_t[]){'c', 'd'}));
     ck_assert(tbt_pkt_is1(&ps.p[2], 60, 'e'));
     tbt_free(&ps);
-    tb_destroy(b);
 }
-END_TEST
 
-START_TEST(test_recommit_incomplete_same_size_unblocks)
+TBT_RING_TEST(test_recommit_incomplete_same_size_unblocks)
 {
-    tb_buffer *b = tb_create(4096, TB_RING_BUFFER);
     put(b, 0, 0, false, 512, (uint32_t[]){20, 30}, "ab");
-    expect(b, "a", (uint32_t[]){20});
+    tbt_expect(b, "a", (uint32_t[]){20});
     put(b, 1, 0, true, 512, (uint32_t[]){40, 50}, "cd");
-    expect(b, "", NULL); /* still behind the incomplete chunk */
+    tbt_expect(b, "", NULL); /* still behind the incomplete chunk */
     put(b, 0, 0, true, 512, (uint32_t[]){20, 30}, "ab");
-    expect(b, "bcd", (uint32_t[]){30, 40, 50});
-    tb_destroy(b);
+    tbt_expect(b, "bcd", (uint32_t[]){30, 40, 50});
 }
-END_TEST
 
-START_TEST(test_recommit_incomplete_fragmenting)
+TBT_RING_TEST(test_recommit_incomplete_fragmenting)
 {
-    tb_buffer *b = tb_create(4096, TB_RING_BUFFER);
     put(b, 0, TB_F2, false, 512, (uint32_t[]){20, 30}, "ab");
-    expect(b, "a", (uint32_t[]){20});
+    tbt_expect(b, "a", (uint32_t[]){20});
     put(b, 1, TB_F1, true, 512, (uint32_t[]){40, 50}, "cd");
-    expect(b, "", NULL);
+    tbt_expect(b, "", NULL);
     put(b, 0, TB_F2, true, 512, (uint32_t[]){20, 30}, "ab");
     tbt_pkts ps = tbt_read_all(b);
     ck_assert_uint_eq(ps.n, 2);
@@ -217,20 +168,18 @@ START_TEST(test_recommit_incomplete_fragmenting)
                          (uint8_t[]){'b', 'c'}));
     ck_assert(tbt_pkt_is1(&ps.p[1], 50, 'd'));
     tbt_free(&ps);
-    tb_destroy(b);
 }
-END_TEST
 
 START_TEST(test_recommit_relocation_wraps_at_end_of_buffer)
 {
     tb_buffer *b = tb_create(3072, TB_RING_BUFFER);
     ck_assert_uint_eq(tb_size(b), 4096);
     put(b, 0, 0, false, 2048, (uint32_t[]){20, 30}, "ab");
-    expect(b, "a", (uint32_t[]){20});
+    tbt_expect(b, "a", (uint32_t[]){20});
     put(b, 0, 0, true, 2048, (uint32_t[]){20, 30}, "ab");
     ck_assert_uint_eq(TBT_STAT(b, chunks_relocated), 1);
     ck_assert_uint_eq(TBT_STAT(b, write_wrap_count), 0);
-    expect(b, "b", (uint32_t[]){30});
+    tbt_expect(b, "b", (uint32_t[]){30});
     tb_destroy(b);
 }
 END_TEST
@@ -239,58 +188,49 @@ START_TEST(test_recommit_not_relocated_in_discard_mode)
 {
     tb_buffer *b = tb_create(4096, TB_DISCARD);
     put(b, 0, 0, false, 512, (uint32_t[]){20, 30}, "ab");
-    expect(b, "a", (uint32_t[]){20});
+    tbt_expect(b, "a", (uint32_t[]){20});
     put(b, 0, 0, true, 512, (uint32_t[]){20, 30, 40}, "abc");
     ck_assert_uint_eq(TBT_STAT(b, chunks_relocated), 0);
     ck_assert_uint_eq(TBT_STAT(b, chunks_rewritten), 1);
-    expect(b, "bc", (uint32_t[]){30, 40});
+    tbt_expect(b, "bc", (uint32_t[]){30, 40});
     tb_destroy(b);
 }
 END_TEST
 
-START_TEST(test_readmit_after_scraped_record_erased)
+TBT_RING_TEST(test_readmit_after_scraped_record_erased)
 {
-    tb_buffer *b = tb_create(4096, TB_RING_BUFFER);
     /* scraped chunk fully read then erased because a later read walk moved
      * past it: relocation consumes it; the real commit then re-admits */
     put(b, 0, 0, false, 256, (uint32_t[]){20, 30}, "ab");
-    expect(b, "a", (uint32_t[]){20});
+    tbt_expect(b, "a", (uint32_t[]){20});
     put(b, 0, 0, false, 256, (uint32_t[]){20, 30, 40}, "abc");
     /* second scrape: relocation needs a complete chunk: in place instead */
     ck_assert_uint_eq(TBT_STAT(b, chunks_rewritten), 1);
-    expect(b, "b", (uint32_t[]){30});
+    tbt_expect(b, "b", (uint32_t[]){30});
     put(b, 0, 0, true, 256, (uint32_t[]){20, 30, 40, 50}, "abcd");
     ck_assert_uint_eq(TBT_STAT(b, chunks_relocated), 1);
-    expect(b, "cd", (uint32_t[]){40, 50});
-    tb_destroy(b);
+    tbt_expect(b, "cd", (uint32_t[]){40, 50});
 }
-END_TEST
 
 static Suite *tb_recommit_suite(void)
 {
     Suite *s = suite_create("tb_recommit");
-    TCase *tc = tcase_create("in_place");
-    tcase_add_test(tc, test_recommit_before_read_in_place);
-    tcase_add_test(tc, test_recommit_in_place_when_partially_unread);
-    tcase_add_test(tc, test_recommit_identical_is_silent);
-    tcase_add_test(tc, test_recommit_incomplete_same_size_unblocks);
-    tcase_add_test(tc, test_recommit_incomplete_fragmenting);
-    tcase_add_test(tc, test_recommit_not_relocated_in_discard_mode);
-    suite_add_tcase(s, tc);
-    tc = tcase_create("relocate");
-    tcase_add_test(tc, test_recommit_after_partial_read_relocates);
-    tcase_add_test(tc, test_recommit_reordered_with_next_chunk);
-    tcase_add_test(tc, test_recommit_reordered_fragmenting);
-    tcase_add_test(tc, test_recommit_relocation_wraps_at_end_of_buffer);
-    tcase_add_test(tc, test_readmit_after_scraped_record_erased);
-    suite_add_tcase(s, tc);
-    tc = tcase_create("invalid");
-    tcase_add_test(tc, test_recommit_complete_chunk_cannot_grow);
-    tcase_add_test(tc, test_recommit_shorter_is_violation);
-    tcase_add_test(tc, test_recommit_dropping_flags_is_violation);
-    tcase_add_test(tc, test_recommit_after_full_read_discarded);
-    suite_add_tcase(s, tc);
+    TCK_CASE(s, "in_place", test_recommit_before_read_in_place,
+             test_recommit_in_place_when_partially_unread,
+             test_recommit_identical_is_silent,
+             test_recommit_incomplete_same_size_unblocks,
+             test_recommit_incomplete_fragmenting,
+             test_recommit_not_relocated_in_discard_mode);
+    TCK_CASE(s, "relocate", test_recommit_after_partial_read_relocates,
+             test_recommit_reordered_with_next_chunk,
+             test_recommit_reordered_fragmenting,
+             test_recommit_relocation_wraps_at_end_of_buffer,
+             test_readmit_after_scraped_record_erased);
+    TCK_CASE(s, "invalid", test_recommit_complete_chunk_cannot_grow,
+             test_recommit_shorter_is_violation,
+             test_recommit_dropping_flags_is_violation,
+             test_recommit_after_full_read_discarded);
     return s;
 }
 
-TBT_MAIN(tb_recommit_suite)
+TCK_MAIN(tb_recommit_suite)

@@ -15,6 +15,8 @@
 #include "check_smb_harness.h"
 #include "trace.pb-c.h"
 #include "tw_int.h"
+#include "bstr.h"
+#include "tck_main.h"
 
 #define KiB 1024u
 #define MiB (1024u * 1024u)
@@ -238,9 +240,7 @@ START_TEST(test_encode_misuse_is_counted_not_fatal)
     tw_writer_get_stats(w, &st);
     ck_assert_uint_eq(st.misuse, 8);
     tw_writer_flush(w);
-    hb_pkts ps = hb_read_all(&h);
-    ck_assert_uint_eq(ps.n, 1);
-    hb_pkts_free(&ps);
+    ck_assert_uint_eq(hb_read_count(&h), 1);
     tw_writer_destroy(w);
     hb_fini(&h);
 }
@@ -288,9 +288,7 @@ START_TEST(test_chunk_header_and_framing_bytes)
     ck_assert_uint_eq(h.chunks, 1);
     hb_resume(&h);
     hb_drain_and_stop(&h);
-    hb_pkts ps = hb_read_all(&h);
-    ck_assert_uint_eq(ps.n, 2);
-    hb_pkts_free(&ps);
+    ck_assert_uint_eq(hb_read_count(&h), 2);
     tw_writer_destroy(w);
     hb_fini(&h);
 }
@@ -509,45 +507,13 @@ END_TEST
  * sizes); what comes back is re-encoded canonically (fields >= 1000 are
  * nested messages) and must be identical. */
 
-typedef struct {
-    uint8_t *p;
-    size_t n, cap;
-} cbuf;
-
-static void cb_put(cbuf *b, const void *src, size_t n)
-{
-    if (b->n + n > b->cap) {
-        b->cap = (b->n + n) * 2 + 64;
-        b->p = realloc(b->p, b->cap);
-        HB_CHECK(b->p != NULL);
-    }
-    if (n)
-        memcpy(b->p + b->n, src, n);
-    b->n += n;
-}
-
-static void cb_varint(cbuf *b, uint64_t v)
-{
-    uint8_t t[10];
-    size_t k = 0;
-    while (v >= 0x80) {
-        t[k++] = (uint8_t)(v | 0x80);
-        v >>= 7;
-    }
-    t[k++] = (uint8_t)v;
-    cb_put(b, t, k);
-}
-
 static uint32_t rnd(uint32_t *x)
 {
-    *x ^= *x << 13;
-    *x ^= *x >> 17;
-    *x ^= *x << 5;
-    return *x;
+    return trng_next32(x);
 }
 
 /* Write one random message body with tw and canonically into *ref. */
-static void rand_body(tw_writer *w, cbuf *ref, uint32_t *x, int depth,
+static void rand_body(tw_writer *w, bstr *ref, uint32_t *x, int depth,
                       const uint8_t *blob)
 {
     int nfields = (int)(rnd(x) % 6);
@@ -555,58 +521,58 @@ static void rand_body(tw_writer *w, cbuf *ref, uint32_t *x, int depth,
         uint32_t kind = rnd(x) % 8;
         if (kind < 2 && depth < 6) {
             uint32_t field = 1000 + rnd(x) % 50;
-            cbuf sub = {NULL, 0, 0};
+            bstr sub = {NULL, 0, 0};
             tw_begin_nested(w, field);
             rand_body(w, &sub, x, depth + 1, blob);
             tw_end_nested(w);
-            cb_varint(ref, (uint64_t)field << 3 | 2);
-            cb_varint(ref, sub.n);
-            cb_put(ref, sub.p, sub.n);
-            free(sub.p);
+            bs_varint(ref, (uint64_t)field << 3 | 2);
+            bs_varint(ref, sub.n);
+            bs_put(ref, sub.d, sub.n);
+            free(sub.d);
         } else if (kind < 5) {
             uint32_t field = 1 + rnd(x) % 999;
             uint64_t v = (uint64_t)rnd(x) << (rnd(x) % 33);
             tw_add_varint(w, field, v);
-            cb_varint(ref, (uint64_t)field << 3);
-            cb_varint(ref, v);
+            bs_varint(ref, (uint64_t)field << 3);
+            bs_varint(ref, v);
         } else if (kind < 6) {
             uint32_t field = 1 + rnd(x) % 999, v = rnd(x);
             tw_add_fixed32(w, field, v);
-            cb_varint(ref, (uint64_t)field << 3 | 5);
-            cb_put(ref, &v, 4);
+            bs_varint(ref, (uint64_t)field << 3 | 5);
+            bs_put(ref, &v, 4);
         } else {
             uint32_t field = 1 + rnd(x) % 999;
             size_t len = rnd(x) % 8 == 0 ? rnd(x) % 20000 : rnd(x) % 300;
             const uint8_t *d = blob + rnd(x) % 1000;
             tw_add_bytes(w, field, d, len);
-            cb_varint(ref, (uint64_t)field << 3 | 2);
-            cb_varint(ref, len);
-            cb_put(ref, d, len);
+            bs_varint(ref, (uint64_t)field << 3 | 2);
+            bs_varint(ref, len);
+            bs_put(ref, d, len);
         }
     }
 }
 
 /* Canonical re-encoding of a tw-written message. */
-static void canon(cbuf *out, const uint8_t *p, const uint8_t *end)
+static void canon(bstr *out, const uint8_t *p, const uint8_t *end)
 {
     hb_field f;
     while (hb_next_field(&p, end, &f)) {
-        cb_varint(out, (uint64_t)f.field << 3 | f.wt);
+        bs_varint(out, (uint64_t)f.field << 3 | f.wt);
         if (f.wt == 2 && f.field >= 1000) {
-            cbuf sub = {NULL, 0, 0};
+            bstr sub = {NULL, 0, 0};
             canon(&sub, f.p, f.p + f.v);
-            cb_varint(out, sub.n);
-            cb_put(out, sub.p, sub.n);
-            free(sub.p);
+            bs_varint(out, sub.n);
+            bs_put(out, sub.d, sub.n);
+            free(sub.d);
         } else if (f.wt == 2) {
-            cb_varint(out, f.v);
-            cb_put(out, f.p, f.v);
+            bs_varint(out, f.v);
+            bs_put(out, f.p, f.v);
         } else if (f.wt == 0) {
-            cb_varint(out, f.v);
+            bs_varint(out, f.v);
         } else {
             uint32_t v = (uint32_t)f.v;
             HB_CHECK_EQ(f.wt, 5);
-            cb_put(out, &v, 4);
+            bs_put(out, &v, 4);
         }
     }
 }
@@ -626,7 +592,7 @@ START_TEST(test_random_packets_roundtrip)
                32 * MiB, HB_SYNC, 0);
     tw_writer *w = tw_writer_create(h.arb, HB_TARGET, TW_POLICY_DROP);
     const int npk = 1500;
-    cbuf *refs = calloc(npk, sizeof(*refs));
+    bstr *refs = calloc(npk, sizeof(*refs));
     tw_packet_begin(w);
     tw_packet_end(w);
     for (int i = 0; i < npk; i++) {
@@ -644,21 +610,21 @@ START_TEST(test_random_packets_roundtrip)
     hb_pkts ps = hb_read_all(&h);
     size_t k = 1, nonempty = 0;
     for (int i = 0; i < npk; i++) {
-        cbuf c = {NULL, 0, 0};
+        bstr c = {NULL, 0, 0};
         if (refs[i].n == 0)
             continue;    /* empty packets are fillers: readers skip them */
         nonempty++;
         HB_CHECK(k < ps.n);
         canon(&c, ps.v[k].data, ps.v[k].data + ps.v[k].size);
-        if (c.n != refs[i].n || (c.n && memcmp(c.p, refs[i].p, c.n) != 0))
+        if (c.n != refs[i].n || (c.n && memcmp(c.d, refs[i].d, c.n) != 0))
             ck_abort_msg("config %d packet %d differs (%zu vs %zu bytes)",
                          _i, i, c.n, refs[i].n);
         k++;
-        free(c.p);
+        free(c.d);
     }
     HB_CHECK_EQ(ps.n, 1 + nonempty);
     for (int i = 0; i < npk; i++)
-        free(refs[i].p);
+        free(refs[i].d);
     HB_CHECK_EQ(tb_get_stats(h.buf)->abi_violations, 0);
     HB_CHECK_EQ(tb_get_stats(h.buf)->patches_failed, 0);
     free(refs);
@@ -683,7 +649,7 @@ START_TEST(test_random_packets_with_drops)
                HB_QUEUED, 0);
     hb_pause(&h);
     tw_writer *w = tw_writer_create(h.arb, HB_TARGET, TW_POLICY_DROP);
-    cbuf *refs = calloc(npk, sizeof(*refs));
+    bstr *refs = calloc(npk, sizeof(*refs));
     for (uint32_t i = 0; i < npk; i++) {
         if (i == npk / 3)
             hb_resume(&h);
@@ -721,12 +687,12 @@ START_TEST(test_random_packets_with_drops)
         } else {
             HB_CHECK(!flagged);
         }
-        cbuf c = {NULL, 0, 0};
+        bstr c = {NULL, 0, 0};
         canon(&c, p, end);
-        const cbuf *r = &refs[f.v];
-        if (c.n != r->n || (c.n && memcmp(c.p, r->p, c.n) != 0))
+        const bstr *r = &refs[f.v];
+        if (c.n != r->n || (c.n && memcmp(c.d, r->d, c.n) != 0))
             ck_abort_msg("packet %llu corrupted", (unsigned long long)f.v);
-        free(c.p);
+        free(c.d);
         expect = f.v + 1;
         got++;
     }
@@ -734,7 +700,7 @@ START_TEST(test_random_packets_with_drops)
     HB_CHECK_EQ(got + st.packets_lost, npk);
     HB_CHECK_EQ(tb_get_stats(h.buf)->abi_violations, 0);
     for (uint32_t i = 0; i < npk; i++)
-        free(refs[i].p);
+        free(refs[i].d);
     free(refs);
     hb_pkts_free(&ps);
     tw_writer_destroy(w);
@@ -847,48 +813,23 @@ END_TEST
 static Suite *tw_suite(void)
 {
     Suite *s = suite_create("tw");
-    TCase *tc;
-
-    tc = tcase_create("encode");
-    tcase_add_test(tc, test_encode_small_packets_match_protobuf_c);
-    tcase_add_test(tc, test_encode_field_types);
-    tcase_add_test(tc, test_encode_nested_messages);
-    tcase_add_test(tc, test_encode_misuse_is_counted_not_fatal);
-    suite_add_tcase(s, tc);
-
-    tc = tcase_create("chunk");
-    tcase_add_test(tc, test_chunk_header_and_framing_bytes);
-    tcase_add_test(tc, test_chunk_spec_worked_example);
-    suite_add_tcase(s, tc);
-
-    tc = tcase_create("fragment");
+    TCK_CASE(s, "encode", test_encode_small_packets_match_protobuf_c,
+             test_encode_field_types, test_encode_nested_messages,
+             test_encode_misuse_is_counted_not_fatal);
+    TCK_CASE(s, "chunk", test_chunk_header_and_framing_bytes,
+             test_chunk_spec_worked_example);
+    TCase *tc = TCK_CASE(s, "fragment", test_fragment_sizes_1B_to_8MiB,
+                         test_fragment_nested_field_at_every_chunk_end_offset,
+                         test_fragment_other_layouts_and_pages);
     tcase_set_timeout(tc, 120);
-    tcase_add_test(tc, test_fragment_sizes_1B_to_8MiB);
-    tcase_add_test(tc, test_fragment_nested_field_at_every_chunk_end_offset);
-    tcase_add_test(tc, test_fragment_other_layouts_and_pages);
-    suite_add_tcase(s, tc);
-
-    tc = tcase_create("random");
-    tcase_set_timeout(tc, 120);
-    tcase_add_loop_test(tc, test_random_packets_roundtrip, 0, 6);
+    tc = tck_loop_case(s, "random", test_random_packets_roundtrip, 0, 6);
     tcase_add_loop_test(tc, test_random_packets_with_drops, 0, 4);
-    suite_add_tcase(s, tc);
-
-    tc = tcase_create("ids");
     tcase_set_timeout(tc, 120);
-    tcase_add_test(tc, test_ids_chunk_id_wraps);
-    tcase_add_test(tc, test_ids_writer_ids_next_fit_and_recycled);
-    tcase_add_test(tc, test_ids_create_rejects_bad_arguments);
-    suite_add_tcase(s, tc);
+    tc = TCK_CASE(s, "ids", test_ids_chunk_id_wraps,
+                  test_ids_writer_ids_next_fit_and_recycled,
+                  test_ids_create_rejects_bad_arguments);
+    tcase_set_timeout(tc, 120);
     return s;
 }
 
-int main(void)
-{
-    SRunner *sr = srunner_create(tw_suite());
-    int failed;
-    srunner_run_all(sr, CK_NORMAL);
-    failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
-}
+TCK_MAIN(tw_suite)

@@ -11,6 +11,7 @@
 #include <sys/wait.h>
 
 #include "check_smb_harness.h"
+#include "tck_main.h"
 
 #define KiB 1024u
 #define MiB (1024u * 1024u)
@@ -726,12 +727,4 @@ static Suite *tw_flow_suite(void)
     return s;
 }
 
-int main(void)
-{
-    SRunner *sr = srunner_create(tw_flow_suite());
-    int failed;
-    srunner_run_all(sr, CK_NORMAL);
-    failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
-}
+TCK_MAIN(tw_flow_suite)

@@ -13,11 +13,7 @@ e2e_start_daemon
 # 1. flags: 2 writer threads x 300 packets, session of 1 s.
 e2e_spawn prod1 "$PRODUCER" -t 2 -c 300 -S 100 --once
 P1=$E2E_LAST_PID
-i=0
-until "$CLI" stats 2>/dev/null | grep -q 'data_sources_registered  1'; do
-    i=$((i + 1)); [ $i -gt 200 ] && e2e_fail "producer did not register"
-    sleep 0.05
-done
+e2e_cli_wait 'data_sources_registered  1' "producer did not register"
 "$CLI" record -o "$E2E_DIR/a.pftrace" -t 1s -b 4m -d shmtrace.synthetic \
     -q 2>"$E2E_DIR/rec_a.log" || e2e_fail "record a: rc=$?"
 grep -q 'losses: 0 packets flagged' "$E2E_DIR/rec_a.log" ||
@@ -32,8 +28,7 @@ if [ -x "$INSPECT" ] && command -v sqlite3 >/dev/null 2>&1; then
     mode=$(sqlite3 "$E2E_DIR/a.db" "select mode from buffer_config")
     [ "$mode" = V2 ] || e2e_fail "buffer 0 recorded as mode '$mode', not V2"
 fi
-e2e_wait_pid "$P1" 10 || e2e_fail "producer --once did not exit"
-[ "$E2E_RC" -eq 0 ] || e2e_fail "producer exited $E2E_RC"
+e2e_wait_ok "$P1" 10 "producer --once"
 
 # 2. config file + long-trace mode: reads every 100 ms while the producer
 # writes 1000 packets at 2000/s; each packet must appear exactly once.
@@ -44,11 +39,7 @@ duration_ms: 1500
 CFG
 e2e_spawn prod2 "$PRODUCER" -n smoke.long -c 1000 -r 2000 -S 64 --once
 P2=$E2E_LAST_PID
-i=0
-until "$CLI" stats 2>/dev/null | grep -q 'data_sources_registered  1'; do
-    i=$((i + 1)); [ $i -gt 200 ] && e2e_fail "producer 2 did not register"
-    sleep 0.05
-done
+e2e_cli_wait 'data_sources_registered  1' "producer 2 did not register"
 "$CLI" record -c "$E2E_DIR/long.cfg" --long -p 100 -o "$E2E_DIR/b.pftrace" \
     -q 2>"$E2E_DIR/rec_b.log" || e2e_fail "record b: rc=$?"
 e2e_check "$E2E_DIR/b.pftrace" --complete 1000 --expect-sequences 1
@@ -57,28 +48,18 @@ e2e_wait_pid "$P2" 10 || e2e_fail "producer 2 did not exit"
 # 3. clone a running session by name, then stop it with SIGINT.
 e2e_spawn prod3 "$PRODUCER" -n smoke.clone -c 500 -S 32 --once
 P3=$E2E_LAST_PID
-i=0
-until "$CLI" stats 2>/dev/null | grep -q 'data_sources_registered  1'; do
-    i=$((i + 1)); [ $i -gt 200 ] && e2e_fail "producer 3 did not register"
-    sleep 0.05
-done
+e2e_cli_wait 'data_sources_registered  1' "producer 3 did not register"
 e2e_spawn rec_c "$CLI" record -o "$E2E_DIR/c.pftrace" -d smoke.clone \
     -n smoke-session
 R3=$E2E_LAST_PID
-i=0
-until "$CLI" stats 2>/dev/null | grep -q 'tracing_sessions         1'; do
-    i=$((i + 1)); [ $i -gt 200 ] && e2e_fail "session did not start"
-    sleep 0.05
-done
+e2e_cli_wait 'tracing_sessions         1' "session did not start"
 # The producer writes its 500 packets at once; clone until they are there.
-i=0
-while :; do
+clone_has_packets() {
     "$CLI" clone -n smoke-session -o "$E2E_DIR/clone.pftrace" \
         2>"$E2E_DIR/clone.log" || e2e_fail "clone: rc=$?"
-    "$TRACECHECK" --min-total 1 "$E2E_DIR/clone.pftrace" >/dev/null 2>&1 && break
-    i=$((i + 1)); [ $i -gt 100 ] && e2e_fail "clone never had packets"
-    sleep 0.1
-done
+    "$TRACECHECK" --min-total 1 "$E2E_DIR/clone.pftrace" >/dev/null 2>&1
+}
+e2e_until 100 0.1 "clone never had packets" clone_has_packets
 grep -q 'cloned' "$E2E_DIR/clone.log" || e2e_fail "no clone summary"
 "$CLI" clone -n no-such-session -o "$E2E_DIR/none.pftrace" 2>/dev/null
 [ $? -eq 1 ] || e2e_fail "clone of a missing session should exit 1"
@@ -86,8 +67,7 @@ grep -q 'cloned' "$E2E_DIR/clone.log" || e2e_fail "no clone summary"
 grep -q '^tracing_sessions         1' "$E2E_DIR/stats.out" ||
     e2e_fail "stats: $(cat "$E2E_DIR/stats.out")"
 kill -INT "$R3"
-e2e_wait_pid "$R3" 20 || e2e_fail "record did not stop on SIGINT"
-[ "$E2E_RC" -eq 0 ] || e2e_fail "record c exited $E2E_RC"
+e2e_wait_ok "$R3" 20 "record c (stopped by SIGINT)"
 e2e_check "$E2E_DIR/c.pftrace" --complete 500 --expect-sequences 1
 e2e_wait_pid "$P3" 10 || e2e_fail "producer 3 did not exit"
 # 4. write_into_file: the service writes the file through the fd passed
@@ -101,11 +81,7 @@ file_write_period_ms: 200
 CFG
 e2e_spawn prod4 "$PRODUCER" -n smoke.wif -t 2 -c 400 -S 40 --once
 P4=$E2E_LAST_PID
-i=0
-until "$CLI" stats 2>/dev/null | grep -q 'data_sources_registered  1'; do
-    i=$((i + 1)); [ $i -gt 200 ] && e2e_fail "producer 4 did not register"
-    sleep 0.05
-done
+e2e_cli_wait 'data_sources_registered  1' "producer 4 did not register"
 "$CLI" record -c "$E2E_DIR/wif.cfg" -o "$E2E_DIR/d.pftrace" -q \
     2>"$E2E_DIR/rec_d.log" || e2e_fail "record d: rc=$?"
 grep -q 'wrote 8[0-9][0-9] packets' "$E2E_DIR/rec_d.log" ||
@@ -122,17 +98,12 @@ duration_ms: 3000
 CFG
 e2e_spawn prod5 "$PRODUCER" -n smoke.big --policy stall --once
 P5=$E2E_LAST_PID
-i=0
-until "$CLI" stats 2>/dev/null | grep -q 'data_sources_registered  1'; do
-    i=$((i + 1)); [ $i -gt 200 ] && e2e_fail "producer 5 did not register"
-    sleep 0.05
-done
+e2e_cli_wait 'data_sources_registered  1' "producer 5 did not register"
 "$CLI" record -c "$E2E_DIR/big.cfg" -o "$E2E_DIR/e.pftrace" -q \
     2>"$E2E_DIR/rec_e.log" || e2e_fail "record e: rc=$?"
 e2e_check "$E2E_DIR/e.pftrace" --complete 1 --expect-sequences 1
 size=$(stat -c %s "$E2E_DIR/e.pftrace")
 [ "$size" -gt 16777216 ] && [ "$size" -lt 17825792 ] ||
     e2e_fail "a 16 MiB packet expected, trace is $size bytes"
-e2e_wait_pid "$P5" 10 || e2e_fail "producer 5 did not exit"
-[ "$E2E_RC" -eq 0 ] || e2e_fail "producer 5 exited $E2E_RC"
+e2e_wait_ok "$P5" 10 "producer 5"
 echo "cli_smoke: all checks passed"

@@ -12,19 +12,12 @@ e2e_spawn producer "$PRODUCER" -t 2 -c $COUNT -r 4000 -S 100 --policy stall \
 e2e_wait_registered 1
 e2e_spawn consumer "$CLI" record -q -o "$E2E_DIR/trace" -t 5s -b 32m
 CONS=$E2E_LAST_PID
-i=0
-while :; do
-    n=$("$CONSUMER" stats | sed -n 's/^tracing_sessions=//p')
-    [ "${n:-0}" -ge 1 ] && break
-    i=$((i + 1)); [ $i -gt 600 ] && e2e_fail "the session never started"
-    sleep 0.05
-done
+e2e_wait_sessions 1
 sleep 0.5                   # let some chunks be committed
 "$CLI" clone -o "$E2E_DIR/clone" >"$E2E_DIR/clone.log" 2>&1 ||
     e2e_fail "clone failed"
 e2e_check "$E2E_DIR/clone" --min-total 1
-e2e_wait_pid "$CONS" 30 || e2e_fail "consumer hung"
-[ "$E2E_RC" = 0 ] || e2e_fail "consumer failed"
+e2e_wait_ok "$CONS" 30 consumer
 e2e_check "$E2E_DIR/trace" --require-stats --expect-sequences 2 \
     --complete $COUNT
 e2e_stop_daemon

@@ -71,17 +71,47 @@ e2e_start_daemon() {
     e2e_wait_socket
 }
 
+# e2e_until TRIES DELAY WHAT CMD...: run CMD until it succeeds, at most
+# TRIES times DELAY seconds apart; then fail saying WHAT did not happen
+# (and the last value CMD saw, if it set E2E_SEEN).
+e2e_until() {
+    local tries=$1 delay=$2 what=$3 i=0
+    shift 3
+    E2E_SEEN=
+    until "$@"; do
+        i=$((i + 1))
+        [ $i -gt "$tries" ] && e2e_fail "$what${E2E_SEEN:+ (last: $E2E_SEEN)}"
+        sleep "$delay"
+    done
+}
+
+# e2e_stat_ge KEY N: the daemon's stats (svc_consumer stats) say KEY >= N;
+# E2E_SEEN gets the value.
+e2e_stat_ge() {
+    E2E_SEEN=$("$CONSUMER" stats 2>/dev/null | sed -n "s/^$1=//p")
+    [ "${E2E_SEEN:-0}" -ge "$2" ]
+}
+
 # e2e_wait_registered N: until N data sources are registered.
 e2e_wait_registered() {
-    local i=0 n
-    while :; do
-        n=$("$CONSUMER" stats 2>/dev/null |
-            sed -n 's/^data_sources_registered=//p')
-        [ "${n:-0}" -ge "$1" ] && return 0
-        i=$((i + 1))
-        [ $i -gt 600 ] && e2e_fail "only ${n:-0} of $1 data sources registered"
-        sleep 0.05
-    done
+    e2e_until 600 0.05 "$1 data sources never registered" \
+        e2e_stat_ge data_sources_registered "$1"
+}
+
+# e2e_wait_sessions N: until N tracing sessions run together.
+e2e_wait_sessions() {
+    e2e_until 600 0.05 "$1 tracing sessions never ran together" \
+        e2e_stat_ge tracing_sessions "$1"
+}
+
+# e2e_cli_stat PATTERN: `shmtrace stats` prints a line matching PATTERN.
+e2e_cli_stat() {
+    "$CLI" stats 2>/dev/null | grep -q "$1"
+}
+
+# e2e_cli_wait PATTERN WHAT: until `shmtrace stats` prints PATTERN (10 s).
+e2e_cli_wait() {
+    e2e_until 200 0.05 "$2" e2e_cli_stat "$1"
 }
 
 # e2e_wait_pid PID SECONDS: wait for a child to end, SIGKILL it after
@@ -105,12 +135,17 @@ e2e_wait_pid() {
     return 0
 }
 
+# e2e_wait_ok PID SECONDS WHAT: wait_pid, and WHAT must have exited 0.
+e2e_wait_ok() {
+    e2e_wait_pid "$1" "$2" || e2e_fail "$3 did not exit within $2 s"
+    [ "$E2E_RC" -eq 0 ] || e2e_fail "$3 exited $E2E_RC"
+}
+
 # e2e_stop_daemon: SIGTERM, then the daemon must exit 0 (a sanitizer
 # report, a leak or a crash makes that fail) within 30 s.
 e2e_stop_daemon() {
     kill -TERM "$DAEMON_PID" 2>/dev/null
-    e2e_wait_pid "$DAEMON_PID" 30 || e2e_fail "daemon did not stop on SIGTERM"
-    [ "$E2E_RC" -eq 0 ] || e2e_fail "daemon exit status $E2E_RC"
+    e2e_wait_ok "$DAEMON_PID" 30 "daemon (SIGTERM)"
     if grep -q "Sanitizer\|runtime error" "$E2E_DIR/daemon.log"; then
         e2e_fail "sanitizer report from the daemon"
     fi

@@ -19,18 +19,10 @@ e2e_spawn c2 "$CONSUMER" record --out "$E2E_DIR/t2" --duration-ms 4000 \
 C2=$E2E_LAST_PID
 e2e_spawn c3 "$CONSUMER" record --out "$E2E_DIR/t3" --duration-ms 60000
 C3=$E2E_LAST_PID
-i=0
-while :; do
-    n=$("$CONSUMER" stats | sed -n 's/^tracing_sessions=//p')
-    [ "${n:-0}" -ge 3 ] && break
-    i=$((i + 1)); [ $i -gt 600 ] && e2e_fail "3 sessions never ran together"
-    sleep 0.05
-done
+e2e_wait_sessions 3
 kill -KILL "$C3"              # a consumer that vanishes
-e2e_wait_pid "$C1" 30 || e2e_fail "consumer 1 hung"
-[ "$E2E_RC" = 0 ] || e2e_fail "consumer 1 failed"
-e2e_wait_pid "$C2" 30 || e2e_fail "consumer 2 hung"
-[ "$E2E_RC" = 0 ] || e2e_fail "consumer 2 failed"
+e2e_wait_ok "$C1" 30 "consumer 1"
+e2e_wait_ok "$C2" 30 "consumer 2"
 e2e_check "$E2E_DIR/t1" --require-stats --expect-sequences 3 --complete $COUNT
 e2e_check "$E2E_DIR/t2" --require-stats --expect-sequences 3 --complete $COUNT
 n=$("$CONSUMER" stats | sed -n 's/^tracing_sessions=//p')

@@ -14,8 +14,7 @@ e2e_spawn consumer "$CONSUMER" record --out "$E2E_DIR/trace" \
 CONS=$E2E_LAST_PID
 sleep 1
 kill -TERM "$DAEMON_PID"
-e2e_wait_pid "$DAEMON_PID" 20 || e2e_fail "daemon did not stop"
-[ "$E2E_RC" = 0 ] || e2e_fail "daemon exit status $E2E_RC"
+e2e_wait_ok "$DAEMON_PID" 20 daemon
 e2e_wait_pid "$CONS" 10 || e2e_fail "consumer hung"
 e2e_check "$E2E_DIR/trace" --require-stats --expect-sequences 2 \
     --complete $COUNT

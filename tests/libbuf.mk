@@ -3,7 +3,12 @@
 libbuf_test_cflags = $(AM_CFLAGS) $(CHECK_CFLAGS) -I$(top_srcdir)/libbuf
 libbuf_test_ldadd = libbuf/libtb_core.la $(CHECK_LIBS)
 
-noinst_HEADERS += tests/tb_testutil.h
+# tck_main.h: TCK_CASE / TCK_MAIN, used by every Check program; trng.h:
+# the tests' deterministic random streams; bstr.h: protobuf bytes by hand.
+noinst_HEADERS += tests/tb_testutil.h tests/tck_main.h tests/trng.h \
+	tests/bstr.h
+# Which fixture serves which layer of tests.
+EXTRA_DIST += tests/README.md
 
 check_PROGRAMS += tests/check_tb_basic
 tests_check_tb_basic_SOURCES = tests/check_tb_basic.c

@@ -5,6 +5,8 @@ svc_test_cflags = $(AM_CFLAGS) $(CHECK_CFLAGS) $(PROTOBUF_C_CFLAGS) \
 	-I$(top_srcdir)/service $(IPC_CPPFLAGS)
 svc_test_ldadd = $(SVC_LIBS) $(CHECK_LIBS)
 
+noinst_HEADERS += tests/svc_fixture.h
+
 check_PROGRAMS += tests/check_svc_packet tests/check_svc_session
 tests_check_svc_packet_SOURCES = tests/check_svc_packet.c
 tests_check_svc_packet_CFLAGS = $(svc_test_cflags)

@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "ipc.h"
+#include "trng.h"
 
 #define EVIL_CMD(x) PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__CMD_##x
 
@@ -42,10 +43,7 @@ typedef struct {
 
 static uint64_t rnd(evil_t *e)
 {
-    e->rng ^= e->rng << 13;
-    e->rng ^= e->rng >> 7;
-    e->rng ^= e->rng << 17;
-    return e->rng;
+    return trng_next64(&e->rng);
 }
 
 static void on_cmd(ipc_client *c, int st, const ProtobufCMessage *msg,

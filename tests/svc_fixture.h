@@ -1,0 +1,442 @@
+/*
+ * svc_fixture.h - fixtures for Check tests of the service core without
+ * sockets (check_svc_session.c): a service whose svc_ops callbacks only
+ * count what the service asked for, producers registering "test.ds", a
+ * TraceConfig held in one struct, chunks written into a producer's SMB by
+ * hand with the ABI layout (smb-abi.md §2-§4) and committed, and a reader
+ * that unpacks what a session (or a trace file) holds.
+ *
+ * The usual set-up is one call: svf_start(&f, n) makes the service and n
+ * producers ("one", "two", "three"; pids 11, 12, 13) and a config of one
+ * 64 KiB ring buffer; the test may change f.c before svf_enable() starts
+ * the session. SVF_TEST(name, n) wraps that around a test body. Packets
+ * carry TracePacket.for_testing.seq_value, so a test reads back which
+ * values arrived (svf_readout.values, *_of_value[]).
+ * Header only (static functions); check_svc_ipc.c, which reaches the
+ * service through its sockets, uses the config, chunk and commit builders.
+ */
+#ifndef TESTS_SVC_FIXTURE_H
+#define TESTS_SVC_FIXTURE_H
+
+#include <check.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "svc_int.h"
+#include "svc_service.h"
+#include "trace.pb-c.h"
+
+/* ------------------------------------------------------------ recorder */
+
+/* What the service asked of producers and consumers, by callback. */
+typedef struct {
+    int setup_tracing, setup_ds, start_ds, stop_ds, flush, flush_done_ok,
+        flush_done_fail, disabled;
+    int smb_fd;
+    uint32_t last_target_buffer;
+    uint64_t last_session_id, last_instance, last_flush_id;
+} svf_rec_t;
+
+static svf_rec_t svf_rec;
+
+static inline int svf_r_setup_tracing(void *c, void *conn, int fd,
+                                      uint32_t kb)
+{
+    svf_rec.setup_tracing++;
+    svf_rec.smb_fd = fd;
+    return 0;
+}
+static inline int svf_r_setup_ds(void *c, void *conn, uint64_t id,
+                                 const Perfetto__Protos__DataSourceConfig *cfg)
+{
+    svf_rec.setup_ds++;
+    return 0;
+}
+static inline int svf_r_start_ds(void *c, void *conn, uint64_t id,
+                                 const Perfetto__Protos__DataSourceConfig *cfg)
+{
+    svf_rec.start_ds++;
+    svf_rec.last_target_buffer = cfg->target_buffer;
+    svf_rec.last_session_id = cfg->tracing_session_id;
+    svf_rec.last_instance = id;
+    return 0;
+}
+static inline int svf_r_stop_ds(void *c, void *conn, uint64_t id)
+{
+    svf_rec.stop_ds++;
+    return 0;
+}
+static inline int svf_r_flush(void *c, void *conn, const uint64_t *ids,
+                              size_t n, uint64_t fid, uint64_t flags)
+{
+    svf_rec.flush++;
+    svf_rec.last_flush_id = fid;
+    return 0;
+}
+static inline void svf_r_flush_done(void *c, void *consumer, uint64_t tok,
+                                    bool ok)
+{
+    if (ok)
+        svf_rec.flush_done_ok++;
+    else
+        svf_rec.flush_done_fail++;
+}
+static inline void svf_r_disabled(void *c, void *consumer, svc_session *s,
+                                  const char *err)
+{
+    svf_rec.disabled++;
+}
+
+static const svc_ops svf_ops = {
+    svf_r_setup_tracing, svf_r_setup_ds, svf_r_start_ds, svf_r_stop_ds,
+    svf_r_flush, svf_r_flush_done, svf_r_disabled,
+};
+
+/* A service with a zeroed recorder. */
+static inline svc_service *svf_new(void)
+{
+    memset(&svf_rec, 0, sizeof(svf_rec));
+    svc_service *svc = svc_create(&svf_ops, NULL, getuid());
+    ck_assert_ptr_nonnull(svc);
+    return svc;
+}
+
+/* ------------------------------------------------------------ config */
+
+/* A TraceConfig with room for two buffers (one in use) and one data
+ * source "test.ds"; tests set fields of cfg, buf[], ds, dsc directly. */
+typedef struct {
+    Perfetto__Protos__TraceConfig cfg;
+    Perfetto__Protos__TraceConfig__BufferConfig buf[2], *bufp[2];
+    Perfetto__Protos__TraceConfig__DataSource ds, *dsp[1];
+    Perfetto__Protos__DataSourceConfig dsc;
+} svf_cfg;
+
+static inline void svf_cfg_init(svf_cfg *c, uint32_t size_kb,
+                                int fill_policy)
+{
+    memset(c, 0, sizeof(*c));
+    perfetto__protos__trace_config__init(&c->cfg);
+    for (int i = 0; i < 2; i++) {
+        perfetto__protos__trace_config__buffer_config__init(&c->buf[i]);
+        c->buf[i].has_size_kb = true;
+        c->buf[i].size_kb = size_kb;
+        c->buf[i].has_fill_policy = true;
+        c->buf[i].fill_policy = fill_policy;
+        c->bufp[i] = &c->buf[i];
+    }
+    c->cfg.n_buffers = 1;
+    c->cfg.buffers = c->bufp;
+    perfetto__protos__trace_config__data_source__init(&c->ds);
+    perfetto__protos__data_source_config__init(&c->dsc);
+    c->dsc.name = "test.ds";
+    c->ds.config = &c->dsc;
+    c->dsp[0] = &c->ds;
+    c->cfg.n_data_sources = 1;
+    c->cfg.data_sources = c->dsp;
+}
+
+/* Sets write_into_file (the session then needs a file descriptor). */
+static inline void svf_cfg_file(svf_cfg *c)
+{
+    c->cfg.has_write_into_file = true;
+    c->cfg.write_into_file = true;
+}
+
+/* Connects producer `name` (uid 1000) and registers "test.ds". */
+static inline svc_producer *svf_add_producer(svc_service *svc,
+                                             const char *name, pid_t pid)
+{
+    svc_producer_params pp = { .name = name };
+    svc_producer *p = svc_producer_connect(svc, NULL, 1000, pid, &pp);
+    ck_assert_ptr_nonnull(p);
+    Perfetto__Protos__DataSourceDescriptor d =
+        PERFETTO__PROTOS__DATA_SOURCE_DESCRIPTOR__INIT;
+    d.name = "test.ds";
+    ck_assert_int_eq(svc_producer_register_ds(svc, p, &d, NULL, 0), 0);
+    return p;
+}
+
+/* ------------------------------------------------------------ SMB */
+
+/* Fills the page at pg with one Div1 chunk holding packets with seq_value
+ * first..first+n-1, then publishes its header word: state 3 (Complete) or
+ * 1 (BeingWritten). */
+static inline void svf_fill_chunk(uint8_t *pg, uint16_t writer,
+                                  uint32_t chunk_id, uint32_t first,
+                                  unsigned n, unsigned state)
+{
+    uint8_t *ch = pg + 8;
+    uint8_t *pay = ch + 8;
+    size_t off = 0;
+    for (unsigned i = 0; i < n; i++) {
+        uint32_t v = first + i;
+        /* TracePacket { for_testing (900) { seq_value (2): v } } */
+        uint8_t pkt[] = {0xA2, 0x38, 0x03, 0x10,
+                         (uint8_t)(0x80 | (v & 0x7f)), (uint8_t)(v >> 7)};
+        pay[off++] = sizeof(pkt);
+        memcpy(pay + off, pkt, sizeof(pkt));
+        off += sizeof(pkt);
+    }
+    memcpy(ch, &chunk_id, 4);
+    memcpy(ch + 4, &writer, 2);
+    uint16_t packets = (uint16_t)n;
+    memcpy(ch + 6, &packets, 2);
+    uint32_t word = (1u << 28) | state;
+    atomic_store((_Atomic uint32_t *)(void *)pg, word);
+}
+
+/* svf_fill_chunk at page `page` of producer p's SMB. */
+static inline void svf_write_chunk(svc_producer *p, uint32_t page,
+                                   uint16_t writer, uint32_t chunk_id,
+                                   uint32_t first, unsigned n, unsigned state)
+{
+    size_t size, psz;
+    uint8_t *base = svc_producer_smb(p, &size, &psz);
+    ck_assert_ptr_nonnull(base);
+    svf_fill_chunk(base + (size_t)page * psz, writer, chunk_id, first, n,
+                   state);
+}
+
+/* Makes packet 1 of the chunk at page 0 (written by svf_write_chunk)
+ * claim trusted_packet_sequence_id, field 10 (0x50): it is invalid. */
+static inline void svf_poison_second_packet(svc_producer *p)
+{
+    size_t size, psz;
+    uint8_t *base = svc_producer_smb(p, &size, &psz);
+    uint8_t *pay = base + 16;
+    size_t second = 1 + pay[0];
+    pay[second + 1] = 0x50;         /* tag byte of packet 1 */
+    pay[second + 2] = 0x01;
+    pay[second + 3] = 0x08;         /* then field 1 varint... */
+    pay[second + 4] = 0x01;
+    pay[second + 5] = 0x08;
+    pay[second + 6] = 0x01;
+}
+
+/* The header word of page `page` (state and layout). */
+static inline uint32_t svf_page_word(svc_producer *p, uint32_t page)
+{
+    size_t size, psz;
+    uint8_t *base = svc_producer_smb(p, &size, &psz);
+    return atomic_load((_Atomic uint32_t *)(void *)(base + page * psz));
+}
+
+/* A CommitDataRequest moving one chunk and acking flush_id if not 0. */
+typedef struct {
+    Perfetto__Protos__CommitDataRequest req;
+    Perfetto__Protos__CommitDataRequest__ChunksToMove m, *mp;
+} svf_commit_msg;
+
+static inline void svf_commit_msg_init(svf_commit_msg *c, uint32_t page,
+                                       uint32_t chunk, uint32_t target,
+                                       uint64_t flush_id)
+{
+    perfetto__protos__commit_data_request__init(&c->req);
+    perfetto__protos__commit_data_request__chunks_to_move__init(&c->m);
+    c->m.has_page = c->m.has_chunk = c->m.has_target_buffer = true;
+    c->m.page = page;
+    c->m.chunk = chunk;
+    c->m.target_buffer = target;
+    c->mp = &c->m;
+    c->req.n_chunks_to_move = 1;
+    c->req.chunks_to_move = &c->mp;
+    if (flush_id) {
+        c->req.has_flush_request_id = true;
+        c->req.flush_request_id = flush_id;
+    }
+}
+
+/* CommitData of that request, straight into the service. */
+static inline void svf_commit(svc_service *svc, svc_producer *p,
+                              uint32_t page, uint32_t chunk, uint32_t target,
+                              uint64_t flush_id)
+{
+    svf_commit_msg c;
+    svf_commit_msg_init(&c, page, chunk, target, flush_id);
+    ck_assert_int_eq(svc_producer_commit(svc, p, &c.req), 0);
+}
+
+/* ------------------------------------------------------------ reading */
+
+typedef struct {
+    int n, n_service, n_stats, n_config, n_uuid;
+    uint32_t seq_of_value[64];
+    int32_t pid_of_value[64];
+    uint32_t dropped_of_value[64];
+    int values;
+    uint64_t invalid_packets;
+    uint64_t chunks_discarded;
+    uint64_t abi_violations;
+} svf_readout;
+
+/* svc_session_read callback: every packet has the trusted fields. */
+static inline int svf_collect(void *ctx, const uint8_t *data, size_t size)
+{
+    svf_readout *r = ctx;
+    Perfetto__Protos__TracePacket *p =
+        perfetto__protos__trace_packet__unpack(NULL, size, data);
+    ck_assert_ptr_nonnull(p);
+    ck_assert(p->has_trusted_packet_sequence_id);
+    ck_assert(p->has_trusted_uid);
+    r->n++;
+    if (p->trusted_packet_sequence_id == 1) {
+        r->n_service++;
+        if (p->trace_stats) {
+            r->n_stats++;
+            r->invalid_packets = p->trace_stats->invalid_packets;
+            r->chunks_discarded = p->trace_stats->chunks_discarded;
+            if (p->trace_stats->n_buffer_stats)
+                r->abi_violations =
+                    p->trace_stats->buffer_stats[0]->abi_violations;
+        }
+        if (p->trace_config)
+            r->n_config++;
+        if (p->trace_uuid)
+            r->n_uuid++;
+    } else if (p->for_testing) {
+        uint32_t v = p->for_testing->seq_value;
+        if (v < 64) {
+            r->seq_of_value[v] = p->trusted_packet_sequence_id;
+            r->pid_of_value[v] = p->trusted_pid;
+            r->dropped_of_value[v] = p->previous_packet_dropped;
+        }
+        r->values++;
+    }
+    perfetto__protos__trace_packet__free_unpacked(p, NULL);
+    return 0;
+}
+
+/* Reads all a session holds in one unbounded pass. */
+static inline void svf_read_all(svc_service *svc, svc_session *s,
+                                svf_readout *r)
+{
+    memset(r, 0, sizeof(*r));
+    bool more = false;
+    ck_assert_int_eq(svc_session_read(svc, s, 0, svf_collect, r, &more), 0);
+    ck_assert(!more);
+}
+
+static inline long svf_file_size(int fd)
+{
+    return (long)lseek(fd, 0, SEEK_END);
+}
+
+/* An unlinked temporary file for file mode; *mine gets a second
+ * descriptor of it that stays the test's once the session owns the
+ * first (returned). */
+static inline int svf_temp_file(int *mine)
+{
+    char path[] = "/tmp/svcfileXXXXXX";
+    int fd = mkstemp(path);
+    ck_assert_int_ge(fd, 0);
+    unlink(path);
+    *mine = dup(fd);
+    ck_assert_int_ge(*mine, 0);
+    return fd;
+}
+
+/* Parses a file of Trace.packet records (tag 0x0A, varint length, packet)
+ * into r with svf_collect(); every record lies inside the file; r->n
+ * counts them. */
+static inline void svf_read_file_records(int fd, svf_readout *r)
+{
+    memset(r, 0, sizeof(*r));
+    long size = svf_file_size(fd);
+    uint8_t *buf = malloc((size_t)size + 1);
+    ck_assert_ptr_nonnull(buf);
+    ck_assert_int_eq(pread(fd, buf, (size_t)size, 0), size);
+    long off = 0;
+    while (off < size) {
+        ck_assert_uint_eq(buf[off], 0x0A);
+        off++;
+        uint64_t len = 0;
+        int shift = 0;
+        while (off < size && (buf[off] & 0x80)) {
+            len |= (uint64_t)(buf[off++] & 0x7f) << shift;
+            shift += 7;
+        }
+        ck_assert_int_lt(off, size);
+        len |= (uint64_t)buf[off++] << shift;
+        ck_assert_int_le(off + (long)len, size);
+        svf_collect(r, buf + off, len);
+        off += (long)len;
+    }
+    ck_assert_int_eq(off, size);
+    free(buf);
+}
+
+/* ------------------------------------------------------------ fixture */
+
+#define SVF_MAX_PRODUCERS 3
+
+/* A started service: svf_start() connects the producers and fills the
+ * config; svf_enable() starts the session (s, and buf its buffer 0). */
+typedef struct {
+    svc_service *svc;
+    svc_producer *p[SVF_MAX_PRODUCERS];
+    svf_cfg c;
+    svc_session *s;
+    uint32_t buf;
+} svf_fx;
+
+static inline void svf_start(svf_fx *f, int nproducers)
+{
+    static const char *const names[SVF_MAX_PRODUCERS] = {"one", "two",
+                                                         "three"};
+    ck_assert_int_le(nproducers, SVF_MAX_PRODUCERS);
+    memset(f, 0, sizeof(*f));
+    f->svc = svf_new();
+    for (int i = 0; i < nproducers; i++)
+        f->p[i] = svf_add_producer(f->svc, names[i], 11 + i);
+    svf_cfg_init(&f->c, 64, 0);
+}
+
+/* Enables the session of f->c (file mode writes into fd, else -1). */
+static inline svc_session *svf_enable_fd(svf_fx *f, int fd)
+{
+    f->s = svc_session_enable(f->svc, NULL, &f->c.cfg, fd, NULL, 0);
+    ck_assert_ptr_nonnull(f->s);
+    f->buf = f->s->buf_ids[0];
+    return f->s;
+}
+
+static inline svc_session *svf_enable(svf_fx *f)
+{
+    return svf_enable_fd(f, -1);
+}
+
+/* Writes a complete chunk of n packets from value `first` at `page` and
+ * commits it into the session's buffer. */
+static inline void svf_put(svf_fx *f, svc_producer *p, uint32_t page,
+                           uint16_t writer, uint32_t chunk_id, uint32_t first,
+                           unsigned n)
+{
+    svf_write_chunk(p, page, writer, chunk_id, first, n, 3);
+    svf_commit(f->svc, p, page, 0, f->buf, 0);
+}
+
+/* A test on a service started by svf_start(f, nproducers): the body gets
+ * the fixture f, may change f->c, enables the session itself; the service
+ * is destroyed after the body. Registered like a START_TEST test:
+ *   SVF_TEST(test_x, 1)
+ *   {
+ *       svc_session *s = svf_enable(f);
+ *       ...
+ *   }
+ */
+#define SVF_TEST(name, nproducers)                                         \
+    static void name##_on(svf_fx *f);                                      \
+    START_TEST(name)                                                       \
+    {                                                                      \
+        svf_fx fx;                                                         \
+        svf_start(&fx, (nproducers));                                      \
+        name##_on(&fx);                                                    \
+        svc_destroy(fx.svc);                                               \
+    }                                                                      \
+    END_TEST                                                               \
+    static void name##_on(svf_fx *f)
+
+#endif /* TESTS_SVC_FIXTURE_H */
