@@ -2,8 +2,8 @@
  * tb_buffer.c - libbuf buffer lifecycle and the outer read walk
  * (spec trace-buffer.md §1, §7, §11).
  *
- * Memory: one anonymous private mmap per buffer (pages cost nothing until
- * written); everything inside it is addressed by 32-bit offsets, so a clone
+ * Memory: one anonymous private mapping per buffer (tb_mem.c: huge pages,
+ * reuse of released rings); everything inside it is addressed by 32-bit offsets, so a clone
  * is a copy of [0, used_size) plus the sequence table.
  *
  * Outer read walk: from the read cursor, records in buffer order; for each
@@ -14,7 +14,6 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 
 #include "tb_int.h"
 
@@ -23,9 +22,8 @@ static tb_buffer *alloc_buffer(size_t size, tb_fill_policy policy)
     tb_buffer *b = calloc(1, sizeof(*b));
     if (!b)
         return NULL;
-    void *mem = mmap(NULL, size, PROT_READ | PROT_WRITE,
-                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (mem == MAP_FAILED) {
+    uint8_t *mem = tb__mem_alloc(size);
+    if (!mem) {
         free(b);
         errno = ENOMEM;
         return NULL;
@@ -58,7 +56,7 @@ SHMTRACE_API void tb_destroy(tb_buffer *b)
     free(b->cfrags);
     free(b->hist);
     tb__loss_free(b);
-    munmap(b->mem, b->size);
+    tb__mem_free(b->mem, b->size);
     free(b);
 }
 

@@ -286,6 +286,10 @@ static inline int tb__next_frag(const uint8_t *payload, uint32_t payload_size,
 }
 
 
+/* tb_mem.c: a ring of size bytes (not necessarily zeroed: see there). */
+uint8_t *tb__mem_alloc(size_t size);
+void tb__mem_free(uint8_t *mem, size_t size);
+
 /* tb_frag.c */
 uint8_t tb__facts_from_summary(uint32_t n, uint32_t first_size,
                                uint32_t last_size, uint32_t nonempty,

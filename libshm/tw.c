@@ -68,6 +68,8 @@
 
 #define FIELD_PREVIOUS_PACKET_DROPPED  42u
 #define FIELD_FIRST_PACKET_ON_SEQUENCE 87u
+#define FIELD_SEQUENCE_FLAGS 13u
+#define SEQ_INCREMENTAL_STATE_CLEARED 1u
 #define LOSS_PRESENT_SMB_FULL          257u   /* 1 | 256 */
 
 #define WT_VARINT  0u
@@ -550,6 +552,28 @@ void tw_packet_begin(tw_writer *w)
         tw_add_varint(w, FIELD_FIRST_PACKET_ON_SEQUENCE, 1);
         w->first_done = true;
     }
+    /* A relaxed load per packet; the exchange only when a clear is asked.
+     * A dropped packet leaves the request for the next written one. */
+    if (UNLIKELY(w->packet_cleared))
+        w->packet_cleared = false;
+    if (UNLIKELY(atomic_load_explicit(&w->clear_req, memory_order_relaxed)) &&
+        !w->dropping &&
+        atomic_exchange_explicit(&w->clear_req, false,
+                                 memory_order_acquire)) {
+        tw_add_varint(w, FIELD_SEQUENCE_FLAGS, SEQ_INCREMENTAL_STATE_CLEARED);
+        w->packet_cleared = true;
+    }
+}
+
+void tw_writer_clear_incremental_state(tw_writer *w)
+{
+    if (w)
+        atomic_store_explicit(&w->clear_req, true, memory_order_release);
+}
+
+int tw_packet_incremental_state_cleared(const tw_writer *w)
+{
+    return w && w->in_packet && w->packet_cleared;
 }
 
 void tw_packet_end(tw_writer *w)

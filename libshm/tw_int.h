@@ -22,6 +22,7 @@
 #ifndef SHMTRACE_TW_INT_H
 #define SHMTRACE_TW_INT_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -65,6 +66,10 @@ struct tw_writer {
     bool frag_continues;         /* open fragment continues a packet */
     bool signal_loss;            /* next packet carries 257 */
     bool first_done;             /* first_packet_on_sequence written */
+    bool packet_cleared;         /* the open packet carries
+                                    SEQ_INCREMENTAL_STATE_CLEARED */
+    _Atomic bool clear_req;      /* ClearIncrementalState asked (any
+                                    thread); consumed by a written packet */
     bool retry;                  /* garbage wrapped: retry a chunk */
     bool lost_unseen;            /* open packet lost with no fragment in
                                     the SMB: reported at its end */

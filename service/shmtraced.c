@@ -20,6 +20,8 @@
 #include <sys/signalfd.h>
 #include <unistd.h>
 
+#include <shmtrace/trace_buffer.h>
+
 #include "cli_exit.h"
 #include "svc_ipc.h"
 
@@ -34,6 +36,9 @@ static void usage(FILE *f)
 "\n"
 "  --producer-socket PATH  producer socket (mode 0660)\n"
 "  --consumer-socket PATH  consumer socket (mode 0600)\n"
+"  --ring-cache MIB        keep up to MIB MiB of released trace buffers\n"
+"                          for the next sessions (reclaimable by the\n"
+"                          kernel; default 512, 0 = off)\n"
 "  -h, --help              this help\n"
 "  -V, --version           print the version\n"
 "\n"
@@ -69,17 +74,34 @@ int main(int argc, char **argv)
     static const struct option opts[] = {
         {"producer-socket", required_argument, NULL, 'p'},
         {"consumer-socket", required_argument, NULL, 'c'},
+        {"ring-cache", required_argument, NULL, 'r'},
         {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, 'V'},
         {NULL, 0, NULL, 0},
     };
     const char *pflag = NULL, *cflag = NULL;
+    /* A session's buffers are released at its end; the next session of the
+     * same size takes them back already faulted in (tb_mem.c), instead of
+     * paying a page fault and the kernel's zeroing per page again. */
+    unsigned long ring_cache_mib = 512;
+    char *end;
     int o;
     opterr = 0;
     while ((o = getopt_long(argc, argv, ":hV", opts, NULL)) != -1) {
         switch (o) {
         case 'p': pflag = optarg; break;
         case 'c': cflag = optarg; break;
+        case 'r':
+            errno = 0;
+            ring_cache_mib = strtoul(optarg, &end, 10);
+            if (errno || end == optarg || *end || optarg[0] == '-' ||
+                ring_cache_mib > 65536) {
+                fprintf(stderr, "shmtraced: --ring-cache: '%s' is not a "
+                        "number of MiB from 0 to 65536\n", optarg);
+                fputs(CLI_TRY_HELP("shmtraced"), stderr);
+                return CLI_EXIT_USAGE;
+            }
+            break;
         case 'h': usage(stdout); return 0;
         case 'V': printf("shmtraced %s\n", PACKAGE_VERSION); return 0;
         default:
@@ -110,6 +132,7 @@ int main(int argc, char **argv)
                 ipc_strerror(rc));
         return 1;
     }
+    tb_set_ring_cache_limit((size_t)ring_cache_mib << 20);
     signal(SIGPIPE, SIG_IGN);
     sigset_t mask;
     sigemptyset(&mask);

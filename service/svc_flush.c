@@ -300,6 +300,7 @@ uint64_t svc_next_deadline_ms(const svc_service *svc)
         d = min_nz(d, s->next_periodic_flush_ms);
         for (size_t i = 0; i < s->nflushes; i++)
             d = min_nz(d, s->flushes[i].deadline_ms);
+        d = min_nz(d, svc__trigger_deadline(s));
     }
     return d;
 }
@@ -323,6 +324,7 @@ void svc_tick(svc_service *svc, uint64_t now)
         }
         if (due(s->stop_deadline_ms, now))
             finalize_disable(svc, s);
+        svc__trigger_tick(svc, s, now);
         if (due(s->duration_deadline_ms, now))
             svc_session_disable(svc, s);
         if (due(s->next_periodic_flush_ms, now)) {

@@ -28,6 +28,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <time.h>
 #include <sys/types.h>
 
 #include <shmtrace/trace_buffer.h>
@@ -64,6 +65,8 @@ typedef struct {
     char *name;                  /* owned */
     uint64_t desc_id;
     bool will_notify_on_stop, will_notify_on_start, no_flush;
+    uint8_t *desc;               /* owned: the descriptor as registered */
+    size_t desc_len;
 } svc_dsreg;
 
 typedef enum {
@@ -114,6 +117,40 @@ typedef enum {
     SVC_SESSION_DISABLED,        /* buffers frozen, readable */
 } svc_session_state;
 
+/* A trigger a session received (svc_trigger.c): what the trace's
+ * `trigger` packet says. */
+typedef struct {
+    char *name, *producer_name;  /* owned */
+    int32_t producer_uid;
+    uint64_t stop_delay_ms;
+    uint64_t boot_time_ns;       /* when it arrived, CLOCK_BOOTTIME */
+} svc_trig_info;
+
+/* A CLONE_SNAPSHOT trigger waiting for its stop_delay_ms to elapse. */
+typedef struct {
+    uint64_t due_ms;
+    svc_trig_info info;
+} svc_trig_pending;
+
+/* Trigger and incremental-state bookkeeping of one session (svc_trigger.c,
+ * svc_incremental.c). Zeroed = no triggers, no clearing. */
+typedef struct {
+    int mode;                    /* SVC_TRIG_* (0 = no trigger_config) */
+    svc_trig_info *received;     /* in arrival order */
+    size_t nreceived, nemitted;  /* nemitted: already in the trace */
+    svc_trig_info clone_trigger; /* a clone made for a CLONE_SNAPSHOT hit */
+    bool has_clone_trigger;
+    uint64_t start_timeout_ms;   /* START_TRACING: no trigger by then */
+    svc_trig_pending *pending;   /* CLONE_SNAPSHOT notifications due */
+    size_t npending;
+    uint32_t clear_period_ms;    /* incremental_state_config */
+    uint64_t next_clear_ms;
+    uint64_t clears_sent;
+} svc_trig_state;
+
+enum { SVC_TRIG_NONE = 0, SVC_TRIG_START = 1, SVC_TRIG_STOP = 2,
+       SVC_TRIG_CLONE = 4 };
+
 struct svc_session {
     uint64_t id;
     int64_t uuid_msb, uuid_lsb;  /* TraceUuid, random per session */
@@ -126,6 +163,9 @@ struct svc_session {
     svc_seqmap seqs;
     svc_session_state state;
     bool is_clone;
+    uint64_t cloned_from;        /* the source session's id (clones) */
+    uint64_t clone_started_ns;   /* clones: BOOTTIME of the clone, and of */
+    uint64_t *buf_cloned_ns;     /* each buffer's copy (owned, nbufs) */
     bool emitted_config;         /* first-pass packets sent */
     bool emitted_started, emitted_disabled;
     bool notified_disabled;      /* session_disabled op already called */
@@ -147,6 +187,13 @@ struct svc_session {
     uint64_t max_file_size_bytes;
     uint64_t bytes_written_to_file;
     bool file_full;
+    /* triggers, incremental state clearing (svc_trigger.c) */
+    svc_trig_state trig;
+    /* Detach/Attach (svc_attach.c): detached sessions have no consumer
+     * and are found again by (consumer_uid, detach_key). */
+    uid_t consumer_uid;
+    char *detach_key;            /* owned; NULL unless detached */
+    uint64_t start_realtime_ns;  /* for QueryServiceState */
     /* packets handed out (for stats/progress) */
     uint64_t packets_read;
     /* loss accounting outside the buffers (svc_loss.c) */
@@ -171,6 +218,7 @@ struct svc_producer {
     uid_t uid;
     pid_t pid;
     char *name;
+    char *sdk_version;           /* owned, NULL if not sent */
     uint32_t page_hint_bytes, size_hint_bytes;
     bool scraping_enabled;
     /* SMB, created on the first SetupDataSource */
@@ -208,7 +256,20 @@ struct svc_service {
     uint64_t chunks_discarded;
     uint64_t patches_discarded;
     uint64_t total_buffer_kb;
+    /* Triggers seen in the last 24 h that matched a session, for
+     * max_per_24_h (svc_trigger.c): a ring of (boot ns, name hash). */
+    struct { uint64_t ns, hash; } *trig_hist;
+    size_t trig_hist_head, trig_hist_len, trig_hist_cap;
+    uint64_t rng;                /* xorshift state for skip_probability */
 };
+
+/* CLOCK_BOOTTIME now, in ns (the clock of the service's packets). */
+static inline uint64_t svc__boottime_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_BOOTTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
 
 /* svc_service.c: the buffer table and error formatting */
 tb_buffer *svc__buffer(svc_service *, uint32_t buffer_id,
@@ -226,6 +287,7 @@ void svc__scrape_session(svc_service *, svc_session *);
 size_t svc__producer_gone(svc_service *, svc_producer *);
 
 /* svc_producer.c */
+void svc__dsreg_free(svc_dsreg *);
 svc_producer *svc__producer_by_id(svc_service *, uint16_t id);
 bool svc__producer_may_write(const svc_producer *, uint32_t buffer_id);
 uint32_t svc__writer_buffer(const svc_producer *, uint16_t writer_id);
@@ -236,8 +298,30 @@ void svc__producer_disallow(svc_producer *, uint32_t buffer_id);
 void svc__session_match_new_ds(svc_service *, svc_producer *,
                                const svc_dsreg *);
 void svc__session_drop_ds(svc_service *, svc_producer *, const char *name);
+void svc__session_rematch(svc_service *, svc_session *);
 void svc__session_instance_stopped(svc_service *, svc_producer *,
                                    uint64_t instance_id);
+
+/* svc_trigger.c: config checks, enable-time setup, timers, read pass,
+ * clone hand-over, free */
+int svc__trigger_check_config(const Perfetto__Protos__TraceConfig *,
+                              char *err, size_t errlen);
+/* At enable: mode, timeouts (may edit s->cfg->duration_ms as Perfetto
+ * does). Returns true if the session must wait for a START trigger. */
+bool svc__trigger_setup(svc_service *, svc_session *);
+uint64_t svc__trigger_deadline(const svc_session *);
+void svc__trigger_tick(svc_service *, svc_session *, uint64_t now);
+/* The session returns no data yet (waiting for a trigger / snapshots only). */
+bool svc__trigger_withholds(const svc_session *);
+/* Appends the trigger packets not emitted yet (service header filled by
+ * the caller's helper): returns <0 on error. */
+typedef int (*svc_trig_emit_fn)(void *ctx, const svc_trig_info *, bool clone);
+int svc__trigger_emit(svc_session *, bool first_pass, svc_trig_emit_fn,
+                      void *ctx);
+void svc__trigger_clone(svc_session *dst, svc_session *src,
+                        const svc_trig_info *clone_trigger);
+void svc__trigger_free(svc_trig_state *);
+void svc__trigger_service_free(svc_service *);
 
 /* svc_seqmap (svc_read.c) */
 uint32_t svc__seq_id(svc_seqmap *, uint16_t producer_id, uint16_t writer_id,

@@ -45,6 +45,9 @@ svc_daemon *svc_daemon_create(ipc_loop *loop, const char *producer_path,
         .flush = svc__op_flush,
         .flush_done = svc__op_flush_done,
         .session_disabled = svc__op_session_disabled,
+        .clone_trigger_hit = svc__op_clone_trigger_hit,
+        .clear_incremental_state = svc__op_clear_incremental,
+        .session_started = svc__op_session_started,
     };
     int e = 0;
     svc_daemon *d = calloc(1, sizeof(*d));

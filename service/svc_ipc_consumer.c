@@ -20,7 +20,7 @@
 
 /* ================================================================ consumer */
 
-static svc_cconn *cconn_get(svc_daemon *d, ipc_call *call)
+svc_cconn *svc__cconn_get(svc_daemon *d, ipc_call *call)
 {
     ipc_conn *conn = ipc_call_conn(call);
     svc_cconn *cc = ipc_conn_data(conn);
@@ -35,7 +35,9 @@ static svc_cconn *cconn_get(svc_daemon *d, ipc_call *call)
     return cc;
 }
 
-static void send_disabled(svc_cconn *cc, const char *error)
+#define cconn_get svc__cconn_get
+
+void svc__send_disabled(svc_cconn *cc, const char *error)
 {
     if (!cc->enable_call)
         return;
@@ -53,7 +55,7 @@ void svc__op_session_disabled(void *ctx, void *consumer, svc_session *s,
 {
     svc_cconn *cc = consumer;
     if (cc)
-        send_disabled(cc, error);
+        svc__send_disabled(cc, error);
 }
 
 void svc__op_flush_done(void *ctx, void *consumer, uint64_t token, bool ok)
@@ -80,6 +82,14 @@ static void c_enable(ipc_call *call, const ProtobufCMessage *args, void *vd)
     svc_cconn *cc = cconn_get(d, call);
     const Perfetto__Protos__EnableTracingRequest *req = (const void *)args;
     int fd = ipc_call_take_fd(call);
+    if (cc && req->has_attach_notification_only &&
+        req->attach_notification_only) {
+        /* After Attach: the end-of-session notification only. */
+        if (fd >= 0)
+            close(fd);
+        svc__attach_notification(cc, call);
+        return;
+    }
     if (!cc || cc->s || d->shutting_down) {
         if (fd >= 0)
             close(fd);
@@ -92,8 +102,9 @@ static void c_enable(ipc_call *call, const ProtobufCMessage *args, void *vd)
                                sizeof(err));
     if (!cc->s) {
         fprintf(stderr, "shmtraced: EnableTracing refused: %s\n", err);
-        send_disabled(cc, err[0] ? err : "EnableTracing failed");
+        svc__send_disabled(cc, err[0] ? err : "EnableTracing failed");
     } else {
+        svc_session_set_consumer_uid(cc->s, ipc_conn_uid(cc->conn));
         fprintf(stderr, "shmtraced: session %llu started (consumer pid "
                 "%ld)\n", (unsigned long long)svc_session_id(cc->s),
                 (long)ipc_conn_pid(cc->conn));
@@ -189,7 +200,7 @@ static int batch_emit(void *ctx, const uint8_t *p, size_t size)
 
 static void read_pump(void *vcc);
 
-static void read_finish(svc_cconn *cc, bool ok)
+void svc__read_finish(svc_cconn *cc, bool ok)
 {
     if (cc->read_timer)
         ipc_loop_cancel_timer(cc->d->loop, cc->read_timer);
@@ -210,7 +221,7 @@ static void read_pump(void *vcc)
     if (!cc->read_call)
         return;
     if (!cc->s) {
-        read_finish(cc, false);
+        svc__read_finish(cc, false);
         return;
     }
     while (ipc_conn_tx_queued_bytes(cc->conn) < SVC_TX_HIGH) {
@@ -218,11 +229,11 @@ static void read_pump(void *vcc)
         int rc = svc_session_read(cc->d->svc, cc->s, SVC_READ_ROUND,
                                   batch_emit, cc, &more);
         if (rc < 0) {
-            read_finish(cc, false);
+            svc__read_finish(cc, false);
             return;
         }
         if (!more) {
-            read_finish(cc, true);
+            svc__read_finish(cc, true);
             return;
         }
     }
@@ -254,8 +265,8 @@ static void c_free(ipc_call *call, const ProtobufCMessage *args, void *vd)
     svc_cconn *cc = cconn_get(d, call);
     if (cc && cc->s) {
         if (cc->read_call)
-            read_finish(cc, false);
-        send_disabled(cc, NULL);
+            svc__read_finish(cc, false);
+        svc__send_disabled(cc, NULL);
         for (size_t i = 0; i < cc->nflushes; i++)
             ipc_call_fail(cc->flushes[i].call);
         cc->nflushes = 0;
@@ -339,12 +350,12 @@ static void c_clone(ipc_call *call, const ProtobufCMessage *args, void *vd)
     svc_cconn *cc = cconn_get(d, call);
     const Perfetto__Protos__CloneSessionRequest *req = (const void *)args;
     int fd = ipc_call_take_fd(call);
-    if (fd >= 0)
-        close(fd);
     Perfetto__Protos__CloneSessionResponse r =
         PERFETTO__PROTOS__CLONE_SESSION_RESPONSE__INIT;
     char err[256] = "";
     if (!cc || cc->s) {
+        if (fd >= 0)
+            close(fd);
         r.has_success = true;
         r.success = false;
         r.error = "this consumer already has a session";
@@ -357,27 +368,47 @@ static void c_clone(ipc_call *call, const ProtobufCMessage *args, void *vd)
     const char *name = req->selector_case ==
         PERFETTO__PROTOS__CLONE_SESSION_REQUEST__SELECTOR_UNIQUE_SESSION_NAME ?
         req->unique_session_name : NULL;
+    if (req->has_for_bugreport && req->for_bugreport && id == UINT64_MAX) {
+        /* perfetto --save-for-bugreport: the best bugreport session only. */
+        id = svc_bugreport_session_id(d->svc);
+        if (!id) {
+            if (fd >= 0)
+                close(fd);
+            r.has_success = true;
+            r.success = false;
+            r.error = "No tracing sessions eligible for bugreport found";
+            ipc_call_reply(call, &r.base, false);
+            return;
+        }
+    }
     cc->s = svc_session_clone(d->svc, cc, id, name, err, sizeof(err));
     r.has_success = true;
     r.success = cc->s != NULL;
     if (!cc->s) {
         r.error = err;
     } else {
+        svc__clone_extras(cc, req);
+        /* A write_into_file source: the clone goes into the fd (its file
+         * so far, then the clone's buffers), as Perfetto does. */
+        int wf = svc_session_clone_file(d->svc, cc->s, fd, err, sizeof(err));
+        fd = -1;
+        if (wf < 0) {
+            svc_session_free(d->svc, cc->s);
+            cc->s = NULL;
+            r.success = false;
+            r.error = err;
+        } else if (wf > 0) {
+            r.has_was_write_into_file = true;
+            r.was_write_into_file = true;
+        }
+    }
+    if (fd >= 0)
+        close(fd);
+    if (cc->s) {
         r.has_uuid_msb = r.has_uuid_lsb = true;
         svc_session_uuid(cc->s, &r.uuid_msb, &r.uuid_lsb);
     }
     ipc_call_reply(call, &r.base, false);
-}
-
-static void c_observe(ipc_call *call, const ProtobufCMessage *args, void *vd)
-{
-    (void)call;      /* kept open, never answered: no events are sent */
-}
-
-static void c_unsupported(ipc_call *call, const ProtobufCMessage *args,
-                          void *vd)
-{
-    ipc_call_fail(call);
 }
 
 static void c_capabilities(ipc_call *call, const ProtobufCMessage *args,
@@ -416,15 +447,22 @@ static const ipc_method consumer_methods[] = {
     {"Flush", &perfetto__protos__flush_request__descriptor, c_flush},
     {"StartTracing", &perfetto__protos__start_tracing_request__descriptor,
      c_start},
-    {"ChangeTraceConfig", NULL, c_unsupported},
-    {"Detach", NULL, c_unsupported},
-    {"Attach", NULL, c_unsupported},
+    {"ChangeTraceConfig",
+     &perfetto__protos__change_trace_config_request__descriptor,
+     svc__c_change_config},
+    {"Detach", &perfetto__protos__detach_request__descriptor, svc__c_detach},
+    {"Attach", &perfetto__protos__attach_request__descriptor, svc__c_attach},
     {"GetTraceStats", &perfetto__protos__get_trace_stats_request__descriptor,
      c_stats},
-    {"ObserveEvents", NULL, c_observe},
-    {"QueryServiceState", NULL, c_unsupported},
+    {"ObserveEvents", &perfetto__protos__observe_events_request__descriptor,
+     svc__c_observe},
+    {"QueryServiceState",
+     &perfetto__protos__query_service_state_request__descriptor,
+     svc__c_query},
     {"QueryCapabilities", NULL, c_capabilities},
-    {"SaveTraceForBugreport", NULL, c_unsupported},
+    {"SaveTraceForBugreport",
+     &perfetto__protos__save_trace_for_bugreport_request__descriptor,
+     svc__c_bugreport},
     {"CloneSession", &perfetto__protos__clone_session_request__descriptor,
      c_clone},
 };

@@ -67,6 +67,9 @@ typedef struct {
     bool *slice_last;
     size_t nslices, cap_slices;
     int read_err;
+    /* ObserveEvents stream (svc_ipc_consumer_ext.c) */
+    ipc_call *observe_call;
+    uint32_t observe_mask;       /* 1 << ObservableEvents.Type */
 } svc_cconn;
 
 struct svc_daemon {
@@ -94,6 +97,30 @@ int svc__op_flush(void *ctx, void *conn, const uint64_t *ids, size_t n,
 void svc__op_session_disabled(void *ctx, void *consumer, svc_session *s,
                               const char *error);
 void svc__op_flush_done(void *ctx, void *consumer, uint64_t token, bool ok);
+int svc__op_clear_incremental(void *ctx, void *conn, const uint64_t *ids,
+                              size_t n);
+void svc__op_clone_trigger_hit(void *ctx, void *consumer, uint64_t tsid,
+                               const svc_trigger_hit *hit);
+void svc__op_session_started(void *ctx, void *consumer, svc_session *s);
+
+/* svc_ipc_consumer.c helpers shared with svc_ipc_consumer_ext.c */
+svc_cconn *svc__cconn_get(svc_daemon *d, ipc_call *call);
+void svc__send_disabled(svc_cconn *cc, const char *error);
+void svc__read_finish(svc_cconn *cc, bool ok);
+
+/* svc_ipc_consumer_ext.c: Detach/Attach, ChangeTraceConfig, ObserveEvents,
+ * QueryServiceState, SaveTraceForBugreport, clone trigger extras. */
+void svc__c_detach(ipc_call *, const ProtobufCMessage *, void *);
+void svc__c_attach(ipc_call *, const ProtobufCMessage *, void *);
+void svc__c_change_config(ipc_call *, const ProtobufCMessage *, void *);
+void svc__c_observe(ipc_call *, const ProtobufCMessage *, void *);
+void svc__c_query(ipc_call *, const ProtobufCMessage *, void *);
+void svc__c_bugreport(ipc_call *, const ProtobufCMessage *, void *);
+void svc__attach_notification(svc_cconn *cc, ipc_call *enable_call);
+void svc__clone_extras(svc_cconn *cc,
+                       const Perfetto__Protos__CloneSessionRequest *req);
+/* A consumer connection goes away: its ObserveEvents call is freed by the
+ * host (nothing to do but forget it). */
 
 /* Replies success with an empty message of the method's reply type. */
 void svc__reply_empty(ipc_call *call);

@@ -145,6 +145,21 @@ int svc__op_flush(void *ctx, void *conn, const uint64_t *ids, size_t n,
     return send_cmd(conn, &r, -1);
 }
 
+/* incremental_state_config.clear_period_ms (svc_trigger.c). */
+int svc__op_clear_incremental(void *ctx, void *conn, const uint64_t *ids,
+                              size_t n)
+{
+    Perfetto__Protos__GetAsyncCommandResponse r =
+        PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__INIT;
+    Perfetto__Protos__GetAsyncCommandResponse__ClearIncrementalState m =
+        PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__CLEAR_INCREMENTAL_STATE__INIT;
+    m.n_data_source_ids = n;
+    m.data_source_ids = (uint64_t *)ids;
+    r.cmd_case = PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__CMD_CLEAR_INCREMENTAL_STATE;
+    r.clear_incremental_state = &m;
+    return send_cmd(conn, &r, -1);
+}
+
 static svc_pconn *pconn_of(ipc_call *call)
 {
     return ipc_conn_data(ipc_call_conn(call));
@@ -178,6 +193,7 @@ static void p_initialize(ipc_call *call, const ProtobufCMessage *args,
         .name = req->producer_name,
         .smb_scraping_mode = req->has_smb_scraping_mode ?
             (int)req->smb_scraping_mode : 0,
+        .sdk_version = req->sdk_version,
     };
     pc->d = d;
     pc->conn = conn;
@@ -288,6 +304,17 @@ static void p_ds_stopped(ipc_call *call, const ProtobufCMessage *args,
     svc__reply_empty(call);
 }
 
+/* ActivateTriggers (what `trigger_perfetto NAME` sends): the names are
+ * untrusted strings; the core bounds what it keeps per session. */
+static void p_triggers(ipc_call *call, const ProtobufCMessage *args, void *vd)
+{
+    NEED_PRODUCER(call, pc);
+    const Perfetto__Protos__ActivateTriggersRequest *req = (const void *)args;
+    svc_producer_activate_triggers(pc->d->svc, pc->p,
+            (const char *const *)req->trigger_names, req->n_trigger_names);
+    svc__reply_empty(call);
+}
+
 static void p_ack_only(ipc_call *call, const ProtobufCMessage *args, void *vd)
 {
     NEED_PRODUCER(call, pc);
@@ -346,7 +373,7 @@ static const ipc_method producer_methods[] = {
      &perfetto__protos__notify_data_source_stopped_request__descriptor,
      p_ds_stopped},
     {"ActivateTriggers",
-     &perfetto__protos__activate_triggers_request__descriptor, p_ack_only},
+     &perfetto__protos__activate_triggers_request__descriptor, p_triggers},
     {"Sync", &perfetto__protos__sync_request__descriptor, p_ack_only},
     {"UpdateDataSource",
      &perfetto__protos__update_data_source_request__descriptor, p_ack_only},

@@ -20,10 +20,15 @@ static bool is_reserved_field(uint64_t field)
     }
 }
 
-/* Reads a varint of at most 10 bytes; false if longer or truncated. */
-static bool read_varint(const uint8_t *p, size_t size, size_t *pos,
-                        uint64_t *out)
+/* Reads a varint of at most 10 bytes; false if longer or truncated. Most
+ * tags and many values take one byte: that case first. */
+static inline bool read_varint(const uint8_t *p, size_t size, size_t *pos,
+                               uint64_t *out)
 {
+    if (*pos < size && p[*pos] < 0x80) {
+        *out = p[(*pos)++];
+        return true;
+    }
     uint64_t v = 0;
     for (unsigned i = 0; i < 10; i++) {
         if (*pos >= size)
@@ -70,6 +75,102 @@ bool svc_packet_validate_untrusted(const uint8_t *p, size_t size)
             if (v > SVC_MAX_FIELD_LEN || v > size - pos)
                 return false;
             pos += (size_t)v;
+            break;
+        default:
+            return false;
+        }
+    }
+    return true;
+}
+
+/* The same walk over a packet in pieces (the slices of a reassembled
+ * packet, read in place): a cursor over the pieces with byte reads and
+ * skips. Every read is bounded by its piece; the total bounds the walk. */
+typedef struct {
+    const tb_slice *pc;
+    size_t n, i, off;   /* piece i, offset in it */
+    size_t left;        /* bytes after the cursor */
+} svc_cursor;
+
+static bool cur_byte(svc_cursor *c, uint8_t *out)
+{
+    if (c->left == 0)
+        return false;
+    while (c->off >= c->pc[c->i].size) {
+        c->i++;
+        c->off = 0;
+    }
+    *out = c->pc[c->i].data[c->off++];
+    c->left--;
+    return true;
+}
+
+static bool cur_varint(svc_cursor *c, uint64_t *out)
+{
+    uint64_t v = 0;
+    for (unsigned i = 0; i < 10; i++) {
+        uint8_t b;
+        if (!cur_byte(c, &b))
+            return false;
+        v |= (uint64_t)(b & 0x7f) << (7 * i);
+        if (!(b & 0x80)) {
+            *out = v;
+            return true;
+        }
+    }
+    return false;
+}
+
+static bool cur_skip(svc_cursor *c, uint64_t n)
+{
+    if (n > c->left)
+        return false;
+    c->left -= (size_t)n;
+    while (n > 0) {
+        size_t room = c->pc[c->i].size - c->off;
+        if (n < room) {
+            c->off += (size_t)n;
+            break;
+        }
+        n -= room;
+        c->i++;
+        c->off = 0;
+    }
+    return true;
+}
+
+bool svc_packet_validate_slices(const tb_slice *pieces, size_t n)
+{
+    if (n == 1)
+        return svc_packet_validate_untrusted(pieces[0].data, pieces[0].size);
+    svc_cursor c = { pieces, n, 0, 0, 0 };
+    for (size_t i = 0; i < n; i++)
+        c.left += pieces[i].size;
+    while (c.left > 0) {
+        uint64_t tag, v;
+        if (!cur_varint(&c, &tag))
+            return false;
+        uint64_t field = tag >> 3;
+        unsigned wire = (unsigned)(tag & 7);
+        if (field == 0 || is_reserved_field(field))
+            return false;
+        switch (wire) {
+        case 0:
+            if (!cur_varint(&c, &v))
+                return false;
+            break;
+        case 1:
+            if (!cur_skip(&c, 8))
+                return false;
+            break;
+        case 5:
+            if (!cur_skip(&c, 4))
+                return false;
+            break;
+        case 2:
+            if (!cur_varint(&c, &v) || v > SVC_MAX_FIELD_LEN ||
+                !cur_skip(&c, v))
+                return false;
             break;
         default:
             return false;

@@ -8,6 +8,9 @@
  * type other than 0/1/2/5, a length > 268435455, a varint longer than 10
  * bytes, or ends in the middle of a field.
  *
+ * svc_packet_validate_slices: the same over a packet in pieces (the slices
+ * of a packet read in place from a trace buffer).
+ *
  * svc_packet_trailer: the bytes appended to a valid packet ("last one wins"
  * in protobuf): trusted_uid (3), trusted_packet_sequence_id (10),
  * trusted_pid (79), previous_packet_dropped (42) only when non-zero.
@@ -20,9 +23,15 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <shmtrace/trace_buffer.h>
+
 #define SVC_TRAILER_MAX 48   /* 4 fields, each tag <= 2 + varint <= 10 */
 
 bool svc_packet_validate_untrusted(const uint8_t *p, size_t size);
+
+/* The same check over a packet in n slices (in order), without gathering
+ * them: the same answer as on their concatenation. */
+bool svc_packet_validate_slices(const tb_slice *slices, size_t n);
 
 /* Writes the trailer into out (>= SVC_TRAILER_MAX bytes); returns length. */
 size_t svc_packet_trailer(uint8_t *out, int32_t uid, uint32_t seq_id,

@@ -78,6 +78,8 @@ svc_producer *svc_producer_connect(svc_service *svc, void *conn, uid_t uid,
         p->page_hint_bytes = params->page_size_hint_bytes;
         p->size_hint_bytes = params->smb_size_hint_bytes;
         p->scraping_enabled = params->smb_scraping_mode != 2;
+        if (params->sdk_version)
+            p->sdk_version = strndup(params->sdk_version, SVC_MAX_DS_NAME);
     } else {
         p->scraping_enabled = true;
     }
@@ -105,11 +107,12 @@ uint8_t *svc_producer_smb(const svc_producer *p, size_t *size,
 static void producer_free(svc_producer *p)
 {
     for (size_t i = 0; i < p->nds; i++)
-        free(p->ds[i].name);
+        svc__dsreg_free(&p->ds[i]);
     free(p->ds);
     free(p->writer_buf);
     free(p->allowed);
     free(p->name);
+    free(p->sdk_version);
     free(p);
 }
 
@@ -135,6 +138,14 @@ static svc_dsreg *find_ds(svc_producer *p, const char *name)
         if (strcmp(p->ds[i].name, name) == 0)
             return &p->ds[i];
     return NULL;
+}
+
+void svc__dsreg_free(svc_dsreg *r)
+{
+    free(r->name);
+    free(r->desc);
+    r->name = NULL;
+    r->desc = NULL;
 }
 
 int svc_producer_register_ds(svc_service *svc, svc_producer *p,
@@ -172,6 +183,15 @@ int svc_producer_register_ds(svc_service *svc, svc_producer *p,
     r->will_notify_on_start = d->has_will_notify_on_start &&
                               d->will_notify_on_start;
     r->no_flush = d->has_no_flush && d->no_flush;
+    /* Kept packed, unknown fields included (track_event_descriptor...),
+     * for QueryServiceState. */
+    r->desc_len = perfetto__protos__data_source_descriptor__get_packed_size(d);
+    r->desc = malloc(r->desc_len ? r->desc_len : 1);
+    if (!r->desc) {
+        free(r->name);
+        return -ENOMEM;
+    }
+    perfetto__protos__data_source_descriptor__pack(d, r->desc);
     p->nds++;
     svc->data_sources_seen++;
     /* Sessions already running that want this data source get it now. */
@@ -188,7 +208,7 @@ int svc_producer_unregister_ds(svc_service *svc, svc_producer *p,
     if (!r)
         return -ENOENT;
     svc__session_drop_ds(svc, p, name);
-    free(r->name);
+    svc__dsreg_free(r);
     *r = p->ds[--p->nds];
     return 0;
 }

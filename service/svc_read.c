@@ -19,10 +19,16 @@
  * writer ids are >= 1... producer ids >= 1 make the key non-zero anyway).
  *
  * File mode (svc_session_write_file): the same pass, each packet framed as
- * Trace.packet (0x0A, varint length) and written with one write() per
- * ~1 MiB; max_file_size_bytes stops at the first packet that would reach it.
- * A buffer packet is copied once, from the ring straight behind its header
- * in the batch, validated in place, and dropped if invalid.
+ * Trace.packet (0x0A, varint length) and written with one writev() per
+ * ~1 MiB of staged bytes or 1024 pieces; max_file_size_bytes stops at the
+ * first packet that would reach it. A packet of >= 512 bytes is validated
+ * where it lies in its trace buffer (svc_packet_validate_slices) and its
+ * slices are handed to writev() as they are, between its header and its
+ * trailer staged in the batch: the page cache copy is the only one. Reads
+ * never change the bytes behind a slice (trace_buffer.h), and nothing
+ * writes to the buffers during a pass, so the slices stay good until the
+ * writev(). A smaller packet is copied once, from the buffer straight
+ * behind its header in the batch, validated there, and dropped if invalid.
  *
  * Cost per packet (no allocation in steady state): the scratch area and the
  * file batch live in the session and are reused; the sequence map sits
@@ -32,12 +38,16 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include "svc_int.h"
 #include "svc_packet.h"
 
-#define SVC_FILE_BATCH (1u << 20)   /* bytes per write() in file mode */
+#define SVC_FILE_BATCH (1u << 20)   /* staging bytes per writev() */
+#define SVC_FILE_IOV 1024           /* pieces per writev() (IOV_MAX) */
+#define SVC_FILE_IN_PLACE_MIN 512   /* packets this large: from the buffer */
+#define SVC_FILE_IN_PLACE_SLICE 128 /* their slices this small: copied */
 
 #define SVC_EV(x) PERFETTO__PROTOS__TRACING_SERVICE_EVENT__EVENT_TYPE_##x
 
@@ -316,6 +326,66 @@ static int emit_first_pass(svc_service *svc, svc_session *s, svc_scratch *sc,
     return 0;
 }
 
+/* A `trigger` (or, for a clone made on a CLONE_SNAPSHOT trigger,
+ * `clone_snapshot_trigger`) packet, timestamped when the trigger arrived. */
+typedef struct {
+    svc_service *svc;
+    svc_scratch *sc;
+    svc_emit_fn emit;
+    void *ctx;
+} svc_trig_emit_ctx;
+
+static int emit_trigger(void *vctx, const svc_trig_info *t, bool clone)
+{
+    svc_trig_emit_ctx *c = vctx;
+    Perfetto__Protos__TracePacket pk = PERFETTO__PROTOS__TRACE_PACKET__INIT;
+    Perfetto__Protos__Trigger tr = PERFETTO__PROTOS__TRIGGER__INIT;
+    service_header(c->svc, &pk, false);
+    pk.has_timestamp = true;
+    pk.timestamp = t->boot_time_ns;
+    tr.trigger_name = t->name;
+    tr.producer_name = t->producer_name;
+    tr.has_trusted_producer_uid = tr.has_stop_delay_ms = true;
+    tr.trusted_producer_uid = t->producer_uid;
+    tr.stop_delay_ms = t->stop_delay_ms;
+    if (clone)
+        pk.clone_snapshot_trigger = &tr;
+    else
+        pk.trigger = &tr;
+    return emit_service_packet(c->sc, &pk, c->emit, c->ctx);
+}
+
+/* A clone's lifecycle (first pass): clone_started, then buffer_cloned
+ * per buffer, each at the time it happened, as Perfetto's clones say. */
+static int emit_clone_events(const svc_service *svc, const svc_session *s,
+                             svc_scratch *sc, svc_emit_fn emit, void *ctx)
+{
+    for (size_t i = 0; i <= s->nbufs; i++) {
+        uint64_t ts = i == 0 ? s->clone_started_ns :
+                      s->buf_cloned_ns ? s->buf_cloned_ns[i - 1] : 0;
+        if (!ts)
+            continue;
+        Perfetto__Protos__TracePacket pk = PERFETTO__PROTOS__TRACE_PACKET__INIT;
+        Perfetto__Protos__TracingServiceEvent ev =
+            PERFETTO__PROTOS__TRACING_SERVICE_EVENT__INIT;
+        service_header(svc, &pk, false);
+        pk.has_timestamp = true;
+        pk.timestamp = ts;
+        if (i == 0) {
+            ev.event_type_case = SVC_EV(CLONE_STARTED);
+            ev.clone_started = true;
+        } else {
+            ev.event_type_case = SVC_EV(BUFFER_CLONED);
+            ev.buffer_cloned = (uint32_t)(i - 1);
+        }
+        pk.service_event = &ev;
+        int rc = emit_service_packet(sc, &pk, emit, ctx);
+        if (rc < 0)
+            return rc;
+    }
+    return 0;
+}
+
 /* ---------------------------------------------------------------- read */
 
 static int emit_stats(svc_service *svc, svc_session *s, svc_scratch *sc,
@@ -336,6 +406,8 @@ static int emit_stats(svc_service *svc, svc_session *s, svc_scratch *sc,
 typedef struct svc_filew svc_filew;
 static int filew_reserve(svc_filew *w, size_t size, uint8_t **dst);
 static void filew_commit(svc_filew *w, size_t size);
+static int filew_in_place(svc_filew *w, const tb_packet *pkt,
+                          const uint8_t *trailer, size_t tlen);
 
 /*
  * The read pass. With fw (file mode) a packet is copied straight from the
@@ -355,11 +427,26 @@ static int session_read(svc_service *svc, svc_session *s, size_t max_bytes,
                     s->cfg->builtin_data_sources->disable_service_events);
     if (more)
         *more = false;
+    /* Waiting for a trigger (or a CLONE_SNAPSHOT session, read through its
+     * clones only): no data at all, not even the service's packets. */
+    if (svc__trigger_withholds(s))
+        return 0;
+    bool first_pass = !s->emitted_config;
     if (!s->emitted_config) {
         s->emitted_config = true;
         if ((rc = emit_first_pass(svc, s, &sc, emit, ctx)) < 0)
             goto out;
     }
+    if (!(s->cfg->builtin_data_sources &&
+          s->cfg->builtin_data_sources->has_disable_trace_config &&
+          s->cfg->builtin_data_sources->disable_trace_config)) {
+        svc_trig_emit_ctx tc = { svc, &sc, emit, ctx };
+        if ((rc = svc__trigger_emit(s, first_pass, emit_trigger, &tc)) < 0)
+            goto out;
+    }
+    if (first_pass && s->is_clone && events &&
+        (rc = emit_clone_events(svc, s, &sc, emit, ctx)) < 0)
+        goto out;
     if (s->state == SVC_SESSION_DISABLED && !s->emitted_disabled &&
         !s->is_clone) {
         s->emitted_disabled = true;
@@ -377,6 +464,13 @@ static int session_read(svc_service *svc, svc_session *s, size_t max_bytes,
         tb_packet pkt;
         tb_seq_props props;
         uint32_t dropped;
+        uint8_t tbuf[SVC_TRAILER_MAX];
+        struct {
+            uint8_t bytes[SVC_TRAILER_MAX];
+            size_t len;
+            uint32_t uid, seq;
+            int32_t pid;
+        } tc = { .len = 0 };
         for (;;) {
             if (max_bytes && budget_used >= max_bytes) {
                 if (more)
@@ -395,10 +489,47 @@ static int session_read(svc_service *svc, svc_session *s, size_t max_bytes,
                 dropped |= s->seqs.pending_loss[slot];
                 s->seqs.pending_loss[slot] = 0;
             }
-            uint8_t trailer[SVC_TRAILER_MAX];
-            size_t tlen = svc_packet_trailer(trailer, (int32_t)props.uid,
-                                             seq, props.pid, dropped);
+            /* Consecutive packets mostly share a sequence and carry no
+             * loss: reuse the trailer encoded for the previous one. */
+            const uint8_t *trailer = tc.bytes;
+            size_t tlen = tc.len;
+            if (dropped || !tc.len || props.uid != tc.uid || seq != tc.seq ||
+                props.pid != tc.pid) {
+                tlen = svc_packet_trailer(tbuf, (int32_t)props.uid, seq,
+                                          props.pid, dropped);
+                trailer = tbuf;
+                if (!dropped) {
+                    memcpy(tc.bytes, tbuf, tlen);
+                    tc.len = tlen;
+                    tc.uid = props.uid;
+                    tc.seq = seq;
+                    tc.pid = props.pid;
+                }
+            }
             size_t total = pkt.size + tlen;
+            if (fw && pkt.size >= SVC_FILE_IN_PLACE_MIN) {
+                /* Large packet: validated where it lies in the buffer and
+                 * written from there (writev), no copy of ours. */
+                if (!svc_packet_validate_slices(pkt.slices, pkt.nslices)) {
+                    s->invalid_packets++;
+                    if (slot != SIZE_MAX)
+                        s->seqs.pending_loss[slot] |= dropped |
+                                                      TB_LOSS_PRESENT;
+                    continue;
+                }
+                int w = filew_in_place(fw, &pkt, trailer, tlen);
+                if (w < 0) {
+                    rc = w;
+                    goto out;
+                }
+                if (w > 0) {
+                    s->packets_read++;
+                    budget_used += total;
+                    continue;
+                }
+                /* w == 0: not in place (file full, too many slices):
+                 * the copying path below decides */
+            }
             uint8_t *dst = NULL;
             if (fw && (rc = filew_reserve(fw, total, &dst)) < 0)
                 goto out;
@@ -452,30 +583,49 @@ struct svc_filew {
     uint8_t *buf;                /* the session's fbuf, ~1 MiB, reused */
     size_t len, cap;
     size_t hdr;                  /* header length of the reserved packet */
+    /* What the next writev writes, in file order: pieces of buf (headers,
+     * trailers, packets copied whole) and packet slices in the trace
+     * buffers. seg_open: iov[niov - 1] is a piece of buf ending at len,
+     * which the next bytes of buf extend. */
+    struct iovec iov[SVC_FILE_IOV];
+    int niov;
+    bool seg_open;
     int err;
 };
 
 static int filew_flush(svc_filew *w)
 {
-    size_t off = 0;
-    while (off < w->len) {
-        ssize_t n = write(w->s->out_fd, w->buf + off, w->len - off);
-        if (n < 0) {
+    struct iovec *v = w->iov;
+    int n = w->niov;
+    while (n > 0) {
+        ssize_t done = writev(w->s->out_fd, v, n);
+        if (done < 0) {
             if (errno == EINTR)
                 continue;
             return -errno;
         }
-        off += (size_t)n;
+        /* a short write: skip what went out, resume mid-piece */
+        while (n > 0 && (size_t)done >= v->iov_len) {
+            done -= (ssize_t)v->iov_len;
+            v++;
+            n--;
+        }
+        if (n > 0) {
+            v->iov_base = (uint8_t *)v->iov_base + done;
+            v->iov_len -= (size_t)done;
+        }
     }
     w->len = 0;
+    w->niov = 0;
+    w->seg_open = false;
     return 0;
 }
 
-/* Room for header + size bytes at the end of the batch (flushed first if
- * full); size > cap grows it. */
-static int filew_room(svc_filew *w, size_t need)
+/* Room for `need` bytes at the end of buf and `niov` more pieces (flushed
+ * first if either is short); need > cap grows buf. */
+static int filew_room(svc_filew *w, size_t need, int niov)
 {
-    if (w->len + need <= w->cap)
+    if (w->len + need <= w->cap && w->niov + niov <= SVC_FILE_IOV)
         return 0;
     int rc = filew_flush(w);
     if (rc < 0)
@@ -488,6 +638,21 @@ static int filew_room(svc_filew *w, size_t need)
         w->cap = need;
     }
     return 0;
+}
+
+/* The n bytes at buf + len (already there) join the file: extend the open
+ * piece of buf or start one. The caller made room for one piece. */
+static void filew_take(svc_filew *w, size_t n)
+{
+    if (w->seg_open) {
+        w->iov[w->niov - 1].iov_len += n;
+    } else {
+        w->iov[w->niov].iov_base = w->buf + w->len;
+        w->iov[w->niov].iov_len = n;
+        w->niov++;
+        w->seg_open = true;
+    }
+    w->len += n;
 }
 
 static size_t packet_header(uint8_t *hdr, size_t size)
@@ -509,12 +674,12 @@ static int filew_emit(void *ctx, const uint8_t *p, size_t size)
         s->file_full = true;
         return 0;
     }
-    int rc = filew_room(w, h + size);
+    int rc = filew_room(w, h + size, 1);
     if (rc < 0)
         return rc;
     memcpy(w->buf + w->len, hdr, h);
     memcpy(w->buf + w->len + h, p, size);
-    w->len += h + size;
+    filew_take(w, h + size);
     s->bytes_written_to_file += h + size;
     return 0;
 }
@@ -533,7 +698,7 @@ static int filew_reserve(svc_filew *w, size_t size, uint8_t **dst)
     if (s->max_file_size_bytes &&
         s->bytes_written_to_file + h + size >= s->max_file_size_bytes)
         return 0;
-    int rc = filew_room(w, h + size);
+    int rc = filew_room(w, h + size, 1);
     if (rc < 0)
         return rc;
     memcpy(w->buf + w->len, hdr, h);
@@ -544,8 +709,50 @@ static int filew_reserve(svc_filew *w, size_t size, uint8_t **dst)
 
 static void filew_commit(svc_filew *w, size_t size)
 {
-    w->len += w->hdr + size;
+    filew_take(w, w->hdr + size);
     w->s->bytes_written_to_file += w->hdr + size;
+}
+
+/* A valid packet written from where it lies: header and trailer go to buf,
+ * each slice is a piece of its own (slices under SVC_FILE_IN_PLACE_SLICE
+ * bytes are copied into buf instead). Returns 1 if done, 0 if it must take
+ * the copying path (the file is or would become full; too many slices). */
+static int filew_in_place(svc_filew *w, const tb_packet *pkt,
+                          const uint8_t *trailer, size_t tlen)
+{
+    svc_session *s = w->s;
+    size_t size = pkt->size + tlen;
+    uint8_t hdr[11];
+    size_t h = packet_header(hdr, size);
+    if (s->file_full || pkt->nslices + 2 > SVC_FILE_IOV ||
+        (s->max_file_size_bytes &&
+         s->bytes_written_to_file + h + size >= s->max_file_size_bytes))
+        return 0;
+    size_t small = 0;
+    for (size_t i = 0; i < pkt->nslices; i++)
+        if (pkt->slices[i].size < SVC_FILE_IN_PLACE_SLICE)
+            small += pkt->slices[i].size;
+    int rc = filew_room(w, h + small + tlen, (int)pkt->nslices + 2);
+    if (rc < 0)
+        return rc;
+    memcpy(w->buf + w->len, hdr, h);
+    filew_take(w, h);
+    for (size_t i = 0; i < pkt->nslices; i++) {
+        const tb_slice *sl = &pkt->slices[i];
+        if (sl->size < SVC_FILE_IN_PLACE_SLICE) {
+            memcpy(w->buf + w->len, sl->data, sl->size);
+            filew_take(w, sl->size);
+            continue;
+        }
+        w->iov[w->niov].iov_base = (void *)(uintptr_t)sl->data;
+        w->iov[w->niov].iov_len = sl->size;
+        w->niov++;
+        w->seg_open = false;
+    }
+    memcpy(w->buf + w->len, trailer, tlen);
+    filew_take(w, tlen);
+    s->bytes_written_to_file += h + size;
+    return 1;
 }
 
 int svc_session_write_file(svc_service *svc, svc_session *s)

@@ -54,6 +54,7 @@ void svc_destroy(svc_service *svc)
     free(svc->sessions);
     free(svc->producers);
     free(svc->bufs);
+    svc__trigger_service_free(svc);
     free(svc);
 }
 

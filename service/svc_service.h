@@ -29,6 +29,14 @@ typedef struct svc_service svc_service;
 typedef struct svc_producer svc_producer;
 typedef struct svc_session svc_session;
 
+/* A trigger that hit a session (the trace's `trigger` packet, the
+ * consumer's CloneTriggerHit event). Strings valid during the call. */
+typedef struct {
+    const char *name, *producer_name;
+    int32_t producer_uid;
+    uint64_t boot_time_ns, delay_ms;
+} svc_trigger_hit;
+
 /* What the core asks the glue to do. Producer commands return 0 or -errno
  * (a failure is treated as "the producer will not answer"). */
 typedef struct {
@@ -47,6 +55,17 @@ typedef struct {
      * or file full); error NULL on a normal stop. */
     void (*session_disabled)(void *ctx, void *consumer, svc_session *,
                              const char *error);
+    /* A CLONE_SNAPSHOT trigger is due: the consumer should CloneSession
+     * (ObservableEvents.clone_trigger_hit). May be NULL. */
+    void (*clone_trigger_hit)(void *ctx, void *consumer, uint64_t session_id,
+                              const svc_trigger_hit *);
+    /* incremental_state_config.clear_period_ms elapsed: ClearIncremental-
+     * State for these instances of the producer. May be NULL. */
+    int (*clear_incremental_state)(void *ctx, void *conn,
+                                   const uint64_t *instance_ids, size_t n);
+    /* The session started its data sources (at EnableTracing, or later on
+     * StartTracing / a START_TRACING trigger). May be NULL. */
+    void (*session_started)(void *ctx, void *consumer, svc_session *);
 } svc_ops;
 
 /* A packet ready for the consumer: one TracePacket serialization (no Trace
@@ -67,6 +86,7 @@ typedef struct {
     uint32_t page_size_hint_bytes, smb_size_hint_bytes;
     const char *name;            /* may be NULL */
     int smb_scraping_mode;       /* 0 unspecified (on), 1 on, 2 off */
+    const char *sdk_version;     /* may be NULL (QueryServiceState) */
 } svc_producer_params;
 
 /* NULL + errno (EAGAIN: no free producer id). */
@@ -113,6 +133,8 @@ svc_session *svc_session_clone(svc_service *, void *consumer,
 uint64_t svc_session_id(const svc_session *);
 void svc_session_uuid(const svc_session *, int64_t *msb, int64_t *lsb);
 bool svc_session_is_disabled(const svc_session *);
+/* STARTED (data sources started, not stopping yet, not a clone). */
+bool svc_session_running(const svc_session *);
 bool svc_session_writes_file(const svc_session *);
 svc_session *svc_session_by_consumer(svc_service *, void *consumer);
 size_t svc_session_count(const svc_service *);
@@ -121,6 +143,55 @@ void svc_disable_all_sessions(svc_service *);
 bool svc_all_sessions_disabled(const svc_service *);
 /* Sessions not written to a file that are still held by a consumer. */
 size_t svc_sessions_owing_reads(const svc_service *);
+
+/* ---- triggers (svc_trigger.c) ---- */
+/* ActivateTriggers from a producer (or a consumer acting as one): every
+ * session whose trigger_config names a trigger reacts per its mode.
+ * Returns how many (trigger, session) pairs matched. */
+size_t svc_activate_triggers(svc_service *, const char *producer_name,
+                             uid_t producer_uid, const char *const *names,
+                             size_t n);
+size_t svc_producer_activate_triggers(svc_service *, svc_producer *,
+                                      const char *const *names, size_t n);
+/* A clone made for a CLONE_SNAPSHOT trigger says so in its trace
+ * (clone_snapshot_trigger packet). Strings copied. */
+int svc_session_set_clone_trigger(svc_session *clone, const svc_trigger_hit *);
+/* Triggers received by the session so far (for tests). */
+size_t svc_session_triggers_received(const svc_session *);
+
+/* ---- detach/attach, config changes, service state (svc_attach.c) ---- */
+void svc_session_set_consumer_uid(svc_session *, uid_t);
+uid_t svc_session_consumer_uid(const svc_session *);
+const Perfetto__Protos__TraceConfig *svc_session_config(const svc_session *);
+/* Detach: the session loses its consumer and survives it, found again by
+ * (consumer uid, key). -EEXIST: that uid already detached a session under
+ * key; -EINVAL: empty key or a clone. */
+int svc_session_detach(svc_service *, svc_session *, const char *key);
+/* Attach: the detached session of (uid, key) gets this consumer; NULL if
+ * none. */
+svc_session *svc_session_attach(svc_service *, void *consumer, uid_t uid,
+                                const char *key);
+/* ChangeTraceConfig: only producer_name_filter/_regex_filter of the data
+ * sources already in the config change (as in Perfetto); producers that now
+ * match get the data source. -EINVAL when the session is not running. */
+int svc_session_change_config(svc_service *, svc_session *,
+        const Perfetto__Protos__TraceConfig *cfg, char *err, size_t errlen);
+/* The started session with the highest bugreport_score > 0 (lowest id on
+ * a tie), for CloneSession(for_bugreport, id 0xFFFF...); 0 if none. */
+uint64_t svc_bugreport_session_id(const svc_service *);
+/* After svc_session_clone with the consumer's fd (owned from now on, -1
+ * ok): if the source writes into a file, its file so far is copied into
+ * fd and the clone's buffers appended (returns 1, was_write_into_file);
+ * otherwise fd is closed and 0 returned (read the clone as usual). <0 with
+ * err on failure (the clone should be freed). */
+int svc_session_clone_file(svc_service *, svc_session *clone, int fd,
+                           char *err, size_t errlen);
+/* QueryServiceState: producers, their data sources (descriptors as
+ * registered), the sessions `caller_uid` may see (all for root), version.
+ * Caller frees with svc_query_free. NULL on no memory. */
+struct Perfetto__Protos__TracingServiceState *svc_query_state(
+        svc_service *, uid_t caller_uid, bool sessions_only);
+void svc_query_free(struct Perfetto__Protos__TracingServiceState *);
 
 /* ---- reading (svc_read.c) ---- */
 /* Emits up to about max_bytes of packets (0 = no limit); *more = true if

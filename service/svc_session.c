@@ -109,6 +109,9 @@ static int check_config(const svc_service *svc,
             return -EINVAL;
         }
     }
+    int trc = svc__trigger_check_config(cfg, err, errlen);
+    if (trc < 0)
+        return trc;
     uint64_t dur = cfg->has_duration_ms ? cfg->duration_ms : 0;
     if (dur > (guard ? SVC_GUARDRAIL_DURATION_MS : SVC_MAX_DURATION_MS)) {
         svc__set_err(err, errlen, "duration_ms %llu is too long (max %llu)", dur,
@@ -255,6 +258,15 @@ static void match_producer(svc_service *svc, svc_session *s, svc_producer *p,
     }
 }
 
+/* Every connected producer again (ChangeTraceConfig widened a filter). */
+void svc__session_rematch(svc_service *svc, svc_session *s)
+{
+    if (s->is_clone || s->state != SVC_SESSION_STARTED)
+        return;
+    for (size_t i = 0; i < svc->nproducers; i++)
+        match_producer(svc, s, svc->producers[i], NULL);
+}
+
 void svc__session_match_new_ds(svc_service *svc, svc_producer *p,
                                const svc_dsreg *r)
 {
@@ -283,6 +295,9 @@ static void session_destroy(svc_service *svc, svc_session *s)
             svc__buffer_remove(svc, s->buf_ids[i]);
     for (size_t i = 0; i < s->ninst; i++)
         free(s->inst[i].name);
+    svc__trigger_free(&s->trig);
+    free(s->detach_key);
+    free(s->buf_cloned_ns);
     for (size_t i = 0; i < s->nflushes; i++)
         free(s->flushes[i].pending);
     free(s->flushes);
@@ -397,7 +412,10 @@ svc_session *svc_session_enable(svc_service *svc, void *consumer,
         s->nbufs = i + 1;
         svc->total_buffer_kb += tb_size(buf) / 1024;
     }
-    if (cfg->has_deferred_start && cfg->deferred_start) {
+    /* A START_TRACING trigger_config waits like deferred_start (whichever
+     * comes first starts the session). */
+    bool wait_trigger = svc__trigger_setup(svc, s);
+    if ((cfg->has_deferred_start && cfg->deferred_start) || wait_trigger) {
         s->state = SVC_SESSION_CONFIGURED;   /* svc_session_start() */
         return s;
     }
@@ -440,9 +458,15 @@ static void session_start(svc_service *svc, svc_session *s)
     }
     if (s->flush_period_ms)
         s->next_periodic_flush_ms = now + s->flush_period_ms;
+    struct timespec rt;
+    clock_gettime(CLOCK_REALTIME, &rt);
+    s->start_realtime_ns = (uint64_t)rt.tv_sec * 1000000000u +
+                           (uint64_t)rt.tv_nsec;
     s->state = SVC_SESSION_STARTED;
     for (size_t i = 0; i < svc->nproducers; i++)
         match_producer(svc, s, svc->producers[i], NULL);
+    if (svc->ops.session_started)
+        svc->ops.session_started(svc->ops_ctx, s->consumer, s);
 }
 
 int svc_session_start(svc_service *svc, svc_session *s)
@@ -529,6 +553,9 @@ svc_session *svc_session_clone(svc_service *svc, void *consumer,
         return NULL;
     }
     s->is_clone = true;
+    s->cloned_from = src->id;
+    s->clone_started_ns = svc__boottime_ns();
+    s->buf_cloned_ns = calloc(src->nbufs ? src->nbufs : 1, sizeof(uint64_t));
     s->state = SVC_SESSION_DISABLED;
     s->notified_disabled = true;
     for (size_t i = 0; i < src->nbufs; i++) {
@@ -545,6 +572,8 @@ svc_session *svc_session_clone(svc_service *svc, void *consumer,
         s->buf_ids[i] = id;
         s->nbufs = i + 1;
         svc->total_buffer_kb += tb_size(b) / 1024;
+        if (s->buf_cloned_ns)
+            s->buf_cloned_ns[i] = svc__boottime_ns();
     }
     if (svc__seqmap_copy(&s->seqs, &src->seqs) < 0 ||
         svc__loss_copy(s, src) < 0) {
@@ -553,5 +582,6 @@ svc_session *svc_session_clone(svc_service *svc, void *consumer,
         svc__set_err(err, errlen, "out of memory%.0llu%.0llu", 0, 0);
         return NULL;
     }
+    svc__trigger_clone(s, src, NULL);
     return s;
 }

@@ -1,8 +1,10 @@
 /*
  * check_svc_packet.c - the service's TracePacket validator and trusted
- * trailer (service/svc_packet.c, wire-formats.md §3).
+ * trailer (service/svc_packet.c, wire-formats.md §3); the validator over
+ * slices against the contiguous one.
  */
 #include <check.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -60,6 +62,89 @@ START_TEST(test_validate_rejects_malformed)
 }
 END_TEST
 
+/* svc_packet_validate_slices: the same verdict as the contiguous validator
+ * on the concatenation, however the packet is cut (empty slices too). */
+static uint32_t rng = 12345;
+static uint32_t rnd(void)
+{
+    rng ^= rng << 13;
+    rng ^= rng >> 17;
+    rng ^= rng << 5;
+    return rng;
+}
+
+/* A packet of random top-level fields; sometimes a mutation breaks it. */
+static size_t random_packet(uint8_t *p, size_t cap)
+{
+    size_t n = 0;
+    int nfields = (int)(rnd() % 12);
+    for (int f = 0; f < nfields && n + 40 < cap; f++) {
+        uint64_t field = 1 + rnd() % 140;
+        unsigned wire = (unsigned[]){0, 1, 2, 5}[rnd() % 4];
+        n += svc_varint(p + n, field << 3 | wire);
+        if (wire == 0) {
+            n += svc_varint(p + n, (uint64_t)rnd() << (rnd() % 32));
+        } else if (wire == 1 || wire == 5) {
+            for (unsigned k = 0; k < (wire == 1 ? 8u : 4u); k++)
+                p[n++] = (uint8_t)rnd();
+        } else {
+            size_t len = rnd() % 300;
+            if (n + 12 + len > cap)
+                len = 0;
+            n += svc_varint(p + n, len);
+            for (size_t k = 0; k < len; k++)
+                p[n++] = (uint8_t)rnd();
+        }
+    }
+    if (n > 0 && rnd() % 3 == 0) {
+        switch (rnd() % 3) {
+        case 0: n -= 1 + rnd() % n; break;        /* truncated */
+        case 1: p[rnd() % n] = (uint8_t)rnd(); break;
+        default: p[rnd() % n] |= 0x80; break;     /* longer varints */
+        }
+    }
+    return n;
+}
+
+START_TEST(test_validate_slices_matches_contiguous)
+{
+    static uint8_t p[8192];
+    tb_slice sl[64];
+    unsigned ok = 0, bad = 0;
+    for (int iter = 0; iter < 20000; iter++) {
+        size_t n = random_packet(p, sizeof(p));
+        bool want = svc_packet_validate_untrusted(p, n);
+        size_t ns = 0, off = 0;
+        while (off < n && ns < 63) {
+            size_t cut = rnd() % 4 == 0 ? 0 : 1 + rnd() % 64;
+            if (cut > n - off)
+                cut = n - off;
+            sl[ns].data = p + off;
+            sl[ns++].size = cut;
+            off += cut;
+        }
+        if (off < n || ns == 0) {
+            sl[ns].data = p + off;
+            sl[ns++].size = n - off;
+        }
+        ck_assert_msg(svc_packet_validate_slices(sl, ns) == want,
+                      "iteration %d: %zu bytes in %zu slices", iter, n, ns);
+        want ? ok++ : bad++;
+    }
+    ck_assert_uint_gt(ok, 1000);
+    ck_assert_uint_gt(bad, 1000);
+    /* byte by byte */
+    static const uint8_t pk[] = {0xA2, 0x38, 0x02, 0x10, 0x07, 0x09, 1, 2, 3,
+                                 4, 5, 6, 7, 8, 0x40, 0x80, 0x01};
+    for (size_t i = 0; i < sizeof(pk); i++) {
+        sl[i].data = pk + i;
+        sl[i].size = 1;
+    }
+    ck_assert(svc_packet_validate_slices(sl, sizeof(pk)));
+    ck_assert(!svc_packet_validate_slices(sl, sizeof(pk) - 1));
+}
+END_TEST
+
 START_TEST(test_trailer_decodes_as_trusted_fields)
 {
     uint8_t buf[64] = {0x40, 0x2A};        /* timestamp 42 */
@@ -98,7 +183,8 @@ static Suite *svc_packet_suite(void)
     Suite *s = suite_create("svc_packet");
     TCK_CASE(s, "validate", test_validate_accepts_plain_packets,
              test_validate_rejects_trusted_fields,
-             test_validate_rejects_malformed);
+             test_validate_rejects_malformed,
+             test_validate_slices_matches_contiguous);
     TCK_CASE(s, "trailer", test_trailer_decodes_as_trusted_fields,
              test_trailer_omits_zero_loss_and_encodes_negative);
     return s;

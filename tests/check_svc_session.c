@@ -12,11 +12,14 @@
 #include <check.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "svc_fixture.h"
+#include "svc_packet.h"
 #include "tck_main.h"
 
 /* ------------------------------------------------------------ config */
@@ -532,6 +535,143 @@ SVF_TEST(test_file_mode_drops_invalid_packets_in_place, 1)
     close(mine);
 }
 
+/* A chunk on `page` holding raw fragment bytes (count fragments, flags as
+ * in the ABI: 1 = first continues from prev, 2 = last continues on next). */
+static void write_raw_chunk(svc_producer *p, uint32_t page, uint16_t writer,
+                            uint32_t chunk_id, const uint8_t *frags,
+                            size_t len, unsigned count, unsigned flags)
+{
+    size_t size, psz;
+    uint8_t *pg = svc_producer_smb(p, &size, &psz) + (size_t)page * psz;
+    ck_assert_uint_le(len, psz - 16);
+    memcpy(pg + 16, frags, len);
+    memcpy(pg + 8, &chunk_id, 4);
+    memcpy(pg + 12, &writer, 2);
+    uint16_t packets = (uint16_t)(count | flags << 10);
+    memcpy(pg + 14, &packets, 2);
+    atomic_store((_Atomic uint32_t *)(void *)pg, (1u << 28) | 3u);
+}
+
+/* TracePacket { for_testing { seq_value: v, str: L letters } } (or with a
+ * top-level field 10 the service alone may write, if bad). */
+static size_t big_packet(uint8_t *out, uint32_t v, size_t L, bool bad)
+{
+    uint8_t inner[8192];
+    size_t k = 0;
+    inner[k++] = 0x10;
+    k += svc_varint(inner + k, v);
+    inner[k++] = 0x0A;
+    k += svc_varint(inner + k, L);
+    for (size_t i = 0; i < L; i++)
+        inner[k++] = (uint8_t)('a' + (v + i) % 26);
+    size_t n = 0;
+    if (bad) {
+        out[n++] = 0x50;                    /* trusted_packet_sequence_id */
+        out[n++] = 0x07;
+    }
+    out[n++] = 0xA2;
+    out[n++] = 0x38;
+    n += svc_varint(out + n, k);
+    memcpy(out + n, inner, k);
+    return n + k;
+}
+
+/* Checks the file's test packets: values 0..n-1 in order except `skip`,
+ * each str intact; returns how many, and the flag on skip + 1. */
+static int check_big_file(int fd, uint32_t n, uint32_t skip,
+                          uint32_t *flag_after_skip)
+{
+    long size = svf_file_size(fd);
+    uint8_t *buf = malloc((size_t)size + 1);
+    ck_assert_int_eq(pread(fd, buf, (size_t)size, 0), size);
+    long off = 0;
+    uint32_t want = 0;
+    int seen = 0;
+    while (off < size) {
+        ck_assert_uint_eq(buf[off++], 0x0A);
+        uint64_t len = 0;
+        int shift = 0;
+        while (buf[off] & 0x80) {
+            len |= (uint64_t)(buf[off++] & 0x7f) << shift;
+            shift += 7;
+        }
+        len |= (uint64_t)buf[off++] << shift;
+        ck_assert_int_le(off + (long)len, size);
+        Perfetto__Protos__TracePacket *p =
+            perfetto__protos__trace_packet__unpack(NULL, len, buf + off);
+        ck_assert_ptr_nonnull(p);
+        if (p->trusted_packet_sequence_id != 1 && p->for_testing) {
+            if (want == skip)
+                want++;
+            ck_assert_uint_eq(p->for_testing->seq_value, want);
+            ck_assert_ptr_nonnull(p->for_testing->str);
+            size_t L = strlen(p->for_testing->str);
+            ck_assert_uint_eq(L, 500 + (want * 37) % 3000);
+            bool intact = true;
+            for (size_t i = 0; i < L; i++)
+                intact &= p->for_testing->str[i] ==
+                          (char)('a' + (want + i) % 26);
+            ck_assert_msg(intact, "packet %u: str damaged", want);
+            if (want == skip + 1)
+                *flag_after_skip = p->previous_packet_dropped;
+            want++;
+            seen++;
+        }
+        perfetto__protos__trace_packet__free_unpacked(p, NULL);
+        off += (long)len;
+    }
+    ck_assert_uint_eq(want, n);
+    free(buf);
+    return seen;
+}
+
+/* File mode writes packets of >= 512 bytes from the buffer itself
+ * (writev): whole ones and ones reassembled from two chunks, more than one
+ * writev's worth of pieces in one pass; an invalid one leaves nothing
+ * behind and flags the next. */
+SVF_TEST(test_file_mode_large_packets_in_place, 1)
+{
+    int mine;
+    int fd = svf_temp_file(&mine);
+    svf_cfg_init(&f->c, 4096, 0);
+    svf_cfg_file(&f->c);
+    svc_session *s = svf_enable_fd(f, fd);
+    svc_producer *p = f->p[0];
+    static uint8_t pk[8192], fr[8192];
+    const uint32_t n = 1300, bad = 17;
+    uint32_t id = 0;
+    for (uint32_t v = 0; v < n; v++) {
+        size_t L = 500 + (v * 37) % 3000;
+        size_t len = big_packet(pk, v, L, v == bad);
+        if (v % 5 == 4) {
+            /* in two chunks: begin fragment, then end fragment */
+            size_t half = len / 2, k = svc_varint(fr, half);
+            memcpy(fr + k, pk, half);
+            write_raw_chunk(p, 0, 1, id, fr, k + half, 1, 2);
+            svf_commit(f->svc, p, 0, 0, f->buf, 0);
+            id++;
+            k = svc_varint(fr, len - half);
+            memcpy(fr + k, pk + half, len - half);
+            write_raw_chunk(p, 0, 1, id, fr, k + len - half, 1, 1);
+        } else {
+            size_t k = svc_varint(fr, len);
+            memcpy(fr + k, pk, len);
+            write_raw_chunk(p, 0, 1, id, fr, k + len, 1, 0);
+        }
+        svf_commit(f->svc, p, 0, 0, f->buf, 0);
+        id++;
+        if (v == 600)           /* a pass in the middle too */
+            ck_assert_int_eq(svc_session_write_file(f->svc, s), 0);
+    }
+    ck_assert_int_eq(svc_session_write_file(f->svc, s), 0);
+    uint32_t flag = 0;
+    ck_assert_int_eq(check_big_file(mine, n, bad, &flag), (int)n - 1);
+    ck_assert_uint_ne(flag, 0);                      /* not silent */
+    ck_assert_uint_eq(s->invalid_packets, 1);
+    ck_assert_int_eq((long)s->bytes_written_to_file, svf_file_size(mine));
+    close(mine);
+}
+
 SVF_TEST(test_periodic_flush_by_period_and_file_mode, 1)
 {
     f->c.cfg.has_flush_period_ms = true;
@@ -595,7 +735,8 @@ static Suite *svc_session_suite(void)
              test_clone_is_a_snapshot);
     TCK_CASE(s, "file", test_file_mode_writes_trace_records_and_caps_size,
              test_periodic_flush_by_period_and_file_mode,
-             test_file_mode_drops_invalid_packets_in_place);
+             test_file_mode_drops_invalid_packets_in_place,
+             test_file_mode_large_packets_in_place);
     return s;
 }
 

@@ -59,6 +59,12 @@ tests_check_tb_random_LDADD = $(libbuf_test_ldadd)
 TESTS += tests/check_tb_random
 
 
+check_PROGRAMS += tests/check_tb_mem
+tests_check_tb_mem_SOURCES = tests/check_tb_mem.c
+tests_check_tb_mem_CFLAGS = $(libbuf_test_cflags)
+tests_check_tb_mem_LDADD = $(libbuf_test_ldadd)
+TESTS += tests/check_tb_mem
+
 # The installed libraries export only their contracts (nm / readelf).
 dist_check_SCRIPTS += tests/check_exports.sh
 TESTS += tests/check_exports.sh

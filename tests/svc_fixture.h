@@ -90,8 +90,13 @@ static inline void svf_r_disabled(void *c, void *consumer, svc_session *s,
 }
 
 static const svc_ops svf_ops = {
-    svf_r_setup_tracing, svf_r_setup_ds, svf_r_start_ds, svf_r_stop_ds,
-    svf_r_flush, svf_r_flush_done, svf_r_disabled,
+    .setup_tracing = svf_r_setup_tracing,
+    .setup_data_source = svf_r_setup_ds,
+    .start_data_source = svf_r_start_ds,
+    .stop_data_source = svf_r_stop_ds,
+    .flush = svf_r_flush,
+    .flush_done = svf_r_flush_done,
+    .session_disabled = svf_r_disabled,
 };
 
 /* A service with a zeroed recorder. */

@@ -7,7 +7,10 @@
  * shmtrace-producer's packets: each must be the previous + 1, or come with
  * previous_packet_dropped != 0 (a flagged gap). A gap without the flag is
  * a silent loss; a value that does not increase is a duplicate. Both fail.
- * The last trace_stats packet is summarised too.
+ * The payload of shmtrace-producer's packets must be its pattern
+ * (payload.str byte k = 'a' + (seq_value + k) % 26): payload_damaged
+ * counts those that are not, and fails. The last trace_stats packet is
+ * summarised too.
  *
  * Loss accounting: lost_in_gaps counts the packets missing between two
  * read ones; lost_leading those before a sequence's first read packet
@@ -162,6 +165,7 @@ int main(int argc, char **argv)
     seqstat *seqs = NULL;
     size_t nseqs = 0;
     uint64_t packets = 0, service_packets = 0, test_packets = 0;
+    uint64_t payload_checked = 0, payload_damaged = 0;
     uint64_t stats_packets = 0, config_packets = 0, other_packets = 0;
     uint64_t loss_markers = 0, orphan_markers = 0;
     Perfetto__Protos__TraceStats *last_stats = NULL;
@@ -225,6 +229,17 @@ int main(int argc, char **argv)
             if (s->count == 0)
                 s->first = p->for_testing->seq_value;
             int64_t v = p->for_testing->seq_value;
+            /* shmtrace-producer's payload: byte k is 'a' + (v + k) % 26 */
+            const Perfetto__Protos__TestEvent__TestPayload *pl =
+                p->for_testing->payload;
+            if (pl && pl->n_str == 1 && pl->str[0]) {
+                const char *str = pl->str[0];
+                bool ok = true;
+                for (size_t k = 0; str[k]; k++)
+                    ok &= str[k] == (char)('a' + ((uint64_t)v + k) % 26);
+                payload_checked++;
+                payload_damaged += !ok;
+            }
             /* A loss marker since the previous data packet flags this
              * gap (or this beginning) as well. */
             bool flagged = (p->has_previous_packet_dropped &&
@@ -348,6 +363,9 @@ int main(int argc, char **argv)
                (unsigned long long)last_stats->invalid_packets,
                (unsigned long long)last_stats->chunks_discarded,
                (unsigned long long)last_stats->flushes_failed);
+    printf("payload_checked=%llu\npayload_damaged=%llu\n",
+           (unsigned long long)payload_checked,
+           (unsigned long long)payload_damaged);
     int fail = 0;
 #define CHECK(cond, ...) do { if (!(cond)) { fail = 1; \
         fprintf(stderr, "svc_tracecheck: FAIL: " __VA_ARGS__); \
@@ -356,6 +374,8 @@ int main(int argc, char **argv)
           "previous_packet_dropped", (unsigned long long)gaps_silent);
     CHECK(dups == 0, "%llu duplicate/out-of-order packet(s)",
           (unsigned long long)dups);
+    CHECK(payload_damaged == 0, "%llu packet(s) with a damaged payload",
+          (unsigned long long)payload_damaged);
     if (expect_total >= 0)
         CHECK(test_packets == (uint64_t)expect_total,
               "read %llu test packets, expected %lld",

@@ -28,29 +28,7 @@
 
 #define OUT_BUF_BYTES (1u << 20)
 
-struct cons_client {
-    ipc_loop *loop;
-    ipc_client *ipc;
-    char path[108];
-    bool bound_done, bound_ok;
-    bool disconnected;
-    bool enable_sent, ended;
-    char *end_error;
-};
-
-typedef struct call {
-    bool done;
-    int status;
-    ProtobufCMessage *reply;  /* kept (unpacked copy) when wanted */
-    bool keep_reply;
-    /* ReadBuffers */
-    cons_packet_fn fn;
-    void *ctx;
-    uint8_t *pkt;
-    size_t pkt_len, pkt_cap;
-    bool pkt_overflow;
-    int cb_error;
-} call;
+#include "consumer_int.h"
 
 static void on_bound(ipc_client *ic, bool ok, void *ctx)
 {
@@ -81,7 +59,7 @@ void cons_poll(cons_client *c, int timeout_ms)
 }
 
 /* Run the loop until *flag, a disconnect, or the timeout. */
-static int wait_flag(cons_client *c, const bool *flag)
+int cons__wait_flag(cons_client *c, const bool *flag)
 {
     uint64_t deadline = ipc_now_ms() + CONS_REPLY_TIMEOUT_MS;
     while (!*flag) {
@@ -116,7 +94,7 @@ cons_client *cons_connect(const char *socket_override, int *err)
                                 &rc);
     if (!c->ipc)
         goto fail;
-    rc = wait_flag(c, &c->bound_done);
+    rc = cons__wait_flag(c, &c->bound_done);
     if (rc == 0 && !c->bound_ok)
         rc = c->disconnected ? -ECONNRESET : -EPROTONOSUPPORT;
     if (rc < 0)
@@ -133,6 +111,7 @@ void cons_destroy(cons_client *c)
 {
     if (!c)
         return;
+    cons__ext_free(c);
     ipc_client_destroy(c->ipc);
     ipc_loop_destroy(c->loop);
     free(c->end_error);
@@ -167,7 +146,7 @@ static void on_reply(ipc_client *ic, int status, const ProtobufCMessage *msg,
     k->done = true;
 }
 
-static int invoke_sync(cons_client *c, const char *method,
+int cons__invoke_sync(cons_client *c, const char *method,
                        const ProtobufCMessage *args, int fd,
                        const ProtobufCMessageDescriptor *reply_desc,
                        call *k)
@@ -178,7 +157,7 @@ static int invoke_sync(cons_client *c, const char *method,
                                     on_reply, k);
     if (rid < 0)
         return (int)rid;
-    int rc = wait_flag(c, &k->done);
+    int rc = cons__wait_flag(c, &k->done);
     if (rc == -ETIMEDOUT) {
         /* The callback still points at k: drop the connection first. */
         ipc_client_destroy(c->ipc);
@@ -191,7 +170,7 @@ static int invoke_sync(cons_client *c, const char *method,
     return k->status == -ECONNRESET ? -ENOTCONN : k->status;
 }
 
-static void on_enable_reply(ipc_client *ic, int status,
+void cons__on_enable_reply(ipc_client *ic, int status,
                             const ProtobufCMessage *msg, bool has_more,
                             void *ctx)
 {
@@ -222,7 +201,7 @@ int cons_enable(cons_client *c, const Perfetto__Protos__TraceConfig *cfg,
     int64_t rid = ipc_client_invoke(
         c->ipc, "EnableTracing", &r.base, fd,
         &perfetto__protos__enable_tracing_response__descriptor,
-        on_enable_reply, c);
+        cons__on_enable_reply, c);
     if (rid < 0)
         return (int)rid;
     c->enable_sent = true;
@@ -242,7 +221,7 @@ int cons_disable(cons_client *c)
     Perfetto__Protos__DisableTracingRequest r =
         PERFETTO__PROTOS__DISABLE_TRACING_REQUEST__INIT;
     call k = { 0 };
-    return invoke_sync(c, "DisableTracing", &r.base, -1, NULL, &k);
+    return cons__invoke_sync(c, "DisableTracing", &r.base, -1, NULL, &k);
 }
 
 int cons_flush(cons_client *c, uint32_t timeout_ms)
@@ -256,7 +235,7 @@ int cons_flush(cons_client *c, uint32_t timeout_ms)
     r.has_flags = true;
     r.flags = 4u | (2u << 4);
     call k = { 0 };
-    return invoke_sync(c, "Flush", &r.base, -1, NULL, &k);
+    return cons__invoke_sync(c, "Flush", &r.base, -1, NULL, &k);
 }
 
 static void on_read_reply(ipc_client *ic, int status,
@@ -353,7 +332,7 @@ int cons_free_buffers(cons_client *c)
     Perfetto__Protos__FreeBuffersRequest r =
         PERFETTO__PROTOS__FREE_BUFFERS_REQUEST__INIT;
     call k = { 0 };
-    return invoke_sync(c, "FreeBuffers", &r.base, -1, NULL, &k);
+    return cons__invoke_sync(c, "FreeBuffers", &r.base, -1, NULL, &k);
 }
 
 int cons_get_stats(cons_client *c, Perfetto__Protos__TraceStats **out)
@@ -363,7 +342,7 @@ int cons_get_stats(cons_client *c, Perfetto__Protos__TraceStats **out)
     call k = { 0 };
     k.keep_reply = true;
     *out = NULL;
-    int rc = invoke_sync(c, "GetTraceStats", &r.base, -1,
+    int rc = cons__invoke_sync(c, "GetTraceStats", &r.base, -1,
                          &perfetto__protos__get_trace_stats_response__descriptor,
                          &k);
     Perfetto__Protos__GetTraceStatsResponse *rep = (void *)k.reply;
@@ -395,7 +374,7 @@ int cons_clone(cons_client *c, uint64_t session_id, const char *name,
     k.keep_reply = true;
     if (err_len)
         err[0] = 0;
-    int rc = invoke_sync(c, "CloneSession", &r.base, -1,
+    int rc = cons__invoke_sync(c, "CloneSession", &r.base, -1,
                          &perfetto__protos__clone_session_response__descriptor,
                          &k);
     Perfetto__Protos__CloneSessionResponse *rep = (void *)k.reply;

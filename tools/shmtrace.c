@@ -11,7 +11,9 @@
  *           EnableTracing and the service writes the file itself.
  *   clone   CloneSession (by --session-id or --session-name; default: the
  *           service's choice) into a file, while tracing goes on.
- *   stats   GetTraceStats, printed.
+ *   stats   GetTraceStats and QueryServiceState, printed.
+ *   query, trigger, and record's trigger/detach/attach options live in
+ *           shmtrace_ext.c.
  *
  * Progress (elapsed, bytes, packets, losses) is drawn on stderr once a
  * second only when stderr is a terminal; the one-line loss summary is
@@ -38,6 +40,7 @@
 #include "cli_report.h"
 #include "consumer_client.h"
 #include "ipc.h"
+#include "shmtrace_ext.h"
 #include "textproto.h"
 
 #define EXIT_FAIL CLI_EXIT_FAIL
@@ -85,7 +88,9 @@ static void usage_main(FILE *f)
 "Commands:\n"
 "  record   start a tracing session and write the trace to a file\n"
 "  clone    snapshot a running session into a file\n"
-"  stats    print the service's trace statistics\n"
+"  stats    print the service's trace statistics and state\n"
+"  query    print the service's state (producers, data sources, sessions)\n"
+"  trigger  activate triggers (trigger_config of running sessions)\n"
 "  help     this help; `shmtrace help COMMAND`: that command's help\n"
 "\n"
 "The consumer socket is --socket PATH, else $PERFETTO_CONSUMER_SOCK_NAME,\n"
@@ -126,6 +131,7 @@ static void usage_record(FILE *f)
 "                          stdout (with the service's TraceStats)\n"
 "  -h, --help              this help\n"
 "\n"
+"%s"
 "Config file example:\n"
 "  buffers { size_kb: 65536 fill_policy: RING_BUFFER }\n"
 "  data_sources { config { name: \"shmtrace.synthetic\" target_buffer: 0 } }\n"
@@ -142,8 +148,8 @@ static void usage_record(FILE *f)
 "or write_into_file FILE keeps the whole packets already in it, else\n"
 "nothing is written. If the service ends the session early (shmtraced\n"
 "stopped or killed), FILE keeps what was read, the message says so, and\n"
-"the exit status is 1.\n"
-"\n%s", exit_codes_help);
+"the exit status is 1 (not when a trigger ended it).\n"
+"\n%s", shx_record_help, exit_codes_help);
 }
 
 static void usage_clone(FILE *f)
@@ -169,10 +175,12 @@ static void usage_stats(FILE *f)
     fprintf(f,
 "Usage: shmtrace stats [-s PATH] [--json]\n"
 "Print the service's TraceStats (producers, data sources, sessions,\n"
-"buffers and their loss counters).\n"
+"buffers and their loss counters), then its state as `shmtrace query`\n"
+"shows it (version, producers, data sources, your sessions).\n"
 "\n"
 "  -s, --socket PATH       consumer socket\n"
-"  -j, --json              print the TraceStats as one JSON object\n"
+"  -j, --json              print the TraceStats as one JSON object, with\n"
+"                          the state under \"service_state\"\n"
 "  -h, --help              this help\n"
 "\n%s", exit_codes_help);
 }
@@ -308,6 +316,7 @@ typedef struct rec_opts {
     size_t n_data_sources;
     bool long_mode, quiet, json;
     uint32_t period_ms;
+    shx_rec_opts x;        /* triggers, detach/attach: shmtrace_ext.c */
 } rec_opts;
 
 /* Apply flags to cfg (allocating with malloc, as the parser does). */
@@ -415,6 +424,7 @@ static int cmd_record(int argc, char **argv)
         { "quiet", no_argument, 0, 'q' },
         { "json", no_argument, 0, 'j' },
         { "help", no_argument, 0, 'h' },
+        SHX_RECORD_LONG_OPTIONS,
         { 0, 0, 0, 0 },
     };
     const char *ds_list[64];
@@ -480,11 +490,22 @@ static int cmd_record(int argc, char **argv)
         case 'j': ro.json = true; break;
         case 'h': usage_record(stdout); return 0;
         default:
+            if (ch >= SHX_OPT_BASE) {
+                if (shx_record_option(&ro.x, ch, optarg) > 0)
+                    break;
+                return EXIT_USAGE;
+            }
             cli_bad_option("shmtrace record", ch, optopt, argv[optind - 1]);
             return EXIT_USAGE;
         }
     }
     ro.data_sources = ds_list;
+    if (optind == argc) {
+        int done = 0, xs = shx_record_early(&ro.x, ro.socket, ro.quiet,
+                                            &done);
+        if (done)
+            return xs;
+    }
     if (optind < argc) {
         fprintf(stderr, "shmtrace record: unexpected argument '%s'\n"
                 CLI_TRY_HELP("shmtrace record"), argv[optind]);
@@ -536,6 +557,13 @@ static int cmd_record(int argc, char **argv)
         fprintf(stderr, "shmtrace record: out of memory\n");
         goto out;
     }
+    bool xmod = false;       /* the config changed (triggers, --detach) */
+    if (shx_apply_record_opts(cfg, &ro.x, &xmod, err, sizeof err) < 0) {
+        fprintf(stderr, "shmtrace record: %s\n", err);
+        goto out;
+    }
+    bool clone_mode = shx_is_clone_snapshot(cfg);
+    unsigned snapshots = 0;
     bool service_writes = cfg->write_into_file && !cfg->output_path;
     if (cfg->write_into_file && cfg->output_path) {
         fprintf(stderr, "shmtrace record: the config's output_path makes "
@@ -575,6 +603,29 @@ static int cmd_record(int argc, char **argv)
                 strerror(-rc));
         goto out;
     }
+    if (ro.x.detach_key) {
+        /* A refused config answers EnableTracing at once: wait for that
+         * (or any other reply) before detaching. FILE gets its name now:
+         * the service goes on writing it after we exit. */
+        cons_poll(c, 200);
+        const char *e = NULL;
+        if (cons_ended(c, &e)) {
+            fprintf(stderr, "shmtrace record: the service refused the "
+                    "session: %s\n", e ? e : "no reason given");
+            goto out;
+        }
+        if (cli_outfile_commit(&of, err, sizeof err) < 0) {
+            fprintf(stderr, "shmtrace record: %s\n", err);
+            goto out;
+        }
+        status = shx_detach(c, ro.x.detach_key, ro.out);
+        goto out;
+    }
+    if (clone_mode && (rc = cons_observe(c)) < 0) {
+        fprintf(stderr, "shmtrace record: ObserveEvents failed: %s\n",
+                strerror(-rc));
+        goto out;
+    }
     cli_progress pg = { !ro.quiet && isatty(STDERR_FILENO), ipc_now_ms(), 0,
                     cfg->has_duration_ms ? cfg->duration_ms : 0,
                     ro.long_mode && !service_writes,
@@ -607,6 +658,8 @@ static int cmd_record(int argc, char **argv)
             continue;
         }
         cons_poll(c, 100);
+        if (clone_mode)
+            shx_snapshots(c, ro.socket, ro.out, &snapshots);
         if (ro.long_mode && !service_writes && ipc_now_ms() >= next_read) {
             rc = cons_read(c, rec_packet, &o);
             if (rc == 0)
@@ -624,6 +677,12 @@ static int cmd_record(int argc, char **argv)
             cli_progress_draw(&pg, c, &o, false);
     }
     uint64_t elapsed_ms = ipc_now_ms() - pg.start_ms;
+    if (clone_mode) {
+        shx_snapshots(c, ro.socket, ro.out, &snapshots);
+        fprintf(stderr, "shmtrace record: %u snapshot(s) written as %s.N; a "
+                "CLONE_SNAPSHOT session returns no data of its own\n",
+                snapshots, ro.out);
+    }
     if (g_stop >= 2) {
         cli_progress_draw(&pg, c, &o, true);
         status = CLI_EXIT_INTERRUPTED;
@@ -654,6 +713,7 @@ static int cmd_record(int argc, char **argv)
     bool cut_short = !disabled && !end_err &&
                      !(cfg->has_max_file_size_bytes &&
                        cfg->max_file_size_bytes) &&
+                     !cfg->trigger_config &&   /* triggers end it early */
                      (pg.duration_ms == 0 ||
                       elapsed_ms + 100 < pg.duration_ms);
     if (!service_writes) {
@@ -694,6 +754,20 @@ static int cmd_record(int argc, char **argv)
         goto out;
     }
     status = 0;
+    if (cfg->trigger_config && o.packets == 0) {
+        /* Withheld by the service, as Perfetto's: a CLONE_SNAPSHOT session
+         * (its snapshots hold the data) or no trigger came in time. Its
+         * stats would read as total loss: not shown. */
+        if (!clone_mode)
+            fprintf(stderr, "shmtrace record: no trigger arrived within "
+                    "trigger_timeout_ms: the session returns no data (%s "
+                    "is empty)\n", ro.out);
+        if (ro.json)
+            cli_json_summary("record", ro.out, &o, NULL, elapsed_ms,
+                             clone_mode ? "snapshots" : "no_trigger");
+        perfetto__protos__trace_stats__free_unpacked(fetched, NULL);
+        goto out;
+    }
     if (ro.json)
         cli_json_summary("record", ro.out, &o, st, elapsed_ms,
                            cut_short ? "cut_short" : "complete");
@@ -866,27 +940,27 @@ static int cmd_stats(int argc, char **argv)
     }
     Perfetto__Protos__TraceStats *st = NULL;
     rc = cons_get_stats(c, &st);
-    cons_destroy(c);
     if (rc < 0) {
+        cons_destroy(c);
         fprintf(stderr, "shmtrace stats: GetTraceStats failed: %s\n",
                 strerror(-rc));
         return EXIT_FAIL;
     }
-    if (json) {
-        cli_json_message(stdout, &st->base);
-        putchar('\n');
-    } else {
+    if (!json)
         print_stats(st);
-    }
+    /* The service state after it; with --json inside the same object. */
+    int xs = shx_stats_extra(c, st, json);
+    cons_destroy(c);
     perfetto__protos__trace_stats__free_unpacked(st, NULL);
-    return 0;
+    return xs;
 }
 
 int main(int argc, char **argv)
 {
     signal(SIGPIPE, SIG_IGN);
     if (argc < 2) {
-        fprintf(stderr, "shmtrace: which command? (record, clone, stats)\n"
+        fprintf(stderr, "shmtrace: which command? (record, clone, stats, "
+                "query, trigger)\n"
                 CLI_TRY_HELP("shmtrace"));
         return EXIT_USAGE;
     }
@@ -899,9 +973,13 @@ int main(int argc, char **argv)
             usage_clone(stdout);
         else if (!strcmp(argv[2], "stats"))
             usage_stats(stdout);
-        else {
+        else if (!strcmp(argv[2], "query") || !strcmp(argv[2], "trigger")) {
+            char *hv[] = { argv[2], "--help", NULL };
+            return !strcmp(argv[2], "query") ? shx_cmd_query(2, hv)
+                                             : shx_cmd_trigger(2, hv);
+        } else {
             fprintf(stderr, "shmtrace: no command '%s' (commands: record, "
-                    "clone, stats)\n" CLI_TRY_HELP("shmtrace"), argv[2]);
+                    "clone, stats, query, trigger)\n" CLI_TRY_HELP("shmtrace"), argv[2]);
             return EXIT_USAGE;
         }
         return 0;
@@ -920,7 +998,11 @@ int main(int argc, char **argv)
         return cmd_clone(argc - 1, argv + 1);
     if (!strcmp(cmd, "stats"))
         return cmd_stats(argc - 1, argv + 1);
+    if (!strcmp(cmd, "query"))
+        return shx_cmd_query(argc - 1, argv + 1);
+    if (!strcmp(cmd, "trigger"))
+        return shx_cmd_trigger(argc - 1, argv + 1);
     fprintf(stderr, "shmtrace: unknown command '%s' (commands: record, "
-            "clone, stats)\n" CLI_TRY_HELP("shmtrace"), cmd);
+            "clone, stats, query, trigger)\n" CLI_TRY_HELP("shmtrace"), cmd);
     return EXIT_USAGE;
 }

@@ -72,6 +72,7 @@ typedef struct settings {
     bool once;
     bool reconnect;
     bool quiet;
+    bool incremental;    /* --incremental: packets need interned state */
     bool hang;           /* test hook: --hang-mid-packet */
     uint64_t hang_at;    /* seq_value of the packet never finished */
 } settings;
@@ -95,10 +96,11 @@ struct instance {
     unsigned nthreads;
     worker *workers;
     atomic_bool stop;
+    atomic_uint clear_gen;   /* ClearIncrementalState requests so far */
     bool used;
 };
 
-typedef enum ev_kind { EV_START, EV_STOP, EV_DISCONNECT } ev_kind;
+typedef enum ev_kind { EV_START, EV_STOP, EV_DISCONNECT, EV_CLEAR } ev_kind;
 
 typedef struct event {
     struct event *next;
@@ -193,9 +195,18 @@ static void *writer_main(void *arg)
                 strerror(errno));
         goto out;
     }
-    uint8_t *payload = malloc(in->size ? in->size : 1);
+    /* With --incremental the sequence starts by emitting its state. */
+    unsigned clear_seen = atomic_load(&in->clear_gen);
+    if (S.incremental)
+        tw_writer_clear_incremental_state(w);
+    /* Packet seq's payload is 'a' + (seq + k) % 26 for k < size: the bytes
+     * at pattern + seq % 26, so no packet costs a pass over its payload
+     * (at 1 KiB that pass used to be most of the producer's CPU). */
+    uint8_t *payload = malloc((size_t)in->size + 26);
     if (!payload)
         goto out_writer;
+    for (uint32_t k = 0; k < in->size + 26; k++)
+        payload[k] = (uint8_t)('a' + k % 26);
     uint64_t start = now_ns(CLOCK_MONOTONIC);
     for (uint64_t seq = 0; !atomic_load(&in->stop) &&
                            (in->count == 0 || seq < in->count);
@@ -214,17 +225,33 @@ static void *writer_main(void *arg)
             if (atomic_load(&in->stop))
                 break;
         }
-        for (uint32_t k = 0; k < in->size; k++)
-            payload[k] = (uint8_t)('a' + (seq + k) % 26);
+        unsigned cg = atomic_load_explicit(&in->clear_gen,
+                                           memory_order_relaxed);
+        if (cg != clear_seen) {
+            clear_seen = cg;
+            tw_writer_clear_incremental_state(w);
+        }
         tw_packet_begin(w);
         tw_add_varint(w, 8, now_ns(CLOCK_BOOTTIME));
+        if (tw_packet_incremental_state_cleared(w)) {
+            /* Re-emit the (one) interned entry: InternedData.event_names
+             * {iid: 1, name: "synthetic"}. */
+            tw_begin_nested(w, 12);
+            tw_begin_nested(w, 2);
+            tw_add_varint(w, 1, 1);
+            tw_add_string(w, 2, "synthetic");
+            tw_end_nested(w);
+            tw_end_nested(w);
+        } else if (S.incremental) {
+            tw_add_varint(w, 13, 2);     /* SEQ_NEEDS_INCREMENTAL_STATE */
+        }
         tw_begin_nested(w, 900);
         tw_add_varint(w, 2, seq & 0xffffffffu);
         tw_add_varint(w, 3, wk->index);
         if (in->count && seq + 1 == in->count)
             tw_add_varint(w, 4, 1);
         tw_begin_nested(w, 5);
-        tw_add_bytes(w, 1, payload, in->size);
+        tw_add_bytes(w, 1, payload + seq % 26, in->size);
         if (S.hang && seq == S.hang_at) {
             /* Test hook: stay inside this packet (SIGKILL me now). */
             fprintf(stderr, "shmtrace-producer: writer %u hanging inside "
@@ -352,7 +379,18 @@ static void cb_flush(prod_producer *p, const uint64_t *ids, size_t n,
         prod_flush_done(p, flush_id);
 }
 
+static void cb_clear(prod_producer *p, const uint64_t *ids, size_t n,
+                     void *ctx)
+{
+    (void)p; (void)ctx;
+    for (size_t i = 0; i < n; i++) {
+        event e = { .kind = EV_CLEAR, .id = ids[i] };
+        post_event(&e);
+    }
+}
+
 static const prod_callbacks callbacks = {
+    .on_clear_incremental_state = cb_clear,
     .on_connect = cb_connect,
     .on_disconnect = cb_disconnect,
     .on_start = cb_start,
@@ -384,6 +422,7 @@ static void start_instance(const event *e)
     in->size = e->size;
     in->nthreads = S.threads;
     atomic_init(&in->stop, false);
+    atomic_init(&in->clear_gen, 0);
     in->workers = calloc(in->nthreads, sizeof *in->workers);
     if (!in->workers) {
         in->used = false;
@@ -472,6 +511,13 @@ static void usage(FILE *f)
 "                         wait; default drop)\n"
 "      --smb-size BYTES   shared memory size hint (default: service's)\n"
 "      --page-size BYTES  SMB page size hint (default: service's)\n"
+"      --incremental      packets depend on incremental state: the first\n"
+"                         packet of a sequence and the first after each\n"
+"                         ClearIncrementalState carry\n"
+"                         SEQ_INCREMENTAL_STATE_CLEARED and an interned\n"
+"                         entry, the others SEQ_NEEDS_INCREMENTAL_STATE\n"
+"                         (without it only the cleared flag is added when\n"
+"                         the service asks, incremental_state_config)\n"
 "  -1, --once             exit after the first session stops\n"
 "      --no-reconnect     exit when the service goes away (default: retry)\n"
 "  -q, --quiet            no progress messages\n"
@@ -513,7 +559,8 @@ int main(int argc, char **argv)
     S.size = 64;
     S.policy = TW_POLICY_DROP;
     S.reconnect = true;
-    enum { O_POLICY = 1000, O_SMB, O_PAGE, O_NORECONNECT, O_HANG };
+    enum { O_POLICY = 1000, O_SMB, O_PAGE, O_NORECONNECT, O_INCREMENTAL,
+           O_HANG };
     static const struct option lopts[] = {
         { "name", required_argument, 0, 'n' },
         { "producer-name", required_argument, 0, 'N' },
@@ -526,6 +573,7 @@ int main(int argc, char **argv)
         { "smb-size", required_argument, 0, O_SMB },
         { "page-size", required_argument, 0, O_PAGE },
         { "once", no_argument, 0, '1' },
+        { "incremental", no_argument, 0, O_INCREMENTAL },
         { "no-reconnect", no_argument, 0, O_NORECONNECT },
         { "hang-mid-packet", required_argument, 0, O_HANG },
         { "quiet", no_argument, 0, 'q' },
@@ -581,6 +629,7 @@ int main(int argc, char **argv)
             S.page_size = (uint32_t)v;
             break;
         case '1': S.once = true; break;
+        case O_INCREMENTAL: S.incremental = true; break;
         case O_NORECONNECT: S.reconnect = false; break;
         case O_HANG:
             if (!parse_u64(optarg, &v))
@@ -644,6 +693,7 @@ int main(int argc, char **argv)
     memset(&ds, 0, sizeof ds);
     ds.name = S.ds_name;
     ds.will_notify_on_stop = 1; /* we ack stops after the final commits */
+    ds.handles_incremental_state_clear = 1;
     int rc = prod_register_data_source(g_prod, &ds);
     if (rc < 0) {
         fprintf(stderr, "shmtrace-producer: cannot register %s: %s\n",
@@ -672,6 +722,10 @@ int main(int argc, char **argv)
             event *n = e->next;
             if (e->kind == EV_START) {
                 start_instance(e);
+            } else if (e->kind == EV_CLEAR) {
+                for (int i = 0; i < MAX_INSTANCES; i++)
+                    if (g_inst[i].used && g_inst[i].id == e->id)
+                        atomic_fetch_add(&g_inst[i].clear_gen, 1);
             } else if (e->kind == EV_STOP) {
                 for (int i = 0; i < MAX_INSTANCES; i++)
                     if (g_inst[i].used && g_inst[i].id == e->id)

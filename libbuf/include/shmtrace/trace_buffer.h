@@ -13,7 +13,11 @@
  * Threads: a tb_buffer is not thread-safe; the owner serialises all calls.
  * Ownership: tb_create / tb_clone_readonly allocate; tb_destroy frees
  * (tb_destroy(NULL) is a no-op). Packets returned by tb_read_next_packet
- * point into the buffer and stay valid until the next call on it.
+ * point into the buffer: the slices array stays valid until the next call
+ * on it; the bytes the slices point to until the next write
+ * (tb_copy_chunk_untrusted, tb_try_patch_chunk) or tb_destroy, since reads
+ * never move or change packet bytes (so a reader may gather the slices of
+ * many packets and write them out in one go).
  */
 #ifndef SHMTRACE_TRACE_BUFFER_H
 #define SHMTRACE_TRACE_BUFFER_H
@@ -58,7 +62,7 @@ typedef struct {
     size_t size;
 } tb_slice;
 
-/* Zero-copy packet: valid until the next call on the buffer. */
+/* Zero-copy packet: see the top of this file for how long it is valid. */
 typedef struct {
     const tb_slice *slices;
     size_t nslices;
@@ -86,6 +90,15 @@ typedef struct {
 /* size rounded up to 4096; NULL + errno on 0, > 4 GiB, or no memory. */
 SHMTRACE_API tb_buffer *tb_create(size_t size, tb_fill_policy policy);
 SHMTRACE_API void tb_destroy(tb_buffer *);
+
+/* Ring reuse, for a process that creates buffers over and over (a tracing
+ * service: one per session). With a limit > 0, tb_destroy keeps released
+ * rings (up to `bytes` in all, at most 4; marked MADV_FREE so the kernel
+ * may still reclaim them) and the next tb_create / tb_clone_readonly of the
+ * same rounded size takes one already faulted in, instead of paying a
+ * page fault and the kernel's zeroing per page again. Default 0 (off);
+ * lowering the limit unmaps what no longer fits. Process-wide, thread-safe. */
+SHMTRACE_API void tb_set_ring_cache_limit(size_t bytes);
 
 /* src = chunk payload (no SMB header). Untrusted: every byte is checked. */
 SHMTRACE_API void tb_copy_chunk_untrusted(tb_buffer *, uint16_t producer_id,

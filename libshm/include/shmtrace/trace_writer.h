@@ -112,6 +112,20 @@ SHMTRACE_API void tw_packet_begin(tw_writer *w);
 /* Closes any nested message left open, then the packet. */
 SHMTRACE_API void tw_packet_end(tw_writer *w);
 
+/* ---- Incremental state ------------------------------------------------ */
+/* Any thread (e.g. the producer's on_clear_incremental_state callback):
+ * the service asked the sequence to drop its incremental state (interned
+ * data, packet defaults), incremental_state_config.clear_period_ms. The
+ * next packet the writer actually writes (not one lost to a full SMB)
+ * carries sequence_flags = SEQ_INCREMENTAL_STATE_CLEARED (field 13 = 1),
+ * added by the writer in tw_packet_begin. */
+SHMTRACE_API void tw_writer_clear_incremental_state(tw_writer *w);
+/* Writer's thread, inside a packet: 1 if this packet carries the clear
+ * flag. The application must then re-emit, in this packet or later ones,
+ * every interned entry / default it refers to, and must not add its own
+ * sequence_flags to this packet. 0 otherwise. */
+SHMTRACE_API int tw_packet_incremental_state_cleared(const tw_writer *w);
+
 /* ---- Fields (field numbers 1..2^29-1) ---------------------------------- */
 SHMTRACE_API void tw_add_varint(tw_writer *w, uint32_t field, uint64_t v);
 /* int32/int64: negative values become 10-byte varints, as protobuf does. */

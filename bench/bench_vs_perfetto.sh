@@ -1,0 +1,292 @@
+#!/bin/sh
+# bench/bench_vs_perfetto.sh - shmtraced and Perfetto's traced side by side,
+# in one run, on the same workloads, with the same consumers
+# (`make bench-vs-perfetto`; not part of make check).
+#
+# Both daemons run at once on private sockets (each idle while the other
+# works). For every case (payload SIZE, PRODUCERS shmtrace-producer
+# processes, stall policy) and every consumer (Perfetto's
+# `perfetto --txt -c CFG` and `shmtrace record -c CFG`; CFG = one 128 MiB
+# ring buffer, write_into_file, file_write_period_ms 100), RUNS rounds each
+# record the case once through each service, alternating which goes first
+# (bench_vs_run.sh, timed by hyperfine --runs 1). Then Perfetto's C SDK
+# producer refgen (REFGEN_PERIOD_US=0, its drop policy) for REFGEN_MS
+# through both services, and dd / cat of each case's trace file (the
+# page-cache ceiling for the same bytes). Figures per cell, summed over the
+# rounds:
+#   MB/s      trace file bytes / wall time of the recording (hyperfine's
+#             wall clock: CLOCK_MONOTONIC), consumer start to consumer exit
+#   svc ns/p  the daemon's utime + stime from /proc/PID/stat (USER_HZ
+#             ticks), read before and after each recording, per packet in
+#             the trace
+#   prod ns/p the producers' user + sys CPU (wait4 rusage, bench_cputime)
+#             per packet
+#   lost      packets written but not in the trace: gaps in each writer's
+#             seq_value before its last packet in the trace (svc_tracecheck
+#             on every recording; must be 0 with the stall policy). The
+#             run stops when the file holds about every packet, so a writer
+#             may not have written its last few yet: those are not lost.
+# and the ratio ours : traced, oriented so that > 1 means shmtraced is
+# better (throughput ours/theirs, CPU theirs/ours).
+#
+# Perfetto's binaries: $PERFETTO_BIN, else $top_srcdir/../shared/perfetto/bin.
+# Without them only our figures and the ceilings are printed.
+# Environment: BENCH_VS_MB (MB per recording for 1 KiB and larger payloads,
+# default 256), BENCH_VS_SMALL_MB (for payloads < 1 KiB, default 64),
+# BENCH_VS_RUNS (default 3), BENCH_VS_CASES (SIZE:PRODUCERS list, default
+# "64:1 64:4 1024:1 1024:4 65536:1 65536:4"), BENCH_VS_CONSUMERS (default
+# "perfetto shmtrace"), BENCH_VS_REFGEN_MS (default 2000, 0 skips refgen),
+# BENCH_DIR (where the files go; default the build tree).
+set -eu
+: "${top_builddir:=.}"
+: "${top_srcdir:=$top_builddir}"
+export top_builddir
+MB=${BENCH_VS_MB:-256}
+SMALL_MB=${BENCH_VS_SMALL_MB:-64}
+RUNS=${BENCH_VS_RUNS:-3}
+CASES=${BENCH_VS_CASES-"64:1 64:4 1024:1 1024:4 65536:1 65536:4"}
+CONSUMERS=${BENCH_VS_CONSUMERS:-"perfetto shmtrace"}
+REFGEN_MS=${BENCH_VS_REFGEN_MS:-2000}
+here=$(cd "$(dirname "$0")" && pwd)
+PERFETTO_BIN=${PERFETTO_BIN:-$top_srcdir/../shared/perfetto/bin}
+export PERFETTO_BIN
+command -v hyperfine >/dev/null ||
+    { echo "bench_vs_perfetto: hyperfine not found (apt-get install" \
+        "hyperfine)" >&2; exit 1; }
+SERVICES="shmtraced"
+if [ -x "$PERFETTO_BIN/traced" ] && [ -x "$PERFETTO_BIN/perfetto" ]; then
+    SERVICES="shmtraced traced"
+else
+    echo "bench_vs_perfetto: no Perfetto binaries in $PERFETTO_BIN" \
+        "(set PERFETTO_BIN): printing shmtraced and the ceilings only"
+    CONSUMERS=shmtrace
+    REFGEN_MS=0
+fi
+DIR=$(mktemp -d "${BENCH_DIR:-$top_builddir}/bench-vs.XXXXXX")
+DIR=$(cd "$DIR" && pwd)
+pid_shmtraced=""
+pid_traced=""
+cleanup() {
+    set +e
+    for p in $pid_shmtraced $pid_traced; do
+        kill -TERM "$p" 2>/dev/null && wait "$p" 2>/dev/null
+    done
+    [ "${BENCH_VS_KEEP:-0}" = 1 ] && echo "kept $DIR" >&2 || rm -rf "$DIR"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+hz=$(getconf CLK_TCK)
+
+sockets() { # SERVICE: point the PERFETTO_*_SOCK_NAME at that daemon
+    PERFETTO_PRODUCER_SOCK_NAME="$DIR/$1-p.sock"
+    PERFETTO_CONSUMER_SOCK_NAME="$DIR/$1-c.sock"
+    export PERFETTO_PRODUCER_SOCK_NAME PERFETTO_CONSUMER_SOCK_NAME
+}
+for svc in $SERVICES; do
+    sockets "$svc"
+    if [ "$svc" = traced ]; then
+        "$PERFETTO_BIN/traced" >"$DIR/$svc.log" 2>&1 &
+        pid_traced=$!
+    else
+        "$top_builddir/service/shmtraced" >"$DIR/$svc.log" 2>&1 &
+        pid_shmtraced=$!
+    fi
+    tries=0
+    while [ ! -S "$PERFETTO_CONSUMER_SOCK_NAME" ]; do
+        tries=$((tries + 1))
+        [ $tries -gt 500 ] && { cat "$DIR/$svc.log" >&2
+            echo "bench_vs_perfetto: $svc did not start" >&2; exit 1; }
+        sleep 0.02
+    done
+done
+ticks() { # PID: utime + stime of that process, in USER_HZ ticks
+    sed 's/.*) //' "/proc/$1/stat" | awk '{print $12 + $13}'
+}
+
+config() { # FILE DATA_SOURCE DURATION_MS
+    {
+        echo 'buffers { size_kb: 131072 fill_policy: RING_BUFFER }'
+        echo "data_sources { config { name: \"$2\" } }"
+        echo 'write_into_file: true'
+        echo 'file_write_period_ms: 100'
+        [ "$3" -gt 0 ] && echo "duration_ms: $3"
+        :
+    } >"$1"
+}
+
+# run_cell CELL SERVICE CONSUMER: one recording; appends
+# "wall_s bytes svc_ticks prod_cpu_s packets lost" to $DIR/CELL.SERVICE.CONSUMER
+run_cell() {
+    cell=$1 svc=$2 cons=$3
+    sockets "$svc"
+    eval "dpid=\$pid_$svc"
+    export CONSUMER=$cons
+    export OUT="$DIR/$cell.$svc.$cons.pftrace" PCPU="$DIR/pcpu"
+    : >"$PCPU"
+    t0=$(ticks "$dpid")
+    hyperfine --runs 1 --style none --prepare "rm -f $OUT" \
+        --export-json "$DIR/run.json" -n "$cell $svc $cons" \
+        "sh $here/bench_vs_run.sh" >"$DIR/hyperfine.txt" 2>&1 ||
+        { cat "$DIR/hyperfine.txt" "$OUT.log" >&2
+          echo "bench_vs_perfetto: $cell through $svc with $cons failed" >&2
+          exit 1; }
+    sleep 0.2       # the session's teardown is the daemon's CPU too
+    t1=$(ticks "$dpid")
+    wall=$(sed -n 's/.*"mean": *\([0-9.e+-]*\).*/\1/p' "$DIR/run.json" |
+           head -n 1)
+    # refgen's session lasts duration_ms; the 0.3 s before it is not ours
+    [ "$WORKLOAD" = refgen ] && wall=$(awk -v m="$REFGEN_MS" \
+        'BEGIN { print m / 1000 }')
+    bytes=$(stat -c %s "$OUT")
+    pcpu=$(awk '{ s += $1 } END { printf "%.6f", s / 1e6 }' "$PCPU")
+    if [ "$WORKLOAD" = synthetic ]; then set -- --per-sequence "$COUNT"
+    else set --; fi
+    "$top_builddir/tests/svc_tracecheck" "$@" "$OUT" >"$DIR/check.txt" \
+        2>&1 || true
+    packets=$(sed -n 's/^test_packets=//p' "$DIR/check.txt")
+    [ -n "$packets" ] || { cat "$DIR/check.txt" >&2
+        echo "bench_vs_perfetto: unreadable trace ($cell $svc $cons)" >&2
+        exit 1; }
+    lost=$(sed -n 's/^lost_in_gaps=//p' "$DIR/check.txt")
+    if [ "$WORKLOAD" = synthetic ]; then
+        lead=$(sed -n 's/^lost_leading=//p' "$DIR/check.txt")
+        lost=$((lost + lead))
+        trail=$(sed -n 's/^lost_trailing=//p' "$DIR/check.txt")
+        [ "${trail:-0}" -gt 0 ] && echo "$cell through $svc with $cons:" \
+            "$trail packet(s) after the last one in the trace (not yet" \
+            "written when the run stopped, or lost)" >>"$DIR/notes"
+    fi
+    echo "$wall $bytes $((t1 - t0)) $pcpu $packets $lost" \
+        >>"$DIR/$cell.$svc.$cons"
+    rm -f "$OUT.log"
+}
+
+# report CELL LABEL CONSUMER: one table row
+report() {
+    cell=$1 label=$2 cons=$3
+    for svc in shmtraced traced; do
+        f="$DIR/$cell.$svc.$cons"
+        if [ -f "$f" ]; then
+            awk -v hz="$hz" '{ w += $1; b += $2; t += $3; p += $4; n += $5;
+                               l += $6 }
+                END { printf "%.1f %.0f %.0f %d\n", b / 1048576 / w,
+                      1e9 * t / hz / n, 1e9 * p / n, l }' "$f"
+        else
+            echo "- - - -"
+        fi
+    done | tr '\n' ' ' | awk -v label="$label" -v cons="$cons" '
+    function ratio(a, b) {
+        return (a == "-" || b == "-" || a + 0 == 0 || b + 0 == 0) ? "   -" \
+            : sprintf("%5.2fx", a / b)
+    }
+    { printf "%-14s %-9s %8s %8s %6s | %6s %6s %6s | %6s %6s %6s | %5s %5s\n",
+        label, cons, $1, $5, ratio($1, $5), $2, $6, ratio($6, $2),
+        $3, $7, ratio($7, $3), $4, $8 }'
+}
+
+export WORKLOAD=synthetic
+rows=""
+for c in $CASES; do
+    SIZE=${c%%:*}
+    PRODUCERS=${c##*:}
+    if [ "$SIZE" -lt 1024 ]; then mb=$SMALL_MB; else mb=$MB; fi
+    COUNT=$((mb * 1048576 / PRODUCERS / SIZE))
+    export SIZE PRODUCERS COUNT
+    export CFG="$DIR/synthetic.cfg"
+    config "$CFG" shmtrace.synthetic 0
+    cell="s${SIZE}p${PRODUCERS}"
+    r=0
+    while [ $r -lt "$RUNS" ]; do
+        order=$SERVICES
+        [ $((r % 2)) -eq 1 ] && order=$(echo "$SERVICES" |
+            awk '{ for (i = NF; i > 0; i--) printf "%s ", $i }')
+        for cons in $CONSUMERS; do
+            for svc in $order; do
+                run_cell "$cell" "$svc" "$cons"
+            done
+        done
+        r=$((r + 1))
+    done
+    # the ceiling: dd and cat of the last shmtraced trace of the case
+    src=$(ls "$DIR/$cell.shmtraced."*.pftrace | head -n 1)
+    hyperfine --runs "$RUNS" --style none --export-json "$DIR/copy.json" \
+        --prepare "rm -f $DIR/copy" \
+        -n "dd bs=1M" "dd if=$src of=$DIR/copy bs=1M status=none" \
+        -n "cat" "sh -c 'cat $src > $DIR/copy'" >"$DIR/hyperfine.txt" 2>&1
+    sed -n 's/.*"mean": *\([0-9.e+-]*\).*/\1/p' "$DIR/copy.json" |
+        tr '\n' ' ' | awk -v b="$(stat -c %s "$src")" '{
+        printf "%.1f %.1f\n", b / 1048576 / $1, b / 1048576 / $2 }' \
+        >"$DIR/$cell.ceiling"
+    rm -f "$DIR/copy" "$DIR/$cell".*.pftrace
+    rows="$rows $cell:$SIZE:$PRODUCERS:$mb"
+done
+
+if [ "$REFGEN_MS" -gt 0 ]; then
+    export WORKLOAD=refgen CFG="$DIR/refgen.cfg" PRODUCERS=1 SIZE=64 COUNT=0
+    config "$CFG" dev.refgen.test_packets "$REFGEN_MS"
+    r=0
+    while [ $r -lt "$RUNS" ]; do
+        order=$SERVICES
+        [ $((r % 2)) -eq 1 ] && order="traced shmtraced"
+        for cons in $CONSUMERS; do
+            for svc in $order; do
+                run_cell refgen "$svc" "$cons"
+            done
+        done
+        r=$((r + 1))
+    done
+    rm -f "$DIR"/refgen.*.pftrace
+fi
+
+echo
+echo "shmtraced vs Perfetto's traced, one run, $RUNS recordings per cell," \
+    "alternating; load: $(uptime | sed 's/.*load/load/')"
+echo "ratio > 1: shmtraced better (MB/s ours/traced; CPU traced/ours)." \
+    "Wall clock: hyperfine (CLOCK_MONOTONIC);"
+echo "files in $DIR ($(stat -f -c %T "$DIR"));" \
+    "service CPU: /proc/PID/stat utime+stime (${hz} Hz ticks); producer" \
+    "CPU: wait4 rusage (bench_cputime)."
+printf "%-14s %-9s %8s %8s %6s | %6s %6s %6s | %6s %6s %6s | %5s %5s\n" \
+    "case" consumer "MB/s" traced ratio "svc ns/p" traced ratio \
+    "prod ns/p" traced ratio lost traced
+for row in $rows; do
+    IFS=: read -r cell size p mb <<ROW
+$row
+ROW
+    if [ "$size" -ge 1024 ]; then
+        label="$((size / 1024)) KiB x$p"
+    else
+        label="$size B x$p"
+    fi
+    for cons in $CONSUMERS; do
+        report "$cell" "$label" "$cons"
+    done
+done
+if [ "$REFGEN_MS" -gt 0 ]; then
+    for cons in $CONSUMERS; do
+        report refgen "refgen (C SDK)" "$cons"
+    done
+    echo "(refgen: Perfetto's C SDK, drop policy, ${REFGEN_MS} ms per" \
+        "recording; lost = gaps in its seq_value, the SDK's own SMB-full" \
+        "drops)"
+fi
+[ -f "$DIR/notes" ] && cat "$DIR/notes"
+echo
+echo "page-cache ceiling, same bytes (the case's shmtraced trace), same run:"
+printf "%-14s %8s %8s %10s %10s\n" case "dd MB/s" "cat MB/s" "ours/dd" \
+    "ours/cat"
+for row in $rows; do
+    IFS=: read -r cell size p mb <<ROW
+$row
+ROW
+    if [ "$size" -ge 1024 ]; then
+        label="$((size / 1024)) KiB x$p"
+    else
+        label="$size B x$p"
+    fi
+    ours=$(cat "$DIR/$cell.shmtraced."* | awk '{ w += $1; b += $2 }
+        END { printf "%.1f", b / 1048576 / w }')
+    read -r dd cat <"$DIR/$cell.ceiling"
+    awk -v l="$label" -v d="$dd" -v c="$cat" -v o="$ours" 'BEGIN {
+        printf "%-14s %8.1f %8.1f %9.2fx %9.2fx\n", l, d, c, o / d, o / c }'
+done

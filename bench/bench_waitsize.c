@@ -1,0 +1,94 @@
+/*
+ * bench_waitsize.c - helper of bench_vs_perfetto.sh: waits until FILE holds
+ * at least BYTES bytes, or process PID is gone, whichever comes first.
+ *
+ * A shell loop of `stat` + `sleep` forks twice per poll and costs CPU on
+ * the machine being measured; this polls stat() every 2 ms for a few
+ * microseconds of CPU each. Exit: 0 the size was reached, 1 PID ended
+ * first, 2 usage.
+ *
+ * `shmtrace record` writes FILE.partial.XXXXXX and renames it to FILE at
+ * the end: until FILE exists, the largest FILE.partial.* counts.
+ *
+ * Usage: bench_waitsize FILE BYTES PID
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <libgen.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <time.h>
+
+/* Size of FILE, else of the largest FILE.partial.* next to it; 0 if none. */
+static unsigned long long file_size(const char *file)
+{
+    struct stat st;
+    if (stat(file, &st) == 0)
+        return (unsigned long long)st.st_size;
+    char d[4096], b[4096];
+    snprintf(d, sizeof(d), "%s", file);
+    snprintf(b, sizeof(b), "%s", file);
+    const char *dir = dirname(d), *base = basename(b);
+    char prefix[4200];
+    snprintf(prefix, sizeof(prefix), "%s.partial.", base);
+    unsigned long long best = 0;
+    DIR *dp = opendir(dir);
+    if (!dp)
+        return 0;
+    struct dirent *e;
+    while ((e = readdir(dp)) != NULL) {
+        if (strncmp(e->d_name, prefix, strlen(prefix)) != 0)
+            continue;
+        char path[8400];
+        snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+        if (stat(path, &st) == 0 && (unsigned long long)st.st_size > best)
+            best = (unsigned long long)st.st_size;
+    }
+    closedir(dp);
+    return best;
+}
+
+/* kill(pid, 0) succeeds on a zombie, and the caller reaps its child only
+ * after we return: look at the state in /proc instead. */
+static int alive(long pid)
+{
+    if (kill((pid_t)pid, 0) < 0 && errno == ESRCH)
+        return 0;
+    char path[64], buf[512];
+    snprintf(path, sizeof(path), "/proc/%ld/stat", pid);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return 0;
+    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    char *paren = strrchr(buf, ')');
+    return !(paren && paren[1] == ' ' && (paren[2] == 'Z' || paren[2] == 'X'));
+}
+
+int main(int argc, char **argv)
+{
+    if (argc != 4) {
+        fprintf(stderr, "usage: bench_waitsize FILE BYTES PID\n");
+        return 2;
+    }
+    char *end;
+    unsigned long long want = strtoull(argv[2], &end, 10);
+    long pid = strtol(argv[3], &end, 10);
+    if (*end != '\0' || pid <= 0) {
+        fprintf(stderr, "bench_waitsize: bad PID '%s'\n", argv[3]);
+        return 2;
+    }
+    const struct timespec nap = {0, 2000000};
+    for (;;) {
+        if (file_size(argv[1]) >= want)
+            return 0;
+        if (!alive(pid))
+            return 1;
+        nanosleep(&nap, NULL);
+    }
+}

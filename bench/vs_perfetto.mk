@@ -1,0 +1,14 @@
+# bench/vs_perfetto.mk - shmtraced vs Perfetto's traced, side by side in one
+# run (not in make check): `make bench-vs-perfetto`. Knobs in
+# bench/bench_vs_perfetto.sh (BENCH_VS_MB, BENCH_VS_RUNS, BENCH_VS_CASES,
+# PERFETTO_BIN, ...).
+
+noinst_PROGRAMS += bench/bench_waitsize bench/bench_cputime
+bench_bench_waitsize_SOURCES = bench/bench_waitsize.c
+bench_bench_cputime_SOURCES = bench/bench_cputime.c
+EXTRA_DIST += bench/bench_vs_perfetto.sh bench/bench_vs_run.sh
+
+.PHONY: bench-vs-perfetto
+bench-vs-perfetto: all $(check_PROGRAMS)
+	top_builddir='$(top_builddir)' top_srcdir='$(top_srcdir)' \
+		$(SHELL) $(top_srcdir)/bench/bench_vs_perfetto.sh
