@@ -13,6 +13,11 @@
 # a broken invariant, a leak, a timeout); its reproducer is in fuzz/crashes/.
 # FUZZ_FLAGS adds libFuzzer options.
 set -u
+# ASan's default 256 MiB quarantine, at tens of thousands of runs a second,
+# pushes a target's RSS toward libFuzzer's limit: keep it smaller unless
+# the caller chose.
+ASAN_OPTIONS=${ASAN_OPTIONS:-quarantine_size_mb=64}
+export ASAN_OPTIONS
 mode=$1 srcdir=$2 seconds=$3
 shift 3
 pass=0 fail=0
