@@ -12,6 +12,7 @@
 #include "ins_db.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -67,35 +68,72 @@ const char *ins_db_errmsg(const ins_db *db)
     return db && db->conn ? sqlite3_errmsg(db->conn) : "no database";
 }
 
+static const char *kind_of(mode_t m)
+{
+    return S_ISDIR(m) ? "a directory" : S_ISLNK(m) ? "a symbolic link"
+         : S_ISCHR(m) ? "a character device" : S_ISBLK(m) ? "a block device"
+         : S_ISFIFO(m) ? "a FIFO" : S_ISSOCK(m) ? "a socket"
+         : "not a regular file";
+}
+
+/* Only regular files are ever replaced: lstat (a symlink is refused, not
+ * followed), and the database and its -wal/-shm/-journal companions must
+ * each be a regular file or absent before any of them is unlinked. */
 static int remove_existing(const char *path, bool force, char *err,
                            size_t errlen)
 {
+    static const char *const suffix[] = {"", "-wal", "-shm", "-journal"};
+    char p[4096];
     struct stat sb;
-    if (stat(path, &sb) != 0)
+    if (lstat(path, &sb) != 0)
         return 0;
+    if (!S_ISREG(sb.st_mode)) {
+        snprintf(err, errlen, "refusing to write %s: it is %s, not a regular "
+                 "file (only regular files are created or replaced)", path,
+                 kind_of(sb.st_mode));
+        return S_ISDIR(sb.st_mode) ? -EISDIR : -EEXIST;
+    }
     if (!force) {
         snprintf(err, errlen, "%s already exists (use --force to replace "
                  "it)", path);
         return -EEXIST;
     }
-    if (S_ISDIR(sb.st_mode)) {
-        snprintf(err, errlen, "%s is a directory", path);
-        return -EISDIR;
-    }
-    const char *suffix[] = {"", "-wal", "-shm", "-journal"};
     for (size_t i = 0; i < sizeof(suffix) / sizeof(suffix[0]); i++) {
-        char p[4096];
         if (snprintf(p, sizeof(p), "%s%s", path, suffix[i]) >=
             (int)sizeof(p)) {
             snprintf(err, errlen, "output path too long");
             return -ENAMETOOLONG;
         }
+        if (lstat(p, &sb) == 0 && !S_ISREG(sb.st_mode)) {
+            snprintf(err, errlen, "refusing to replace %s: %s is %s, not a "
+                     "regular file", path, p, kind_of(sb.st_mode));
+            return -EEXIST;
+        }
+    }
+    for (size_t i = 0; i < sizeof(suffix) / sizeof(suffix[0]); i++) {
+        snprintf(p, sizeof(p), "%s%s", path, suffix[i]);
         if (unlink(p) != 0 && errno != ENOENT) {
             int e = errno;
             snprintf(err, errlen, "cannot replace %s: %s", p, strerror(e));
             return -e;
         }
     }
+    return 0;
+}
+
+/* Create the database file ourselves, new (O_EXCL: nothing swapped in
+ * since remove_existing can be followed), so SQLite only opens our own
+ * empty regular file. */
+static int create_new(const char *path, char *err, size_t errlen)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+                  0644);
+    if (fd < 0) {
+        int e = errno;
+        snprintf(err, errlen, "cannot create %s: %s", path, strerror(e));
+        return -e;
+    }
+    close(fd);
     return 0;
 }
 
@@ -117,14 +155,18 @@ int ins_db_open(const char *path, bool force, const char *schema_sql,
     int rc = remove_existing(path, force, err, errlen);
     if (rc != 0)
         return rc;
+    if ((rc = create_new(path, err, errlen)) != 0)
+        return rc;
     ins_db *db = calloc(1, sizeof(*db));
     if (db == NULL) {
         snprintf(err, errlen, "out of memory");
         return -ENOMEM;
     }
-    if (sqlite3_open_v2(path, &db->conn,
-                        SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE,
-                        NULL) != SQLITE_OK) {
+    int flags = SQLITE_OPEN_READWRITE;
+#ifdef SQLITE_OPEN_NOFOLLOW
+    flags |= SQLITE_OPEN_NOFOLLOW;
+#endif
+    if (sqlite3_open_v2(path, &db->conn, flags, NULL) != SQLITE_OK) {
         snprintf(err, errlen, "cannot create %s: %s", path,
                  db->conn ? sqlite3_errmsg(db->conn) : "out of memory");
         ins_db_close(db);

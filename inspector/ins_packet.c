@@ -46,6 +46,9 @@ void ins_packet_free(ins_packet *pkt)
     free(pkt->trace_stats.data);
     free(pkt->trace_config.data);
     free(pkt->service_event.data);
+    free(pkt->system_info.data);
+    free(pkt->ftrace_stats.data);
+    free(pkt->ftrace_bundle.data);
     free(pkt->compressed.data);
     memset(pkt, 0, sizeof(*pkt));
 }
@@ -158,8 +161,12 @@ static int blob_store(ins_blob *b, const uint8_t *src, size_t n)
 static void packet_reset(ins_packet *p)
 {
     ins_blob ts = p->trace_stats, tc = p->trace_config, se = p->service_event;
-    ins_blob cp = p->compressed;
+    ins_blob cp = p->compressed, si = p->system_info;
+    ins_blob fs = p->ftrace_stats, fb = p->ftrace_bundle;
     memset(p, 0, sizeof(*p));
+    p->system_info = si;
+    p->ftrace_stats = fs;
+    p->ftrace_bundle = fb;
     p->trace_stats = ts;
     p->trace_config = tc;
     p->service_event = se;
@@ -168,6 +175,9 @@ static void packet_reset(ins_packet *p)
     blob_reset(&p->trace_stats);
     blob_reset(&p->trace_config);
     blob_reset(&p->service_event);
+    blob_reset(&p->system_info);
+    blob_reset(&p->ftrace_stats);
+    blob_reset(&p->ftrace_bundle);
 }
 
 static void set_scalar(ins_packet *p, uint32_t field, uint64_t v)
@@ -288,6 +298,12 @@ static ins_decode_status decode_body(ins_decoder *d, ins_packet *p,
                 blob = &p->trace_config;
             else if (field == INS_TP_SERVICE_EVENT)
                 blob = &p->service_event;
+            else if (field == INS_TP_SYSTEM_INFO)
+                blob = &p->system_info;
+            else if (field == INS_TP_FTRACE_STATS)
+                blob = &p->ftrace_stats;
+            else if (field == INS_TP_FTRACE_EVENTS)
+                blob = &p->ftrace_bundle;
             else if (field == INS_TP_COMPRESSED_PACKETS) {
                 blob = &p->compressed;
                 p->has_compressed_packets = true;

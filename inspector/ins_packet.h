@@ -43,7 +43,9 @@ enum {
     INS_TP_TRACK_EVENT = 11,
     INS_TP_INTERNED_DATA = 12,
     INS_TP_SEQUENCE_FLAGS = 13,
+    INS_TP_FTRACE_EVENTS = 1,
     INS_TP_TRACE_CONFIG = 33,
+    INS_TP_FTRACE_STATS = 34,
     INS_TP_TRACE_STATS = 35,
     INS_TP_SYNC_MARKER = 36,
     INS_TP_INCREMENTAL_STATE_CLEARED = 41,
@@ -99,6 +101,9 @@ typedef struct ins_packet {
     ins_blob trace_stats;   /* field 35 */
     ins_blob trace_config;  /* field 33 */
     ins_blob service_event; /* field 69 */
+    ins_blob system_info;   /* field 45 (tracing_service_version) */
+    ins_blob ftrace_stats;  /* field 34 */
+    ins_blob ftrace_bundle; /* field 1 (only cpu and lost_events are read) */
     ins_blob compressed;    /* field 50: zlib/gzip DEFLATE of Trace bytes */
 } ins_packet;
 

@@ -6,6 +6,8 @@
  * config.pb-c.h, generated from protos/); the two TracingServiceEvent
  * fields we need (clone_started 10, buffer_cloned 11) are walked by hand.
  *
+ * The row definitions (names, severities) are in ins_stat_defs.c.
+ *
  * Write path: stats go straight to SQLite (ins_db_stat upserts), so memory
  * does not depend on how many buffers a (hostile) TraceStats lists; the
  * only per-packet counter kept in memory is the skipped-packet total,
@@ -21,164 +23,8 @@
 
 #include "common.pb-c.h"
 #include "config.pb-c.h"
+#include "ins_ftrace.h"
 #include "ins_seq.h"
-
-#define D_LOSS "data_loss"
-#define INFO "info"
-#define TRACE "trace"
-#define ANALYSIS "analysis"
-
-const ins_stat_def ins_stat_defs[INS_STAT_COUNT] = {
-    [INS_STAT_BUF_ABI_VIOLATIONS] =
-        {"traced_buf_abi_violations", true, D_LOSS, TRACE, ""},
-    [INS_STAT_BUF_BUFFER_SIZE] =
-        {"traced_buf_buffer_size", true, INFO, TRACE, ""},
-    [INS_STAT_BUF_BYTES_OVERWRITTEN] =
-        {"traced_buf_bytes_overwritten", true, INFO, TRACE, ""},
-    [INS_STAT_BUF_BYTES_READ] =
-        {"traced_buf_bytes_read", true, INFO, TRACE, ""},
-    [INS_STAT_BUF_BYTES_FILTERED_OUT] =
-        {"traced_buf_bytes_filtered_out", true, INFO, TRACE,
-         "Bytes the trace filter removed from this buffer (service packets "
-         "are filtered too, so not exactly input minus output)."},
-    [INS_STAT_BUF_BYTES_WRITTEN] =
-        {"traced_buf_bytes_written", true, INFO, TRACE, ""},
-    [INS_STAT_BUF_CLONE_DONE_TIMESTAMP_NS] =
-        {"traced_buf_clone_done_timestamp_ns", true, INFO, TRACE,
-         "When cloning this buffer finished."},
-    [INS_STAT_BUF_CHUNKS_DISCARDED] =
-        {"traced_buf_chunks_discarded", true, INFO, TRACE, ""},
-    [INS_STAT_BUF_CHUNKS_OVERWRITTEN] =
-        {"traced_buf_chunks_overwritten", true, INFO, TRACE, ""},
-    [INS_STAT_BUF_CHUNKS_READ] =
-        {"traced_buf_chunks_read", true, INFO, TRACE, ""},
-    [INS_STAT_BUF_CHUNKS_RELOCATED] =
-        {"traced_buf_chunks_relocated", true, INFO, TRACE,
-         "TraceBufferV2 only: scraped chunks, already fully read, moved to "
-         "the write position instead of being rewritten in place."},
-    [INS_STAT_BUF_CHUNKS_REWRITTEN] =
-        {"traced_buf_chunks_rewritten", true, INFO, TRACE, ""},
-    [INS_STAT_BUF_CHUNKS_WRITTEN] =
-        {"traced_buf_chunks_written", true, INFO, TRACE, ""},
-    [INS_STAT_BUF_CHUNKS_COMMITTED_OUT_OF_ORDER] =
-        {"traced_buf_chunks_committed_out_of_order", true, INFO, TRACE, ""},
-    [INS_STAT_BUF_PADDING_BYTES_CLEARED] =
-        {"traced_buf_padding_bytes_cleared", true, INFO, TRACE, ""},
-    [INS_STAT_BUF_PADDING_BYTES_WRITTEN] =
-        {"traced_buf_padding_bytes_written", true, INFO, TRACE, ""},
-    [INS_STAT_BUF_PATCHES_FAILED] =
-        {"traced_buf_patches_failed", true, D_LOSS, TRACE,
-         "Patches that found no chunk to apply to: possible loss in this "
-         "buffer (expected on a DISCARD buffer once it is full)."},
-    [INS_STAT_BUF_PATCHES_SUCCEEDED] =
-        {"traced_buf_patches_succeeded", true, INFO, TRACE, ""},
-    [INS_STAT_BUF_READAHEADS_FAILED] =
-        {"traced_buf_readaheads_failed", true, INFO, TRACE, ""},
-    [INS_STAT_BUF_READAHEADS_SUCCEEDED] =
-        {"traced_buf_readaheads_succeeded", true, INFO, TRACE, ""},
-    [INS_STAT_BUF_TRACE_WRITER_PACKET_LOSS] =
-        {"traced_buf_trace_writer_packet_loss", true, D_LOSS, TRACE,
-         "Packet loss the producers' trace writers signalled, including "
-         "loss before a ring buffer's kept window or past a full DISCARD "
-         "buffer."},
-    [INS_STAT_BUF_WRITE_WRAP_COUNT] =
-        {"traced_buf_write_wrap_count", true, INFO, TRACE, ""},
-    [INS_STAT_BUF_SEQUENCE_PACKET_LOSS] =
-        {"traced_buf_sequence_packet_loss", true, D_LOSS, ANALYSIS,
-         "Places where a sequence of this buffer lost packets (one per run "
-         "of consecutive lost packets), from previous_packet_dropped."},
-    [INS_STAT_BUF_INCREMENTAL_SEQUENCES_DROPPED] =
-        {"traced_buf_incremental_sequences_dropped", true, D_LOSS, ANALYSIS,
-         "Sequences of this buffer whose every packet needing incremental "
-         "state was dropped because that state was never valid (clear it "
-         "periodically, or more often)."},
-    [INS_STAT_BUF_DATA_LOSS_READ_GAP] =
-        {"traced_buf_data_loss_read_gap", true, D_LOSS, TRACE,
-         "Loss attributed to a gap seen while reading the buffer."},
-    [INS_STAT_BUF_DATA_LOSS_CHUNK_CORRUPTED] =
-        {"traced_buf_data_loss_chunk_corrupted", true, D_LOSS, TRACE,
-         "Loss attributed to a corrupted chunk."},
-    [INS_STAT_BUF_DATA_LOSS_ORPHAN_CONTINUATION] =
-        {"traced_buf_data_loss_orphan_continuation", true, D_LOSS, TRACE,
-         "Loss attributed to a fragment continuation without its start."},
-    [INS_STAT_BUF_DATA_LOSS_REASSEMBLY_GAP] =
-        {"traced_buf_data_loss_reassembly_gap", true, D_LOSS, TRACE,
-         "Loss attributed to a gap while reassembling a fragmented packet."},
-    [INS_STAT_BUF_DATA_LOSS_REASSEMBLY_BROKEN_CHAIN] =
-        {"traced_buf_data_loss_reassembly_broken_chain", true, D_LOSS, TRACE,
-         "Loss attributed to a broken fragment chain."},
-    [INS_STAT_BUF_DATA_LOSS_OVERWRITE] =
-        {"traced_buf_data_loss_overwrite", true, D_LOSS, TRACE,
-         "Loss attributed to unread data overwritten in the ring buffer."},
-    [INS_STAT_BUF_DATA_LOSS_WRITER_ABORT] =
-        {"traced_buf_data_loss_writer_abort", true, D_LOSS, TRACE,
-         "Loss attributed to a writer that aborted a packet."},
-    [INS_STAT_BUF_DATA_LOSS_SMB_FULL] =
-        {"traced_buf_data_loss_smb_full", true, D_LOSS, TRACE,
-         "Loss the producer attributed to a full shared memory buffer."},
-    [INS_STAT_CLONE_STARTED_TIMESTAMP_NS] =
-        {"traced_clone_started_timestamp_ns", false, INFO, TRACE,
-         "When the clone of the session started."},
-    [INS_STAT_CLONE_TRIGGER_TIMESTAMP_NS] =
-        {"traced_clone_trigger_timestamp_ns", false, INFO, TRACE,
-         "When the trigger that caused the clone fired."},
-    [INS_STAT_CHUNKS_DISCARDED] =
-        {"traced_chunks_discarded", false, INFO, TRACE, ""},
-    [INS_STAT_DATA_SOURCES_REGISTERED] =
-        {"traced_data_sources_registered", false, INFO, TRACE, ""},
-    [INS_STAT_DATA_SOURCES_SEEN] =
-        {"traced_data_sources_seen", false, INFO, TRACE, ""},
-    [INS_STAT_FINAL_FLUSH_FAILED] =
-        {"traced_final_flush_failed", false, D_LOSS, TRACE, ""},
-    [INS_STAT_FINAL_FLUSH_SUCCEEDED] =
-        {"traced_final_flush_succeeded", false, INFO, TRACE, ""},
-    [INS_STAT_FLUSHES_FAILED] =
-        {"traced_flushes_failed", false, D_LOSS, TRACE, ""},
-    [INS_STAT_FLUSHES_REQUESTED] =
-        {"traced_flushes_requested", false, INFO, TRACE, ""},
-    [INS_STAT_FLUSHES_SUCCEEDED] =
-        {"traced_flushes_succeeded", false, INFO, TRACE, ""},
-    [INS_STAT_PATCHES_DISCARDED] =
-        {"traced_patches_discarded", false, INFO, TRACE, ""},
-    [INS_STAT_PRODUCERS_CONNECTED] =
-        {"traced_producers_connected", false, INFO, TRACE, ""},
-    [INS_STAT_PRODUCERS_SEEN] =
-        {"traced_producers_seen", false, INFO, TRACE, ""},
-    [INS_STAT_TOTAL_BUFFERS] =
-        {"traced_total_buffers", false, INFO, TRACE, ""},
-    [INS_STAT_TRACING_SESSIONS] =
-        {"traced_tracing_sessions", false, INFO, TRACE, ""},
-    [INS_STAT_PACKET_SKIPPED_INCREMENTAL_INVALID] =
-        {"packet_skipped_seq_needs_incremental_state_invalid", false,
-         "notice", ANALYSIS,
-         "Packets that needed incremental state while their sequence had "
-         "none valid (after a loss, or before the first clear): skipped."},
-};
-
-/* DataLossReason bit -> name; bits 2..256 are the 8 cause stats in order. */
-static const char *const LOSS_BIT_NAMES[] = {
-    "present", "read_gap", "chunk_corrupted", "orphan_continuation",
-    "reassembly_gap", "reassembly_broken_chain", "overwrite",
-    "writer_abort", "smb_full"};
-
-char *ins_loss_reasons(uint32_t bits, char *out, size_t outlen)
-{
-    size_t n = 0;
-    out[0] = '\0';
-    for (unsigned b = 0; b < 9; b++) {
-        if (!(bits & (1u << b)))
-            continue;
-        int w = snprintf(out + n, outlen - n, "%s%s", n ? "," : "",
-                         LOSS_BIT_NAMES[b]);
-        if (w < 0 || (size_t)w >= outlen - n)
-            return out;
-        n += (size_t)w;
-    }
-    uint32_t unknown = bits & ~0x1ffu;
-    if (unknown)
-        snprintf(out + n, outlen - n, "%s0x%" PRIx32, n ? "," : "", unknown);
-    return out;
-}
 
 /* One derived bucket (a buffer index) while applying a TraceStats. */
 typedef struct bucket {
@@ -205,6 +51,14 @@ struct ins_tracker {
                                    finish */
     size_t loss_len;
     size_t nbuckets, bucket_cap;
+    /* The last trace_config (for ins_tracker_finish). */
+    bool cfg_seen, cfg_write_into_file;
+    uint32_t cfg_file_write_period_ms, cfg_flush_period_ms;
+    size_t cfg_nbuffers;
+    int64_t service_major;      /* -1: unknown */
+    int64_t *overwritten;       /* traced_buf_bytes_overwritten[idx] */
+    size_t n_overwritten;
+    ins_ftrace *ftrace;         /* ftrace_* stats (ins_ftrace.h) */
 };
 
 int ins_tracker_create(ins_db *db, bool packet_rows, ins_tracker **out)
@@ -214,6 +68,12 @@ int ins_tracker_create(ins_db *db, bool packet_rows, ins_tracker **out)
         return -ENOMEM;
     t->db = db;
     t->packet_rows = packet_rows;
+    t->service_major = -1;
+    t->ftrace = ins_ftrace_create(db);
+    if (t->ftrace == NULL) {
+        free(t);
+        return -ENOMEM;
+    }
     ins_seq_table_init(&t->seqs);
     *out = t;
     return 0;
@@ -225,6 +85,8 @@ void ins_tracker_destroy(ins_tracker *t)
         return;
     ins_seq_table_free(&t->seqs);
     free(t->buckets);
+    free(t->overwritten);
+    ins_ftrace_destroy(t->ftrace);
     free(t->loss_blob);
     free(t);
 }
@@ -233,7 +95,7 @@ void ins_tracker_destroy(ins_tracker *t)
  * (shmtrace_sequence_loss, protos/common.proto): packet_loss rows and
  * sequence.lost_packets / lost_bytes / producer_counts_known. Traces
  * without it (Perfetto's service) leave those NULL: unknown, not 0. */
-int ins_tracker_finish(ins_tracker *t)
+static int finish_loss(ins_tracker *t)
 {
     if (t->loss_blob == NULL)
         return 0;
@@ -286,7 +148,7 @@ int ins_tracker_start(ins_tracker *t)
         if (stat_set(t, (ins_stat_id)i, false, 0, 0, false) != 0)
             return -EIO;
     }
-    return 0;
+    return ins_ftrace_start(t->ftrace);
 }
 
 static bucket *bucket_get(ins_tracker *t, int32_t idx)
@@ -371,8 +233,19 @@ static int apply_trace_stats(ins_tracker *t,
              PERFETTO__PROTOS__TRACE_STATS__FINAL_FLUSH_OUTCOME__FINAL_FLUSH_FAILED)
         rc |= stat_set(t, INS_STAT_FINAL_FLUSH_FAILED, false, 0, 1, true);
 
+    if (ts->n_buffer_stats > t->n_overwritten) {
+        int64_t *no = realloc(t->overwritten,
+                              ts->n_buffer_stats * sizeof(*no));
+        if (no == NULL)
+            return -ENOMEM;
+        memset(no + t->n_overwritten, 0,
+               (ts->n_buffer_stats - t->n_overwritten) * sizeof(*no));
+        t->overwritten = no;
+        t->n_overwritten = ts->n_buffer_stats;
+    }
     for (size_t b = 0; b < ts->n_buffer_stats && rc == 0; b++) {
         const uint8_t *bs = (const uint8_t *)ts->buffer_stats[b];
+        t->overwritten[b] = (int64_t)ts->buffer_stats[b]->bytes_overwritten;
         for (size_t f = 0; f < sizeof(BUFFER_FIELDS) / sizeof(*BUFFER_FIELDS);
              f++) {
             uint64_t v;
@@ -445,6 +318,18 @@ static int apply_trace_config(ins_tracker *t, const ins_packet *p)
         rc = ins_db_put_buffer_config(t->db, (int64_t)i, b->size_kb, policy,
                                       mode);
     }
+    /* Trace processor's config checks (ins_stats.h). */
+    t->cfg_seen = true;
+    t->cfg_write_into_file = tc->write_into_file;
+    t->cfg_file_write_period_ms = tc->file_write_period_ms;
+    t->cfg_flush_period_ms = tc->flush_period_ms;
+    t->cfg_nbuffers = tc->n_buffers;
+    for (size_t i = 0; i < tc->n_buffers && rc == 0 && tc->write_into_file;
+         i++)
+        if (tc->buffers[i]->fill_policy ==
+            PERFETTO__PROTOS__TRACE_CONFIG__BUFFER_CONFIG__FILL_POLICY__DISCARD)
+            rc = stat_set(t, INS_STAT_CONFIG_WRITE_INTO_FILE_DISCARD, true,
+                          (int64_t)i, 1, true);
     if (rc == 0)
         rc = ins_db_info_int(t->db, "write_into_file", tc->write_into_file);
     if (rc == 0 && tc->has_duration_ms)
@@ -499,6 +384,7 @@ static int apply_service_event(ins_tracker *t, const ins_packet *p,
 static int on_packet(ins_tracker *t, const ins_packet *p,
                      const Perfetto__Protos__TraceStats *ts_msg, char *err,
                      size_t errlen);
+static void apply_system_info(ins_tracker *t, const ins_packet *p);
 
 static int packet_row(ins_tracker *t, const ins_packet *p)
 {
@@ -618,6 +504,16 @@ static int on_packet(ins_tracker *t, const ins_packet *p,
         goto loss_row;
     }
 
+    /* ftrace stats: trace processor takes them at tokenization. */
+    if (p->ftrace_stats.present &&
+        (rc = ins_ftrace_stats(t->ftrace, p->seq_id, p->ftrace_stats.data,
+                               p->ftrace_stats.len)) != 0)
+        return rc;
+    if (p->ftrace_bundle.present &&
+        (rc = ins_ftrace_bundle(t->ftrace, p->ftrace_bundle.data,
+                                p->ftrace_bundle.len)) != 0)
+        return rc;
+
     /* Trace processor's sequence-scoped state. */
     first_seen = !s->tp_seen;
     s->tp_seen = true;
@@ -658,6 +554,8 @@ static int on_packet(ins_tracker *t, const ins_packet *p,
     }
     if (p->trace_config.present && (rc = apply_trace_config(t, p)) != 0)
         return rc;
+    if (p->system_info.present)
+        apply_system_info(t, p);
     int64_t ts = p->has_timestamp ? (int64_t)p->timestamp : t->latest_ts;
     if (p->service_event.present &&
         (rc = apply_service_event(t, p, ts)) != 0)
@@ -689,6 +587,76 @@ loss_row:
             return rc;
     }
     return 0;
+}
+
+/* SystemInfo.tracing_service_version (field 4): "Perfetto vNN.M-...". */
+static void apply_system_info(ins_tracker *t, const ins_packet *p)
+{
+    const uint8_t *q = p->system_info.data;
+    const uint8_t *end = q + p->system_info.len;
+    while (q < end) {
+        uint64_t tag, v;
+        if (ins_varint(&q, end, &tag) != 0)
+            return;
+        unsigned wt = (unsigned)(tag & 7);
+        if (wt == 0) {
+            if (ins_varint(&q, end, &v) != 0)
+                return;
+        } else if (wt == 2) {
+            if (ins_varint(&q, end, &v) != 0 || v > (uint64_t)(end - q))
+                return;
+            if (tag >> 3 == 4) {
+                static const char prefix[] = "Perfetto v";
+                size_t n = (size_t)v, k = sizeof(prefix) - 1;
+                int64_t major = -1;
+                if (n > k && memcmp(q, prefix, k) == 0) {
+                    int64_t m = 0;
+                    size_t i = k;
+                    while (i < n && q[i] >= '0' && q[i] <= '9' &&
+                           m < 100000000)
+                        m = m * 10 + (q[i++] - '0');
+                    /* Digits then '.' or '-', as trace processor wants. */
+                    if (i > k && i < n && (q[i] == '.' || q[i] == '-'))
+                        major = m;
+                }
+                t->service_major = major;
+            }
+            q += v;
+        } else if (wt == 1 || wt == 5) {
+            size_t n = wt == 1 ? 8 : 4;
+            if ((size_t)(end - q) < n)
+                return;
+            q += n;
+        } else {
+            return;
+        }
+    }
+}
+
+/* Trace processor's end-of-trace config checks (ins_stats.h). */
+static int finish_config(ins_tracker *t)
+{
+    if (!t->cfg_seen || !t->cfg_write_into_file)
+        return 0;
+    int rc = 0;
+    if (t->cfg_file_write_period_ms < 24u * 60 * 60 * 1000) {
+        for (size_t i = 0; i < t->cfg_nbuffers && i < t->n_overwritten &&
+                           rc == 0; i++)
+            if (t->overwritten[i] > 0)
+                rc = stat_set(t, INS_STAT_LONG_TRACE_MODE_BYTES_OVERWRITTEN,
+                              true, (int64_t)i, t->overwritten[i], false);
+    }
+    if (rc == 0 && t->cfg_flush_period_ms == 0 &&
+        (t->service_major < 0 || t->service_major < 54))
+        rc = stat_set(t, INS_STAT_CONFIG_WRITE_INTO_FILE_NO_FLUSH, false, 0,
+                      1, true);
+    return rc ? -EIO : 0;
+}
+
+int ins_tracker_finish(ins_tracker *t)
+{
+    int rc = finish_config(t);
+    return rc ? rc : finish_loss(t);
 }
 
 int ins_tracker_flush(ins_tracker *t)

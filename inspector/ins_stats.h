@@ -24,6 +24,15 @@
  *    compressed_packets only gets its own rows: the packets inside are fed
  *    in after it, as trace processor does; zstd_compressed_packets cannot
  *    be expanded here and are counted in trace_info.compressed_packets_skipped.
+ *  - Config checks (trace processor's ParseTraceConfig and end of trace):
+ *    each trace_config with write_into_file increments
+ *    config_write_into_file_discard[i] for every DISCARD buffer i. At the
+ *    end, with the last trace_config seen: if write_into_file and
+ *    file_write_period_ms < 1 day, long_trace_mode_bytes_overwritten[i] =
+ *    traced_buf_bytes_overwritten[i] for each configured buffer where that
+ *    is > 0; if write_into_file, no flush_period_ms and the service's major
+ *    version (SystemInfo.tracing_service_version "Perfetto vNN...") is
+ *    unknown or < 54, config_write_into_file_no_flush = 1.
  *  - Service-event stats (clone timestamps) use the packet's raw timestamp
  *    (BOOTTIME = trace time for the service's packets; a packet without one
  *    uses the latest timestamp seen, as trace processor does).
@@ -92,6 +101,9 @@ typedef enum ins_stat_id {
     INS_STAT_TRACED_COUNT, /* 47: the traced_* stats end here */
     /* trace processor stats outside traced_* that the same logic yields */
     INS_STAT_PACKET_SKIPPED_INCREMENTAL_INVALID = INS_STAT_TRACED_COUNT,
+    INS_STAT_CONFIG_WRITE_INTO_FILE_NO_FLUSH,
+    INS_STAT_CONFIG_WRITE_INTO_FILE_DISCARD,
+    INS_STAT_LONG_TRACE_MODE_BYTES_OVERWRITTEN,
     INS_STAT_COUNT
 } ins_stat_id;
 
@@ -127,7 +139,9 @@ int ins_tracker_on_packet(ins_tracker *t, const ins_packet *p, char *err,
 
 /* Write pending sequence rows and in-memory counters (before a commit). */
 int ins_tracker_flush(ins_tracker *t);
-/* At the end: exact loss accounting rows (packet_loss, sequence.lost_*). */
+/* At the end, once, after the last ins_tracker_flush: the stats trace
+ * processor derives once every packet is in (config checks above), and
+ * exact loss accounting rows (packet_loss, sequence.lost_*). */
 int ins_tracker_finish(ins_tracker *t);
 
 /* Packets with compressed_packets/zstd_compressed_packets seen. */

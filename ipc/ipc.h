@@ -224,25 +224,71 @@ typedef enum ipc_sock_kind {
     IPC_SOCK_CONSUMER = 1
 } ipc_sock_kind;
 
-/* Resolve the socket name, first match wins:
+/* Default socket directories (ipc_sock.c has the reasoning):
+ *   root (euid 0):  IPC_SYSTEM_SOCK_DIR, a directory only root can write
+ *                   ($SHMTRACE_SYSTEM_SOCK_DIR replaces it, for tests);
+ *   any other user: $XDG_RUNTIME_DIR when it is an absolute path to a
+ *                   directory of that user that nobody else can write, else
+ *                   /tmp/shmtrace-<uid>, created mode 0700. */
+#define IPC_SYSTEM_SOCK_DIR "/run/shmtrace"
+#define IPC_SYSTEM_SOCK_DIR_ENV "SHMTRACE_SYSTEM_SOCK_DIR"
+
+/* Client side: resolve the socket name, first match wins:
  *   1. override (a --flag value) if non-NULL and non-empty;
  *   2. $PERFETTO_PRODUCER_SOCK_NAME / $PERFETTO_CONSUMER_SOCK_NAME;
- *   3. $XDG_RUNTIME_DIR/shmtrace-{producer,consumer}.sock if XDG_RUNTIME_DIR
- *      is an absolute path naming a directory;
- *   4. /tmp/shmtrace-{producer,consumer}.sock.
+ *   3. root: <system dir>/shmtrace-{producer,consumer}.sock;
+ *      others: the socket in their own default directory if it exists,
+ *      else the system one if that exists, else their own.
  * A name starting with '@' is a Linux abstract socket (as in Perfetto).
  * -ENAMETOOLONG if it does not fit sockaddr_un (or out_len). */
 int ipc_sock_path(ipc_sock_kind kind, const char *override, char *out,
                   size_t out_len);
+/* Service side: the name a daemon of this euid listens on: override, the
+ * environment, else the socket in its default directory (see above), which
+ * is created if missing and must then be a directory owned by the euid
+ * that neither group nor others can write (else -EPERM: someone may have
+ * squatted it). err (if errlen) gets a message on failure. */
+int ipc_sock_service_path(ipc_sock_kind kind, const char *override,
+                          char *out, size_t out_len, char *err,
+                          size_t errlen);
 /* Bind and listen on path with the given mode (0660 producer, 0600
- * consumer). If path exists: a live listener answers connect() -> refuse
- * with -EADDRINUSE; otherwise the stale socket is unlinked and replaced.
- * Refuses (-EEXIST) to unlink something that is not a socket. Returns a
- * non-blocking close-on-exec fd, or a negative errno. */
+ * consumer). The socket is created with that mode (umask), never chmod()ed
+ * by name afterwards. If path exists: a live listener answers connect() ->
+ * refuse with -EADDRINUSE; otherwise the stale socket is unlinked and
+ * replaced. Refuses (-EEXIST) to unlink something that is not a socket.
+ * Returns a non-blocking close-on-exec fd, or a negative errno. */
 int ipc_sock_listen(const char *path, mode_t mode);
 /* Connect to path; returns a connected, non-blocking, close-on-exec fd or a
- * negative errno (-ENOENT / -ECONNREFUSED: no service). */
+ * negative errno (-ENOENT / -ECONNREFUSED: no service). No trust check:
+ * see ipc_sock_check_peer(). */
 int ipc_sock_connect(const char *path);
+/* The client's trust rule: the process that listens at the other end of a
+ * connected socket (SO_PEERCRED) must be root or our own euid. 0 if so,
+ * -EPERM if not (*peer_uid, if non-NULL, gets its uid either way), or the
+ * getsockopt error. ipc_client_connect() applies it. */
+int ipc_sock_check_peer(int fd, uid_t *peer_uid);
+/* A message for a failed connect to path (err from ipc_client_connect() or
+ * ipc_sock_connect()); for -EPERM it names the untrusted daemon's uid. */
+void ipc_sock_describe_error(const char *path, int err, char *out,
+                             size_t out_len);
+
+/* ------------------------------------------------------------------ */
+/* Output files (ipc_file.c)                                          */
+/* ------------------------------------------------------------------ */
+
+/* Open path to write a trace into: create it (mode 0600) or truncate an
+ * existing regular file; anything else at path (symlink, directory,
+ * device, FIFO, socket) is refused with -EEXIST and left untouched.
+ * read_back: O_RDWR instead of O_WRONLY. Returns a close-on-exec fd, or a
+ * negative errno with a message in err. */
+int ipc_file_open_output(const char *path, bool read_back, char *err,
+                         size_t errlen);
+/* 0 if fd is a regular file (or /dev/null) open for writing; else a
+ * negative errno and a message naming `what` in err. For fds a client
+ * passes to the service: a FIFO, socket or terminal could block it. */
+int ipc_file_check_fd(int fd, const char *what, char *err, size_t errlen);
+/* "a directory", "a character device", ... for messages. */
+const char *ipc_file_kind(mode_t mode);
 
 /* ------------------------------------------------------------------ */
 /* Host (service side)                                                */
@@ -355,7 +401,9 @@ typedef void (*ipc_reply_fn)(ipc_client *client, int status,
                              const ProtobufCMessage *reply, bool has_more,
                              void *ctx);
 
-/* Connect to path and send BindService(service_name). NULL with *err. */
+/* Connect to path and send BindService(service_name). NULL with *err;
+ * -EPERM when the daemon at path is neither root nor our euid
+ * (ipc_sock_check_peer; ipc_sock_describe_error words it). */
 ipc_client *ipc_client_connect(ipc_loop *loop, const char *path,
                                const char *service_name,
                                const ipc_client_cbs *cbs, void *ctx,

@@ -9,6 +9,10 @@
  * {request_id, reply descriptor, callback}; replies are matched by
  * request_id. Streaming replies keep the record while has_more is set.
  *
+ * Trust: ipc_client_connect() talks only to a daemon that runs as root or
+ * as our own euid (SO_PEERCRED, ipc_sock_check_peer): a socket name another
+ * user took over gets neither our requests nor our data (-EPERM).
+ *
  * Hostile host: replies for unknown request ids are ignored; undecodable
  * reply payloads fail the call with -EBADMSG; method tables are bounded
  * (MAX_METHODS, names copied).
@@ -271,9 +275,13 @@ ipc_client *ipc_client_connect(ipc_loop *loop, const char *path,
                                int *err)
 {
     int fd = ipc_sock_connect(path);
-    if (fd < 0) {
+    int rc = fd < 0 ? fd : ipc_sock_check_peer(fd, NULL);
+    if (rc < 0) {
+        /* Not root's or ours: whoever listens there gets nothing. */
+        if (fd >= 0)
+            close(fd);
         if (err)
-            *err = fd;
+            *err = rc;
         return NULL;
     }
     return ipc_client_create_from_fd(loop, fd, service_name, cbs, ctx, err);

@@ -509,6 +509,9 @@ static void try_connect(void *ctx)
     p->reconnect_timer = 0;
     if (p->stopping || p->client)
         return;
+    /* A default name depends on which daemons run now (ipc_sock_path). */
+    if (!p->path_explicit)
+        ipc_sock_path(IPC_SOCK_PRODUCER, NULL, p->path, sizeof p->path);
     int rc = connect_now(p);
     if (rc < 0)
         lost(p, rc); /* reports and re-arms the timer */
@@ -535,6 +538,7 @@ prod_producer *prod_create(const prod_options *opts, const prod_callbacks *cb,
         p->cb = *cb;
     p->ctx = ctx;
     pthread_mutex_init(&p->mu, NULL);
+    p->path_explicit = p->opts.socket_path && *p->opts.socket_path;
     int rc = ipc_sock_path(IPC_SOCK_PRODUCER, p->opts.socket_path, p->path,
                            sizeof p->path);
     p->producer_name = strdup(p->opts.producer_name ? p->opts.producer_name

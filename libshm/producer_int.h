@@ -52,6 +52,7 @@ struct prod_producer {
     prod_options opts;
     char *producer_name;
     char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
+    bool path_explicit;          /* given in options: never re-resolved */
     prod_callbacks cb;
     void *ctx;
     pthread_t thread;

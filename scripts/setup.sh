@@ -20,9 +20,13 @@ case "$mode" in
     exit 2 ;;
 esac
 
+# libprotobuf32 and libsqlite3-0: what Perfetto's trace_processor_shell needs
+# to run in the interop suite (tests/interop/), when ../shared/perfetto is
+# there; clang (with its sanitizer and libFuzzer runtimes) and llvm (the
+# symbolizer): the TSan and fuzzing runs of .ci/run.
 PKGS="build-essential autoconf automake libtool pkg-config check
 libsqlite3-dev sqlite3 libprotobuf-c-dev protobuf-c-compiler hyperfine
-clang libclang-rt-dev llvm"
+libprotobuf32 libsqlite3-0 clang libclang-rt-dev llvm"
 missing=""
 for p in $PKGS; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" \

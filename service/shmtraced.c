@@ -12,6 +12,7 @@
 
 #include <errno.h>
 #include <getopt.h>
+#include <stdbool.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -29,27 +30,56 @@ static void usage(FILE *f)
 {
     fprintf(f,
 "Usage: shmtraced [--producer-socket PATH] [--consumer-socket PATH]\n"
+"                 [--allow-abstract-sockets] [--no-root-access]\n"
+"                 [--ring-cache MIB]\n"
 "\n"
 "The shmtrace tracing service. Producers connect to the producer socket\n"
 "and write into shared memory; consumers (shmtrace record, perfetto)\n"
 "connect to the consumer socket to start sessions and read traces.\n"
 "\n"
-"  --producer-socket PATH  producer socket (mode 0660)\n"
-"  --consumer-socket PATH  consumer socket (mode 0600)\n"
-"  --ring-cache MIB        keep up to MIB MiB of released trace buffers\n"
-"                          for the next sessions (reclaimable by the\n"
-"                          kernel; default 512, 0 = off)\n"
-"  -h, --help              this help\n"
-"  -V, --version           print the version\n"
+"  --producer-socket PATH    producer socket (mode 0660)\n"
+"  --consumer-socket PATH    consumer socket (mode 0600)\n"
+"  --allow-abstract-sockets  accept '@name' (Linux abstract) socket names.\n"
+"                            WARNING: an abstract socket has no file, so\n"
+"                            no file permission protects it: every local\n"
+"                            user (of this network namespace) can connect,\n"
+"                            and a name nobody holds can be taken by anyone\n"
+"  --no-root-access          root's consumers get only their own sessions,\n"
+"                            like everyone else (default: root may clone\n"
+"                            and see every user's sessions)\n"
+"  --ring-cache MIB          keep up to MIB MiB of released trace buffers\n"
+"                            for the next sessions (reclaimable by the\n"
+"                            kernel; default 512, 0 = off)\n"
+"  -h, --help                this help\n"
+"  -V, --version             print the version\n"
 "\n"
-"Socket names, first match wins: the flag; $PERFETTO_PRODUCER_SOCK_NAME /\n"
-"$PERFETTO_CONSUMER_SOCK_NAME; $XDG_RUNTIME_DIR/shmtrace-{producer,consumer}"
-".sock;\n/tmp/shmtrace-{producer,consumer}.sock. A name starting with '@' is"
-" an\nabstract socket. The daemon refuses to start if another instance owns"
-"\na socket and replaces stale ones. SIGTERM or SIGINT stops it cleanly.\n"
+"Sockets, first match wins: the flag; $PERFETTO_PRODUCER_SOCK_NAME /\n"
+"$PERFETTO_CONSUMER_SOCK_NAME; else shmtrace-{producer,consumer}.sock in a\n"
+"directory only this user can write: as root " IPC_SYSTEM_SOCK_DIR
+" (created 0755),\nas another user $XDG_RUNTIME_DIR, else /tmp/shmtrace-UID "
+"(created 0700).\nThe daemon refuses to start if that directory belongs to "
+"someone else or\nothers can write it, if another instance owns a socket, "
+"and replaces stale\nsockets. Clients (shmtrace, shmtrace-inspect, libshm "
+"producers) talk only to\na daemon running as root or as their own user.\n"
+"\n"
+"Users: a session belongs to the uid of the consumer that started it.\n"
+"Only that uid can clone it (shmtrace clone, live inspection) and\n"
+"GetTraceStats shows a consumer only its own sessions and buffers, plus\n"
+"counts anyone may know (producers, data sources, rejected chunks). A\n"
+"consumer reads, flushes and stops only the session of its connection.\n"
+"Root may reach every session unless --no-root-access.\n"
+"\n"
+"Files: with write_into_file the consumer opens the file itself, with its\n"
+"own rights, and passes the descriptor with EnableTracing (shmtrace record\n"
+"does). A config's output_path is opened by the daemon only for a consumer\n"
+"of the daemon's own uid, and only as a regular file (never a symlink,\n"
+"device or FIFO); anyone else's output_path is refused.\n"
+"\n"
+"SIGTERM or SIGINT stops the daemon cleanly.\n"
 "\n"
 "shmtraced exits 0 after a clean stop and 1 when it cannot start (the\n"
-"message says why: socket in use, path too long, ...).\n"
+"message says why: socket in use, directory not its own, path too long,\n"
+"...).\n"
 "\n" CLI_EXIT_HELP);
 }
 
@@ -74,12 +104,15 @@ int main(int argc, char **argv)
     static const struct option opts[] = {
         {"producer-socket", required_argument, NULL, 'p'},
         {"consumer-socket", required_argument, NULL, 'c'},
+        {"allow-abstract-sockets", no_argument, NULL, 'A'},
+        {"no-root-access", no_argument, NULL, 'R'},
         {"ring-cache", required_argument, NULL, 'r'},
         {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, 'V'},
         {NULL, 0, NULL, 0},
     };
     const char *pflag = NULL, *cflag = NULL;
+    bool allow_abstract = false, root_access = true;
     /* A session's buffers are released at its end; the next session of the
      * same size takes them back already faulted in (tb_mem.c), instead of
      * paying a page fault and the kernel's zeroing per page again. */
@@ -91,6 +124,8 @@ int main(int argc, char **argv)
         switch (o) {
         case 'p': pflag = optarg; break;
         case 'c': cflag = optarg; break;
+        case 'A': allow_abstract = true; break;
+        case 'R': root_access = false; break;
         case 'r':
             errno = 0;
             ring_cache_mib = strtoul(optarg, &end, 10);
@@ -122,15 +157,26 @@ int main(int argc, char **argv)
                 CLI_TRY_HELP("shmtraced"), argv[optind]);
         return CLI_EXIT_USAGE;
     }
-    char ppath[108], cpath[108];
+    char ppath[108], cpath[108], perr[512];
     int rc;
-    if ((rc = ipc_sock_path(IPC_SOCK_PRODUCER, pflag, ppath,
-                            sizeof(ppath))) < 0 ||
-        (rc = ipc_sock_path(IPC_SOCK_CONSUMER, cflag, cpath,
-                            sizeof(cpath))) < 0) {
-        fprintf(stderr, "shmtraced: socket path: %s (use a shorter path)\n",
-                ipc_strerror(rc));
+    if ((rc = ipc_sock_service_path(IPC_SOCK_PRODUCER, pflag, ppath,
+                                    sizeof(ppath), perr, sizeof perr)) < 0 ||
+        (rc = ipc_sock_service_path(IPC_SOCK_CONSUMER, cflag, cpath,
+                                    sizeof(cpath), perr, sizeof perr)) < 0) {
+        if (perr[0])
+            fprintf(stderr, "shmtraced: %s\n", perr);
+        else
+            fprintf(stderr, "shmtraced: socket path: %s%s\n",
+                    ipc_strerror(rc), rc == -ENAMETOOLONG ?
+                    " (use a shorter path)" : "");
         return 1;
+    }
+    if (!allow_abstract && (ppath[0] == '@' || cpath[0] == '@')) {
+        fprintf(stderr, "shmtraced: %s is an abstract socket name, which no "
+                "file permission protects (any local user can connect); "
+                "pass --allow-abstract-sockets to use it anyway\n",
+                ppath[0] == '@' ? ppath : cpath);
+        return CLI_EXIT_USAGE;
     }
     tb_set_ring_cache_limit((size_t)ring_cache_mib << 20);
     signal(SIGPIPE, SIG_IGN);
@@ -163,6 +209,7 @@ int main(int argc, char **argv)
         close(sfd);
         return 1;
     }
+    svc_set_root_access(svc_daemon_service(d), root_access);
     sig_ctx sc = { d, sfd };
     ipc_loop_watch_fd(loop, sfd, POLLIN, on_signal, &sc);
     fprintf(stderr, "shmtraced: producer socket %s, consumer socket %s\n",

@@ -252,7 +252,7 @@ tss *svc_query_state(svc_service *svc, uid_t caller_uid, bool sessions_only)
     }
     for (size_t i = 0; i < svc->nsessions; i++) {
         const svc_session *s = svc->sessions[i];
-        if (caller_uid != 0 && s->consumer_uid != caller_uid)
+        if (!svc__may_access(svc, caller_uid, s))
             continue;
         Perfetto__Protos__TracingServiceState__TracingSession *t =
             malloc(sizeof(*t));

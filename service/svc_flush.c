@@ -164,6 +164,8 @@ void svc__flush_ack(svc_service *svc, svc_producer *p, uint64_t flush_id)
 static void stop_phase(svc_service *svc, svc_session *s)
 {
     bool waiting = false;
+    if (!s->ev_flushed_ns)
+        s->ev_flushed_ns = svc__boottime_ns();  /* the final flush ended */
     for (size_t k = 0; k < s->ninst; k++) {
         svc_instance *in = &s->inst[k];
         if (in->state != SVC_INST_STARTED)
@@ -195,6 +197,9 @@ static void finalize_disable(svc_service *svc, svc_session *s)
     s->stop_deadline_ms = 0;
     svc__scrape_session(svc, s);
     s->state = SVC_SESSION_DISABLED;
+    s->ev_disabled_ns = svc__boottime_ns();
+    if (!s->ev_flushed_ns)
+        s->ev_flushed_ns = s->ev_disabled_ns;
     s->duration_deadline_ms = 0;
     s->next_periodic_flush_ms = 0;
     const char *error = NULL;

@@ -19,8 +19,13 @@
  * in order of first read (svc_seqmap); 1 is the service's own sequence.
  *
  * Everything coming from a producer (descriptors, commits, SMB bytes) is
- * untrusted and is checked here or in the SMB reader before use. The
- * consumer is trusted but its config is still validated (sizes, counts).
+ * untrusted and is checked here or in the SMB reader before use. A
+ * consumer is trusted with its own sessions only: each session carries its
+ * consumer's uid, and clones, stats and session names are confined to that
+ * uid (root may reach every session unless root_access is off); files are
+ * written only through fds the consumer opened itself, or at an
+ * output_path when the consumer is the daemon's own uid. Its config is
+ * still validated (sizes, counts).
  */
 #ifndef SHMTRACE_SVC_INT_H
 #define SHMTRACE_SVC_INT_H
@@ -168,6 +173,10 @@ struct svc_session {
     uint64_t *buf_cloned_ns;     /* each buffer's copy (owned, nbufs) */
     bool emitted_config;         /* first-pass packets sent */
     bool emitted_started, emitted_disabled;
+    /* BOOTTIME (ns) of the TracingServiceEvents, taken when they happen
+     * (trace processor drops ftrace data older than tracing_started);
+     * 0 = not yet. A clone keeps its source's. */
+    uint64_t ev_started_ns, ev_flushed_ns, ev_disabled_ns;
     bool notified_disabled;      /* session_disabled op already called */
     /* flush bookkeeping */
     svc_flush *flushes;
@@ -189,7 +198,9 @@ struct svc_session {
     bool file_full;
     /* triggers, incremental state clearing (svc_trigger.c) */
     svc_trig_state trig;
-    /* Detach/Attach (svc_attach.c): detached sessions have no consumer
+    /* Its consumer's uid (SO_PEERCRED): only that uid (and root, see
+     * root_access) may clone it, query it or see it in stats.
+     * Detach/Attach (svc_attach.c): detached sessions have no consumer
      * and are found again by (consumer_uid, detach_key). */
     uid_t consumer_uid;
     char *detach_key;            /* owned; NULL unless detached */
@@ -239,7 +250,8 @@ struct svc_producer {
 struct svc_service {
     svc_ops ops;
     void *ops_ctx;
-    uid_t uid;
+    uid_t uid;                   /* the daemon's own uid */
+    bool root_access;            /* uid 0 consumers may use any session */
     svc_producer **producers;
     size_t nproducers;
     svc_session **sessions;
@@ -271,7 +283,8 @@ static inline uint64_t svc__boottime_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-/* svc_service.c: the buffer table and error formatting */
+/* svc_service.c: access rule (see root_access), buffer table, errors */
+bool svc__may_access(const svc_service *, uid_t viewer, const svc_session *);
 tb_buffer *svc__buffer(svc_service *, uint32_t buffer_id,
                        svc_session **session_out);
 /* Takes ownership of buf; returns the new global id, or 0 (buf destroyed). */

@@ -3,6 +3,11 @@
  * when the session ends), Disable/Start/Flush/Free, GetTraceStats,
  * CloneSession, and the ReadBuffers pump.
  *
+ * Users: a session belongs to the uid of the consumer that enabled or
+ * cloned it (ipc_conn_uid, SO_PEERCRED); the core confines clones and
+ * stats to what that uid may access. A connection only ever reads, flushes,
+ * stops or frees its own session.
+ *
  * ReadBuffers pump: packets are read in rounds of about SVC_READ_ROUND
  * bytes and packed into ReadBuffersResponse replies of at most
  * SVC_REPLY_BYTES (packets larger than that are split into slices, the last
@@ -98,16 +103,18 @@ static void c_enable(ipc_call *call, const ProtobufCMessage *args, void *vd)
     }
     char err[512] = "";
     cc->enable_call = call;
-    cc->s = svc_session_enable(d->svc, cc, req->trace_config, fd, err,
-                               sizeof(err));
+    /* The session belongs to the consumer's uid (SO_PEERCRED). */
+    cc->s = svc_session_enable_uid(d->svc, cc, ipc_conn_uid(cc->conn),
+                                   req->trace_config, fd, err, sizeof(err));
     if (!cc->s) {
-        fprintf(stderr, "shmtraced: EnableTracing refused: %s\n", err);
+        fprintf(stderr, "shmtraced: EnableTracing refused (consumer uid "
+                "%ld pid %ld): %s\n", (long)ipc_conn_uid(cc->conn),
+                (long)ipc_conn_pid(cc->conn), err);
         svc__send_disabled(cc, err[0] ? err : "EnableTracing failed");
     } else {
-        svc_session_set_consumer_uid(cc->s, ipc_conn_uid(cc->conn));
-        fprintf(stderr, "shmtraced: session %llu started (consumer pid "
-                "%ld)\n", (unsigned long long)svc_session_id(cc->s),
-                (long)ipc_conn_pid(cc->conn));
+        fprintf(stderr, "shmtraced: session %llu started (consumer uid %ld "
+                "pid %ld)\n", (unsigned long long)svc_session_id(cc->s),
+                (long)ipc_conn_uid(cc->conn), (long)ipc_conn_pid(cc->conn));
     }
 }
 
@@ -331,8 +338,9 @@ static void c_stats(ipc_call *call, const ProtobufCMessage *args, void *vd)
 {
     svc_daemon *d = vd;
     svc_cconn *cc = cconn_get(d, call);
-    Perfetto__Protos__TraceStats *st =
-        svc_stats_build(d->svc, cc ? cc->s : NULL);
+    /* Only what this consumer's uid may see (svc_stats_build_for). */
+    Perfetto__Protos__TraceStats *st = cc ?
+        svc_stats_build_for(d->svc, cc->s, ipc_conn_uid(cc->conn)) : NULL;
     if (!st) {
         ipc_call_fail(call);
         return;
@@ -381,7 +389,8 @@ static void c_clone(ipc_call *call, const ProtobufCMessage *args, void *vd)
             return;
         }
     }
-    cc->s = svc_session_clone(d->svc, cc, id, name, err, sizeof(err));
+    cc->s = svc_session_clone_uid(d->svc, cc, ipc_conn_uid(cc->conn), id,
+                                  name, err, sizeof(err));
     r.has_success = true;
     r.success = cc->s != NULL;
     if (!cc->s) {

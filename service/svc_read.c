@@ -12,7 +12,9 @@
  *      previous_packet_dropped);
  *   4. when the pass drained everything: a TraceStats packet.
  * Service packets use sequence 1, trusted_uid = the service's uid,
- * timestamp_clock_id = 6 (BOOTTIME) and a BOOTTIME timestamp.
+ * timestamp_clock_id = 6 (BOOTTIME) and a BOOTTIME timestamp: the time of
+ * reading, except service events, stamped with the time they happened
+ * (trace processor drops ftrace data older than tracing_started).
  *
  * Sequence ids (svc_seqmap): (producer_id << 16 | writer_id) -> 2, 3, ...
  * in order of first use; an open-addressing table (keys are never 0 since
@@ -235,13 +237,18 @@ static int emit_service_packet(svc_scratch *sc,
     return emit(ctx, sc->buf, n);
 }
 
-static int emit_event(const svc_service *svc, svc_scratch *sc, int which,
-                      svc_emit_fn emit, void *ctx)
+/* A service event, stamped when it happened (ev_*_ns), not when read. */
+static int emit_event(const svc_service *svc, const svc_session *s,
+                      svc_scratch *sc, int which, svc_emit_fn emit, void *ctx)
 {
     Perfetto__Protos__TracePacket pk = PERFETTO__PROTOS__TRACE_PACKET__INIT;
     Perfetto__Protos__TracingServiceEvent ev =
         PERFETTO__PROTOS__TRACING_SERVICE_EVENT__INIT;
     service_header(svc, &pk, true);
+    uint64_t at = which <= 2 ? s->ev_started_ns
+                : which == 3 ? s->ev_flushed_ns : s->ev_disabled_ns;
+    if (at)
+        pk.timestamp = at;
     switch (which) {
     case 1:
         ev.event_type_case = SVC_EV(TRACING_STARTED);
@@ -319,8 +326,8 @@ static int emit_first_pass(svc_service *svc, svc_session *s, svc_scratch *sc,
             return rc;
     }
     if (!(b && b->has_disable_service_events && b->disable_service_events)) {
-        if ((rc = emit_event(svc, sc, 1, emit, ctx)) < 0 ||
-            (rc = emit_event(svc, sc, 2, emit, ctx)) < 0)
+        if ((rc = emit_event(svc, s, sc, 1, emit, ctx)) < 0 ||
+            (rc = emit_event(svc, s, sc, 2, emit, ctx)) < 0)
             return rc;
     }
     return 0;
@@ -450,8 +457,8 @@ static int session_read(svc_service *svc, svc_session *s, size_t max_bytes,
     if (s->state == SVC_SESSION_DISABLED && !s->emitted_disabled &&
         !s->is_clone) {
         s->emitted_disabled = true;
-        if (events && ((rc = emit_event(svc, &sc, 3, emit, ctx)) < 0 ||
-                       (rc = emit_event(svc, &sc, 4, emit, ctx)) < 0))
+        if (events && ((rc = emit_event(svc, s, &sc, 3, emit, ctx)) < 0 ||
+                       (rc = emit_event(svc, s, &sc, 4, emit, ctx)) < 0))
             goto out;
     }
     if (s->seqs.next_id == 0)

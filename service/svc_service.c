@@ -40,7 +40,21 @@ svc_service *svc_create(const svc_ops *ops, void *ops_ctx, uid_t uid)
         svc->ops = *ops;
     svc->ops_ctx = ops_ctx;
     svc->uid = uid;
+    svc->root_access = true;
     return svc;
+}
+
+void svc_set_root_access(svc_service *svc, bool root_may_access_all)
+{
+    svc->root_access = root_may_access_all;
+}
+
+bool svc__may_access(const svc_service *svc, uid_t viewer,
+                     const svc_session *s)
+{
+    if (viewer == (uid_t)-1)
+        return false;               /* unknown caller: nothing */
+    return s->consumer_uid == viewer || (viewer == 0 && svc->root_access);
 }
 
 void svc_destroy(svc_service *svc)

@@ -78,6 +78,13 @@ uint64_t svc_now_ms(void);
 svc_service *svc_create(const svc_ops *ops, void *ops_ctx, uid_t service_uid);
 void svc_destroy(svc_service *);   /* NULL ok; closes output files */
 
+/* Isolation between users. A session belongs to the uid of the consumer
+ * that enabled it: only that uid may clone it, see it in stats or reuse
+ * its unique_session_name. A consumer of uid 0 may also reach every other
+ * uid's sessions (Perfetto's rule) unless this is turned off (default on;
+ * shmtraced --root-no-access-to-users turns it off). */
+void svc_set_root_access(svc_service *, bool root_may_access_all);
+
 uint64_t svc_next_deadline_ms(const svc_service *);   /* 0 = none */
 void svc_tick(svc_service *, uint64_t now_ms);
 
@@ -115,7 +122,16 @@ uint8_t *svc_producer_smb(const svc_producer *, size_t *size,
                           size_t *page_size);
 
 /* ---- sessions (svc_session.c) ---- */
-/* out_fd: owned by the session from now on (-1 = none). */
+/* EnableTracing by a consumer of uid `uid`. out_fd: owned by the session
+ * from now on (-1 = none); with write_into_file it must be a regular file
+ * open for writing. Without an fd, config.output_path is opened by the
+ * service only when uid is the service's own uid (the service never
+ * creates files for another user: that user's client opens the file and
+ * passes the fd), and only as a regular file. */
+svc_session *svc_session_enable_uid(svc_service *, void *consumer,
+        uid_t uid, const Perfetto__Protos__TraceConfig *cfg, int out_fd,
+        char *err, size_t errlen);
+/* The same as the service's own uid (tests, embedders). */
 svc_session *svc_session_enable(svc_service *, void *consumer,
         const Perfetto__Protos__TraceConfig *cfg, int out_fd,
         char *err, size_t errlen);
@@ -127,6 +143,14 @@ int svc_session_disable(svc_service *, svc_session *);
 int svc_session_flush(svc_service *, svc_session *, uint32_t timeout_ms,
                       uint64_t flags, uint64_t token);
 void svc_session_free(svc_service *, svc_session *);
+/* CloneSession by a consumer of uid `uid`: only sessions it may access
+ * (svc_set_root_access) are candidates, its own first; anyone else's
+ * session fails exactly like a missing one. */
+svc_session *svc_session_clone_uid(svc_service *, void *consumer, uid_t uid,
+        uint64_t session_id, const char *unique_name, char *err,
+        size_t errlen);
+/* The same for a trusted caller (tests, embedders; never a consumer's
+ * request): no access check; the clone is the service's own uid's. */
 svc_session *svc_session_clone(svc_service *, void *consumer,
         uint64_t session_id, const char *unique_name, char *err,
         size_t errlen);
@@ -204,8 +228,15 @@ int svc_session_write_file(svc_service *, svc_session *);
 
 /* ---- stats (svc_stats.c) ---- */
 /* Caller frees with svc_stats_free. NULL on no memory. With a session,
- * writers not read yet get their sequence id now (writer_stats). */
+ * writers not read yet get their sequence id now (writer_stats). What
+ * anyone may know: producer and data source counts and the service's
+ * reject counters; sessions, buffers and their stats only of sessions the
+ * viewer may access (its session's uid; with no session, the service's
+ * own uid). */
 Perfetto__Protos__TraceStats *svc_stats_build(svc_service *, svc_session *);
+/* The same for a consumer of uid `viewer` (GetTraceStats). */
+Perfetto__Protos__TraceStats *svc_stats_build_for(svc_service *,
+        svc_session *, uid_t viewer);
 void svc_stats_free(Perfetto__Protos__TraceStats *);
 
 #endif /* SHMTRACE_SVC_SERVICE_H */

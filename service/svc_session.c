@@ -33,12 +33,13 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "ipc.h"
 #include "svc_int.h"
 
 
 /* ---------------------------------------------------------------- config */
 
-static int check_config(const svc_service *svc,
+static int check_config(const svc_service *svc, uid_t uid,
         const Perfetto__Protos__TraceConfig *cfg, char *err, size_t errlen)
 {
     if (cfg->n_buffers == 0) {
@@ -119,9 +120,12 @@ static int check_config(const svc_service *svc,
         return -EINVAL;
     }
     if (cfg->unique_session_name && cfg->unique_session_name[0]) {
+        /* Names are per uid: another user's names are neither revealed
+         * nor able to block this one. */
         for (size_t i = 0; i < svc->nsessions; i++) {
             const char *n = svc->sessions[i]->cfg->unique_session_name;
-            if (!svc->sessions[i]->is_clone && n &&
+            if (!svc->sessions[i]->is_clone && svc->sessions[i]->consumer_uid == uid &&
+                n &&
                 strcmp(n, cfg->unique_session_name) == 0) {
                 svc__set_err(err, errlen, "a session with this "
                         "unique_session_name is already running%.0llu%.0llu",
@@ -314,7 +318,7 @@ static void session_destroy(svc_service *svc, svc_session *s)
 }
 
 static svc_session *session_new(svc_service *svc, void *consumer,
-        const Perfetto__Protos__TraceConfig *cfg)
+        uid_t uid, const Perfetto__Protos__TraceConfig *cfg)
 {
     svc_session **g = realloc(svc->sessions,
                               (svc->nsessions + 1) * sizeof(*g));
@@ -326,6 +330,7 @@ static svc_session *session_new(svc_service *svc, void *consumer,
         return NULL;
     s->out_fd = -1;
     s->consumer = consumer;
+    s->consumer_uid = uid;
     s->cfg = copy_config(cfg);
     s->buf_ids = calloc(cfg->n_buffers ? cfg->n_buffers : 1,
                         sizeof(*s->buf_ids));
@@ -351,9 +356,70 @@ static svc_session *session_new(svc_service *svc, void *consumer,
 
 static void session_start(svc_service *svc, svc_session *s);
 
+/* The file of a write_into_file session: the consumer's fd (checked), or
+ * output_path opened by the service for its own uid only. Returns the fd,
+ * -1 when the session writes no file, or -2 on refusal (err set). Closes
+ * out_fd when it is not used. */
+static int session_file(svc_service *svc, uid_t uid,
+        const Perfetto__Protos__TraceConfig *cfg, int out_fd, char *err,
+        size_t errlen)
+{
+    bool to_file = cfg->has_write_into_file && cfg->write_into_file;
+    char msg[400];
+    if (!to_file) {
+        if (out_fd >= 0)
+            close(out_fd);
+        return -1;
+    }
+    if (out_fd >= 0) {
+        if (ipc_file_check_fd(out_fd, "the file passed with EnableTracing",
+                              msg, sizeof msg) < 0) {
+            if (err && errlen)
+                snprintf(err, errlen, "write_into_file: %s (pass a regular "
+                         "file opened for writing)", msg);
+            close(out_fd);
+            return -2;
+        }
+        return out_fd;
+    }
+    if (!cfg->output_path || !cfg->output_path[0]) {
+        svc__set_err(err, errlen, "write_into_file needs an output file (pass "
+                "an fd or set output_path)%.0llu%.0llu", 0, 0);
+        return -2;
+    }
+    if (uid != svc->uid) {
+        /* The daemon (often root) cannot prove that this user may create
+         * that path: it would be creating or truncating it with its own
+         * rights. The client opens the file with the user's rights. */
+        if (err && errlen)
+            snprintf(err, errlen, "output_path %s refused: the service "
+                     "(uid %lu) does not create files for another user "
+                     "(uid %lu); let the client open the file and pass it "
+                     "with EnableTracing (shmtrace record -o FILE does)",
+                     cfg->output_path, (unsigned long)svc->uid,
+                     (unsigned long)uid);
+        return -2;
+    }
+    int fd = ipc_file_open_output(cfg->output_path, false, msg, sizeof msg);
+    if (fd < 0) {
+        if (err && errlen)
+            snprintf(err, errlen, "output_path: %s", msg);
+        return -2;
+    }
+    return fd;
+}
+
 svc_session *svc_session_enable(svc_service *svc, void *consumer,
         const Perfetto__Protos__TraceConfig *cfg, int out_fd, char *err,
         size_t errlen)
+{
+    return svc_session_enable_uid(svc, consumer, svc->uid, cfg, out_fd, err,
+                                  errlen);
+}
+
+svc_session *svc_session_enable_uid(svc_service *svc, void *consumer,
+        uid_t uid, const Perfetto__Protos__TraceConfig *cfg, int out_fd,
+        char *err, size_t errlen)
 {
     if (!cfg) {
         svc__set_err(err, errlen, "EnableTracing without a trace_config"
@@ -362,32 +428,15 @@ svc_session *svc_session_enable(svc_service *svc, void *consumer,
             close(out_fd);
         return NULL;
     }
-    if (check_config(svc, cfg, err, errlen) < 0) {
+    if (check_config(svc, uid, cfg, err, errlen) < 0) {
         if (out_fd >= 0)
             close(out_fd);
         return NULL;
     }
-    bool to_file = cfg->has_write_into_file && cfg->write_into_file;
-    if (to_file && out_fd < 0 && cfg->output_path && cfg->output_path[0]) {
-        out_fd = open(cfg->output_path, O_WRONLY | O_CREAT | O_TRUNC |
-                      O_CLOEXEC | O_NOFOLLOW, 0600);
-        if (out_fd < 0) {
-            if (err && errlen)
-                snprintf(err, errlen, "cannot open output_path %s: %s",
-                         cfg->output_path, strerror(errno));
-            return NULL;
-        }
-    }
-    if (to_file && out_fd < 0) {
-        svc__set_err(err, errlen, "write_into_file needs an output file (pass "
-                "an fd or set output_path)%.0llu%.0llu", 0, 0);
+    out_fd = session_file(svc, uid, cfg, out_fd, err, errlen);
+    if (out_fd == -2)
         return NULL;
-    }
-    if (!to_file && out_fd >= 0) {
-        close(out_fd);
-        out_fd = -1;
-    }
-    svc_session *s = session_new(svc, consumer, cfg);
+    svc_session *s = session_new(svc, consumer, uid, cfg);
     if (!s) {
         svc__set_err(err, errlen, "out of memory%.0llu%.0llu", 0, 0);
         if (out_fd >= 0)
@@ -463,6 +512,7 @@ static void session_start(svc_service *svc, svc_session *s)
     s->start_realtime_ns = (uint64_t)rt.tv_sec * 1000000000u +
                            (uint64_t)rt.tv_nsec;
     s->state = SVC_SESSION_STARTED;
+    s->ev_started_ns = svc__boottime_ns();
     for (size_t i = 0; i < svc->nproducers; i++)
         match_producer(svc, s, svc->producers[i], NULL);
     if (svc->ops.session_started)
@@ -515,39 +565,70 @@ void svc_session_free(svc_service *svc, svc_session *s)
 
 /* ---------------------------------------------------------------- clone */
 
+static svc_session *clone_impl(svc_service *svc, void *consumer, uid_t uid,
+        bool trusted, uint64_t session_id, const char *unique_name,
+        char *err, size_t errlen);
+
 svc_session *svc_session_clone(svc_service *svc, void *consumer,
         uint64_t session_id, const char *unique_name, char *err,
         size_t errlen)
 {
-    svc_session *src = NULL;
-    for (size_t i = 0; i < svc->nsessions; i++) {
-        svc_session *s = svc->sessions[i];
-        if (s->is_clone)
-            continue;
-        if (unique_name && unique_name[0]) {
-            if (s->cfg->unique_session_name &&
-                strcmp(s->cfg->unique_session_name, unique_name) == 0)
-                src = s;
-        } else if (s->id == session_id ||
-                   (session_id == UINT64_MAX && !src)) {
-            src = s;
+    return clone_impl(svc, consumer, svc->uid, true, session_id,
+                      unique_name, err, errlen);
+}
+
+/* The session a CloneSession names, among those uid may access: pass 0
+ * looks at uid's own sessions, pass 1 at the others it may reach (root). */
+static svc_session *clone_source(svc_service *svc, uid_t uid, bool trusted,
+        uint64_t session_id, const char *unique_name)
+{
+    for (int pass = 0; pass < 2; pass++) {
+        for (size_t i = 0; i < svc->nsessions; i++) {
+            svc_session *s = svc->sessions[i];
+            if (s->is_clone || (!trusted && !svc__may_access(svc, uid, s)) ||
+                (pass == 0) != (s->consumer_uid == uid))
+                continue;
+            if (unique_name && unique_name[0]) {
+                if (s->cfg->unique_session_name &&
+                    strcmp(s->cfg->unique_session_name, unique_name) == 0)
+                    return s;
+            } else if (s->id == session_id || session_id == UINT64_MAX) {
+                return s;
+            }
         }
     }
+    return NULL;
+}
+
+svc_session *svc_session_clone_uid(svc_service *svc, void *consumer,
+        uid_t uid, uint64_t session_id, const char *unique_name, char *err,
+        size_t errlen)
+{
+    return clone_impl(svc, consumer, uid, false, session_id, unique_name,
+                      err, errlen);
+}
+
+static svc_session *clone_impl(svc_service *svc, void *consumer, uid_t uid,
+        bool trusted, uint64_t session_id, const char *unique_name,
+        char *err, size_t errlen)
+{
+    svc_session *src = clone_source(svc, uid, trusted, session_id,
+                                    unique_name);
     if (!src) {
-        if (unique_name && unique_name[0] && err)
+        /* The same words whether it does not exist or is not yours. */
+        if (err && errlen && unique_name && unique_name[0])
             snprintf(err, errlen, "no tracing session named '%s' to clone "
-                     "(it may have ended; see perfetto --query)",
-                     unique_name);
-        else if (session_id == UINT64_MAX)
-            svc__set_err(err, errlen, "no tracing session to clone%.0llu"
-                    "%.0llu", 0, 0);
-        else
-            svc__set_err(err, errlen, "no tracing session %llu to clone "
-                    "(see perfetto --query)%.0llu", session_id, 0);
+                     "among yours (it may have ended)", unique_name);
+        else if (err && errlen && session_id != UINT64_MAX)
+            snprintf(err, errlen, "no tracing session %llu to clone among "
+                     "yours (it may have ended)",
+                     (unsigned long long)session_id);
+        else if (err && errlen)
+            snprintf(err, errlen, "no tracing session to clone among yours");
         return NULL;
     }
     svc__scrape_session(svc, src);
-    svc_session *s = session_new(svc, consumer, src->cfg);
+    svc_session *s = session_new(svc, consumer, uid, src->cfg);
     if (!s) {
         svc__set_err(err, errlen, "out of memory%.0llu%.0llu", 0, 0);
         return NULL;
@@ -558,6 +639,7 @@ svc_session *svc_session_clone(svc_service *svc, void *consumer,
     s->buf_cloned_ns = calloc(src->nbufs ? src->nbufs : 1, sizeof(uint64_t));
     s->state = SVC_SESSION_DISABLED;
     s->notified_disabled = true;
+    s->ev_started_ns = src->ev_started_ns;
     for (size_t i = 0; i < src->nbufs; i++) {
         tb_buffer *src_buf = svc__buffer(svc, src->buf_ids[i], NULL);
         tb_buffer *b = src_buf ? tb_clone_readonly(src_buf) : NULL;

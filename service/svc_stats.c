@@ -2,8 +2,9 @@
  * svc_stats.c - TraceStats for GetTraceStats and the trace's stats packet.
  *
  * What feeds what (stats-schema.md): buffer_stats = tb_get_stats of every
- * buffer of the session in config order (all sessions' buffers when no
- * session is given); service-wide counters (producers, data sources,
+ * buffer of the session in config order (when no session is given: the
+ * buffers of every session the viewer may access, svc__may_access);
+ * service-wide counters (producers, data sources,
  * sessions, service-level chunk/patch rejects) from svc_service; per
  * session: invalid_packets, flushes_*, final_flush_outcome.
  *
@@ -129,8 +130,21 @@ static void fill_buffer_stats(svc_bstats *o, const tb_stats *t)
 #undef SVC_SET
 }
 
+/* A buffer slot the viewer may see in service-wide figures. */
+static bool slot_visible(const svc_service *svc, const svc_bufslot *b,
+                         uid_t viewer)
+{
+    return b->id && b->session && svc__may_access(svc, viewer, b->session);
+}
+
 Perfetto__Protos__TraceStats *svc_stats_build(svc_service *svc,
                                               svc_session *s)
+{
+    return svc_stats_build_for(svc, s, s ? s->consumer_uid : svc->uid);
+}
+
+Perfetto__Protos__TraceStats *svc_stats_build_for(svc_service *svc,
+        svc_session *s, uid_t viewer)
 {
     Perfetto__Protos__TraceStats *st = calloc(1, sizeof(*st));
     if (!st)
@@ -138,7 +152,8 @@ Perfetto__Protos__TraceStats *svc_stats_build(svc_service *svc,
     perfetto__protos__trace_stats__init(st);
     size_t nb = 0;
     for (size_t i = 0; i < svc->nbufslots; i++)
-        if (svc->bufs[i].id && (!s || svc->bufs[i].session == s))
+        if (s ? svc->bufs[i].id && svc->bufs[i].session == s
+              : slot_visible(svc, &svc->bufs[i], viewer))
             nb++;
     svc_bstats *bs = calloc(nb ? nb : 1, sizeof(*bs));
     svc_bstats **bsp = calloc(nb ? nb : 1, sizeof(*bsp));
@@ -159,8 +174,8 @@ Perfetto__Protos__TraceStats *svc_stats_build(svc_service *svc,
             k++;
         }
     } else {
-        for (size_t i = 0; i < svc->nbufslots; i++) {
-            if (!svc->bufs[i].id)
+        for (size_t i = 0; i < svc->nbufslots && k < nb; i++) {
+            if (!slot_visible(svc, &svc->bufs[i], viewer))
                 continue;
             fill_buffer_stats(&bs[k], tb_get_stats(svc->bufs[i].buf));
             bsp[k] = &bs[k];
@@ -183,9 +198,12 @@ Perfetto__Protos__TraceStats *svc_stats_build(svc_service *svc,
     uint32_t nds = 0;
     for (size_t i = 0; i < svc->nproducers; i++)
         nds += (uint32_t)svc->producers[i]->nds;
-    uint32_t total_buffers = 0;
+    /* Sessions and buffers: only those the viewer may access. */
+    uint32_t total_buffers = 0, nsessions = 0;
     for (size_t i = 0; i < svc->nbufslots; i++)
-        total_buffers += svc->bufs[i].id != 0;
+        total_buffers += slot_visible(svc, &svc->bufs[i], viewer);
+    for (size_t i = 0; i < svc->nsessions; i++)
+        nsessions += svc__may_access(svc, viewer, svc->sessions[i]);
     st->has_producers_connected = true;
     st->producers_connected = (uint32_t)svc->nproducers;
     st->has_producers_seen = true;
@@ -195,7 +213,7 @@ Perfetto__Protos__TraceStats *svc_stats_build(svc_service *svc,
     st->has_data_sources_seen = true;
     st->data_sources_seen = svc->data_sources_seen;
     st->has_tracing_sessions = true;
-    st->tracing_sessions = (uint32_t)svc->nsessions;
+    st->tracing_sessions = nsessions;
     st->has_total_buffers = true;
     st->total_buffers = total_buffers;
     st->has_chunks_discarded = true;

@@ -2,7 +2,9 @@
  * check_cli.c - unit tests of the consumer CLI's library: the text-format
  * TraceConfig parser (tp_parse) incl. bad input, and the trace-file writer
  * (cons_out_*: record framing, loss flag counting, trace_stats capture,
- * malformed packets).
+ * malformed packets), and record's config reading (rcfg_*: text/binary
+ * detection, binary kept byte for byte, Perfetto's string escapes and
+ * typed data-source configs).
  */
 #include "config.h"
 
@@ -16,6 +18,7 @@
 
 #include "cli_parse.h"
 #include "consumer_client.h"
+#include "rec_config.h"
 #include "textproto.h"
 #include "trace.pb-c.h"
 #include "tck_main.h"
@@ -102,6 +105,120 @@ START_TEST(test_textproto_empty_and_escapes)
     c = parse_ok("unique_session_name: \"a\\tb\\x41\\\"\"");
     ck_assert_str_eq(c->unique_session_name, "a\tbA\"");
     protobuf_c_message_free_unpacked(&c->base, NULL);
+}
+END_TEST
+
+START_TEST(test_textproto_perfetto_escapes_and_typed_configs)
+{
+    /* Perfetto's escapes: octal \NNN, \a \b \f \v \?; adjacent strings. */
+    TraceConfig *c = parse_ok(
+        "data_sources { config { name: \"d\"\n"
+        "  legacy_config: \"caf\\303\\251 \\a\\b\\f\\v\\?\" \"!\"\n"
+        "  track_event_config { enabled_categories: \"x\"\n"
+        "                       disable_incremental_timestamps: true }\n"
+        "  ftrace_config { ftrace_events: \"sched/sched_switch\"\n"
+        "    print_filter { rules { atrace_msg { type: \"C\" } allow: true } }\n"
+        "    ksyms_mem_policy: KSYMS_RETAIN }\n"
+        "  for_testing { dummy_fields { field_bytes: \"\\000\\377\"\n"
+        "                               field_sint32: 65 field_float: 0.5 } }\n"
+        "} }\n");
+    const Perfetto__Protos__DataSourceConfig *d = c->data_sources[0]->config;
+    ck_assert_str_eq(d->legacy_config, "caf\303\251 \a\b\f\v?!");
+    ck_assert_str_eq(d->track_event_config->enabled_categories[0], "x");
+    ck_assert(d->track_event_config->disable_incremental_timestamps);
+    ck_assert_uint_eq(d->ftrace_config->n_ftrace_events, 1);
+    ck_assert(d->ftrace_config->print_filter->rules[0]->match_case ==
+              PERFETTO__PROTOS__FTRACE_CONFIG__PRINT_FILTER__RULE__MATCH_ATRACE_MSG);
+    ck_assert_int_eq(d->ftrace_config->ksyms_mem_policy, 2);
+    const Perfetto__Protos__TestConfig__DummyFields *f =
+        d->for_testing->dummy_fields;
+    ck_assert_uint_eq(f->field_bytes.len, 2);
+    ck_assert_uint_eq(f->field_bytes.data[0], 0);
+    ck_assert_uint_eq(f->field_bytes.data[1], 0xff);
+    ck_assert_int_eq(f->field_sint32, 65);
+    protobuf_c_message_free_unpacked(&c->base, NULL);
+    parse_bad("unique_session_name: \"\\400\"", "octal");
+}
+END_TEST
+
+static char *write_tmp(const void *data, size_t len)
+{
+    char *path = strdup("/tmp/check_cli_cfg.XXXXXX");
+    int fd = mkstemp(path);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(write(fd, data, len), (ssize_t)len);
+    close(fd);
+    return path;
+}
+
+START_TEST(test_rcfg_text_binary_detection)
+{
+    char err[512];
+    rcfg rc;
+    /* Text, detected. */
+    static const char text[] = "buffers { size_kb: 64 }\nduration_ms: 5\n";
+    char *tp = write_tmp(text, sizeof text - 1);
+    ck_assert_int_eq(rcfg_load(&rc, tp, false, err, sizeof err), 0);
+    ck_assert(rc.was_text);
+    ck_assert_uint_eq(rc.cfg->buffers[0]->size_kb, 64);
+    rcfg_free(&rc);
+    /* UTF-8 text (a comment with non-ASCII letters): text. */
+    static const char u8[] = "# caf\303\251 \342\202\254\nduration_ms: 9\n";
+    char *up = write_tmp(u8, sizeof u8 - 1);
+    ck_assert_int_eq(rcfg_load(&rc, up, false, err, sizeof err), 0);
+    ck_assert(rc.was_text);
+    ck_assert_uint_eq(rc.cfg->duration_ms, 9);
+    rcfg_free(&rc);
+    unlink(up);
+    free(up);
+    /* Binary: kept byte for byte, even with fields in an unusual order
+     * (duration_ms 3 before buffers 1) that an encoder would reorder. */
+    static const uint8_t bin[] = { 0x18, 0x05, 0x0a, 0x02, 0x08, 0x40 };
+    char *bp = write_tmp(bin, sizeof bin);
+    ck_assert_int_eq(rcfg_load(&rc, bp, false, err, sizeof err), 0);
+    ck_assert(!rc.was_text);
+    ck_assert_uint_eq(rc.cfg->duration_ms, 5);
+    uint8_t *out = NULL;
+    size_t n = 0;
+    ck_assert_int_eq(rcfg_final(&rc, &out, &n), 0);
+    ck_assert_uint_eq(n, sizeof bin);
+    ck_assert_mem_eq(out, bin, n);
+    free(out);
+    /* A flag changed it: re-encoded, with the change. */
+    rc.cfg->duration_ms = 7;
+    rc.modified = true;
+    ck_assert_int_eq(rcfg_final(&rc, &out, &n), 0);
+    Perfetto__Protos__TraceConfig *back =
+        perfetto__protos__trace_config__unpack(NULL, n, out);
+    ck_assert_ptr_nonnull(back);
+    ck_assert_uint_eq(back->duration_ms, 7);
+    ck_assert_uint_eq(back->buffers[0]->size_kb, 64);
+    perfetto__protos__trace_config__free_unpacked(back, NULL);
+    free(out);
+    rcfg_free(&rc);
+    /* --txt on a binary file: a parse error naming the file. */
+    ck_assert_int_lt(rcfg_load(&rc, bp, true, err, sizeof err), 0);
+    ck_assert_ptr_nonnull(strstr(err, bp));
+    /* Non-printable and not protobuf. */
+    static const uint8_t junk[] = { 0x0a, 0xff, 0xff, 0x01 };
+    char *jp = write_tmp(junk, sizeof junk);
+    ck_assert_int_lt(rcfg_load(&rc, jp, false, err, sizeof err), 0);
+    ck_assert_ptr_nonnull(strstr(err, "--txt"));
+    /* Empty, missing. */
+    char *ep = write_tmp("", 0);
+    ck_assert_int_lt(rcfg_load(&rc, ep, false, err, sizeof err), 0);
+    ck_assert_ptr_nonnull(strstr(err, "empty"));
+    ck_assert_int_lt(rcfg_load(&rc, "/nonexistent/c.pb", false, err,
+                               sizeof err), 0);
+    ck_assert_ptr_nonnull(strstr(err, "/nonexistent/c.pb"));
+    unlink(tp);
+    unlink(bp);
+    unlink(jp);
+    unlink(ep);
+    free(tp);
+    free(bp);
+    free(jp);
+    free(ep);
 }
 END_TEST
 
@@ -426,7 +543,9 @@ static Suite *cli_suite(void)
     Suite *s = suite_create("cli");
     TCK_CASE(s, "textproto", test_textproto_full_config,
              test_textproto_empty_and_escapes, test_textproto_errors,
-             test_textproto_garbage_never_crashes);
+             test_textproto_garbage_never_crashes,
+             test_textproto_perfetto_escapes_and_typed_configs,
+             test_rcfg_text_binary_detection);
     TCK_CASE(s, "parse", test_parse_sizes_and_durations);
     TCK_CASE(s, "out", test_out_records_and_flags,
              test_out_trace_stats_captured, test_out_malformed_packets_counted,

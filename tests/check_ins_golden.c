@@ -87,7 +87,9 @@ static int ours(const char *name)
 {
     return strncmp(name, "traced_", 7) == 0 ||
            strcmp(name,
-                  "packet_skipped_seq_needs_incremental_state_invalid") == 0;
+                  "packet_skipped_seq_needs_incremental_state_invalid") == 0 ||
+           strncmp(name, "config_write_into_file_", 23) == 0 ||
+           strcmp(name, "long_trace_mode_bytes_overwritten") == 0;
 }
 
 START_TEST(test_golden_stats_rows)
@@ -211,7 +213,14 @@ START_TEST(test_golden_ring_loss_reasons)
                               "'present,overwrite'"), 28);
     ck_assert_int_eq(ck_q_int(db, -1, NULL, "select count(*) from stats "
                               "where severity = 'data_loss' and value != 0"),
-                     2);
+                     3);
+    /* write_into_file streaming: what the ring overwrote never reached the
+     * file (trace processor's long_trace_mode_bytes_overwritten), and no
+     * flush_period_ms with an unknown service version is an error. */
+    ck_assert_int_eq(ck_stat(db, "long_trace_mode_bytes_overwritten", 0, -2),
+                     557056);
+    ck_assert_int_eq(ck_stat(db, "config_write_into_file_no_flush", -1, -2),
+                     1);
     char policy[32];
     ck_q_text(db, policy, sizeof(policy), "select fill_policy from buffer "
               "where idx = 0");

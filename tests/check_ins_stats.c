@@ -2,7 +2,8 @@
  * check_ins_stats.c - trace processor's stats semantics on traces this
  * test writes itself with protobuf-c: TraceStats values -> the exact stats
  * rows; previous_packet_dropped bitmasks -> derived stats and data_loss
- * rows; incremental state; service events; the buffer and sequence tables.
+ * rows; incremental state; service events; the buffer and sequence tables;
+ * ftrace stats (FtraceStats begin/end, bundles' lost_events).
  * Rules: ../shared/spec/stats-schema.md (and inspector/ins_stats.h).
  */
 #include "check_ins_util.h"
@@ -430,6 +431,109 @@ START_TEST(test_stats_clock_snapshot_packet_skips_stats)
 }
 END_TEST
 
+/* Raw protobuf helpers for the ftrace messages (not in protos/). */
+static size_t put_tag(uint8_t *o, uint32_t field, unsigned wt)
+{
+    return ck_put_varint(o, (uint64_t)field << 3 | wt);
+}
+
+static size_t put_var(uint8_t *o, uint32_t field, uint64_t v)
+{
+    size_t n = put_tag(o, field, 0);
+    return n + ck_put_varint(o + n, v);
+}
+
+static size_t put_dbl(uint8_t *o, uint32_t field, double d)
+{
+    size_t n = put_tag(o, field, 1);
+    memcpy(o + n, &d, 8);   /* little-endian hosts */
+    return n + 8;
+}
+
+static size_t put_len(uint8_t *o, uint32_t field, const uint8_t *d, size_t len)
+{
+    size_t n = put_tag(o, field, 2);
+    n += ck_put_varint(o + n, len);
+    memcpy(o + n, d, len);
+    return n + len;
+}
+
+/* A packet on sequence 7 whose field FIELD holds BODY. */
+static void write_raw(FILE *f, uint32_t field, const uint8_t *body, size_t n)
+{
+    uint8_t extra[512];
+    size_t e = put_len(extra, field, body, n);
+    tpkt p = PERFETTO__PROTOS__TRACE_PACKET__INIT;
+    p.has_trusted_packet_sequence_id = 1;
+    p.trusted_packet_sequence_id = 7;
+    ck_write_packet_extra(f, &p, extra, e);
+}
+
+START_TEST(test_stats_ftrace)
+{
+    session s;
+    s_open(&s);
+    uint8_t cpu[128], msg[256], kp[16];
+    /* START_OF_TRACE: cpu 0, kprobe hits 3, one failed and one unknown
+     * event (setup errors), one zero-data-length parse error. */
+    size_t c = put_var(cpu, 1, 0);
+    c += put_var(cpu + c, 2, 5);            /* entries */
+    c += put_var(cpu + c, 9, 10);           /* read_events */
+    c += put_dbl(cpu + c, 7, 1.5);          /* now_ts, seconds */
+    c += put_dbl(cpu + c, 6, 1e30);         /* oldest_event_ts: clamped */
+    size_t k = put_var(kp, 1, 3);
+    size_t m = put_var(msg, 1, 1);
+    m += put_len(msg + m, 2, cpu, c);
+    m += put_len(msg + m, 10, kp, k);
+    m += put_len(msg + m, 7, (const uint8_t *)"a/b", 3);
+    m += put_len(msg + m, 6, (const uint8_t *)"c/d", 3);
+    m += put_var(msg + m, 9, 12);
+    write_raw(s.f, 34, msg, m);
+    /* A bundle from cpu 1 that lost events. */
+    uint8_t b[16];
+    size_t bn = put_var(b, 1, 1);
+    bn += put_var(b + bn, 3, 1);
+    write_raw(s.f, 1, b, bn);
+    /* END_OF_TRACE: cpu 0 entries 9, read 30, commit_overrun 2; kprobe
+     * hits 7, misses 1 (misses began at 0: no delta). */
+    c = put_var(cpu, 1, 0);
+    c += put_var(cpu + c, 2, 9);
+    c += put_var(cpu + c, 9, 30);
+    c += put_var(cpu + c, 4, 2);
+    k = put_var(kp, 1, 7);
+    k += put_var(kp + k, 2, 1);
+    m = put_var(msg, 1, 2);
+    m += put_len(msg + m, 2, cpu, c);
+    m += put_len(msg + m, 10, kp, k);
+    m += put_len(msg + m, 7, (const uint8_t *)"x/y", 3); /* END: not counted */
+    write_raw(s.f, 34, msg, m);
+    s_inspect(&s);
+    sqlite3 *db = s.conn;
+    ck_assert_int_eq(ck_stat(db, "ftrace_cpu_entries_begin", 0, -1), 5);
+    ck_assert_int_eq(ck_stat(db, "ftrace_cpu_entries_end", 0, -1), 9);
+    ck_assert_int_eq(ck_stat(db, "ftrace_cpu_entries_delta", 0, -1), 4);
+    ck_assert_int_eq(ck_stat(db, "ftrace_cpu_read_events_delta", 0, -1), 20);
+    ck_assert_int_eq(ck_stat(db, "ftrace_cpu_commit_overrun_delta", 0, -1),
+                     2);
+    ck_assert_int_eq(ck_stat(db, "ftrace_cpu_now_ts_begin", 0, -1),
+                     1500000000);
+    ck_assert_int_eq(ck_stat(db, "ftrace_cpu_oldest_event_ts_begin", 0, -1),
+                     INT64_MAX);
+    ck_assert_int_eq(ck_stat(db, "ftrace_kprobe_hits_begin", -1, -1), 3);
+    ck_assert_int_eq(ck_stat(db, "ftrace_kprobe_hits_delta", -1, -1), 4);
+    ck_assert_int_eq(ck_stat(db, "ftrace_kprobe_misses_delta", -1, -1), 0);
+    ck_assert_int_eq(ck_stat(db, "ftrace_setup_errors", -1, -1), 2);
+    ck_assert_int_eq(ck_stat(db,
+                     "ftrace_abi_errors_skipped_zero_data_length", -1, -1), 1);
+    ck_assert_int_eq(ck_stat(db, "ftrace_cpu_has_data_loss", 1, -1), 1);
+    ck_assert_int_eq(rows(&s, "name = 'ftrace_cpu_commit_overrun_delta' and "
+                          "severity = 'error'"), 1);
+    ck_assert_int_eq(rows(&s, "name = 'ftrace_cpu_has_data_loss' and "
+                          "severity = 'data_loss'"), 1);
+    s_close(&s);
+}
+END_TEST
+
 START_TEST(test_stats_buffer_config_and_view)
 {
     session s;
@@ -539,7 +643,8 @@ static Suite *stats_suite(void)
              test_stats_incremental_sequences_dropped,
              test_stats_reason_names);
     TCK_CASE(s, "service_events", test_stats_clone_events);
-    TCK_CASE(s, "tables", test_stats_buffer_config_and_view);
+    TCK_CASE(s, "tables", test_stats_buffer_config_and_view,
+             test_stats_ftrace);
     return s;
 }
 

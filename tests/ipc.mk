@@ -44,3 +44,13 @@ ipc_cli_tests = tests/cli_args.sh tests/cli_smoke.sh tests/cli_files.sh \
 	tests/cli_docs.sh tests/cli_demo.sh tests/cli_install.sh
 dist_check_SCRIPTS += $(ipc_cli_tests)
 TESTS += $(ipc_cli_tests)
+
+# Socket trust rules with a real second uid (issue 10; SKIP unless root).
+check_PROGRAMS += tests/check_ipc_sec
+TESTS += tests/check_ipc_sec
+tests_check_ipc_sec_SOURCES = tests/check_ipc_sec.c
+tests_check_ipc_sec_CPPFLAGS = $(AM_CPPFLAGS) $(IPC_CPPFLAGS)
+tests_check_ipc_sec_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
+tests_check_ipc_sec_LDADD = ipc/libshmtrace_ipc.la protos/libshmtrace_protos.la \
+	$(PROTOBUF_C_LIBS) $(CHECK_LIBS)
+$(tests_check_ipc_sec_OBJECTS): $(PROTO_GEN_H)

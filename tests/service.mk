@@ -54,3 +54,17 @@ tests_svc_consumer_SOURCES = tests/svc_consumer.c
 tests_svc_consumer_CPPFLAGS = $(AM_CPPFLAGS) $(IPC_CPPFLAGS)
 tests_svc_consumer_LDADD = ipc/libshmtrace_ipc.la \
 	protos/libshmtrace_protos.la $(PROTOBUF_C_LIBS)
+
+# Security (issue 10): isolation between users in the core, and the
+# output-file rule; then the attacks, performed by a second uid (setpriv;
+# SKIP unless root), and the legitimate paths next to them.
+check_PROGRAMS += tests/check_svc_users
+tests_check_svc_users_SOURCES = tests/check_svc_users.c
+tests_check_svc_users_CFLAGS = $(svc_test_cflags)
+tests_check_svc_users_LDADD = $(svc_test_ldadd)
+TESTS += tests/check_svc_users
+sec_e2e_tests = tests/e2e_sec_users.sh tests/e2e_sec_sockets.sh \
+	tests/e2e_sec_outputs.sh
+dist_check_SCRIPTS += $(sec_e2e_tests)
+EXTRA_DIST += tests/e2e_sec_lib.sh
+TESTS += $(sec_e2e_tests)

@@ -12,7 +12,9 @@
  * Options: --buffer-kb N (default 4096), --fill ring|discard, --duration-ms
  * N (default 2000), --ds NAME (default shmtrace.synthetic), --flush-timeout-ms
  * N, --wait-data-sources N (poll GetTraceStats until that many data sources
- * are registered before enabling), --file-period-ms N.
+ * are registered before enabling), --file-period-ms N, --output-path PATH
+ * (write_into_file with the config's output_path and no fd: the service is
+ * asked to create PATH itself; e2e_sec_users.sh uses it as an attacker).
  * Exit: 0 ok, 1 service error, 2 usage.
  */
 #include <errno.h>
@@ -194,10 +196,11 @@ int main(int argc, char **argv)
         {"wait-data-sources", required_argument, NULL, 'w'},
         {"file-period-ms", required_argument, NULL, 'p'},
         {"session", required_argument, NULL, 's'},
+        {"output-path", required_argument, NULL, 'P'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
-    const char *out = NULL, *ds = "shmtrace.synthetic";
+    const char *out = NULL, *ds = "shmtrace.synthetic", *opath = NULL;
     uint32_t buffer_kb = 4096, duration = 2000, flush_timeout = 0,
              wait_ds = 0, period = 0;
     int fill = 1;
@@ -220,12 +223,13 @@ int main(int argc, char **argv)
         case 'w': wait_ds = (uint32_t)atol(optarg); break;
         case 'p': period = (uint32_t)atol(optarg); break;
         case 's': session = strtoull(optarg, NULL, 0); break;
+        case 'P': opath = optarg; break;
         case 'h':
             printf("usage: svc_consumer record|clone|stats [--out FILE] "
                    "[--buffer-kb N] [--fill ring|discard] [--duration-ms N]\n"
                    "  [--ds NAME] [--flush-timeout-ms N] "
                    "[--wait-data-sources N] [--file-period-ms N] "
-                   "[--session ID]\n");
+                   "[--session ID] [--output-path PATH]\n");
             return 0;
         default: return 2;
         }
@@ -345,6 +349,14 @@ int main(int argc, char **argv)
         cfg.write_into_file = true;
         cfg.file_write_period_ms = period;
         pass_fd = fd;
+    }
+    if (opath) {
+        /* The service is asked to open the file itself (no fd). */
+        cfg.has_write_into_file = true;
+        cfg.write_into_file = true;
+        cfg.output_path = (char *)opath;
+        pass_fd = -1;
+        period = period ? period : 100;
     }
     req.trace_config = &cfg;
     ipc_client_invoke(c.c, "EnableTracing", &req.base, pass_fd,

@@ -94,6 +94,15 @@ int cli_outfile_commit(cli_outfile *of, char *err, size_t errlen)
         snprintf(err, errlen, "writing %s: %s", of->path, strerror(errno));
     }
     of->fd = -1;
+    /* Checked again: something else may have appeared at FILE meanwhile
+     * (rename would replace that node, not write through it, but only
+     * regular files are ever replaced). */
+    struct stat st;
+    if (rc == 0 && lstat(of->path, &st) == 0 && !S_ISREG(st.st_mode)) {
+        rc = -EEXIST;
+        snprintf(err, errlen, "%s appeared meanwhile and is not a regular "
+                 "file: refused, left alone", of->path);
+    }
     if (rc == 0 && rename(of->tmp, of->path) < 0) {
         rc = -errno;
         snprintf(err, errlen, "cannot rename %s to %s: %s", of->tmp, of->path,

@@ -209,6 +209,112 @@ int cons_enable(cons_client *c, const Perfetto__Protos__TraceConfig *cfg,
     return 0;
 }
 
+int cons_enable_raw(cons_client *c, const uint8_t *cfg, size_t len, int fd)
+{
+    if (c->disconnected)
+        return -ENOTCONN;
+    Perfetto__Protos__EnableTracingRequestRaw r =
+        PERFETTO__PROTOS__ENABLE_TRACING_REQUEST_RAW__INIT;
+    r.has_trace_config = true;
+    r.trace_config.data = (uint8_t *)cfg;
+    r.trace_config.len = len;
+    int64_t rid = ipc_client_invoke(
+        c->ipc, "EnableTracing", &r.base, fd,
+        &perfetto__protos__enable_tracing_response__descriptor,
+        cons__on_enable_reply, c);
+    if (rid < 0)
+        return (int)rid;
+    c->enable_sent = true;
+    c->ended = false;
+    return 0;
+}
+
+typedef struct qss_call {
+    bool done;
+    int status;
+    char **names;
+    size_t n, cap;
+} qss_call;
+
+static void qss_add(qss_call *q, const char *name)
+{
+    for (size_t i = 0; i < q->n; i++)
+        if (!strcmp(q->names[i], name))
+            return;
+    if (q->n == q->cap) {
+        size_t cap = q->cap ? q->cap * 2 : 16;
+        char **nn = realloc(q->names, cap * sizeof *nn);
+        if (!nn)
+            return;
+        q->names = nn;
+        q->cap = cap;
+    }
+    char *d = strdup(name);
+    if (d)
+        q->names[q->n++] = d;
+}
+
+static void on_qss_reply(ipc_client *ic, int status,
+                         const ProtobufCMessage *msg, bool has_more,
+                         void *ctx)
+{
+    (void)ic;
+    qss_call *q = ctx;
+    const Perfetto__Protos__QueryServiceStateResponse *r = (const void *)msg;
+    if (status == 0 && r && r->service_state) {
+        const Perfetto__Protos__TracingServiceState *st = r->service_state;
+        for (size_t i = 0; i < st->n_data_sources; i++) {
+            const Perfetto__Protos__TracingServiceState__DataSource *d =
+                st->data_sources[i];
+            if (d && d->ds_descriptor && d->ds_descriptor->name)
+                qss_add(q, d->ds_descriptor->name);
+        }
+    }
+    if (status < 0)
+        q->status = status;
+    if (!has_more || status < 0)
+        q->done = true;
+}
+
+void cons_free_names(char **names, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        free(names[i]);
+    free(names);
+}
+
+int cons_query_data_sources(cons_client *c, char ***names, size_t *n)
+{
+    *names = NULL;
+    *n = 0;
+    if (c->disconnected)
+        return -ENOTCONN;
+    Perfetto__Protos__QueryServiceStateRequest r =
+        PERFETTO__PROTOS__QUERY_SERVICE_STATE_REQUEST__INIT;
+    qss_call q = { 0 };
+    int64_t rid = ipc_client_invoke(
+        c->ipc, "QueryServiceState", &r.base, -1,
+        &perfetto__protos__query_service_state_response__descriptor,
+        on_qss_reply, &q);
+    if (rid < 0)
+        return (int)rid;
+    int rc = cons__wait_flag(c, &q.done);
+    if (rc == -ETIMEDOUT) {
+        ipc_client_destroy(c->ipc);
+        c->ipc = NULL;
+        c->disconnected = true;
+    }
+    if (rc == 0)
+        rc = q.status == -ECONNRESET ? -ENOTCONN : q.status;
+    if (rc < 0) {
+        cons_free_names(q.names, q.n);
+        return rc;
+    }
+    *names = q.names;
+    *n = q.n;
+    return 0;
+}
+
 bool cons_ended(const cons_client *c, const char **error)
 {
     if (error)
@@ -644,7 +750,10 @@ int cons_clone_to_file(const char *socket_override, uint64_t session_id,
     if (!c) {
         char sock[108] = "";
         ipc_sock_path(IPC_SOCK_CONSUMER, socket_override, sock, sizeof sock);
-        snprintf(err, err_len, CONS_NO_SERVICE_FMT, sock, strerror(-rc));
+        if (rc == -EPERM)   /* a daemon of another user: say so */
+            ipc_sock_describe_error(sock, rc, err, err_len);
+        else
+            snprintf(err, err_len, CONS_NO_SERVICE_FMT, sock, strerror(-rc));
         cli_outfile_abort(&of);
         return rc;
     }

@@ -47,6 +47,13 @@ const char *cons_socket_path(const cons_client *c);
 /* EnableTracing(cfg); fd >= 0 is passed along (write_into_file). */
 int cons_enable(cons_client *c, const Perfetto__Protos__TraceConfig *cfg,
                 int fd);
+/* EnableTracing with an already encoded TraceConfig, sent byte for byte. */
+int cons_enable_raw(cons_client *c, const uint8_t *cfg, size_t len, int fd);
+/* QueryServiceState: the names of the registered data sources (deduplicated,
+ * malloc'd array of malloc'd strings, free with cons_free_names). -EPROTO
+ * if the service does not implement it. */
+int cons_query_data_sources(cons_client *c, char ***names, size_t *n);
+void cons_free_names(char **names, size_t n);
 /* Whether the session ended (EnableTracing answered or the connection
  * dropped); *error gets the service's error text or NULL. */
 bool cons_ended(const cons_client *c, const char **error);

@@ -40,6 +40,7 @@
 #include "cli_report.h"
 #include "consumer_client.h"
 #include "ipc.h"
+#include "rec_config.h"
 #include "shmtrace_ext.h"
 #include "textproto.h"
 
@@ -94,8 +95,16 @@ static void usage_main(FILE *f)
 "  help     this help; `shmtrace help COMMAND`: that command's help\n"
 "\n"
 "The consumer socket is --socket PATH, else $PERFETTO_CONSUMER_SOCK_NAME,\n"
-"else $XDG_RUNTIME_DIR/shmtrace-consumer.sock, else\n"
-"/tmp/shmtrace-consumer.sock.\n"
+"else shmtrace-consumer.sock in your own runtime directory\n"
+"($XDG_RUNTIME_DIR, else /tmp/shmtrace-UID) if a daemon of yours is\n"
+"there, else the system daemon's " IPC_SYSTEM_SOCK_DIR "/shmtrace-consumer.sock"
+"\n(root: always the system one). shmtrace talks only to a daemon running\n"
+"as root or as you, and sees only your own sessions (root: everyone's,\n"
+"unless the daemon says otherwise).\n"
+"\n"
+"Output files: -o FILE creates FILE (mode 0600) or replaces an existing\n"
+"regular file; anything else there (symlink, directory, device, FIFO,\n"
+"socket) is refused and left alone.\n"
 "\n"
 "  -h, --help       this help\n"
 "  -V, --version    print the version\n"
@@ -109,12 +118,18 @@ static void usage_record(FILE *f)
 "Start a tracing session, stop it after --duration (or the config's\n"
 "duration_ms, or Ctrl-C) and write the trace to FILE.\n"
 "\n"
-"  -o, --out FILE          output trace file (Perfetto format); required\n"
-"  -c, --config FILE       TraceConfig in protobuf text format (the fields\n"
-"                          of protos/config.proto); flags below override\n"
-"                          or add to it\n"
+"  -o, --out FILE          output trace file (Perfetto format), - for\n"
+"                          stdout; required\n"
+"  -c, --config FILE       a TraceConfig (any that Perfetto accepts), - for\n"
+"                          stdin; binary (protobuf) or text format: a file\n"
+"                          of printable characters only is read as text.\n"
+"                          It reaches the service exactly as given, plus\n"
+"                          what the flags below set\n"
+"      --txt               the config is text format (as perfetto --txt)\n"
+"      --background        detach: print the PID of the process that goes\n"
+"                          on tracing in the background, exit 0\n"
 "  -b, --buffer-size SIZE  size of buffer 0: NUMBER[k|m|g] (KiB if no\n"
-"                          unit; default 32m, 4k to 4095m)\n"
+"                          unit; default 32m without -c, 4k to 4095m)\n"
 "  -f, --fill-policy P     ring | discard for buffer 0 (default ring)\n"
 "  -t, --duration DUR      NUMBER[ms|s|m|h] (seconds if no unit; more\n"
 "                          than 0; without -t: until Ctrl-C)\n"
@@ -136,8 +151,11 @@ static void usage_record(FILE *f)
 "  buffers { size_kb: 65536 fill_policy: RING_BUFFER }\n"
 "  data_sources { config { name: \"shmtrace.synthetic\" target_buffer: 0 } }\n"
 "  duration_ms: 10000\n"
-"Every buffer without an experimental_mode gets TRACE_BUFFER_V2 (what\n"
-"shmtraced's buffers are), so the recorded config says so.\n"
+"With write_into_file: true the service writes the trace itself, into\n"
+"FILE, which shmtrace opens with your rights and passes to it; a config's\n"
+"output_path is ignored (the service does not create files for users).\n"
+"A data source that no producer has registered is warned about, with\n"
+"the list of those registered.\n"
 "\n"
 "Progress (elapsed and remaining time, bytes, packets, losses) is shown\n"
 "on a terminal; a one-line loss summary is printed at the end. FILE\n"
@@ -301,10 +319,22 @@ static void print_summary(const char *what, const char *path,
     print_loss_line(st);
 }
 
-/* ---- record ------------------------------------------------------- */
+/* A failed cons_connect, worded for the user (-EPERM: a daemon of
+ * another user holds the socket name, ipc_sock_describe_error). */
+static void connect_error(const char *cmd, const char *socket, int rc)
+{
+    char path[108] = "", msg[512];
+    ipc_sock_path(IPC_SOCK_CONSUMER, socket, path, sizeof path);
+    if (rc == -EPERM) {
+        ipc_sock_describe_error(path, rc, msg, sizeof msg);
+        fprintf(stderr, "shmtrace %s: %s\n", cmd, msg);
+    } else {
+        fprintf(stderr, "shmtrace %s: " CONS_NO_SERVICE_FMT "\n", cmd, path,
+                strerror(-rc));
+    }
+}
 
-#define BUFFER_MODE_V2 \
-    PERFETTO__PROTOS__TRACE_CONFIG__BUFFER_CONFIG__EXPERIMENTAL_MODE__TRACE_BUFFER_V2
+/* ---- record ------------------------------------------------------- */
 
 typedef struct rec_opts {
     const char *out, *config, *socket, *session_name;
@@ -314,15 +344,20 @@ typedef struct rec_opts {
     bool has_duration;
     const char **data_sources;
     size_t n_data_sources;
-    bool long_mode, quiet, json;
+    bool long_mode, quiet, json, txt, background;
     uint32_t period_ms;
     shx_rec_opts x;        /* triggers, detach/attach: shmtrace_ext.c */
 } rec_opts;
 
-/* Apply flags to cfg (allocating with malloc, as the parser does). */
-static int apply_flags(TraceConfig *cfg, const rec_opts *ro)
+/* Apply flags to cfg (allocating with malloc, as the parser does): only
+ * what a flag asks for, nothing else (the config reaches the service as
+ * given). *modified tells whether anything changed. Without a config file
+ * there is a default buffer and data source. */
+static int apply_flags(TraceConfig *cfg, const rec_opts *ro, bool *modified)
 {
-    if (cfg->n_buffers == 0) {
+    bool no_config = ro->config == NULL;
+    if (cfg->n_buffers == 0 &&
+        (no_config || ro->buffer_kb || ro->fill_policy >= 0)) {
         cfg->buffers = calloc(1, sizeof *cfg->buffers);
         Perfetto__Protos__TraceConfig__BufferConfig *b =
             calloc(1, sizeof *b);
@@ -335,30 +370,25 @@ static int apply_flags(TraceConfig *cfg, const rec_opts *ro)
         b->size_kb = DEFAULT_BUFFER_KB;
         cfg->buffers[0] = b;
         cfg->n_buffers = 1;
+        *modified = true;
     }
     if (ro->buffer_kb) {
         cfg->buffers[0]->has_size_kb = true;
         cfg->buffers[0]->size_kb = ro->buffer_kb;
+        *modified = true;
     }
     if (ro->fill_policy >= 0) {
         cfg->buffers[0]->has_fill_policy = true;
         cfg->buffers[0]->fill_policy = ro->fill_policy;
-    }
-    /* shmtraced's buffers are always TraceBufferV2: say so in the config
-     * it records into the trace (else readers, the inspector too, take
-     * them for V1). A mode the config sets explicitly is left alone. */
-    for (size_t i = 0; i < cfg->n_buffers; i++) {
-        Perfetto__Protos__TraceConfig__BufferConfig *b = cfg->buffers[i];
-        if (!b->has_experimental_mode) {
-            b->has_experimental_mode = true;
-            b->experimental_mode = BUFFER_MODE_V2;
-        }
+        *modified = true;
     }
     if (ro->has_duration) {
         cfg->has_duration_ms = true;
         cfg->duration_ms = ro->duration_ms;
+        *modified = true;
     }
     if (ro->session_name) {
+        *modified = true;
         free(cfg->unique_session_name);
         cfg->unique_session_name = strdup(ro->session_name);
         if (!cfg->unique_session_name)
@@ -367,10 +397,12 @@ static int apply_flags(TraceConfig *cfg, const rec_opts *ro)
     size_t nds = ro->n_data_sources;
     const char *deflt = DEFAULT_DATA_SOURCE;
     const char **names = ro->data_sources;
-    if (nds == 0 && cfg->n_data_sources == 0) {
+    if (nds == 0 && no_config && cfg->n_data_sources == 0) {
         nds = 1;
         names = &deflt;
     }
+    if (nds)
+        *modified = true;
     for (size_t i = 0; i < nds; i++) {
         Perfetto__Protos__TraceConfig__DataSource **a = realloc(
             cfg->data_sources, (cfg->n_data_sources + 1) * sizeof *a);
@@ -422,6 +454,8 @@ static int cmd_record(int argc, char **argv)
         { "period", required_argument, 0, 'p' },
         { "socket", required_argument, 0, 's' },
         { "quiet", no_argument, 0, 'q' },
+        { "txt", no_argument, 0, 'T' },
+        { "background", no_argument, 0, 'B' },
         { "json", no_argument, 0, 'j' },
         { "help", no_argument, 0, 'h' },
         SHX_RECORD_LONG_OPTIONS,
@@ -487,6 +521,8 @@ static int cmd_record(int argc, char **argv)
             break;
         case 's': ro.socket = optarg; break;
         case 'q': ro.quiet = true; break;
+        case 'T': ro.txt = true; break;
+        case 'B': ro.background = true; break;
         case 'j': ro.json = true; break;
         case 'h': usage_record(stdout); return 0;
         default:
@@ -521,39 +557,34 @@ static int cmd_record(int argc, char **argv)
                 "stdout: write the trace to a file\n");
         return EXIT_USAGE;
     }
-    /* Build the config. */
-    TraceConfig *cfg = NULL;
-    if (ro.config) {
-        int err = 0;
-        char *text = cli_read_file(ro.config, &err);
-        if (!text) {
-            fprintf(stderr, "shmtrace record: cannot read config %s: %s\n",
-                    ro.config, strerror(-err));
-            return EXIT_USAGE;
-        }
-        char msg[256];
-        ProtobufCMessage *m = NULL;
-        int rc = tp_parse(text, &perfetto__protos__trace_config__descriptor,
-                          &m, msg, sizeof msg);
-        free(text);
-        if (rc < 0) {
-            fprintf(stderr, "shmtrace record: %s: %s\n", ro.config, msg);
-            return EXIT_USAGE;
-        }
-        cfg = (TraceConfig *)m;
-    } else {
-        cfg = calloc(1, sizeof *cfg);
-        if (!cfg)
-            return EXIT_FAIL;
-        perfetto__protos__trace_config__init(cfg);
+    if (ro.background && !strcmp(ro.out, "-")) {
+        fprintf(stderr, "shmtrace record: --background cannot write the "
+                "trace to stdout (-o -); give a file\n");
+        return EXIT_USAGE;
     }
+    if (ro.txt && !ro.config) {
+        fprintf(stderr, "shmtrace record: --txt needs -c CONFIG\n");
+        return EXIT_USAGE;
+    }
+    /* Build the config: the one given, plus what the flags set. */
+    rcfg rcf;
+    char cerr[512];
+    if (ro.config ? rcfg_load(&rcf, ro.config, ro.txt, cerr, sizeof cerr) < 0
+                  : rcfg_empty(&rcf) < 0) {
+        fprintf(stderr, "shmtrace record: %s\n",
+                ro.config ? cerr : "out of memory");
+        return EXIT_USAGE;
+    }
+    TraceConfig *cfg = rcf.cfg;
     int status = EXIT_FAIL;
     cli_outfile of = { ro.out, NULL, -1 };
     cons_client *c = NULL;
     cons_out o;
     memset(&o, 0, sizeof o);
+    uint8_t *cfg_bytes = NULL;
+    size_t cfg_len = 0;
     char err[512];
-    if (apply_flags(cfg, &ro) < 0) {
+    if (apply_flags(cfg, &ro, &rcf.modified) < 0) {
         fprintf(stderr, "shmtrace record: out of memory\n");
         goto out;
     }
@@ -562,14 +593,40 @@ static int cmd_record(int argc, char **argv)
         fprintf(stderr, "shmtrace record: %s\n", err);
         goto out;
     }
+    /* write_into_file: we open -o FILE with the user's rights and pass
+     * the fd (Perfetto's way); the service never opens a path for us. */
+    bool service_writes = cfg->write_into_file;
+    if (cfg->write_into_file && cfg->output_path && cfg->output_path[0]) {
+        fprintf(stderr, "shmtrace record: ignoring the config's output_path "
+                "%s: the trace goes to -o %s, which shmtrace opens and "
+                "hands to the service\n", cfg->output_path, ro.out);
+    }
+    if (cfg->output_path) {
+        free(cfg->output_path);
+        cfg->output_path = NULL;
+        rcf.modified = true;
+    }
+    /* -o - onto a pipe or a terminal: the service takes only regular files
+     * (a reader that stalls would stall it for every user), so we read the
+     * buffers over IPC every period instead and write them out ourselves. */
+    struct stat ost;
+    if (service_writes && strcmp(ro.out, "-") == 0 &&
+        (fstat(STDOUT_FILENO, &ost) < 0 || !S_ISREG(ost.st_mode))) {
+        service_writes = false;
+        cfg->has_write_into_file = false;
+        cfg->write_into_file = false;
+        ro.long_mode = true;
+        rcf.modified = true;
+    }
+    /* The bytes to send: the config as given, re-encoded only if a flag
+     * (ours or the trigger/detach ones) or the rules above changed it. */
+    rcf.modified |= xmod;
+    if (rcfg_final(&rcf, &cfg_bytes, &cfg_len) < 0) {
+        fprintf(stderr, "shmtrace record: out of memory\n");
+        goto out;
+    }
     bool clone_mode = shx_is_clone_snapshot(cfg);
     unsigned snapshots = 0;
-    bool service_writes = cfg->write_into_file && !cfg->output_path;
-    if (cfg->write_into_file && cfg->output_path) {
-        fprintf(stderr, "shmtrace record: the config's output_path makes "
-                "the service write %s itself; -o %s stays empty\n",
-                cfg->output_path, ro.out);
-    }
     uint32_t period = ro.period_ms ? ro.period_ms
                       : cfg->file_write_period_ms ? cfg->file_write_period_ms
                                                   : DEFAULT_PERIOD_MS;
@@ -581,15 +638,17 @@ static int cmd_record(int argc, char **argv)
         fprintf(stderr, "shmtrace record: %s; nothing written\n", err);
         goto out;
     }
+    /* --background: after the output is open (a relative path stays
+     * right), before connecting. */
+    if (ro.background && rcfg_daemonize() < 0)
+        goto out;
     c = cons_connect(ro.socket, &rc);
     if (!c) {
-        char path[108] = "";
-        ipc_sock_path(IPC_SOCK_CONSUMER, ro.socket, path, sizeof path);
-        fprintf(stderr, "shmtrace record: " CONS_NO_SERVICE_FMT "\n", path,
-                strerror(-rc));
+        connect_error("record", ro.socket, rc);
         status = EXIT_NO_SERVICE;
         goto out;
     }
+    rcfg_warn_unknown_data_sources(c, cfg);
     if (cons_out_init(&o, of.fd) < 0)
         goto out;
     struct sigaction sa;
@@ -597,7 +656,7 @@ static int cmd_record(int argc, char **argv)
     sa.sa_handler = on_signal;
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
-    rc = cons_enable(c, cfg, service_writes ? of.fd : -1);
+    rc = cons_enable_raw(c, cfg_bytes, cfg_len, service_writes ? of.fd : -1);
     if (rc < 0) {
         fprintf(stderr, "shmtrace record: EnableTracing failed: %s\n",
                 strerror(-rc));
@@ -736,8 +795,10 @@ static int cmd_record(int argc, char **argv)
     if (!st && cons_get_stats(c, &fetched) == 0)
         st = fetched;
     cons_free_buffers(c);
-    if (service_writes) {
-        /* The service wrote the file: count what is in it. */
+    struct stat fst;
+    if (service_writes && fstat(of.fd, &fst) == 0 && S_ISREG(fst.st_mode)) {
+        /* The service wrote the file: count what is in it (a pipe or
+         * terminal cannot be read back). */
         rc = cons_out_scan_fd(&o, of.fd);
         if (rc < 0)
             fprintf(stderr, "shmtrace record: %s: %s\n", ro.out,
@@ -794,7 +855,8 @@ out:
     cli_outfile_abort(&of); /* no-op once committed */
     cons_out_fini(&o);
     cons_destroy(c);
-    protobuf_c_message_free_unpacked(&cfg->base, NULL);
+    free(cfg_bytes);
+    rcfg_free(&rcf);
     return status;
 }
 
@@ -858,7 +920,9 @@ static int cmd_clone(int argc, char **argv)
     if (rc < 0) {
         fprintf(stderr, "shmtrace clone: %s; nothing written\n", err);
         cons_out_fini(&o);
-        return strstr(err, "cannot connect") ? EXIT_NO_SERVICE : EXIT_FAIL;
+        return strstr(err, "cannot connect") ||
+               strstr(err, "refusing to use it") ? EXIT_NO_SERVICE
+                                                 : EXIT_FAIL;
     }
     if (json)
         cli_json_summary("clone", out, &o, o.last_stats,
@@ -932,14 +996,28 @@ static int cmd_stats(int argc, char **argv)
     int rc = 0;
     cons_client *c = cons_connect(socket, &rc);
     if (!c) {
-        char path[108] = "";
-        ipc_sock_path(IPC_SOCK_CONSUMER, socket, path, sizeof path);
-        fprintf(stderr, "shmtrace stats: " CONS_NO_SERVICE_FMT "\n", path,
-                strerror(-rc));
+        connect_error("stats", socket, rc);
         return EXIT_NO_SERVICE;
     }
     Perfetto__Protos__TraceStats *st = NULL;
     rc = cons_get_stats(c, &st);
+    if (rc == -EPROTO) {
+        /* Perfetto's traced answers GetTraceStats only for the caller's
+         * own session: show what QueryServiceState tells instead. */
+        char **names = NULL;
+        size_t n = 0;
+        fprintf(stderr, "shmtrace stats: the service refused GetTraceStats "
+                "(Perfetto's traced gives it only to the consumer that owns "
+                "a session; `perfetto --query` shows its state)\n");
+        if (cons_query_data_sources(c, &names, &n) == 0) {
+            printf("data_sources_registered  %zu\n", n);
+            for (size_t i = 0; i < n; i++)
+                printf("data_source              %s\n", names[i]);
+            cons_free_names(names, n);
+        }
+        cons_destroy(c);
+        return EXIT_FAIL;
+    }
     if (rc < 0) {
         cons_destroy(c);
         fprintf(stderr, "shmtrace stats: GetTraceStats failed: %s\n",

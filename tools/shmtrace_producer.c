@@ -498,8 +498,11 @@ static void usage(FILE *f)
 "  -n, --name NAME        data source name (default shmtrace.synthetic)\n"
 "  -N, --producer-name S  producer name (default shmtrace-producer)\n"
 "  -s, --socket PATH      producer socket (default $PERFETTO_PRODUCER_SOCK_NAME,\n"
-"                         else $XDG_RUNTIME_DIR/shmtrace-producer.sock,\n"
-"                         else /tmp/shmtrace-producer.sock)\n"
+"                         else shmtrace-producer.sock in your own runtime\n"
+"                         directory ($XDG_RUNTIME_DIR or /tmp/shmtrace-UID)\n"
+"                         if your daemon is there, else in /run/shmtrace;\n"
+"                         root: /run/shmtrace). Only a service running as\n"
+"                         root or as you gets our data.\n"
 "  -t, --threads N        writer threads per session (default 1)\n"
 "  -S, --size BYTES       payload bytes per packet (default 64, at most\n"
 "                         16 MiB)\n"
@@ -683,6 +686,13 @@ int main(int argc, char **argv)
     o.reconnect = S.reconnect;
     resolve_socket();
     g_prod = prod_create(&o, &callbacks, NULL);
+    if (!g_prod && errno == EPERM) {
+        fprintf(stderr, "shmtrace-producer: the service at %s runs as "
+                "another user, neither root nor you: refusing to hand it "
+                "any data (someone may have taken the socket name; check "
+                "--socket / $PERFETTO_PRODUCER_SOCK_NAME)\n", g_sock);
+        return EXIT_NO_SERVICE;
+    }
     if (!g_prod) {
         fprintf(stderr, "shmtrace-producer: cannot connect to the tracing "
                 "service at %s: %s (is shmtraced running? see --socket)\n",

@@ -114,8 +114,24 @@ static int read_quoted(parser *ps, char **s, size_t *slen)
             case 'n': c = '\n'; break;
             case 't': c = '\t'; break;
             case 'r': c = '\r'; break;
-            case '0': c = 0; break;
-            case '\\': case '\'': case '"': c = e; break;
+            case 'a': c = '\a'; break;
+            case 'b': c = '\b'; break;
+            case 'f': c = '\f'; break;
+            case 'v': c = '\v'; break;
+            case '\\': case '\'': case '"': case '?': c = e; break;
+            case '0': case '1': case '2': case '3':
+            case '4': case '5': case '6': case '7': {
+                /* Octal, up to three digits (\NNN <= \377). */
+                int v = e - '0', k = 1;
+                while (k < 3 && *ps->p >= '0' && *ps->p <= '7') {
+                    v = v * 8 + (*ps->p++ - '0');
+                    k++;
+                }
+                if (v > 0xff)
+                    return fail(ps, "octal escape above \\377");
+                c = (char)v;
+                break;
+            }
             case 'x': {
                 int v = 0, k = 0;
                 while (k < 2 && isxdigit((unsigned char)*ps->p)) {

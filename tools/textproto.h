@@ -11,6 +11,9 @@
  *   scalar   := INT (decimal, 0x hex, optional '-') | FLOAT | "string"
  *               | 'string' | true | false | ENUM_NAME
  *   comments: '#' to end of line. Adjacent strings concatenate.
+ *   string escapes: \n \t \r \a \b \f \v \\ \' \" \? \NNN (octal) \xHH.
+ * This is a superset of what Perfetto's own parser (`perfetto --txt`)
+ * takes, which has no lists, no '<>', no hex numbers, and enums by name.
  * Errors name the line and the problem (unknown field, wrong type, out of
  * range, duplicate singular field, ...).
  */

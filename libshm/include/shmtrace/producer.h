@@ -109,7 +109,8 @@ typedef struct prod_callbacks {
 
 typedef struct prod_options {
     const char *socket_path;        /* NULL: $PERFETTO_PRODUCER_SOCK_NAME,
-                                       then the shmtrace default */
+                                       then the shmtrace default (looked
+                                       up again at each reconnect) */
     const char *producer_name;      /* NULL: "shmtrace-producer" */
     uint32_t smb_size_hint_bytes;   /* 0: let the service choose */
     uint32_t smb_page_size_hint_bytes; /* 0: let the service choose */
@@ -131,7 +132,10 @@ typedef struct prod_stats {
 } prod_stats;
 
 /* Start the producer thread and connect. NULL + errno (EINVAL, ENOMEM,
- * or the connect error when !reconnect) on failure. cb may be NULL. */
+ * or the connect error when !reconnect) on failure. cb may be NULL.
+ * The producer talks only to a service running as root or as its own
+ * euid (SO_PEERCRED): any other daemon at the socket path is refused with
+ * EPERM (on_disconnect's err -EPERM when reconnecting) and gets nothing. */
 SHMTRACE_API prod_producer *prod_create(const prod_options *opts,
                                         const prod_callbacks *cb, void *ctx);
 /* Disconnect, join the thread, unmap every SMB. Destroy all writers

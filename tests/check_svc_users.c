@@ -1,0 +1,345 @@
+/*
+ * check_svc_users.c - isolation between users in the service core, and
+ * the output-file rule (issue 10), without sockets: the consumer's uid is
+ * passed in as the IPC glue passes SO_PEERCRED's.
+ *
+ *   clone:   only the caller's own sessions (root: all, unless
+ *            svc_set_root_access(false)); someone else's session fails
+ *            with the very words of a missing one;
+ *   names:   unique_session_name is unique per uid;
+ *   stats:   sessions and buffers only of sessions the viewer may access
+ *            (QueryServiceState's session list too);
+ *   files:   output_path only for the daemon's own uid, regular files
+ *            only; an fd passed with EnableTracing must be a regular file
+ *            (or /dev/null) open for writing; ipc_file_open_output.
+ * The end-to-end versions, with a real second uid, are e2e_sec_*.sh.
+ */
+#include <check.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "ipc.h"
+#include "ipc.pb-c.h"
+#include "svc_int.h"
+#include "svc_service.h"
+#include "tck_main.h"
+
+#define ROOT 0
+#define ALICE 1001
+#define MALLORY 1002
+
+typedef struct {
+    Perfetto__Protos__TraceConfig cfg;
+    Perfetto__Protos__TraceConfig__BufferConfig buf, *bufp[1];
+    Perfetto__Protos__TraceConfig__DataSource ds, *dsp[1];
+    Perfetto__Protos__DataSourceConfig dsc;
+} cfg_t;
+
+static void cfg_init(cfg_t *c, const char *name)
+{
+    memset(c, 0, sizeof(*c));
+    perfetto__protos__trace_config__init(&c->cfg);
+    perfetto__protos__trace_config__buffer_config__init(&c->buf);
+    c->buf.has_size_kb = true;
+    c->buf.size_kb = 64;
+    c->bufp[0] = &c->buf;
+    c->cfg.n_buffers = 1;
+    c->cfg.buffers = c->bufp;
+    perfetto__protos__trace_config__data_source__init(&c->ds);
+    perfetto__protos__data_source_config__init(&c->dsc);
+    c->dsc.name = "test.ds";
+    c->ds.config = &c->dsc;
+    c->dsp[0] = &c->ds;
+    c->cfg.n_data_sources = 1;
+    c->cfg.data_sources = c->dsp;
+    c->cfg.unique_session_name = (char *)name;
+}
+
+static svc_session *enable(svc_service *svc, uid_t uid, const char *name)
+{
+    cfg_t c;
+    cfg_init(&c, name);
+    char err[256] = "";
+    svc_session *s = svc_session_enable_uid(svc, NULL, uid, &c.cfg, -1, err,
+                                            sizeof(err));
+    ck_assert_msg(s != NULL, "enable %s: %s", name, err);
+    return s;
+}
+
+static svc_session *clone_as(svc_service *svc, uid_t uid, uint64_t id,
+                             const char *name, char *err, size_t len)
+{
+    err[0] = 0;
+    return svc_session_clone_uid(svc, NULL, uid, id, name, err, len);
+}
+
+/* ------------------------------------------------------------ clone */
+
+START_TEST(test_users_clone_confined)
+{
+    svc_service *svc = svc_create(NULL, NULL, ROOT);
+    svc_session *a = enable(svc, ALICE, "a");
+    svc_session *r = enable(svc, ROOT, "r");
+    char err[256], err2[256];
+    /* Mallory: by name, by id, by default: nothing. */
+    ck_assert_ptr_null(clone_as(svc, MALLORY, 0, "a", err, sizeof err));
+    ck_assert_ptr_null(clone_as(svc, MALLORY, 0, "nosuch", err2,
+                                sizeof err2));
+    ck_assert_str_eq(err, "no tracing session named 'a' to clone among yours "
+                     "(it may have ended)");
+    ck_assert_str_eq(err2,
+                     "no tracing session named 'nosuch' to clone among "
+                     "yours (it may have ended)");
+    ck_assert_ptr_null(clone_as(svc, MALLORY, svc_session_id(a), NULL, err,
+                                sizeof err));
+    snprintf(err2, sizeof err2, "no tracing session %llu to clone among yours (it "
+             "may have ended)",
+             (unsigned long long)svc_session_id(a));
+    ck_assert_str_eq(err, err2);
+    ck_assert_ptr_null(clone_as(svc, MALLORY, UINT64_MAX, NULL, err,
+                                sizeof err));
+    ck_assert_str_eq(err, "no tracing session to clone among yours");
+    /* Alice: her own, by any selector; never root's. */
+    svc_session *c = clone_as(svc, ALICE, 0, "a", err, sizeof err);
+    ck_assert_ptr_nonnull(c);
+    ck_assert_int_eq(c->consumer_uid, ALICE);
+    svc_session_free(svc, c);
+    ck_assert_ptr_null(clone_as(svc, ALICE, 0, "r", err, sizeof err));
+    ck_assert_ptr_null(clone_as(svc, ALICE, svc_session_id(r), NULL, err,
+                                sizeof err));
+    c = clone_as(svc, ALICE, UINT64_MAX, NULL, err, sizeof err);
+    ck_assert_ptr_nonnull(c);
+    ck_assert_str_eq(c->cfg->unique_session_name, "a");
+    svc_session_free(svc, c);
+    /* Root: its own first, anyone's by default policy... */
+    c = clone_as(svc, ROOT, UINT64_MAX, NULL, err, sizeof err);
+    ck_assert_ptr_nonnull(c);
+    ck_assert_str_eq(c->cfg->unique_session_name, "r");
+    svc_session_free(svc, c);
+    c = clone_as(svc, ROOT, 0, "a", err, sizeof err);
+    ck_assert_ptr_nonnull(c);
+    svc_session_free(svc, c);
+    /* ... and not once the daemon says so. */
+    svc_set_root_access(svc, false);
+    ck_assert_ptr_null(clone_as(svc, ROOT, 0, "a", err, sizeof err));
+    ck_assert_ptr_null(clone_as(svc, ROOT, svc_session_id(a), NULL, err,
+                                sizeof err));
+    svc_destroy(svc);
+}
+END_TEST
+
+START_TEST(test_users_names_per_uid)
+{
+    svc_service *svc = svc_create(NULL, NULL, ROOT);
+    enable(svc, ROOT, "x");
+    /* Someone else's name neither leaks nor blocks. */
+    svc_session *m = enable(svc, MALLORY, "x");
+    ck_assert_ptr_nonnull(m);
+    cfg_t c;
+    cfg_init(&c, "x");
+    char err[256];
+    ck_assert_ptr_null(svc_session_enable_uid(svc, NULL, MALLORY, &c.cfg, -1,
+                                              err, sizeof err));
+    ck_assert_ptr_nonnull(strstr(err, "already running"));
+    /* Each clones its own "x". */
+    svc_session *k = clone_as(svc, MALLORY, 0, "x", err, sizeof err);
+    ck_assert_ptr_nonnull(k);
+    ck_assert_int_eq(k->consumer_uid, MALLORY);
+    svc_session_free(svc, k);
+    svc_destroy(svc);
+}
+END_TEST
+
+/* ------------------------------------------------------------ stats */
+
+START_TEST(test_users_stats_confined)
+{
+    svc_service *svc = svc_create(NULL, NULL, ROOT);
+    svc_producer_params pp = { .name = "p" };
+    ck_assert_ptr_nonnull(svc_producer_connect(svc, NULL, ALICE, 42, &pp));
+    svc_session *a = enable(svc, ALICE, "a");
+    enable(svc, ROOT, "r");
+    enable(svc, ROOT, "r2");
+    struct { uid_t who; bool root_access; uint32_t sessions; } want[] = {
+        { MALLORY, true, 0 }, { ALICE, true, 1 }, { ROOT, true, 3 },
+        { ROOT, false, 2 }, { ALICE, false, 1 },
+    };
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+        svc_set_root_access(svc, want[i].root_access);
+        /* QueryServiceState lists sessions by the same rule. */
+        Perfetto__Protos__TracingServiceState *q =
+            svc_query_state(svc, want[i].who, true);
+        ck_assert_ptr_nonnull(q);
+        ck_assert_uint_eq(q->n_tracing_sessions, want[i].sessions);
+        svc_query_free(q);
+        Perfetto__Protos__TraceStats *st =
+            svc_stats_build_for(svc, NULL, want[i].who);
+        ck_assert_ptr_nonnull(st);
+        ck_assert_uint_eq(st->tracing_sessions, want[i].sessions);
+        ck_assert_uint_eq(st->total_buffers, want[i].sessions);
+        ck_assert_uint_eq(st->n_buffer_stats, want[i].sessions);
+        ck_assert_uint_eq(st->producers_connected, 1);  /* anyone's */
+        svc_stats_free(st);
+    }
+    /* With a session: its buffers, and its owner's view of the rest. */
+    svc_set_root_access(svc, true);
+    Perfetto__Protos__TraceStats *st = svc_stats_build(svc, a);
+    ck_assert_uint_eq(st->n_buffer_stats, 1);
+    ck_assert_uint_eq(st->tracing_sessions, 1);
+    svc_stats_free(st);
+    svc_destroy(svc);
+}
+END_TEST
+
+/* ------------------------------------------------------------ files */
+
+static char tmpdir[64];
+
+static void mk_tmpdir(void)
+{
+    tck_mkdtemp(tmpdir, sizeof tmpdir, "check_svc_users");
+}
+
+static void rm_tmpdir(void)
+{
+    tck_rmdir(tmpdir);
+}
+
+static svc_session *enable_file(svc_service *svc, uid_t uid,
+                                const char *path, int fd, char *err,
+                                size_t len)
+{
+    cfg_t c;
+    cfg_init(&c, NULL);
+    c.cfg.has_write_into_file = true;
+    c.cfg.write_into_file = true;
+    c.cfg.output_path = (char *)path;
+    err[0] = 0;
+    return svc_session_enable_uid(svc, NULL, uid, &c.cfg, fd, err, len);
+}
+
+START_TEST(test_users_output_path_rule)
+{
+    mk_tmpdir();
+    svc_service *svc = svc_create(NULL, NULL, ROOT);
+    char path[128], link[128], err[512];
+    snprintf(path, sizeof path, "%s/out", tmpdir);
+    /* Another uid: refused, nothing created. */
+    ck_assert_ptr_null(enable_file(svc, ALICE, path, -1, err, sizeof err));
+    ck_assert_ptr_nonnull(strstr(err, "does not create files for another "
+                                      "user"));
+    ck_assert_ptr_nonnull(strstr(err, "pass it"));
+    ck_assert_int_eq(access(path, F_OK), -1);
+    /* The daemon's own uid: created, regular, 0600. */
+    svc_session *s = enable_file(svc, ROOT, path, -1, err, sizeof err);
+    ck_assert_msg(s != NULL, "%s", err);
+    struct stat st;
+    ck_assert_int_eq(lstat(path, &st), 0);
+    ck_assert(S_ISREG(st.st_mode));
+    ck_assert_uint_eq(st.st_mode & 0777, 0600);
+    svc_session_free(svc, s);
+    /* ... but never through a symlink or into a FIFO. */
+    snprintf(link, sizeof link, "%s/link", tmpdir);
+    ck_assert_int_eq(symlink(path, link), 0);
+    ck_assert_ptr_null(enable_file(svc, ROOT, link, -1, err, sizeof err));
+    ck_assert_ptr_nonnull(strstr(err, "symbolic link"));
+    snprintf(link, sizeof link, "%s/fifo", tmpdir);
+    ck_assert_int_eq(mkfifo(link, 0600), 0);
+    ck_assert_ptr_null(enable_file(svc, ROOT, link, -1, err, sizeof err));
+    ck_assert_ptr_nonnull(strstr(err, "FIFO"));
+    /* Passed fds: a regular file or /dev/null, open for writing. */
+    int fd = open(path, O_WRONLY);
+    s = enable_file(svc, ALICE, NULL, fd, err, sizeof err);
+    ck_assert_msg(s != NULL, "%s", err);
+    svc_session_free(svc, s);
+    fd = open("/dev/null", O_WRONLY);
+    s = enable_file(svc, ALICE, NULL, fd, err, sizeof err);
+    ck_assert_msg(s != NULL, "%s", err);
+    svc_session_free(svc, s);
+    fd = open(path, O_RDONLY);
+    ck_assert_ptr_null(enable_file(svc, ALICE, NULL, fd, err, sizeof err));
+    ck_assert_ptr_nonnull(strstr(err, "not open for writing"));
+    int pfd[2];
+    ck_assert_int_eq(pipe(pfd), 0);
+    ck_assert_ptr_null(enable_file(svc, ALICE, NULL, pfd[1], err,
+                                   sizeof err));
+    ck_assert_ptr_nonnull(strstr(err, "FIFO"));
+    close(pfd[0]);
+    ck_assert_uint_eq(svc_session_count(svc), 0);
+    svc_destroy(svc);
+    rm_tmpdir();
+}
+END_TEST
+
+START_TEST(test_users_open_output_regular_only)
+{
+    mk_tmpdir();
+    char p[128], q[128], err[512];
+    /* New: created 0600. Existing regular: truncated. */
+    snprintf(p, sizeof p, "%s/new", tmpdir);
+    int fd = ipc_file_open_output(p, false, err, sizeof err);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(write(fd, "abc", 3), 3);
+    close(fd);
+    fd = ipc_file_open_output(p, true, err, sizeof err);
+    ck_assert_int_ge(fd, 0);
+    struct stat st;
+    ck_assert_int_eq(fstat(fd, &st), 0);
+    ck_assert_int_eq(st.st_size, 0);
+    ck_assert_uint_eq(st.st_mode & 0777, 0600);
+    ck_assert_int_eq(fcntl(fd, F_GETFL) & (O_ACCMODE | O_NONBLOCK), O_RDWR);
+    close(fd);
+    /* Everything else: refused, left as it was. */
+    snprintf(q, sizeof q, "%s/link", tmpdir);
+    ck_assert_int_eq(symlink(p, q), 0);
+    ck_assert_int_eq(ipc_file_open_output(q, false, err, sizeof err),
+                     -EEXIST);
+    ck_assert_ptr_nonnull(strstr(err, "a symbolic link, not a regular"));
+    snprintf(q, sizeof q, "%s/dangling", tmpdir);
+    ck_assert_int_eq(symlink("/nonexistent/x", q), 0);
+    ck_assert_int_eq(ipc_file_open_output(q, false, err, sizeof err),
+                     -EEXIST);
+    snprintf(q, sizeof q, "%s/dir", tmpdir);
+    ck_assert_int_eq(mkdir(q, 0700), 0);
+    ck_assert_int_eq(ipc_file_open_output(q, false, err, sizeof err),
+                     -EEXIST);
+    ck_assert_ptr_nonnull(strstr(err, "a directory"));
+    snprintf(q, sizeof q, "%s/fifo", tmpdir);
+    ck_assert_int_eq(mkfifo(q, 0600), 0);
+    ck_assert_int_eq(ipc_file_open_output(q, false, err, sizeof err),
+                     -EEXIST);
+    ck_assert_ptr_nonnull(strstr(err, "a FIFO"));
+    snprintf(q, sizeof q, "%s/sock", tmpdir);
+    int ls = ipc_sock_listen(q, 0600);
+    ck_assert_int_ge(ls, 0);
+    ck_assert_int_eq(ipc_file_open_output(q, false, err, sizeof err),
+                     -EEXIST);
+    ck_assert_ptr_nonnull(strstr(err, "a socket"));
+    close(ls);
+    ck_assert_int_eq(ipc_file_open_output("/dev/null", false, err,
+                                          sizeof err), -EEXIST);
+    ck_assert_ptr_nonnull(strstr(err, "a character device"));
+    ck_assert_int_eq(lstat(p, &st), 0);
+    ck_assert(S_ISREG(st.st_mode));
+    rm_tmpdir();
+}
+END_TEST
+
+static Suite *users_suite(void)
+{
+    Suite *s = suite_create("svc_users");
+    TCK_CASE(s, "isolation", test_users_clone_confined,
+             test_users_names_per_uid, test_users_stats_confined);
+    TCK_CASE(s, "files", test_users_output_path_rule,
+             test_users_open_output_regular_only);
+    return s;
+}
+
+TCK_MAIN(users_suite)
