@@ -167,6 +167,11 @@ int ipc_decoder_next(ipc_decoder *dec, Perfetto__Protos__IPCFrame **out);
 /* Frames skipped because they did not parse / were empty. */
 uint64_t ipc_decoder_dropped_frames(const ipc_decoder *dec);
 uint64_t ipc_decoder_empty_frames(const ipc_decoder *dec);
+/* false if m or any message inside it carries field number 0 (invalid
+ * protobuf that protobuf-c accepts in a multi-byte key but cannot re-parse
+ * once re-packed). The decoder drops such frames; host and client refuse
+ * such args / replies like undecodable ones. */
+bool ipc_message_well_formed(const ProtobufCMessage *m);
 
 /* ------------------------------------------------------------------ */
 /* Channel (a connected socket speaking frames)                       */

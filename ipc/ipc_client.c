@@ -144,6 +144,10 @@ static void on_invoke_reply(
             p->reply_desc, NULL, r->has_reply_proto ? r->reply_proto.len : 0,
             r->has_reply_proto && r->reply_proto.data ? r->reply_proto.data
                                                       : empty);
+        if (msg && !ipc_message_well_formed(msg)) {
+            protobuf_c_message_free_unpacked(msg, NULL);
+            msg = NULL;
+        }
         if (!msg) {
             status = -EBADMSG;
             more = false;

@@ -12,7 +12,8 @@
  * A header announcing 4 + N > IPC_FRAME_MAX_BYTES can never complete: that
  * is fatal (the decoder latches the error and offers no more space). N == 0
  * frames are ignored; frames protobuf-c refuses are dropped (the stream
- * stays in sync because the length prefix, not the content, delimits them).
+ * stays in sync because the length prefix, not the content, delimits them),
+ * and so are frames carrying field number 0 (ipc_message_well_formed).
  * Consumed bytes are compacted away with one memmove per ipc_decoder_next()
  * call that found no complete frame, i.e. at most once per recv().
  */
@@ -154,6 +155,10 @@ int ipc_decoder_next(ipc_decoder *dec, Perfetto__Protos__IPCFrame **out)
         }
         Perfetto__Protos__IPCFrame *f =
             perfetto__protos__ipcframe__unpack(NULL, n, body);
+        if (f && !ipc_message_well_formed(&f->base)) {
+            perfetto__protos__ipcframe__free_unpacked(f, NULL);
+            f = NULL;
+        }
         if (!f) {
             dec->dropped++;
             continue;
@@ -171,4 +176,43 @@ uint64_t ipc_decoder_dropped_frames(const ipc_decoder *dec)
 uint64_t ipc_decoder_empty_frames(const ipc_decoder *dec)
 {
     return dec->empty;
+}
+
+/* protobuf-c takes a key of field number 0 written in more than one byte
+ * (80 00) as an unknown field, then packs it as the one-byte key 00, which
+ * it refuses to parse: such a message does not survive a round trip (the
+ * service re-packs configs into commands and traces). Field number 0 is
+ * invalid protobuf: refuse the message. Found by fuzz/fuzz_ipc_frame.c. */
+bool ipc_message_well_formed(const ProtobufCMessage *m)
+{
+    for (unsigned i = 0; i < m->n_unknown_fields; i++)
+        if (m->unknown_fields[i].tag == 0)
+            return false;
+    const ProtobufCMessageDescriptor *d = m->descriptor;
+    const char *base = (const char *)m;
+    for (unsigned i = 0; i < d->n_fields; i++) {
+        const ProtobufCFieldDescriptor *f = &d->fields[i];
+        if (f->type != PROTOBUF_C_TYPE_MESSAGE)
+            continue;
+        if (f->label == PROTOBUF_C_LABEL_REPEATED) {
+            size_t n = *(const size_t *)(const void *)(base +
+                                                       f->quantifier_offset);
+            ProtobufCMessage *const *v =
+                *(ProtobufCMessage *const *const *)(const void *)(base +
+                                                                  f->offset);
+            for (size_t k = 0; k < n; k++)
+                if (v[k] && !ipc_message_well_formed(v[k]))
+                    return false;
+            continue;
+        }
+        if ((f->flags & PROTOBUF_C_FIELD_FLAG_ONEOF) &&
+            *(const uint32_t *)(const void *)(base + f->quantifier_offset) !=
+                f->id)
+            continue; /* another member of the oneof is set */
+        const ProtobufCMessage *sub =
+            *(ProtobufCMessage *const *)(const void *)(base + f->offset);
+        if (sub && !ipc_message_well_formed(sub))
+            return false;
+    }
+    return true;
 }

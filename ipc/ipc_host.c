@@ -329,6 +329,10 @@ static void on_invoke(ipc_conn *conn, uint64_t rid,
         static const uint8_t empty[1];
         args = protobuf_c_message_unpack(meth->args_desc, NULL, raw_len,
                                          raw ? raw : empty);
+        if (args && !ipc_message_well_formed(args)) {
+            protobuf_c_message_free_unpacked(args, NULL);
+            args = NULL;
+        }
         if (!args) {
             send_reply(conn, rid, false, false, NULL, 0, -1);
             return;

@@ -73,6 +73,44 @@ static __attribute__((noinline, cold)) void refuse(tb_buffer *b,
     e->lost_packets[TB_CAUSE_ABI_VIOLATION] += bad;
 }
 
+/* Whether, tokenizing payload[0, size) from its start, a fragment begins
+ * exactly at `at` (a re-admitted chunk must resume on a boundary). */
+static bool frag_boundary(const uint8_t *payload, uint32_t size,
+                          uint8_t flags, uint32_t at)
+{
+    uint32_t off = 0;
+    tb__frag f;
+    while (off < at)
+        if (tb__next_frag(payload, size, &off, flags, &f) != TB__FRAG_OK)
+            return false;
+    return off == at;
+}
+
+/* Patched bytes can move fragment boundaries (a patch over a fragment
+ * header): count again the packet starts the reader will meet from where
+ * it stands, tokenizing as it will, so that the loss accounting stays exact
+ * (new starts are offered, vanished ones lost; found by fuzz_tb). */
+static void recount_starts(tb_buffer *b, tb__seq *s, uint32_t idx)
+{
+    tb__centry *ce = tb__ring_at(s, idx);
+    tb__rec *r = tb__rec_at(b, ce->off);
+    const uint8_t *p = tb__payload(b, ce->off);
+    uint32_t off = (uint32_t)r->payload_size - r->payload_avail, npk = 0;
+    tb__frag f;
+    while (tb__next_frag(p, r->payload_size, &off, r->flags, &f) ==
+           TB__FRAG_OK)
+        if ((f.role == TB__WHOLE && f.size > 0) || f.role == TB__BEGIN)
+            npk++;
+    if (npk > ce->npk) {
+        tb_seq_loss *le = tb__loss_of(b, s);
+        if (le)
+            le->packets_offered += npk - ce->npk;
+    } else if (npk < ce->npk) {
+        tb__lose(b, s, s->key, TB_CAUSE_ABI_VIOLATION, ce->npk - npk, 0);
+    }
+    ce->npk = npk;
+}
+
 /* A chunk refused before it was tokenized: tokenize it to count. */
 static __attribute__((noinline, cold)) void refuse_raw(tb_buffer *b,
         uint16_t producer_id, uint16_t writer_id, uint16_t num_fragments,
@@ -103,8 +141,13 @@ static bool recommit(tb_buffer *b, tb__seq *s, uint32_t idx, uint8_t flags,
     uint32_t off = tb__ring_at(s, idx)->off;
     tb__rec *e = tb__rec_at(b, off);
     uint8_t old_abi = e->flags & TB__ABI_FLAGS;
+    uint32_t done = (uint32_t)e->payload_size - e->payload_avail;
+    /* A writer only appends: bytes already read from the earlier copy must
+     * come back unchanged, else the reader's position would land inside
+     * new fragments and deliver packets never offered (found by fuzz_tb). */
     if (frags_size < e->payload_size || frags_size > e->size ||
-        (old_abi & flags) != old_abi) {
+        (old_abi & flags) != old_abi ||
+        (done && memcmp(tb__payload(b, off), src, done) != 0)) {
         b->stats.abi_violations++;
         refuse(b, s, s->key, TB_CAUSE_ABI_VIOLATION,
                tb__count_starts(src, frags_size, UINT32_MAX, flags,
@@ -138,6 +181,10 @@ static bool recommit(tb_buffer *b, tb__seq *s, uint32_t idx, uint8_t flags,
     tb_seq_loss *le = tb__loss_entry(b, s, s->key);
     if (le && npk > ce->npk)
         le->packets_offered += npk - ce->npk;
+    else if (npk < ce->npk) /* a hostile rewrite took packet starts away
+                               (e.g. a first fragment became a continuation):
+                               those packets are lost (found by fuzz_tb) */
+        tb__lose(b, s, s->key, TB_CAUSE_ABI_VIOLATION, ce->npk - npk, 0);
     ce->npk = npk;
     b->stats.chunks_rewritten++;
     return true;
@@ -277,6 +324,15 @@ SHMTRACE_API void tb_copy_chunk_untrusted(tb_buffer *b, uint16_t producer_id,
         if (chunk_id == s->last_id && s->last_incomplete &&
             s->last_payload_size < frags_size) {
             skip = s->last_payload_size; /* re-admit */
+            if (!frag_boundary(src, frags_size, flags, skip)) {
+                /* The delivered prefix was rewritten: reading from skip
+                 * would start inside a fragment (found by fuzz_tb). */
+                b->stats.abi_violations++;
+                refuse(b, s, key, TB_CAUSE_ABI_VIOLATION,
+                       tb__count_starts(src, frags_size, UINT32_MAX, flags,
+                                        skip, NULL), 0, frags_size - skip);
+                return;
+            }
         } else if (tb__id_cmp(chunk_id, s->last_id) <= 0) {
             b->stats.chunks_discarded++;
             /* The chunk consumed last, committed again (a scraped chunk
@@ -391,6 +447,8 @@ SHMTRACE_API bool tb_try_patch_chunk(tb_buffer *b, uint16_t producer_id,
         if (payload_size < 4 || patches[i].offset > payload_size - 4) {
             b->stats.patches_failed++;
             r->facts = TB__FACT_PATCH_FAILED; /* see tb_walk.c */
+            if (i > 0) /* the patches before this one were applied */
+                recount_starts(b, s, idx);
             return false;
         }
         memcpy(tb__payload(b, off) + patches[i].offset, patches[i].data, 4);
@@ -399,5 +457,7 @@ SHMTRACE_API bool tb_try_patch_chunk(tb_buffer *b, uint16_t producer_id,
     b->stats.patches_succeeded += npatches;
     if (!other_patches_pending)
         r->flags &= (uint8_t)~TB_CHUNK_NEEDS_PATCHING;
+    if (npatches > 0)
+        recount_starts(b, s, idx);
     return true;
 }

@@ -22,10 +22,11 @@ esac
 
 # libprotobuf32 and libsqlite3-0: what Perfetto's trace_processor_shell needs
 # to run in the interop suite (tests/interop/), when ../shared/perfetto is
-# there.
+# there; clang (with its sanitizer and libFuzzer runtimes) and llvm (the
+# symbolizer): the TSan and fuzzing runs of .ci/run.
 PKGS="build-essential autoconf automake libtool pkg-config check
 libsqlite3-dev sqlite3 libprotobuf-c-dev protobuf-c-compiler hyperfine
-libprotobuf32 libsqlite3-0"
+libprotobuf32 libsqlite3-0 clang libclang-rt-dev llvm"
 missing=""
 for p in $PKGS; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" \

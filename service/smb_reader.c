@@ -109,13 +109,30 @@ static int read_header(smb_chunk_header *c, memory_order packets_order,
     return 0;
 }
 
+/* The only place the reader reads chunk payload out of the producer's
+ * shared memory, into private scratch. The copy races by design, in two
+ * ways no reader can avoid: a scrape (smb-abi.md section 7) copies the
+ * whole payload of a chunk whose last fragment the writer may still be
+ * writing (the acquire load of `packets` orders the count-1 finished
+ * fragments that libbuf will use; the bytes after them are copied but
+ * never interpreted), and a hostile producer may rewrite any byte at any
+ * time. The other side is plain stores of another process, so no C11
+ * atomic on our side alone would make it race-free; libbuf only ever sees
+ * the stable scratch copy. Under ThreadSanitizer, tests/tsan.supp
+ * suppresses races in exactly this function (noinline keeps the frame). */
+__attribute__((noinline)) static void
+smb_reader_copy_from_producer(uint8_t *dst, const void *src, size_t n)
+{
+    memcpy(dst, src, n);
+}
+
 /* Copy the payload out of shared memory and hand it to libbuf. */
 static void copy_into(smb_reader *r, tb_buffer *buf, smb_chunk_header *c,
                       uint32_t chunk_size, const header_copy *h,
                       bool complete)
 {
     size_t payload = chunk_size - SMB_CHUNK_HEADER_SIZE;
-    memcpy(r->scratch, smb_chunk_payload(c), payload);
+    smb_reader_copy_from_producer(r->scratch, smb_chunk_payload(c), payload);
     tb_copy_chunk_untrusted(buf, r->producer_id, r->uid, r->pid,
                             h->writer_id, h->chunk_id, h->count, h->flags,
                             complete, r->scratch, payload);

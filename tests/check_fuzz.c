@@ -630,6 +630,23 @@ static void good_commit(fz_smb *z)
                                              good_resolve, z), 0);
 }
 
+/* Stores into the hostile SMB are relaxed atomics: in the concurrent test
+ * scribbler_main rewrites the same bytes from another thread, and the test's
+ * own writers must not race each other (only the reader's copy of untrusted
+ * bytes races, by design; see tests/tsan.supp). */
+static void smb_put(uint8_t *dst, const void *src, size_t n)
+{
+    const uint8_t *s = src;
+    for (size_t i = 0; i < n; i++)
+        __atomic_store_n(dst + i, s[i], __ATOMIC_RELAXED);
+}
+
+static void smb_put_random(uint8_t *dst, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        __atomic_store_n(dst + i, (uint8_t)rnd(), __ATOMIC_RELAXED);
+}
+
 /* Scribble over the hostile SMB: page words (often plausible), chunk
  * headers and fragment runs (plausible varints, the drop sentinel, junk). */
 static void scribble(fz_smb *z)
@@ -642,7 +659,7 @@ static void scribble(fz_smb *z)
     else
         word = ((1u + rndn(5)) << SMB_LAYOUT_SHIFT) |
                ((uint32_t)rnd() & SMB_ALL_CHUNKS_MASK);
-    __atomic_store_n(&ph->header_bitmap, word, __ATOMIC_RELEASE);
+    atomic_store_explicit(&ph->header_bitmap, word, memory_order_release);
     uint32_t layout = smb_word_layout(word);
     uint32_t nch = smb_layout_num_chunks(layout);
     if (nch == 0)
@@ -671,13 +688,16 @@ static void scribble(fz_smb *z)
         }
         if (sz > room - off - 4 && !wild)
             sz = room - off - 4;
-        if (!wild || rndn(4))
-            smb_write_redundant_varint(pl + off, sz);
-        else
-            rnd_bytes(pl + off, 4);
+        if (!wild || rndn(4)) {
+            uint8_t v[4];
+            smb_write_redundant_varint(v, sz);
+            smb_put(pl + off, v, 4);
+        } else {
+            smb_put_random(pl + off, 4);
+        }
         off += 4;
         uint32_t body = sz < room - off ? sz : room - off;
-        rnd_bytes(pl + off, body < 64 ? body : 64);
+        smb_put_random(pl + off, body < 64 ? body : 64);
         off += body;
         nfrag++;
     }
@@ -686,9 +706,9 @@ static void scribble(fz_smb *z)
     uint16_t packets = rndn(16) ? smb_make_packets(nfrag, rndn(3) ? 0
                                                                : rndn(8))
                                 : (uint16_t)rnd();
-    memcpy(c, &cid, 4);
-    memcpy(c + 4, &wid, 2);
-    memcpy(c + 6, &packets, 2);
+    smb_put(c, &cid, 4);
+    smb_put(c + 4, &wid, 2);
+    smb_put(c + 6, &packets, 2);
 }
 
 /* Read (part of) a buffer, touching every byte handed out. */

@@ -165,6 +165,29 @@ START_TEST(test_frame_garbage_dropped_stream_continues)
 }
 END_TEST
 
+/* Field number 0 in a two-byte key (80 00): protobuf-c parses it, but the
+ * frame would not parse again once re-packed, so it is dropped; inside a
+ * nested message too (found by fuzz/fuzz_ipc_frame). */
+START_TEST(test_frame_field_zero_dropped)
+{
+    ipc_decoder *d = ipc_decoder_create();
+    static const uint8_t bad[] = {
+        5, 0, 0, 0, 0x10, 7, 0x80, 0x00, 0x00,          /* top level */
+        7, 0, 0, 0, 0x10, 8, 0x1a, 3, 0x80, 0x00, 0x01, /* in BindService */
+    };
+    static const uint8_t ok[] = { 2, 0, 0, 0, 0x10, 9 };
+    ck_assert_int_eq(ipc_decoder_feed(d, bad, sizeof bad), 0);
+    ck_assert_int_eq(ipc_decoder_feed(d, ok, sizeof ok), 0);
+    Frame *out;
+    ck_assert_int_eq(ipc_decoder_next(d, &out), 1);
+    ck_assert_uint_eq(out->request_id, 9);
+    ck_assert(ipc_message_well_formed(&out->base));
+    perfetto__protos__ipcframe__free_unpacked(out, NULL);
+    ck_assert_uint_eq(ipc_decoder_dropped_frames(d), 2);
+    ipc_decoder_destroy(d);
+}
+END_TEST
+
 START_TEST(test_frame_oversize_fatal)
 {
     ipc_decoder *d = ipc_decoder_create();
@@ -1229,6 +1252,7 @@ static Suite *ipc_suite(void)
     TCK_CASE(s, "frame", test_frame_roundtrip_bytewise,
              test_frame_many_in_one_buffer, test_frame_empty_ignored,
              test_frame_garbage_dropped_stream_continues,
+             test_frame_field_zero_dropped,
              test_frame_oversize_fatal, test_frame_max_size_accepted,
              test_frame_random_garbage_never_crashes);
     TCK_CASE(s, "loop", test_loop_timers_order_and_cancel,

@@ -217,13 +217,107 @@ START_TEST(test_scrape_then_commit_not_double_counted)
 }
 END_TEST
 
+/* A hostile producer commits a chunk again with the bytes already
+ * delivered rewritten, or a packet start turned into a continuation: the
+ * rewrite is refused (or the vanished packet counted lost), nothing is read
+ * that was never offered, and the accounting still adds up (found by
+ * fuzz/fuzz_tb). */
+START_TEST(test_hostile_rewrite_keeps_accounting)
+{
+    tb_buffer *b = tb_create(65536, TB_RING_BUFFER);
+    tb_packet pk;
+    /* Writer 1: a scraped chunk read whole, then "committed" with one big
+     * fragment over the bytes already read (re-admit path). */
+    tbt_reset(&c);
+    tbt_frag(&c, 10, 1);
+    tbt_frag(&c, 10, 2);                   /* in progress while scraped */
+    tbt_commit_ex(b, 1, 1, 0, 0, false, &c, c.size + 16);
+    tbt_pkts ps = tbt_read_all(b);
+    ck_assert_uint_eq(ps.n, 1);
+    tbt_free(&ps);
+    uint64_t v0 = TBT_STAT(b, abi_violations);
+    tbt_reset(&c);
+    tbt_frag(&c, 40, 9);
+    tbt_frag(&c, 5, 9);
+    tbt_commit(b, 1, 0, 0, &c);
+    ck_assert_uint_gt(TBT_STAT(b, abi_violations), v0);
+    ps = tbt_read_all(b);
+    ck_assert_uint_eq(ps.n, 0);
+    tbt_free(&ps);
+    ck_assert_uint_eq(entry(b, 1)->packets_read, 1);
+
+    /* Writer 2: a scraped chunk read in part, then committed with its first
+     * fragment rewritten (in-place re-commit path). */
+    tbt_reset(&c);
+    tbt_frag(&c, 10, 1);
+    tbt_frag(&c, 10, 2);
+    tbt_frag(&c, 10, 3);                   /* in progress while scraped */
+    tbt_commit_ex(b, 1, 2, 0, 0, false, &c, c.size + 16);
+    tb_begin_read(b);
+    ck_assert(tb_read_next_packet(b, &pk, NULL, NULL));
+    v0 = TBT_STAT(b, abi_violations);
+    tbt_reset(&c);
+    tbt_frag(&c, 40, 9);
+    tbt_commit(b, 2, 0, 0, &c);
+    ck_assert_uint_gt(TBT_STAT(b, abi_violations), v0);
+    ps = tbt_read_all(b);
+    ck_assert_uint_eq(ps.n, 1);            /* the second original packet */
+    tbt_free(&ps);
+    const tb_seq_loss *e = entry(b, 2);
+    ck_assert_uint_eq(e->packets_read, 2);
+
+    /* Writer 3: a scraped chunk committed again with its whole first
+     * packet now flagged as a continuation: that packet is lost. */
+    tbt_reset(&c);
+    tbt_frag(&c, 10, 1);
+    tbt_frag(&c, 10, 2);
+    tbt_commit_ex(b, 1, 3, 0, 0, false, &c, c.size + 16);
+    ck_assert_uint_eq(entry(b, 3)->packets_pending, 1);
+    tbt_reset(&c);
+    tbt_frag(&c, 15, 1);                   /* grown, and a continuation */
+    tbt_frag(&c, 10, 2);
+    tbt_commit_ex(b, 1, 3, 0, TB_F1, false, &c, c.size + 16);
+    e = entry(b, 3);
+    ck_assert_uint_eq(e->packets_pending, 0);
+    ck_assert_uint_eq(e->lost_packets[TB_CAUSE_ABI_VIOLATION], 1);
+
+    /* Writer 4: a patch over the fragment header splits one packet into
+     * two: the new start is offered, both are read. */
+    tbt_reset(&c);
+    tbt_frag(&c, 16, 1);                   /* 1-byte header + 16 bytes */
+    tbt_commit(b, 4, 0, TB_F4, &c);
+    tb_patch pt[2] = {{.offset = 0, .data = {3, 0, 0, 0}},
+                      {.offset = 4, .data = {12, 0, 0, 0}}};
+    ck_assert(tb_try_patch_chunk(b, 1, 4, 0, pt, 2, false));
+    ps = tbt_read_all(b);                  /* 3 bytes, then 12 */
+    ck_assert_uint_eq(ps.n, 2);
+    tbt_free(&ps);
+    e = entry(b, 4);
+    ck_assert_uint_eq(e->packets_offered, 2);
+    ck_assert_uint_eq(e->packets_read, 2);
+
+    /* Writer 5: the same, but a later patch of the group is out of range:
+     * refused after the first was applied; the accounting still adds up. */
+    tbt_reset(&c);
+    tbt_frag(&c, 16, 1);
+    tbt_commit(b, 5, 0, TB_F4, &c);
+    pt[1].offset = 1000;
+    ck_assert(!tb_try_patch_chunk(b, 1, 5, 0, pt, 2, false));
+    ps = tbt_read_all(b);
+    tbt_free(&ps);
+    entry(b, 5);                           /* asserts the sum */
+    tb_destroy(b);
+}
+END_TEST
+
 static Suite *tb_lossacct_suite(void)
 {
     Suite *s = suite_create("tb_lossacct");
     TCK_CASE(s, "causes", test_overwrite_counts_every_packet,
              test_fragmented_packet_counts_once, test_discard_full_and_stale,
              test_abi_violations, test_reassembly_gap_and_pending,
-             test_patch_failed, test_scrape_then_commit_not_double_counted);
+             test_patch_failed, test_scrape_then_commit_not_double_counted,
+             test_hostile_rewrite_keeps_accounting);
     return s;
 }
 

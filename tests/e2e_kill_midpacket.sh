@@ -18,16 +18,25 @@ VICTIM=$E2E_LAST_PID
 e2e_spawn honest "$PRODUCER" -N honest -t 1 -c 2000 -r 2000 -S 100 \
     --policy stall --once
 e2e_wait_registered 2
+# No duration: the session runs until the victim is gone and the honest
+# producer is done (a fixed duration ended it before the writers reached
+# packet 1999 under ThreadSanitizer on a loaded machine); then SIGTERM
+# makes the consumer stop it and read.
 e2e_spawn consumer "$CONSUMER" record --out "$E2E_DIR/trace" \
-    --duration-ms 5000 --flush-timeout-ms 500 --buffer-kb 131072
+    --duration-ms 0 --flush-timeout-ms 500 --buffer-kb 131072
 CONS=$E2E_LAST_PID
 victim_hangs() {
     E2E_SEEN=$(grep -c "hanging inside packet 1999" "$E2E_DIR/victim.log")
     [ "${E2E_SEEN:-0}" -ge 2 ]
 }
-e2e_until 400 0.05 "the victim's writers never reached packet 1999" \
+e2e_until 2400 0.05 "the victim's writers never reached packet 1999" \
     victim_hangs
 kill -KILL "$VICTIM"
+e2e_until 600 0.05 "the daemon never saw the victim go" \
+    grep -q "(pid $VICTIM) disconnected" "$E2E_DIR/daemon.log"
+e2e_until 2400 0.05 "the honest producer never finished" \
+    grep -q "writer 0 done" "$E2E_DIR/honest.log"
+kill -TERM "$CONS"
 e2e_wait_ok "$CONS" 30 consumer
 e2e_check "$E2E_DIR/trace" --require-stats --verbose --conservation \
     --per-sequence 2000 --expect-sequences 3

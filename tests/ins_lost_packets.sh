@@ -52,8 +52,17 @@ e2e_start_daemon
 e2e_spawn producer "$PRODUCER" -t 2 -c $N -r 20000 -S 200 --policy stall \
     --once
 e2e_wait_registered 1
-"$CLI" record -q -o "$E2E_DIR/trace" -t 2s -b 256k >"$E2E_DIR/cli.log" 2>&1 ||
-    e2e_fail "shmtrace record failed"
+# Record until both writers have written all N (a fixed 2 s was too short
+# under ThreadSanitizer on a loaded machine), then SIGTERM (as Ctrl-C).
+e2e_spawn cli "$CLI" record -q -o "$E2E_DIR/trace" -t 600s -b 256k
+REC=$E2E_LAST_PID
+writers_done() {
+    E2E_SEEN=$(grep -c "writer [01] done" "$E2E_DIR/producer.log")
+    [ "${E2E_SEEN:-0}" -ge 2 ]
+}
+e2e_until 2400 0.05 "the writers never finished" writers_done
+kill -TERM "$REC"
+e2e_wait_ok "$REC" 60 "shmtrace record"
 e2e_stop_daemon
 db="$E2E_DIR/ours.db"
 "$INSPECT" --force --no-progress -o "$db" "$E2E_DIR/trace" >/dev/null 2>&1 ||
