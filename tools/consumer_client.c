@@ -24,6 +24,7 @@
 
 #include "cli_outfile.h"
 #include "consumer_client.h"
+#include "consumer_ext.h"
 #include "ipc.h"
 
 #define OUT_BUF_BYTES (1u << 20)
@@ -465,32 +466,8 @@ int cons_get_stats(cons_client *c, Perfetto__Protos__TraceStats **out)
 int cons_clone(cons_client *c, uint64_t session_id, const char *name,
                char *err, size_t err_len)
 {
-    Perfetto__Protos__CloneSessionRequest r =
-        PERFETTO__PROTOS__CLONE_SESSION_REQUEST__INIT;
-    if (name) {
-        r.selector_case =
-            PERFETTO__PROTOS__CLONE_SESSION_REQUEST__SELECTOR_UNIQUE_SESSION_NAME;
-        r.unique_session_name = (char *)name;
-    } else {
-        r.selector_case =
-            PERFETTO__PROTOS__CLONE_SESSION_REQUEST__SELECTOR_SESSION_ID;
-        r.session_id = session_id;
-    }
-    call k = { 0 };
-    k.keep_reply = true;
-    if (err_len)
-        err[0] = 0;
-    int rc = cons__invoke_sync(c, "CloneSession", &r.base, -1,
-                         &perfetto__protos__clone_session_response__descriptor,
-                         &k);
-    Perfetto__Protos__CloneSessionResponse *rep = (void *)k.reply;
-    if (rc == 0 && (!rep || !rep->success)) {
-        rc = -EPROTO;
-        snprintf(err, err_len, "%s",
-                 rep && rep->error ? rep->error : "clone refused");
-    }
-    protobuf_c_message_free_unpacked(k.reply, NULL);
-    return rc;
+    /* The plain CloneSession: no trigger, no file of ours to pass. */
+    return cons_clone_ex(c, session_id, name, NULL, -1, NULL, err, err_len);
 }
 
 /* ---- trace file writer -------------------------------------------- */
