@@ -20,16 +20,14 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "svc_daemon_fixture.h"
 #include "svc_fixture.h"
 #include "svc_ipc.h"
 #include "tck_main.h"
 #include "trace.pb-c.h"
 
 typedef struct {
-    /* fixture */
-    char dir[64], ppath[128], cpath[128];
-    ipc_loop *loop;
-    svc_daemon *d;
+    svd_fx sv;                   /* the daemon on private sockets */
     /* producer */
     ipc_client *pc;
     bool p_bound, p_init, p_registered;
@@ -55,43 +53,29 @@ static fx_t F;
 
 static void run_until(bool *flag, int max_iters)
 {
-    for (int i = 0; i < max_iters && !*flag; i++)
-        ipc_loop_run_once(F.loop, 10);
-    ck_assert_msg(*flag, "condition not reached");
+    svd_run_until(&F.sv, flag, max_iters);
 }
 
 static void run_for(int iters)
 {
     for (int i = 0; i < iters; i++)
-        ipc_loop_run_once(F.loop, 5);
+        ipc_loop_run_once(F.sv.loop, 5);
 }
 
 static void setup(void)
 {
     memset(&F, 0, sizeof(F));
-    snprintf(F.dir, sizeof(F.dir), "/tmp/svcipcXXXXXX");
-    ck_assert_ptr_nonnull(mkdtemp(F.dir));
-    snprintf(F.ppath, sizeof(F.ppath), "%s/p.sock", F.dir);
-    snprintf(F.cpath, sizeof(F.cpath), "%s/c.sock", F.dir);
-    F.loop = ipc_loop_create();
-    ck_assert_ptr_nonnull(F.loop);
-    int err = 0;
-    F.d = svc_daemon_create(F.loop, F.ppath, F.cpath, &err);
-    ck_assert_msg(F.d != NULL, "daemon: %d", err);
+    svd_start(&F.sv, "svcipc");
 }
 
 static void teardown(void)
 {
     ipc_client_destroy(F.pc);
     ipc_client_destroy(F.cc);
-    svc_daemon_destroy(F.d);
-    ipc_loop_destroy(F.loop);
+    svd_stop(&F.sv);
     if (F.smb)
         munmap(F.smb, F.smb_size);
     free(F.pkt);
-    unlink(F.ppath);
-    unlink(F.cpath);
-    rmdir(F.dir);
 }
 
 /* ------------------------------------------------------------ producer */
@@ -156,7 +140,7 @@ static void on_cmd(ipc_client *c, int st, const ProtobufCMessage *msg,
 static void connect_producer(void)
 {
     int err = 0;
-    F.pc = ipc_client_connect(F.loop, F.ppath, IPC_PRODUCER_PORT, &p_cbs,
+    F.pc = ipc_client_connect(F.sv.loop, F.sv.ppath, IPC_PRODUCER_PORT, &p_cbs,
                               NULL, &err);
     ck_assert_ptr_nonnull(F.pc);
     run_until(&F.p_bound, 500);
@@ -286,7 +270,7 @@ static void on_read(ipc_client *c, int st, const ProtobufCMessage *msg,
 static void connect_consumer(void)
 {
     int err = 0;
-    F.cc = ipc_client_connect(F.loop, F.cpath, IPC_CONSUMER_PORT, &c_cbs,
+    F.cc = ipc_client_connect(F.sv.loop, F.sv.cpath, IPC_CONSUMER_PORT, &c_cbs,
                               NULL, &err);
     ck_assert_ptr_nonnull(F.cc);
     run_until(&F.c_bound, 500);
@@ -440,20 +424,20 @@ START_TEST(test_ipc_malformed_frames_do_not_hurt)
 {
     /* Garbage, an oversized length, a frame that does not parse, and a
      * CommitData before InitializeConnection. */
-    int a = raw_connect(F.ppath);
+    int a = raw_connect(F.sv.ppath);
     uint8_t junk[64];
     for (size_t i = 0; i < sizeof(junk); i++)
         junk[i] = (uint8_t)(i * 37 + 11);
     ck_assert_int_eq(write(a, junk, sizeof(junk)), (ssize_t)sizeof(junk));
-    int b = raw_connect(F.cpath);
+    int b = raw_connect(F.sv.cpath);
     uint8_t big[4] = {0xff, 0xff, 0xff, 0x7f};
     ck_assert_int_eq(write(b, big, 4), 4);
-    int c = raw_connect(F.ppath);
+    int c = raw_connect(F.sv.ppath);
     uint8_t bad[] = {5, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 0xff};
     ck_assert_int_eq(write(c, bad, sizeof(bad)), (ssize_t)sizeof(bad));
     run_for(20);
     int err = 0;
-    F.pc = ipc_client_connect(F.loop, F.ppath, IPC_PRODUCER_PORT, &p_cbs,
+    F.pc = ipc_client_connect(F.sv.loop, F.sv.ppath, IPC_PRODUCER_PORT, &p_cbs,
                               NULL, &err);
     run_until(&F.p_bound, 500);
     commit(0, 0);                                /* before Initialize */
@@ -485,11 +469,11 @@ START_TEST(test_ipc_consumer_disconnect_frees_session)
     connect_consumer();
     enable(64, 0);
     run_for(20);
-    ck_assert_uint_eq(svc_session_count(svc_daemon_service(F.d)), 1);
+    ck_assert_uint_eq(svc_session_count(svc_daemon_service(F.sv.d)), 1);
     ipc_client_destroy(F.cc);
     F.cc = NULL;
     run_for(20);
-    ck_assert_uint_eq(svc_session_count(svc_daemon_service(F.d)), 0);
+    ck_assert_uint_eq(svc_session_count(svc_daemon_service(F.sv.d)), 0);
     ck_assert_int_eq(F.stops, 1);             /* its data source stopped */
 }
 END_TEST
@@ -507,7 +491,7 @@ START_TEST(test_ipc_second_daemon_refused)
 {
     int err = 0;
     ipc_loop *l2 = ipc_loop_create();
-    svc_daemon *d2 = svc_daemon_create(l2, F.ppath, F.cpath, &err);
+    svc_daemon *d2 = svc_daemon_create(l2, F.sv.ppath, F.sv.cpath, &err);
     ck_assert_ptr_null(d2);
     ck_assert_int_eq(err, -EADDRINUSE);
     ipc_loop_destroy(l2);

@@ -5,7 +5,7 @@ svc_test_cflags = $(AM_CFLAGS) $(CHECK_CFLAGS) $(PROTOBUF_C_CFLAGS) \
 	-I$(top_srcdir)/service $(IPC_CPPFLAGS)
 svc_test_ldadd = $(SVC_LIBS) $(CHECK_LIBS)
 
-noinst_HEADERS += tests/svc_fixture.h
+noinst_HEADERS += tests/svc_fixture.h tests/svc_daemon_fixture.h
 
 check_PROGRAMS += tests/check_svc_packet tests/check_svc_session
 tests_check_svc_packet_SOURCES = tests/check_svc_packet.c

@@ -22,44 +22,24 @@
 #include <unistd.h>
 
 #include "ipc.pb-c.h"
+#include "../svc_daemon_fixture.h"
 #include "svc_ipc.h"
 
-typedef struct {
-    char dir[64], ppath[128], cpath[128];
-    ipc_loop *loop;
-    svc_daemon *d;
-} fx_t;
-
-static fx_t F;
+static svd_fx F;
 
 static void run_until(bool *flag, int max_iters)
 {
-    for (int i = 0; i < max_iters && !*flag; i++)
-        ipc_loop_run_once(F.loop, 10);
-    ck_assert_msg(*flag, "condition not reached");
+    svd_run_until(&F, flag, max_iters);
 }
 
 static void setup(void)
 {
-    memset(&F, 0, sizeof(F));
-    snprintf(F.dir, sizeof(F.dir), "/tmp/featipcXXXXXX");
-    ck_assert_ptr_nonnull(mkdtemp(F.dir));
-    snprintf(F.ppath, sizeof(F.ppath), "%s/p.sock", F.dir);
-    snprintf(F.cpath, sizeof(F.cpath), "%s/c.sock", F.dir);
-    F.loop = ipc_loop_create();
-    ck_assert_ptr_nonnull(F.loop);
-    int err = 0;
-    F.d = svc_daemon_create(F.loop, F.ppath, F.cpath, &err);
-    ck_assert_msg(F.d != NULL, "daemon: %d", err);
+    svd_start(&F, "featipc");
 }
 
 static void teardown(void)
 {
-    svc_daemon_destroy(F.d);
-    ipc_loop_destroy(F.loop);
-    unlink(F.ppath);
-    unlink(F.cpath);
-    rmdir(F.dir);
+    svd_stop(&F);
 }
 
 /* ---------------------------------------------------------------- clients */
