@@ -28,6 +28,7 @@
 #include "ipc.h"
 #include "ipc.pb-c.h"
 #include "svc_int.h"
+#include "svc_fixture.h"
 #include "svc_service.h"
 #include "tck_main.h"
 
@@ -35,37 +36,17 @@
 #define ALICE 1001
 #define MALLORY 1002
 
-typedef struct {
-    Perfetto__Protos__TraceConfig cfg;
-    Perfetto__Protos__TraceConfig__BufferConfig buf, *bufp[1];
-    Perfetto__Protos__TraceConfig__DataSource ds, *dsp[1];
-    Perfetto__Protos__DataSourceConfig dsc;
-} cfg_t;
-
-static void cfg_init(cfg_t *c, const char *name)
+/* The fixture's one-buffer config, with a unique_session_name (or none). */
+static void cfg_named(svf_cfg *c, const char *name)
 {
-    memset(c, 0, sizeof(*c));
-    perfetto__protos__trace_config__init(&c->cfg);
-    perfetto__protos__trace_config__buffer_config__init(&c->buf);
-    c->buf.has_size_kb = true;
-    c->buf.size_kb = 64;
-    c->bufp[0] = &c->buf;
-    c->cfg.n_buffers = 1;
-    c->cfg.buffers = c->bufp;
-    perfetto__protos__trace_config__data_source__init(&c->ds);
-    perfetto__protos__data_source_config__init(&c->dsc);
-    c->dsc.name = "test.ds";
-    c->ds.config = &c->dsc;
-    c->dsp[0] = &c->ds;
-    c->cfg.n_data_sources = 1;
-    c->cfg.data_sources = c->dsp;
+    svf_cfg_init(c, 64, 0);
     c->cfg.unique_session_name = (char *)name;
 }
 
 static svc_session *enable(svc_service *svc, uid_t uid, const char *name)
 {
-    cfg_t c;
-    cfg_init(&c, name);
+    svf_cfg c;
+    cfg_named(&c, name);
     char err[256] = "";
     svc_session *s = svc_session_enable_uid(svc, NULL, uid, &c.cfg, -1, err,
                                             sizeof(err));
@@ -142,8 +123,8 @@ START_TEST(test_users_names_per_uid)
     /* Someone else's name neither leaks nor blocks. */
     svc_session *m = enable(svc, MALLORY, "x");
     ck_assert_ptr_nonnull(m);
-    cfg_t c;
-    cfg_init(&c, "x");
+    svf_cfg c;
+    cfg_named(&c, "x");
     char err[256];
     ck_assert_ptr_null(svc_session_enable_uid(svc, NULL, MALLORY, &c.cfg, -1,
                                               err, sizeof err));
@@ -216,8 +197,8 @@ static svc_session *enable_file(svc_service *svc, uid_t uid,
                                 const char *path, int fd, char *err,
                                 size_t len)
 {
-    cfg_t c;
-    cfg_init(&c, NULL);
+    svf_cfg c;
+    cfg_named(&c, NULL);
     c.cfg.has_write_into_file = true;
     c.cfg.write_into_file = true;
     c.cfg.output_path = (char *)path;
