@@ -230,14 +230,13 @@ int cons_enable_raw(cons_client *c, const uint8_t *cfg, size_t len, int fd)
     return 0;
 }
 
-typedef struct qss_call {
-    bool done;
-    int status;
+/* A set of data source names (no duplicates), grown as needed. */
+typedef struct {
     char **names;
     size_t n, cap;
-} qss_call;
+} name_set;
 
-static void qss_add(qss_call *q, const char *name)
+static void name_set_add(name_set *q, const char *name)
 {
     for (size_t i = 0; i < q->n; i++)
         if (!strcmp(q->names[i], name))
@@ -255,28 +254,6 @@ static void qss_add(qss_call *q, const char *name)
         q->names[q->n++] = d;
 }
 
-static void on_qss_reply(ipc_client *ic, int status,
-                         const ProtobufCMessage *msg, bool has_more,
-                         void *ctx)
-{
-    (void)ic;
-    qss_call *q = ctx;
-    const Perfetto__Protos__QueryServiceStateResponse *r = (const void *)msg;
-    if (status == 0 && r && r->service_state) {
-        const Perfetto__Protos__TracingServiceState *st = r->service_state;
-        for (size_t i = 0; i < st->n_data_sources; i++) {
-            const Perfetto__Protos__TracingServiceState__DataSource *d =
-                st->data_sources[i];
-            if (d && d->ds_descriptor && d->ds_descriptor->name)
-                qss_add(q, d->ds_descriptor->name);
-        }
-    }
-    if (status < 0)
-        q->status = status;
-    if (!has_more || status < 0)
-        q->done = true;
-}
-
 void cons_free_names(char **names, size_t n)
 {
     for (size_t i = 0; i < n; i++)
@@ -288,29 +265,18 @@ int cons_query_data_sources(cons_client *c, char ***names, size_t *n)
 {
     *names = NULL;
     *n = 0;
-    if (c->disconnected)
-        return -ENOTCONN;
-    Perfetto__Protos__QueryServiceStateRequest r =
-        PERFETTO__PROTOS__QUERY_SERVICE_STATE_REQUEST__INIT;
-    qss_call q = { 0 };
-    int64_t rid = ipc_client_invoke(
-        c->ipc, "QueryServiceState", &r.base, -1,
-        &perfetto__protos__query_service_state_response__descriptor,
-        on_qss_reply, &q);
-    if (rid < 0)
-        return (int)rid;
-    int rc = cons__wait_flag(c, &q.done);
-    if (rc == -ETIMEDOUT) {
-        ipc_client_destroy(c->ipc);
-        c->ipc = NULL;
-        c->disconnected = true;
-    }
-    if (rc == 0)
-        rc = q.status == -ECONNRESET ? -ENOTCONN : q.status;
-    if (rc < 0) {
-        cons_free_names(q.names, q.n);
+    Perfetto__Protos__TracingServiceState *st = NULL;
+    int rc = cons_query(c, false, &st);
+    if (rc < 0)
         return rc;
+    name_set q = { 0 };
+    for (size_t i = 0; i < st->n_data_sources; i++) {
+        const Perfetto__Protos__TracingServiceState__DataSource *d =
+            st->data_sources[i];
+        if (d && d->ds_descriptor && d->ds_descriptor->name)
+            name_set_add(&q, d->ds_descriptor->name);
     }
+    perfetto__protos__tracing_service_state__free_unpacked(st, NULL);
     *names = q.names;
     *n = q.n;
     return 0;
