@@ -23,11 +23,8 @@ uint8_t tb__facts_from_summary(uint32_t n, uint32_t first_size,
         return facts;
     int first = tb__frag_role(true, n == 1, flags);
     int last = tb__frag_role(n == 1, true, flags);
-    uint32_t whole = nonempty;
-    if (first != TB__WHOLE && first_size > 0)
-        whole--;
-    if (n > 1 && last != TB__WHOLE && last_size > 0)
-        whole--;
+    uint32_t whole = tb__whole_in_summary(first, last, n, first_size,
+                                          last_size, nonempty);
     if (whole > 0)
         facts |= TB__FACT_WHOLE;
     if (first == TB__END || first == TB__CONT)

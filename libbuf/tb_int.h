@@ -290,6 +290,24 @@ static inline int tb__next_frag(const uint8_t *payload, uint32_t payload_size,
 uint8_t *tb__mem_alloc(size_t size);
 void tb__mem_free(uint8_t *mem, size_t size);
 
+/* Whole packets among n > 0 fragments tiling a payload, from the copy-time
+ * summary: the non-empty fragments less a non-empty first one that does not
+ * start a packet (role `first`) and a non-empty last one that does not end
+ * one (role `last`). Shared by tb__facts_from_summary and
+ * tb__starts_from_summary. */
+static inline uint32_t tb__whole_in_summary(int first, int last, uint32_t n,
+                                            uint32_t first_size,
+                                            uint32_t last_size,
+                                            uint32_t nonempty)
+{
+    uint32_t whole = nonempty;
+    if (first != TB__WHOLE && first_size > 0)
+        whole--;
+    if (n > 1 && last != TB__WHOLE && last_size > 0)
+        whole--;
+    return whole;
+}
+
 /* tb_frag.c */
 uint8_t tb__facts_from_summary(uint32_t n, uint32_t first_size,
                                uint32_t last_size, uint32_t nonempty,
