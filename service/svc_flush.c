@@ -285,27 +285,18 @@ size_t svc__producer_gone(svc_service *svc, svc_producer *p)
 
 /* ---------------------------------------------------------------- timers */
 
-static uint64_t min_nz(uint64_t a, uint64_t b)
-{
-    if (!a)
-        return b;
-    if (!b)
-        return a;
-    return a < b ? a : b;
-}
-
 uint64_t svc_next_deadline_ms(const svc_service *svc)
 {
     uint64_t d = 0;
     for (size_t si = 0; si < svc->nsessions; si++) {
         const svc_session *s = svc->sessions[si];
-        d = min_nz(d, s->duration_deadline_ms);
-        d = min_nz(d, s->stop_deadline_ms);
-        d = min_nz(d, s->next_file_write_ms);
-        d = min_nz(d, s->next_periodic_flush_ms);
+        d = svc__min_deadline(d, s->duration_deadline_ms);
+        d = svc__min_deadline(d, s->stop_deadline_ms);
+        d = svc__min_deadline(d, s->next_file_write_ms);
+        d = svc__min_deadline(d, s->next_periodic_flush_ms);
         for (size_t i = 0; i < s->nflushes; i++)
-            d = min_nz(d, s->flushes[i].deadline_ms);
-        d = min_nz(d, svc__trigger_deadline(s));
+            d = svc__min_deadline(d, s->flushes[i].deadline_ms);
+        d = svc__min_deadline(d, svc__trigger_deadline(s));
     }
     return d;
 }

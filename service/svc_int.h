@@ -65,6 +65,16 @@
 #define SVC_FLUSH_FLAGS_STOP     (2u | (1u << 4))
 #define SVC_FLUSH_FLAGS_PERIODIC (1u | (1u << 4))
 
+/* The earlier of two deadlines in ms, 0 meaning "none". */
+static inline uint64_t svc__min_deadline(uint64_t a, uint64_t b)
+{
+    if (!a)
+        return b;
+    if (!b)
+        return a;
+    return a < b ? a : b;
+}
+
 /* A data source a producer registered (RegisterDataSource). */
 typedef struct {
     char *name;                  /* owned */

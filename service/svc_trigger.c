@@ -434,23 +434,14 @@ size_t svc_producer_activate_triggers(svc_service *svc, svc_producer *p,
 
 /* ---------------------------------------------------------------- timers */
 
-static uint64_t min_nz(uint64_t a, uint64_t b)
-{
-    if (!a)
-        return b;
-    if (!b)
-        return a;
-    return a < b ? a : b;
-}
-
 uint64_t svc__trigger_deadline(const svc_session *s)
 {
     const svc_trig_state *t = &s->trig;
     uint64_t d = t->start_timeout_ms;
     for (size_t i = 0; i < t->npending; i++)
-        d = min_nz(d, t->pending[i].due_ms ? t->pending[i].due_ms : 1);
+        d = svc__min_deadline(d, t->pending[i].due_ms ? t->pending[i].due_ms : 1);
     if (s->state == SVC_SESSION_STARTED && t->clear_period_ms && !s->is_clone)
-        d = min_nz(d, t->next_clear_ms ? t->next_clear_ms : 1);
+        d = svc__min_deadline(d, t->next_clear_ms ? t->next_clear_ms : 1);
     return d;
 }
 
