@@ -14,7 +14,8 @@
  *            retried once.
  *   return   BeingWritten -> Complete, append {page, chunk, buffer} to the
  *            pending batch, add the chunk size to bytes_pending.
- *   send     when the batch has patches, when bytes_pending >= batch_bytes
+ *   send     when the batch has patches (unless batch_patches), when
+ *            bytes_pending >= batch_bytes
  *            (0: always) or >= half the SMB (as Perfetto), on flush, before
  *            giving up an acquisition.
  *            The commit callback runs with the mutex held, so batches are
@@ -50,6 +51,7 @@ struct smb_arbiter {
     uint32_t num_pages;
     uint32_t layout;
     uint32_t batch_bytes;
+    bool batch_patches;           /* patches wait for batch_bytes too */
     smb_transport transport;
     smb_shm shm;                  /* owned mapping (base NULL if borrowed) */
 
@@ -120,6 +122,7 @@ static smb_arbiter *arbiter_new(uint8_t *base, size_t size,
     arb->num_pages = (uint32_t)(size / page_size);
     arb->layout = layout;
     arb->batch_bytes = options ? options->batch_bytes : 0;
+    arb->batch_patches = options && options->batch_patches;
     arb->transport = *transport;
     arb->shm.fd = -1;
     return arb;
@@ -351,7 +354,8 @@ void smb__arbiter_return_chunk(smb_arbiter *arb, const smb__chunk_loc *loc,
             arb->npatches += groups[i].npatches;
         }
     }
-    if (oom || arb->ngroups > 0 || arb->bytes_pending >= arb->batch_bytes ||
+    if (oom || (arb->ngroups > 0 && !arb->batch_patches) ||
+        arb->bytes_pending >= arb->batch_bytes ||
         arb->bytes_pending >= arb->size / 2)
         send_locked(arb, 0);
     pthread_mutex_unlock(&arb->mu);

@@ -21,6 +21,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <shmtrace/smb_abi.h>
@@ -28,6 +29,19 @@
 #include "common.pb-c.h"
 #include "config.pb-c.h"
 #include "producer_int.h"
+
+/* CommitData batching (see on_setup_tracing): a batch is sent once its
+ * chunks reach 1/PROD_BATCH_SMB_DIVISOR of the SMB, capped. */
+#define PROD_BATCH_SMB_DIVISOR 16u
+#define PROD_BATCH_MAX (64u * 1024u)
+
+/* Size of the SMB object behind fd; 0 if fstat fails (the arbiter then
+ * refuses the fd anyway). */
+static size_t fd_size(int fd)
+{
+    struct stat st;
+    return fstat(fd, &st) == 0 && st.st_size > 0 ? (size_t)st.st_size : 0;
+}
 
 #define DEFAULT_RECONNECT_MS 1000u
 #define MAX_DATA_SOURCES 256
@@ -306,12 +320,21 @@ static void on_setup_tracing(
     prod__make_transport(s, &t);
     smb_arbiter_options o;
     memset(&o, 0, sizeof o);
-    /* Send once the pending chunks exceed one page (a page holds page -
-     * 8 bytes of chunks, so a chunk waits for the next chunk, a patch or a
-     * flush): fewer than one CommitData per filled page. Patches usually
-     * follow a returned chunk (a packet straddling the chunk boundary) and
-     * go out with it. Nothing waits forever: service flushes send it. */
-    o.batch_bytes = page;
+    /* Batches: one CommitData per PROD_BATCH_SMB_DIVISOR-th of the SMB
+     * (at least a page, at most PROD_BATCH_MAX bytes), patches included:
+     * a packet straddling a chunk boundary no longer forces a send of its
+     * own (under load that was one IPC per chunk, the largest cost of a
+     * 1 KiB packet on both sides). A writer holds at most that many bytes
+     * unsent, and only until the next chunk, a flush or a stall: nothing
+     * waits forever, service flushes send it; the service applies a
+     * batch's chunks before its patches. */
+    uint32_t batch = (uint32_t)(fd_size(fd) / PROD_BATCH_SMB_DIVISOR);
+    if (batch > PROD_BATCH_MAX)
+        batch = PROD_BATCH_MAX;
+    if (batch < page)
+        batch = page;
+    o.batch_bytes = batch;
+    o.batch_patches = 1;
     s->arb = smb_arbiter_create_from_fd(fd, page, &t, &o);
     int e = errno;
     close(fd);

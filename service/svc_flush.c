@@ -15,6 +15,15 @@
  * Timers: svc_tick() runs every due deadline (flush timeouts, stop
  * timeouts, duration, periodic flushes, file writes);
  * svc_next_deadline_ms() says when the next one is.
+ *
+ * File passes (write_into_file) run in steps of SVC_FILE_STEP_BYTES, one
+ * per tick: while a pass has steps left (svc_has_pending_steps) the daemon
+ * ticks again on its next loop iteration, after serving the sockets, so a
+ * pass of a large buffer never keeps commits waiting for long (the
+ * producers' SMBs would fill and stall them). A pass starts when its
+ * period is due, or early when half of the smallest buffer has been
+ * written since the last one began (the producers would otherwise lap the
+ * ring before it is read). The stop sequence writes what is left at once.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -306,6 +315,70 @@ static bool due(uint64_t deadline, uint64_t now)
     return deadline && deadline <= now;
 }
 
+/* Bytes written into the session's buffers so far (tb stats), and the
+ * smallest buffer's size. */
+static uint64_t buffers_written(svc_service *svc, const svc_session *s,
+                                uint64_t *smallest)
+{
+    uint64_t sum = 0, min = 0;
+    for (size_t i = 0; i < s->nbufs; i++) {
+        tb_buffer *b = svc__buffer(svc, s->buf_ids[i], NULL);
+        const tb_stats *st = b ? tb_get_stats(b) : NULL;
+        if (!st)
+            continue;
+        sum += st->bytes_written;
+        if (!min || st->buffer_size < min)
+            min = st->buffer_size;
+    }
+    if (smallest)
+        *smallest = min;
+    return sum;
+}
+
+void svc__file_pass_mark(svc_service *svc, svc_session *s)
+{
+    uint64_t smallest = 0;
+    s->file_mark_written = buffers_written(svc, s, &smallest);
+    s->file_early_bytes = smallest / 2;
+}
+
+/* Has half of the smallest buffer been written since the last file pass
+ * began? Then the pass is due now, whatever the period says: with a
+ * period longer than the time the producers take to fill the ring, what
+ * they wrote first would be overwritten before it was read. */
+static bool file_behind(svc_service *svc, const svc_session *s)
+{
+    if (s->file_pass_open || !s->file_early_bytes)
+        return false;
+    return buffers_written(svc, s, NULL) - s->file_mark_written >=
+           s->file_early_bytes;
+}
+
+/* One step of the file pass (starting one if none is open): at most
+ * svc->file_step_bytes, so that commits are served between steps and the
+ * producers' shared memory keeps draining while a large pass is written.
+ * The period counts from the start of a pass. */
+static void file_step(svc_service *svc, svc_session *s, uint64_t now)
+{
+    if (!s->file_pass_open) {
+        s->next_file_write_ms = now + s->file_write_period_ms;
+        svc__file_pass_mark(svc, s);
+    }
+    bool more = false;
+    int rc = svc_session_write_file_step(svc, s, svc->file_step_bytes, &more);
+    s->file_pass_open = rc >= 0 && more;
+    if (rc < 0 || s->file_full)
+        svc_session_disable(svc, s);
+}
+
+bool svc_has_pending_steps(const svc_service *svc)
+{
+    for (size_t si = 0; si < svc->nsessions; si++)
+        if (svc->sessions[si]->file_pass_open)
+            return true;
+    return false;
+}
+
 void svc_tick(svc_service *svc, uint64_t now)
 {
     for (size_t si = 0; si < svc->nsessions; si++) {
@@ -328,10 +401,9 @@ void svc_tick(svc_service *svc, uint64_t now)
             flush_start(svc, s, SVC_FLUSH_PERIODIC, 0,
                         SVC_FLUSH_FLAGS_PERIODIC, 0);
         }
-        if (due(s->next_file_write_ms, now)) {
-            s->next_file_write_ms = now + s->file_write_period_ms;
-            if (svc_session_write_file(svc, s) < 0 || s->file_full)
-                svc_session_disable(svc, s);
-        }
+        if (s->out_fd >= 0 && s->next_file_write_ms &&
+            (s->file_pass_open || due(s->next_file_write_ms, now) ||
+             file_behind(svc, s)))
+            file_step(svc, s, now);
     }
 }

@@ -58,6 +58,7 @@
 #define SVC_DEFAULT_STOP_TIMEOUT_MS  5000u
 #define SVC_DEFAULT_FILE_PERIOD_MS   5000u
 #define SVC_MIN_FILE_PERIOD_MS       100u
+#define SVC_FILE_STEP_BYTES          (4u << 20) /* per step of a file pass */
 #define SVC_MAX_DURATION_MS          (7u * 24 * 3600 * 1000)
 #define SVC_GUARDRAIL_DURATION_MS    (24u * 3600 * 1000)
 #define SVC_GUARDRAIL_TOTAL_KB       131072u
@@ -206,6 +207,16 @@ struct svc_session {
     uint64_t max_file_size_bytes;
     uint64_t bytes_written_to_file;
     bool file_full;
+    /* A periodic file pass runs in steps of SVC_FILE_STEP_BYTES (svc_tick,
+     * svc_read.c), so commits are served between them: file_pass_open
+     * while a pass has steps left. file_mark_written: the session's
+     * buffers' bytes_written summed when the last pass began; a pass starts
+     * early once half of the smallest buffer (file_early_bytes) has been
+     * written since, so a ring that fills faster than the period is
+     * drained before it wraps. */
+    bool file_pass_open;
+    uint64_t file_mark_written;
+    uint64_t file_early_bytes;
     /* triggers, incremental state clearing (svc_trigger.c) */
     svc_trig_state trig;
     /* Its consumer's uid (SO_PEERCRED): only that uid (and root, see
@@ -262,6 +273,7 @@ struct svc_service {
     void *ops_ctx;
     uid_t uid;                   /* the daemon's own uid */
     bool root_access;            /* uid 0 consumers may use any session */
+    size_t file_step_bytes;      /* per step of a file pass (svc_flush.c) */
     svc_producer **producers;
     size_t nproducers;
     svc_session **sessions;
@@ -366,6 +378,9 @@ int svc__loss_copy(svc_session *dst, const svc_session *src);
 
 /* svc_commit.c */
 int svc__smb_setup(svc_producer *, const Perfetto__Protos__TraceConfig *);
+/* A file pass begins (or the session starts writing a file): remember
+ * how much its buffers hold written, for the early pass (svc_flush.c). */
+void svc__file_pass_mark(svc_service *, svc_session *);
 void svc__smb_sizes(const svc_producer *, const Perfetto__Protos__TraceConfig *,
                     size_t *page_out, size_t *size_out);
 void svc__smb_teardown(svc_producer *);

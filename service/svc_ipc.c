@@ -1,8 +1,9 @@
 /*
  * svc_ipc.c - the daemon (see svc_ipc.h): one ipc_loop, the producer and
  * consumer hosts with their ports (svc_ipc_producer.c,
- * svc_ipc_consumer.c), the service core, a 10 ms tick driving its timers,
- * and the clean shutdown.
+ * svc_ipc_consumer.c), the service core, a 10 ms tick driving its timers
+ * (and an extra tick on the next loop iteration while a file pass has
+ * steps left, svc_flush.c), and the clean shutdown.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -19,11 +20,24 @@ void svc__reply_empty(ipc_call *call)
 
 /* ================================================================ daemon */
 
+static void tick(void *vd);
+
+/* The next step of a file pass, one loop iteration later (the sockets
+ * are polled in between). */
+static void step(void *vd)
+{
+    svc_daemon *d = vd;
+    d->step_timer = 0;
+    tick(d);
+}
+
 static void tick(void *vd)
 {
     svc_daemon *d = vd;
     uint64_t now = svc_now_ms();
     svc_tick(d->svc, now);
+    if (!d->step_timer && svc_has_pending_steps(d->svc))
+        d->step_timer = ipc_loop_add_timer(d->loop, 0, 0, step, d);
     if (!d->shutting_down)
         return;
     /* Done when every session is disabled (files written) and every
@@ -91,6 +105,8 @@ void svc_daemon_destroy(svc_daemon *d)
         return;
     if (d->tick_timer)
         ipc_loop_cancel_timer(d->loop, d->tick_timer);
+    if (d->step_timer)
+        ipc_loop_cancel_timer(d->loop, d->step_timer);
     /* Hosts first: their on_disconnect callbacks use the service. */
     ipc_host_destroy(d->chost);
     ipc_host_destroy(d->phost);

@@ -77,6 +77,8 @@ struct svc_daemon {
     ipc_host *phost, *chost;
     svc_service *svc;
     uint64_t tick_timer;
+    uint64_t step_timer;         /* a zero-delay tick posted while a file
+                                    pass has steps left; 0 = none */
     bool shutting_down;
     uint64_t shutdown_deadline_ms;
 };

@@ -20,7 +20,9 @@
  * in order of first use; an open-addressing table (keys are never 0 since
  * writer ids are >= 1... producer ids >= 1 make the key non-zero anyway).
  *
- * File mode (svc_session_write_file): the same pass, each packet framed as
+ * File mode (svc_session_write_file, or svc_session_write_file_step for one
+ * step of at most max_bytes: the periodic pass runs in steps, svc_tick):
+ * the same pass, each packet framed as
  * Trace.packet (0x0A, varint length) and written with one writev() per
  * ~1 MiB of staged bytes or 1024 pieces; max_file_size_bytes stops at the
  * first packet that would reach it. A packet of >= 512 bytes is validated
@@ -762,8 +764,10 @@ static int filew_in_place(svc_filew *w, const tb_packet *pkt,
     return 1;
 }
 
-int svc_session_write_file(svc_service *svc, svc_session *s)
+int svc_session_write_file_step(svc_service *svc, svc_session *s,
+                                size_t max_bytes, bool *more)
 {
+    *more = false;
     if (s->out_fd < 0)
         return 0;
     if (!s->fbuf) {
@@ -773,11 +777,26 @@ int svc_session_write_file(svc_service *svc, svc_session *s)
         s->fbuf_cap = SVC_FILE_BATCH;
     }
     svc_filew w = { .s = s, .buf = s->fbuf, .cap = s->fbuf_cap };
-    int rc = session_read(svc, s, 0, filew_emit, &w, NULL, &w);
+    int rc = session_read(svc, s, max_bytes, filew_emit, &w, more, &w);
+    /* Written before we return to the loop: the slices handed to writev
+     * point into the buffers, which the next commit may change. */
     int frc = filew_flush(&w);
     s->fbuf = w.buf;
     s->fbuf_cap = w.cap;
+    if (rc < 0 || frc < 0)
+        *more = false;
     if (rc < 0)
         return rc;
     return frc;
+}
+
+int svc_session_write_file(svc_service *svc, svc_session *s)
+{
+    bool more;
+    int rc;
+    do
+        rc = svc_session_write_file_step(svc, s, 0, &more);
+    while (rc >= 0 && more);
+    s->file_pass_open = false;
+    return rc;
 }

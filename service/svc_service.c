@@ -41,7 +41,13 @@ svc_service *svc_create(const svc_ops *ops, void *ops_ctx, uid_t uid)
     svc->ops_ctx = ops_ctx;
     svc->uid = uid;
     svc->root_access = true;
+    svc->file_step_bytes = SVC_FILE_STEP_BYTES;
     return svc;
+}
+
+void svc_set_file_step_bytes(svc_service *svc, size_t bytes)
+{
+    svc->file_step_bytes = bytes ? bytes : SVC_FILE_STEP_BYTES;
 }
 
 void svc_set_root_access(svc_service *svc, bool root_may_access_all)

@@ -84,6 +84,9 @@ void svc_destroy(svc_service *);   /* NULL ok; closes output files */
  * uid's sessions (Perfetto's rule) unless this is turned off (default on;
  * shmtraced --root-no-access-to-users turns it off). */
 void svc_set_root_access(svc_service *, bool root_may_access_all);
+/* Bytes of packets per step of a periodic file pass (svc_flush.c);
+ * 0 restores the default SVC_FILE_STEP_BYTES. */
+void svc_set_file_step_bytes(svc_service *, size_t bytes);
 
 uint64_t svc_next_deadline_ms(const svc_service *);   /* 0 = none */
 void svc_tick(svc_service *, uint64_t now_ms);
@@ -225,6 +228,15 @@ int svc_session_read(svc_service *, svc_session *, size_t max_bytes,
                      svc_emit_fn, void *ctx, bool *more);
 /* Read all and append to the session's file now (file mode). */
 int svc_session_write_file(svc_service *, svc_session *);
+/* One step of a file pass: at most max_bytes of packets (0 = no limit)
+ * into the file, then *more says whether the pass has steps left (the
+ * TraceStats packet ends the last one). Negative errno on failure. */
+int svc_session_write_file_step(svc_service *, svc_session *,
+                                size_t max_bytes, bool *more);
+/* True while some session has a file pass with steps left: the caller
+ * should call svc_tick again soon (next loop iteration) instead of waiting
+ * for its next period. */
+bool svc_has_pending_steps(const svc_service *);
 
 /* ---- stats (svc_stats.c) ---- */
 /* Caller frees with svc_stats_free. NULL on no memory. With a session,

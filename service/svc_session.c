@@ -490,6 +490,7 @@ static void session_start(svc_service *svc, svc_session *s)
             per = SVC_MIN_FILE_PERIOD_MS;
         s->file_write_period_ms = per;
         s->next_file_write_ms = now + per;
+        svc__file_pass_mark(svc, s);
         s->max_file_size_bytes = cfg->has_max_file_size_bytes ?
                                  cfg->max_file_size_bytes : 0;
     }

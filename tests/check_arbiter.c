@@ -231,6 +231,102 @@ START_TEST(test_pending_batch_sent_before_giving_up)
 }
 END_TEST
 
+/* Patches force a send of their own by default (rule 1 of arbiter.h);
+ * with batch_patches they wait in the batch like chunks: 1000-byte nested
+ * messages straddle most chunk boundaries, yet nothing is sent before the flush,
+ * which carries every chunk and every patch in one batch. */
+START_TEST(test_batch_patches_wait_for_the_batch)
+{
+    uint8_t data[1000];
+    memset(data, 3, sizeof(data));
+    for (int batch_patches = 0; batch_patches <= 1; batch_patches++) {
+        rec r;
+        smb_shm shm;
+        smb_transport t = {&r, rec_commit, NULL, NULL};
+        smb_arbiter_options o;
+        memset(&r, 0, sizeof(r));
+        memset(&o, 0, sizeof(o));
+        o.batch_bytes = 1u << 30;      /* only half the SMB, or a flush */
+        o.batch_patches = (uint32_t)batch_patches;
+        ck_assert_int_eq(smb_shm_create(64 * 4096, &shm), 0);
+        smb_arbiter *arb = smb_arbiter_create(shm.base, 64 * 4096, 4096, &t,
+                                              &o);
+        ck_assert_ptr_nonnull(arb);
+        tw_writer *w = tw_writer_create(arb, 1, TW_POLICY_DROP);
+        for (int i = 0; i < 20; i++) {
+            tw_packet_begin(w);
+            tw_begin_nested(w, 900);   /* its size: patched across chunks */
+            tw_add_bytes(w, 1, data, sizeof(data));
+            tw_end_nested(w);
+            tw_packet_end(w);
+        }
+        if (batch_patches)
+            ck_assert_uint_eq(r.batches, 0);
+        else
+            ck_assert_uint_ge(r.batches, 3);   /* one per patched chunk */
+        size_t before = r.batches;
+        ck_assert_int_eq(tw_writer_flush(w), 0);
+        ck_assert_uint_eq(r.batches, before + 1);
+        ck_assert_uint_ge(r.chunks, 5);        /* ~20 KB in 4 KiB chunks */
+        ck_assert_uint_ge(r.groups, 3);
+        tw_writer_destroy(w);
+        smb_arbiter_destroy(arb);
+        smb_shm_unmap(&shm);
+    }
+}
+END_TEST
+
+/* End to end with batch_patches (as the IPC producer runs): packets that
+ * straddle chunks are read back whole and in order, some before the
+ * flush (batches sent by bytes), the rest after it. */
+START_TEST(test_batch_patches_read_back_whole)
+{
+    hb h;
+    hb_init_ex(&h, 64 * 4096, 4096, 0, 4 * 1024 * 1024, HB_SYNC, 0);
+    smb_arbiter_destroy(h.arb);
+    smb_transport t = {&h, hb_commit, hb_register, hb_unregister};
+    smb_arbiter_options o;
+    memset(&o, 0, sizeof(o));
+    o.batch_bytes = 16 * 4096;
+    o.batch_patches = 1;
+    h.arb = smb_arbiter_create(h.shm.base, h.shm.size, 4096, &t, &o);
+    ck_assert_ptr_nonnull(h.arb);
+    tw_writer *w = tw_writer_create(h.arb, HB_TARGET, TW_POLICY_DROP);
+    uint8_t data[1000];
+    for (uint32_t i = 0; i < 500; i++) {
+        memset(data, (int)(i & 0xff), sizeof(data));
+        tw_packet_begin(w);
+        tw_add_varint(w, 2, i);
+        tw_begin_nested(w, 900);       /* its size: patched across chunks */
+        tw_add_bytes(w, 1, data, sizeof(data));
+        tw_end_nested(w);
+        tw_packet_end(w);
+    }
+    hb_pkts early = hb_read_all(&h);
+    ck_assert_uint_gt(early.n, 0);
+    ck_assert_uint_lt(early.n, 500);
+    ck_assert_uint_lt(h.batches, h.chunks / 8);  /* really batched */
+    ck_assert_uint_gt(h.patches, 100);
+    tw_writer_flush(w);
+    hb_pkts rest = hb_read_all(&h);
+    ck_assert_uint_eq(early.n + rest.n, 500);
+    for (size_t k = 0; k < 500; k++) {
+        const hb_pkt *p = k < early.n ? &early.v[k] : &rest.v[k - early.n];
+        uint64_t v;
+        ck_assert(hb_find_varint(p, 2, &v));
+        ck_assert_uint_eq(v, k);
+        ck_assert_uint_eq(p->dropped, 0);
+        ck_assert_uint_ge(p->size, 1000 + 6);
+        for (size_t b = p->size - 1000; b < p->size; b++)
+            ck_assert_uint_eq(p->data[b], (uint8_t)(k & 0xff));
+    }
+    hb_pkts_free(&early);
+    hb_pkts_free(&rest);
+    tw_writer_destroy(w);
+    hb_fini(&h);
+}
+END_TEST
+
 START_TEST(test_writers_registered_and_shutdown)
 {
     hb h;
@@ -266,7 +362,9 @@ static Suite *arbiter_suite(void)
     TCK_CASE(s, "pages", test_pages_partitioned_on_demand_in_order);
     TCK_CASE(s, "batching", test_batching_by_bytes_and_flush,
              test_batch_sent_at_half_the_smb,
-             test_pending_batch_sent_before_giving_up);
+             test_pending_batch_sent_before_giving_up,
+             test_batch_patches_wait_for_the_batch,
+             test_batch_patches_read_back_whole);
     TCK_CASE(s, "writers", test_writers_registered_and_shutdown);
     return s;
 }

@@ -692,6 +692,96 @@ SVF_TEST(test_periodic_flush_by_period_and_file_mode, 1)
     ck_assert_uint_eq(fs->flush_period_ms, 5000);
 }
 
+/* A periodic file pass runs in steps of svc_set_file_step_bytes, one per
+ * tick, so commits are served between them: the first tick writes part of
+ * the buffer and no TraceStats yet; a chunk committed between steps is
+ * read by the same pass; the last step ends with the one TraceStats
+ * packet; nothing is written twice or lost. */
+SVF_TEST(test_file_pass_runs_in_steps, 1)
+{
+    int mine;
+    int fd = svf_temp_file(&mine);
+    svf_cfg_file(&f->c);
+    f->c.cfg.has_file_write_period_ms = true;
+    f->c.cfg.file_write_period_ms = 100;
+    svc_set_file_step_bytes(f->svc, 512);
+    svf_enable_fd(f, fd);
+    for (uint32_t i = 0; i < 40; i++)
+        svf_put(f, f->p[0], i % 8, 1, i, i * 10, 10);
+    uint64_t t = svc_now_ms() + 101;            /* the period is due */
+    ck_assert(!svc_has_pending_steps(f->svc));
+    svc_tick(f->svc, t);
+    ck_assert(svc_has_pending_steps(f->svc));
+    svf_readout r;
+    svf_read_file_records(mine, &r);
+    ck_assert_int_gt(r.values, 0);
+    ck_assert_int_lt(r.values, 400);
+    ck_assert_int_eq(r.n_stats, 0);             /* the pass goes on */
+    svf_put(f, f->p[0], 0, 1, 40, 400, 10);     /* between two steps */
+    int steps = 1;
+    while (svc_has_pending_steps(f->svc)) {
+        svc_tick(f->svc, t);                    /* not due again: steps */
+        ck_assert_int_lt(++steps, 1000);
+    }
+    ck_assert_int_gt(steps, 4);
+    svf_read_file_records(mine, &r);
+    ck_assert_int_eq(r.values, 410);
+    ck_assert_int_eq(r.n_stats, 1);
+    /* The next pass waits for its period. */
+    svf_put(f, f->p[0], 1, 1, 41, 410, 10);
+    long size = svf_file_size(mine);
+    svc_tick(f->svc, t + 50);
+    ck_assert_int_eq(svf_file_size(mine), size);
+    ck_assert(!svc_has_pending_steps(f->svc));
+    svc_tick(f->svc, t + 101);
+    while (svc_has_pending_steps(f->svc))
+        svc_tick(f->svc, t + 101);
+    svf_read_file_records(mine, &r);
+    ck_assert_int_eq(r.values, 420);
+    ck_assert_int_eq(r.n_stats, 2);
+    close(mine);
+}
+
+/* A ring that fills faster than the period is drained early: once half
+ * of the buffer has been written since the last pass began, the next tick
+ * starts a pass whatever the period says, and the next early one needs
+ * another half. */
+SVF_TEST(test_file_pass_starts_early_when_half_the_buffer_is_written, 1)
+{
+    int mine;
+    int fd = svf_temp_file(&mine);
+    svf_cfg_file(&f->c);
+    f->c.cfg.has_file_write_period_ms = true;
+    f->c.cfg.file_write_period_ms = 3600000;    /* an hour: never due */
+    svf_enable_fd(f, fd);
+    const tb_stats *st = tb_get_stats(svc__buffer(f->svc, f->buf, NULL));
+    ck_assert_ptr_nonnull(st);
+    uint64_t t = svc_now_ms() + 10;
+    uint32_t id = 0;
+    svf_put(f, f->p[0], 0, 1, id, id * 10, 10);
+    id++;
+    svc_tick(f->svc, t);
+    ck_assert_int_eq(svf_file_size(mine), 0);   /* too little: waits */
+    while (st->bytes_written < st->buffer_size / 2) {
+        svf_put(f, f->p[0], id % 8, 1, id, id * 10, 10);
+        id++;
+    }
+    ck_assert_uint_eq(st->chunks_overwritten, 0);
+    svc_tick(f->svc, t);
+    while (svc_has_pending_steps(f->svc))
+        svc_tick(f->svc, t);
+    svf_readout r;
+    svf_read_file_records(mine, &r);
+    ck_assert_int_eq(r.values, id * 10);
+    ck_assert_int_eq(r.n_stats, 1);
+    long size = svf_file_size(mine);
+    svf_put(f, f->p[0], id % 8, 1, id, id * 10, 10);
+    id++;
+    svc_tick(f->svc, t);
+    ck_assert_int_eq(svf_file_size(mine), size);
+    close(mine);
+}
+
 START_TEST(test_smb_sizes_clamped)
 {
     svc_service *svc = svf_new();
@@ -736,7 +826,9 @@ static Suite *svc_session_suite(void)
     TCK_CASE(s, "file", test_file_mode_writes_trace_records_and_caps_size,
              test_periodic_flush_by_period_and_file_mode,
              test_file_mode_drops_invalid_packets_in_place,
-             test_file_mode_large_packets_in_place);
+             test_file_mode_large_packets_in_place,
+             test_file_pass_runs_in_steps,
+             test_file_pass_starts_early_when_half_the_buffer_is_written);
     return s;
 }
 

@@ -17,7 +17,10 @@
  * service applies a batch's chunks before its patches, then the flush id.
  *
  * When batches are sent: a batch is started when a writer returns a chunk
- * or queues patches. It is sent (1) as soon as it holds patches, (2) when
+ * or queues patches. It is sent (1) as soon as it holds patches (unless
+ * options.batch_patches: then patches wait in the batch like chunks, and
+ * the service, which applies a batch's chunks before its patches, reads a
+ * packet that straddles chunks once the batch arrives), (2) when
  * its chunks add up to >= options.batch_bytes (each chunk counted with its
  * header: 4088 bytes for a Div1 chunk of a 4 KiB page; default 0: every
  * returned chunk is sent at once) or to half the SMB, (3) on
@@ -116,7 +119,9 @@ typedef struct smb_arbiter_options {
     uint32_t page_layout;  /* SMB_LAYOUT_DIV1..DIV14; 0 = DIV1 */
     uint32_t batch_bytes;  /* send once pending chunks reach this; 0 = at
                               once */
-    uint32_t reserved[6];  /* zero */
+    uint32_t batch_patches; /* 1: patches do not force a send (rule 1
+                               above); 0 = they do */
+    uint32_t reserved[5];  /* zero */
 } smb_arbiter_options;
 
 typedef struct smb_arbiter_stats {

@@ -9,8 +9,8 @@
  *   service arrive on the GetAsyncCommand stream:
  *     setup_tracing      SMB fd (SCM_RIGHTS): the library maps it and builds
  *                        the smb_arbiter whose transport seam sends
- *                        CommitData (batched: the arbiter's batch_bytes is
- *                        the page size, so at most one IPC per filled page;
+ *                        CommitData (batched: one IPC per 1/16 of the SMB,
+ *                        between a page and 64 KiB, patches included;
  *                        never one per packet) and RegisterTraceWriter.
  *     setup/start/stop_data_source, flush, clear_incremental_state
  *                        -> the callbacks below.
