@@ -10,6 +10,14 @@
  * chunk record an inner walk (tb_walk.c) yields the packets of its sequence
  * up to it; then the cursor moves past that record. Reading stops at the
  * write cursor (or at the end when the writer sits at offset 0).
+ *
+ * Read floor: a pass begins at the oldest record, but records read by an
+ * earlier pass are only erased, not removed, and stepping over each costs
+ * a cache miss (32768 of them in a 128 MiB ring of 4 KiB chunks, for every
+ * tb_begin_read of a service that reads in steps). So the reader keeps
+ * rd_floor, the position up to which every record it passed was erased,
+ * and the next tb_begin_read starts there; evict() drops the floor when a
+ * write lands on it (tb_int.h).
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -110,7 +118,9 @@ SHMTRACE_API void tb_begin_read(tb_buffer *b)
 {
     if (!b)
         return;
-    b->rd = (b->wr == b->used_size) ? 0 : b->wr;
+    b->rd = b->rd_floor_valid ? b->rd_floor
+          : (b->wr == b->used_size) ? 0 : b->wr;
+    b->rd_contig = true;
     b->walk.active = false;
     b->generation++;
 }
@@ -171,7 +181,15 @@ SHMTRACE_API bool tb_read_next_packet(tb_buffer *b, tb_packet *out,
         bool wrap = next >= b->used_size;
         if (next == b->wr || (wrap && b->wr == 0))
             return false;
+        /* The floor follows while every record passed was erased. */
+        bool erased = tb__rec_at(b, b->rd)->pri_wri_id == 0;
         b->rd = wrap ? 0 : next;
+        if (b->rd_contig && erased) {
+            b->rd_floor = b->rd;
+            b->rd_floor_valid = true;
+        } else {
+            b->rd_contig = false;
+        }
     }
     return false;
 }

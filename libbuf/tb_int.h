@@ -163,6 +163,16 @@ struct tb_buffer {
     size_t used_size;
     size_t wr;
     size_t rd;
+    /* The read floor (tb_buffer.c): when rd_floor_valid, every record from
+     * the oldest position (wr, or 0 when wr == used_size) up to rd_floor
+     * in ring order is erased, so tb_begin_read starts there instead of
+     * walking the consumed records again (a cache miss each; a whole lap
+     * of a large ring per read pass). Raised by the reader while every
+     * record it passed was erased (rd_contig); dropped by evict() when it
+     * overwrites the floor (the only way records reappear before it). */
+    size_t rd_floor;
+    bool rd_floor_valid;
+    bool rd_contig;
     tb_fill_policy policy;
     bool read_only;
     bool discard_stop;

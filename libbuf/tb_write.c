@@ -37,6 +37,10 @@
 static void evict(tb_buffer *b, size_t start, size_t n)
 {
     size_t end = start + n, off = start, straddle_end = 0;
+    /* New records go here: a read floor inside no longer has only erased
+     * records before it (tb_int.h). */
+    if (b->rd_floor_valid && b->rd_floor >= start && b->rd_floor < end)
+        b->rd_floor_valid = false;
     while (off < end && off < b->used_size) {
         tb__rec *r = tb__rec_at(b, off);
         size_t outer = tb__outer(r->size);

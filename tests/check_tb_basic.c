@@ -337,6 +337,39 @@ START_TEST(test_hist_buckets_per_writer)
 }
 END_TEST
 
+/* Reading in passes between writes of every size (the service reads in
+ * steps): each pass yields exactly the records written since the last one
+ * that were not lapped, whole and in order, although tb_begin_read starts
+ * at the read floor left by the previous pass (tb_int.h) and writes of
+ * other sizes overwrite it, from a fraction of a lap to several laps. */
+TBT_RING_TEST(test_read_passes_start_at_the_floor_and_writes_move_it)
+{
+    enum { ROUNDS = 400, MAXK = 40 };
+    static uint32_t outer[ROUNDS * MAXK];
+    uint32_t id = 0, lcg = 12345;
+    for (int round = 0; round < ROUNDS; round++) {
+        lcg = lcg * 1103515245u + 12345u;
+        uint32_t k = (lcg >> 16) % (round % 5 == 4 ? MAXK : 12);
+        uint64_t ovw = TBT_STAT(b, chunks_overwritten);
+        uint32_t first = id;
+        for (uint32_t i = 0; i < k; i++, id++) {
+            lcg = lcg * 1103515245u + 12345u;
+            outer[id] = 16u * (3 + (lcg >> 16) % 30);   /* 48..512 */
+            tbt_put_outer(b, 1, 1, id, outer[id], (uint8_t)(1 + id % 250));
+        }
+        uint32_t lapped = (uint32_t)(TBT_STAT(b, chunks_overwritten) - ovw);
+        ck_assert_uint_le(lapped, k);
+        tbt_pkts ps = tbt_read_all(b);
+        ck_assert_uint_eq(ps.n, k - lapped);
+        for (size_t i = 0; i < ps.n; i++) {
+            uint32_t rid = first + lapped + (uint32_t)i;
+            ck_assert(tbt_pkt_is1(&ps.p[i], outer[rid] - 20,
+                                  (uint8_t)(1 + rid % 250)));
+        }
+        tbt_free(&ps);
+    }
+}
+
 static Suite *tb_basic_suite(void)
 {
     Suite *s = suite_create("tb_basic");
@@ -353,7 +386,8 @@ static Suite *tb_basic_suite(void)
              test_ring_many_laps_keeps_newest,
              test_ring_partial_overlap_leaves_padding,
              test_ring_overwrite_of_read_chunks_is_no_loss,
-             test_ring_chunk_larger_than_buffer_rejected);
+             test_ring_chunk_larger_than_buffer_rejected,
+             test_read_passes_start_at_the_floor_and_writes_move_it);
     TCK_CASE(s, "histogram", test_hist_buckets_per_writer);
     TCK_CASE(s, "discard", test_discard_stops_at_end_even_if_read,
              test_discard_small_chunk_after_stop_also_dropped);
