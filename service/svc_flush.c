@@ -23,7 +23,11 @@
  * producers' SMBs would fill and stall them). A pass starts when its
  * period is due, or early when half of the smallest buffer has been
  * written since the last one began (the producers would otherwise lap the
- * ring before it is read). The stop sequence writes what is left at once.
+ * ring before it is read). When half of the smallest buffer comes in
+ * while a pass is under way, the producers outrun the file: the pass then
+ * finishes in one go, so that commits wait and the producers feel the
+ * backpressure (their SMBs fill) instead of lapping the ring under the
+ * pass. The stop sequence writes what is left at once.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -360,12 +364,22 @@ static bool file_behind(svc_service *svc, const svc_session *s)
  * The period counts from the start of a pass. */
 static void file_step(svc_service *svc, svc_session *s, uint64_t now)
 {
+    size_t budget = svc->file_step_bytes;
     if (!s->file_pass_open) {
         s->next_file_write_ms = now + s->file_write_period_ms;
         svc__file_pass_mark(svc, s);
+    } else if (s->file_early_bytes &&
+               buffers_written(svc, s, NULL) - s->file_mark_written >=
+               s->file_early_bytes) {
+        /* The producers outrun the file: half a buffer came in during
+         * this pass. The rest of it now, in one go; meanwhile commits
+         * wait, the SMBs fill and the producers stall (or drop, counted)
+         * instead of lapping the ring under the pass (backpressure). */
+        budget = 0;
+        svc->file_passes_hurried++;
     }
     bool more = false;
-    int rc = svc_session_write_file_step(svc, s, svc->file_step_bytes, &more);
+    int rc = svc_session_write_file_step(svc, s, budget, &more);
     s->file_pass_open = rc >= 0 && more;
     if (rc < 0 || s->file_full)
         svc_session_disable(svc, s);

@@ -274,6 +274,7 @@ struct svc_service {
     uid_t uid;                   /* the daemon's own uid */
     bool root_access;            /* uid 0 consumers may use any session */
     size_t file_step_bytes;      /* per step of a file pass (svc_flush.c) */
+    uint64_t file_passes_hurried; /* passes finished in one go (ibid.) */
     svc_producer **producers;
     size_t nproducers;
     svc_session **sessions;

@@ -782,6 +782,45 @@ SVF_TEST(test_file_pass_starts_early_when_half_the_buffer_is_written, 1)
     close(mine);
 }
 
+/* Producers that outrun the file: when half of the buffer comes in while a
+ * pass is under way, the next step finishes the pass in one go (commits
+ * then wait: backpressure), instead of letting the producers lap the ring
+ * under the pass. */
+SVF_TEST(test_file_pass_hurries_when_producers_outrun_it, 1)
+{
+    int mine;
+    int fd = svf_temp_file(&mine);
+    svf_cfg_file(&f->c);
+    f->c.cfg.has_file_write_period_ms = true;
+    f->c.cfg.file_write_period_ms = 100;
+    svc_set_file_step_bytes(f->svc, 256);
+    svf_enable_fd(f, fd);
+    uint32_t id = 0;
+    for (; id < 40; id++)
+        svf_put(f, f->p[0], id % 8, 1, id, id * 10, 10);
+    uint64_t t = svc_now_ms() + 101;
+    svc_tick(f->svc, t);
+    ck_assert(svc_has_pending_steps(f->svc));
+    svc_tick(f->svc, t);
+    ck_assert(svc_has_pending_steps(f->svc));   /* small steps go on */
+    ck_assert_uint_eq(f->svc->file_passes_hurried, 0);
+    const tb_stats *st = tb_get_stats(svc__buffer(f->svc, f->buf, NULL));
+    uint64_t mark = st->bytes_written;
+    while (st->bytes_written - mark < st->buffer_size / 2) {
+        svf_put(f, f->p[0], id % 8, 1, id, id * 10, 10);
+        id++;
+    }
+    svc_tick(f->svc, t);                        /* the rest at once */
+    ck_assert(!svc_has_pending_steps(f->svc));
+    ck_assert_uint_eq(f->svc->file_passes_hurried, 1);
+    ck_assert_uint_eq(st->chunks_overwritten, 0);
+    svf_readout r;
+    svf_read_file_records(mine, &r);
+    ck_assert_int_eq(r.values, id * 10);
+    ck_assert_int_eq(r.n_stats, 1);
+    close(mine);
+}
+
 START_TEST(test_smb_sizes_clamped)
 {
     svc_service *svc = svf_new();
@@ -828,7 +867,8 @@ static Suite *svc_session_suite(void)
              test_file_mode_drops_invalid_packets_in_place,
              test_file_mode_large_packets_in_place,
              test_file_pass_runs_in_steps,
-             test_file_pass_starts_early_when_half_the_buffer_is_written);
+             test_file_pass_starts_early_when_half_the_buffer_is_written,
+             test_file_pass_hurries_when_producers_outrun_it);
     return s;
 }
 
