@@ -20,9 +20,10 @@
  * Cost: a copy is a memcpy plus O(1) bookkeeping in the common case:
  * eviction takes the fast erase path (tb_walk.c), the sequence is found by
  * hash, its ring appends at the tail. What remains is memory latency, hidden
- * by prefetching: the source lines before tokenizing them, and after each
- * copy the destination lines of the next record (where the next eviction
- * also reads the old headers), so that traffic overlaps the next call.
+ * by prefetching: the source lines (to L1) before tokenizing them, and
+ * after each copy the destination lines of the next record (to L2: where
+ * the next eviction also reads the old headers), so that traffic overlaps
+ * the next call without holding the L1 miss buffers the tokenizer needs.
  *
  * Deviations from Perfetto (none reachable by a well-formed producer): a
  * payload larger than 65535 bytes and pri_wri_id 0 (producer 0, writer 0)
@@ -417,10 +418,15 @@ SHMTRACE_API void tb_copy_chunk_untrusted(tb_buffer *b, uint16_t producer_id,
     b->wr += outer;
     /* The next record most likely goes right here: start owning its lines
      * now so the memory traffic overlaps the next call's bookkeeping
-     * instead of stalling its copy. */
+     * instead of stalling its copy. Into L2 (locality 2, prefetcht1), not
+     * L1: 64 lines fetched to L1 hold its miss buffers until they arrive
+     * from DRAM, and the next call's tokenizer, a chain of dependent loads
+     * through the source's fragment headers, then waited behind them
+     * (prefetcht0 here: write 0.75x / 0.6x memcpy with 1 / 1000 writers;
+     * prefetcht1: +28% / +54%, same run). */
     for (size_t a = b->wr, end = b->wr + 4096; a < end && a < b->size;
          a += 64)
-        __builtin_prefetch(b->mem + a, 1);
+        __builtin_prefetch(b->mem + a, 1, 2);
     b->stats.chunks_written++;
     b->stats.bytes_written += outer;
     tb__seq_gc(b);
