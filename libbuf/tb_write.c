@@ -24,6 +24,12 @@
  * after each copy the destination lines of the next record (to L2: where
  * the next eviction also reads the old headers), so that traffic overlaps
  * the next call without holding the L1 miss buffers the tokenizer needs.
+ * With many writers the sequences' metadata is not cached either (the
+ * ring's stream evicts it between two chunks of one writer), so it is
+ * prefetched in two steps (tb__seq_prefetch, tb__seq_prefetch_head): at
+ * the end of a copy the sequence of the next record to evict, at the start
+ * of the next copy the writer's sequence and that victim's ring head and
+ * loss entry; the tokenizer's work then hides those misses.
  *
  * Deviations from Perfetto (none reachable by a well-formed producer): a
  * payload larger than 65535 bytes and pri_wri_id 0 (producer 0, writer 0)
@@ -257,6 +263,16 @@ SHMTRACE_API void tb_copy_chunk_untrusted(tb_buffer *b, uint16_t producer_id,
      * reads them anyway). */
     for (size_t a = 0; a < size && a < 4096; a += 64)
         __builtin_prefetch(src + a, 0);
+    /* The metadata this copy will touch, while the tokenizer runs: the
+     * writer's sequence, and the ring head and loss entry of the sequence
+     * of the record at the write cursor (the first one eviction erases;
+     * its sequence line was asked for at the end of the previous call). */
+    tb__seq_prefetch(b, ((uint32_t)producer_id << 16) | writer_id);
+    if (b->wr + TB__REC_HDR_BYTES <= b->used_size) {
+        uint32_t victim = tb__rec_at(b, b->wr)->pri_wri_id;
+        if (victim)
+            tb__seq_prefetch_head(b, victim);
+    }
 
     uint8_t flags = chunk_flags & TB__ABI_FLAGS;
     if (!chunk_complete) {
@@ -427,6 +443,13 @@ SHMTRACE_API void tb_copy_chunk_untrusted(tb_buffer *b, uint16_t producer_id,
     for (size_t a = b->wr, end = b->wr + 4096; a < end && a < b->size;
          a += 64)
         __builtin_prefetch(b->mem + a, 1, 2);
+    /* And the sequence of the record the next eviction starts with (its
+     * header is in a line prefetched by the previous call). */
+    if (b->wr + TB__REC_HDR_BYTES <= b->used_size) {
+        uint32_t victim = tb__rec_at(b, b->wr)->pri_wri_id;
+        if (victim)
+            tb__seq_prefetch(b, victim);
+    }
     b->stats.chunks_written++;
     b->stats.bytes_written += outer;
     tb__seq_gc(b);
