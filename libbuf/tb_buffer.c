@@ -55,6 +55,7 @@ SHMTRACE_API void tb_destroy(tb_buffer *b)
     free(b->slices);
     free(b->cfrags);
     free(b->hist);
+    free(b->hhash);
     tb__loss_free(b);
     tb__mem_free(b->mem, b->size);
     free(b);

@@ -189,6 +189,8 @@ struct tb_buffer {
     tb_writer_stats *hist;  /* per-writer histograms, first-seen order */
     size_t nhist;
     size_t hist_cap;
+    uint32_t *hhash;        /* key -> index + 1 into hist, open addressing */
+    uint32_t hhash_cap;
 
     tb_seq_loss *lossv;     /* per-writer loss accounting (tb_loss.c) */
     uint32_t nloss;

@@ -197,33 +197,75 @@ static bool recommit(tb_buffer *b, tb__seq *s, uint32_t idx, uint8_t flags,
     return true;
 }
 
+/* b->hhash: pri_wri_id -> index + 1 into b->hist (linear probing, load
+ * <= 1/2, never deleted from: entries are never dropped). */
+static uint32_t hhash_slot(uint32_t key, uint32_t cap)
+{
+    return (uint32_t)((key * 0x9E3779B1u) >> 11) & (cap - 1);
+}
+
+static uint32_t hist_key(const tb_writer_stats *e)
+{
+    return ((uint32_t)e->producer_id << 16) | e->writer_id;
+}
+
+static int hhash_grow(tb_buffer *b)
+{
+    uint32_t cap = b->hhash_cap ? b->hhash_cap * 2 : 64;
+    uint32_t *h = calloc(cap, sizeof(*h));
+    if (!h)
+        return -1;
+    for (size_t i = 0; i < b->nhist; i++) {
+        uint32_t j = hhash_slot(hist_key(&b->hist[i]), cap);
+        while (h[j] != 0)
+            j = (j + 1) & (cap - 1);
+        h[j] = (uint32_t)i + 1;
+    }
+    free(b->hhash);
+    b->hhash = h;
+    b->hhash_cap = cap;
+    return 0;
+}
+
+/* Index + 1 of key's histogram entry, created if new; 0 when out of
+ * memory. */
+static uint32_t hist_entry(tb_buffer *b, uint32_t key)
+{
+    if (b->hhash_cap) {
+        uint32_t j = hhash_slot(key, b->hhash_cap);
+        for (; b->hhash[j] != 0; j = (j + 1) & (b->hhash_cap - 1))
+            if (hist_key(&b->hist[b->hhash[j] - 1]) == key)
+                return b->hhash[j];
+    }
+    if ((uint64_t)(b->nhist + 1) * 2 > b->hhash_cap && hhash_grow(b) < 0)
+        return 0;
+    if (b->nhist == b->hist_cap) {
+        size_t cap = b->hist_cap ? b->hist_cap * 2 : 16;
+        tb_writer_stats *h = realloc(b->hist, cap * sizeof(*h));
+        if (!h)
+            return 0;
+        b->hist = h;
+        b->hist_cap = cap;
+    }
+    tb_writer_stats *e = &b->hist[b->nhist++];
+    memset(e, 0, sizeof(*e));
+    e->producer_id = (uint16_t)(key >> 16);
+    e->writer_id = (uint16_t)key;
+    uint32_t j = hhash_slot(key, b->hhash_cap);
+    while (b->hhash[j] != 0)
+        j = (j + 1) & (b->hhash_cap - 1);
+    b->hhash[j] = (uint32_t)b->nhist;
+    return (uint32_t)b->nhist;
+}
+
 /* Adds one histogram sample for the sequence's writer (spec §10). The
- * entry is found once per sequence (linear search: sequences are created
- * rarely) and cached in it. */
+ * entry is found once per sequence (hash: a linear search made the first
+ * lap with 1000 writers 7% slower) and cached in it. */
 static void hist_add(tb_buffer *b, tb__seq *s, uint32_t value)
 {
     static const uint32_t thresholds[] = TB_HIST_THRESHOLDS;
-    if (s->hist_idx == 0) {
-        for (size_t i = 0; i < b->nhist && s->hist_idx == 0; i++)
-            if (b->hist[i].producer_id == s->producer_id &&
-                b->hist[i].writer_id == s->writer_id)
-                s->hist_idx = (uint32_t)i + 1;
-        if (s->hist_idx == 0) {
-            if (b->nhist == b->hist_cap) {
-                size_t cap = b->hist_cap ? b->hist_cap * 2 : 16;
-                tb_writer_stats *h = realloc(b->hist, cap * sizeof(*h));
-                if (!h)
-                    return; /* a sample lost to OOM; nothing else */
-                b->hist = h;
-                b->hist_cap = cap;
-            }
-            tb_writer_stats *e = &b->hist[b->nhist++];
-            memset(e, 0, sizeof(*e));
-            e->producer_id = s->producer_id;
-            e->writer_id = s->writer_id;
-            s->hist_idx = (uint32_t)b->nhist;
-        }
-    }
+    if (s->hist_idx == 0 && (s->hist_idx = hist_entry(b, s->key)) == 0)
+        return; /* a sample lost to OOM; nothing else */
     size_t bucket = 0;
     while (bucket < TB_HIST_BUCKETS - 1 && value > thresholds[bucket])
         bucket++;
