@@ -199,6 +199,8 @@ struct tb_buffer {
     tb_writer_stats *hist;  /* per-writer histograms, first-seen order */
     size_t nhist;
     size_t hist_cap;
+    uint32_t *hhash;        /* key -> index + 1 into hist, open addressing */
+    uint32_t hhash_cap;
 
     tb_seq_loss *lossv;     /* per-writer loss accounting (tb_loss.c) */
     uint32_t nloss;
@@ -359,6 +361,49 @@ void tb__seq_gc(tb_buffer *b);
 void tb__seq_free_all(tb_buffer *b);
 int tb__seq_clone_all(tb_buffer *dst, const tb_buffer *src);
 uint32_t tb__num_sequences(const tb_buffer *b);
+
+/* Hash slot of key in b->hash (cap a power of two). */
+static inline uint32_t tb__seq_hash_slot(uint32_t key, uint32_t cap)
+{
+    return (uint32_t)((key * 0x9E3779B1u) >> 7) & (cap - 1);
+}
+
+/* Prefetch hints for the copy path (tb_write.c), without effects: the
+ * lines of key's sequence (first hash probe only: a miss just fetches a
+ * useless line), and of its first ring entry and loss entry. Inline:
+ * GCC's IPA pure-const pass may take an out-of-line function that only
+ * reads and prefetches for one without effects and delete its calls. */
+__attribute__((always_inline)) static inline void tb__seq_prefetch(
+        const tb_buffer *b, uint32_t key)
+{
+    if (b->hash_cap == 0)
+        return;
+    uint32_t v = b->hash[tb__seq_hash_slot(key, b->hash_cap)];
+    if (v == 0)
+        return;
+    const uint8_t *p = (const uint8_t *)(const void *)&b->seqs[v - 1];
+    __builtin_prefetch(p, 1);
+    __builtin_prefetch(p + offsetof(tb__seq, loss_idx), 1);
+}
+
+__attribute__((always_inline)) static inline void tb__seq_prefetch_head(
+        const tb_buffer *b, uint32_t key)
+{
+    if (b->hash_cap == 0)
+        return;
+    uint32_t v = b->hash[tb__seq_hash_slot(key, b->hash_cap)];
+    if (v == 0)
+        return;
+    const tb__seq *s = &b->seqs[v - 1];
+    if (s->key != key || s->count == 0)
+        return;
+    __builtin_prefetch(tb__ring_at(s, 0), 1);
+    if (s->loss_idx) {
+        const tb_seq_loss *e = &b->lossv[s->loss_idx - 1];
+        __builtin_prefetch(&e->lost_packets[TB_CAUSE_OVERWRITE], 1);
+        __builtin_prefetch(&e->lost_bytes[TB_CAUSE_OVERWRITE], 1);
+    }
+}
 
 /* tb_walk.c */
 void tb__walk_start(tb_buffer *b, tb__walk *w, uint32_t seq_idx,

@@ -9,7 +9,15 @@
  *
  * - MADV_HUGEPAGE on every ring (transparent huge pages in "madvise" mode,
  *   Debian's default): one fault per 2 MiB, a munmap that frees 64 huge
- *   pages. The kernel still zeroes fresh memory once.
+ *   pages. The kernel still zeroes fresh memory once: about half of a
+ *   fresh ring's first lap (bench_tb: lap 1 0.55-0.67x memcpy, laps 2-4
+ *   1.0-1.1x, the same lap into a cached ring 1.3x). The ring is left to
+ *   fault in as the writer reaches it: MADV_POPULATE_WRITE at allocation
+ *   zeroes all of it before the first copy, and the lines are out of the
+ *   caches again when the writer gets there (first lap 9-13% slower,
+ *   tb_create included), while Linux zeroes the 4 KiB at the faulting
+ *   address of a huge page last, so what the writer copies next is still
+ *   cached.
  *
  * - A cache of released rings (off by default; shmtraced turns it on): a
  *   ring freed by tb_destroy is kept, up to the limit in bytes, and handed

@@ -10,6 +10,9 @@
  *
  * Failure: allocation failures return NULL / -ENOMEM and leave the table
  * unchanged.
+ *
+ * tb__seq_prefetch / tb__seq_prefetch_head only read the table and issue
+ * prefetches: the copy path asks for the metadata of the next copy early.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -17,15 +20,10 @@
 
 #include "tb_int.h"
 
-static uint32_t hash_slot(uint32_t key, uint32_t cap)
-{
-    return (uint32_t)((key * 0x9E3779B1u) >> 7) & (cap - 1);
-}
-
 static void hash_put(uint32_t *hash, uint32_t cap, uint32_t key,
                      uint32_t idx)
 {
-    uint32_t i = hash_slot(key, cap);
+    uint32_t i = tb__seq_hash_slot(key, cap);
     while (hash[i] != 0)
         i = (i + 1) & (cap - 1);
     hash[i] = idx + 1;
@@ -48,7 +46,7 @@ tb__seq *tb__seq_find(const tb_buffer *b, uint32_t key)
 {
     if (b->hash_cap == 0)
         return NULL;
-    uint32_t i = hash_slot(key, b->hash_cap);
+    uint32_t i = tb__seq_hash_slot(key, b->hash_cap);
     for (;;) {
         uint32_t v = b->hash[i];
         if (v == 0)

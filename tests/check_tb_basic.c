@@ -6,6 +6,7 @@
 #include <stdlib.h>
 
 #include "tb_testutil.h"
+#include "tb_int.h"
 
 /* --- create ------------------------------------------------------------ */
 
@@ -370,6 +371,71 @@ TBT_RING_TEST(test_read_passes_start_at_the_floor_and_writes_move_it)
     }
 }
 
+
+/* Sum of a writer's histogram counts and of its sums, all buckets. */
+static void hist_totals(const tb_writer_stats *h, uint64_t *count,
+                        uint64_t *sum)
+{
+    *count = *sum = 0;
+    for (int i = 0; i < TB_HIST_BUCKETS; i++) {
+        *count += h->count[i];
+        *sum += h->sum[i];
+    }
+}
+
+/* Every sample shows in tb_get_writer_stats: queried between samples of
+ * one bucket, after a bucket change, interleaved with another writer, and
+ * after GC deleted the sequences (entries outlive them). */
+START_TEST(test_hist_runs_reach_the_stats)
+{
+    tb_buffer *b = tb_create(1 << 20, TB_RING_BUFFER);
+    size_t n;
+    uint32_t id = 0;
+    for (int i = 0; i < 5; i++)
+        commit_f(b, 1, 1, id++, 4096); /* bucket 6 */
+    const tb_writer_stats *h = tb_get_writer_stats(b, &n);
+    ck_assert_uint_eq(n, 1);
+    ck_assert_uint_eq(h[0].count[6], 5);
+    ck_assert_uint_eq(h[0].sum[6], 5 * 4096);
+    for (int i = 0; i < 3; i++)
+        commit_f(b, 1, 1, id++, 4000); /* bucket 6 again */
+    commit_f(b, 1, 1, id++, 100);      /* bucket 2 */
+    commit_f(b, 2, 9, 0, 100);         /* another writer in between */
+    commit_f(b, 1, 1, id++, 4096);
+    commit_f(b, 1, 1, id++, 4096);
+    h = tb_get_writer_stats(b, &n);
+    ck_assert_uint_eq(n, 2);
+    ck_assert_uint_eq(h[0].count[6], 10);
+    ck_assert_uint_eq(h[0].sum[6], 7 * 4096 + 3 * 4000);
+    ck_assert_uint_eq(h[0].count[2], 1);
+    ck_assert_uint_eq(h[0].sum[2], 100);
+    ck_assert_uint_eq(h[1].count[2], 1);
+    tb_destroy(b);
+
+    /* 1200 writers, one chunk each, read (empty), then GC deletes most
+     * sequences; half the writers come back as new sequences. */
+    b = tb_create(1 << 20, TB_RING_BUFFER);
+    for (uint32_t w = 1; w <= 1200; w++)
+        commit_f(b, 1, (uint16_t)w, 0, 64);
+    tbt_read_count(b);
+    commit_f(b, 2, 1, 0, 64); /* more than 1152 empty: GC runs */
+    ck_assert_uint_lt(tb__num_sequences(b), 1200);
+    for (uint32_t w = 1; w <= 1200; w += 2) /* again: new sequences */
+        commit_f(b, 1, (uint16_t)w, 1, 64);
+    h = tb_get_writer_stats(b, &n);
+    ck_assert_uint_eq(n, 1201);
+    for (uint32_t w = 1; w <= 1200; w++) {
+        uint64_t count, sum;
+        ck_assert_uint_eq(h[w - 1].writer_id, w);
+        hist_totals(&h[w - 1], &count, &sum);
+        ck_assert_uint_eq(count, (w % 2) ? 2u : 1u);
+        ck_assert_uint_eq(sum, 64 * count);
+        ck_assert_uint_eq(h[w - 1].count[2], count);
+    }
+    tb_destroy(b);
+}
+END_TEST
+
 static Suite *tb_basic_suite(void)
 {
     Suite *s = suite_create("tb_basic");
@@ -388,7 +454,8 @@ static Suite *tb_basic_suite(void)
              test_ring_overwrite_of_read_chunks_is_no_loss,
              test_ring_chunk_larger_than_buffer_rejected,
              test_read_passes_start_at_the_floor_and_writes_move_it);
-    TCK_CASE(s, "histogram", test_hist_buckets_per_writer);
+    TCK_CASE(s, "histogram", test_hist_buckets_per_writer,
+             test_hist_runs_reach_the_stats);
     TCK_CASE(s, "discard", test_discard_stops_at_end_even_if_read,
              test_discard_small_chunk_after_stop_also_dropped);
     return s;
