@@ -52,6 +52,9 @@
 #define SVC_SMB_SIZE_DEFAULT        (256u * 1024)
 #define SVC_SMB_PAGE_MAX            32768u
 #define SVC_SMB_SIZE_MAX            (32u * 1024 * 1024)
+/* SMBs this large get SVC_SMB_PAGE_MAX pages unless a page size is asked
+ * for (svc_commit.c). */
+#define SVC_SMB_LARGE_PAGE_FROM     (2u * 1024 * 1024)
 
 /* Session defaults and guardrails (svc_session.c, svc_flush.c). */
 #define SVC_DEFAULT_FLUSH_TIMEOUT_MS 5000u

@@ -836,6 +836,15 @@ START_TEST(test_smb_sizes_clamped)
     svc__smb_sizes(p, NULL, &page, &size);
     ck_assert_uint_eq(page, 16384);
     ck_assert_uint_eq(size, 32u << 20);
+    /* No page size asked for: 4 KiB, 32 KiB from a 2 MiB SMB on. */
+    p->page_hint_bytes = 0;
+    p->size_hint_bytes = 1u << 20;
+    svc__smb_sizes(p, NULL, &page, &size);
+    ck_assert_uint_eq(page, 4096);
+    p->size_hint_bytes = 4u << 20;
+    svc__smb_sizes(p, NULL, &page, &size);
+    ck_assert_uint_eq(page, 32768);
+    ck_assert_uint_eq(size, 4u << 20);
     svc_destroy(svc);
 }
 END_TEST
