@@ -79,7 +79,7 @@
 
 #define MAX_FIELD  0x1FFFFFFFu
 
-static void next_buffer(tw_writer *w);
+static void next_buffer(tw_writer *w, bool tried);
 
 /* ---- small helpers ----------------------------------------------------- */
 
@@ -105,12 +105,26 @@ static inline void publish_packets(tw_writer *w)
                           memory_order_release);
 }
 
+static size_t put_bulk(tw_writer *w, const uint8_t *src, size_t n);
+
 static void put_slow(tw_writer *w, const uint8_t *src, size_t n)
 {
     while (n > 0) {
         size_t room = (size_t)(w->end - w->pos), k;
         if (room == 0) {
-            next_buffer(w);
+            bool tried = false;
+            /* The held chunk is full and the rest needs 2+ chunks: take
+             * and hand back the run of chunks in batches. */
+            if (w->hdr != NULL &&
+                n > w->loc.payload_size - SMB_PACKET_HEADER_SIZE) {
+                k = put_bulk(w, src, n);
+                src += k;
+                n -= k;
+                if (n == 0 || w->pos < w->end)
+                    continue;
+                tried = true;        /* no chunk was free at once */
+            }
+            next_buffer(w, tried);
             continue;
         }
         k = room < n ? room : n;
@@ -177,50 +191,77 @@ static bool patch_add(tw_writer *w, uint32_t chunk_id, uint32_t off,
     return true;
 }
 
-/* Hand back the held chunk (if `with_chunk`) together with the ready patch
- * entries at the front of the FIFO, grouped per chunk (trace-writer.md §6).
- */
+/* Pop ready patch entries from the front of the FIFO into groups (at most
+ * TW_HB_PATCHES patches in TW_HB_GROUPS groups; per chunk,
+ * trace-writer.md §6); returns the number of groups. */
+enum { TW_HB_PATCHES = 64, TW_HB_GROUPS = 8 };
+
+static size_t collect_patches(tw_writer *w, smb_patch *tmp,
+                              smb_chunk_patches *groups)
+{
+    size_t np = 0, ng = 0;
+    while (patch_ready(w) && np < TW_HB_PATCHES) {
+        tw_patch_entry *e = &w->patches[w->patches_head];
+        if (ng == 0 || groups[ng - 1].chunk_id != e->chunk_id) {
+            if (ng == TW_HB_GROUPS)
+                break;
+            groups[ng].target_buffer = w->target_buffer;
+            groups[ng].chunk_id = e->chunk_id;
+            groups[ng].writer_id = w->writer_id;
+            groups[ng].has_more_patches = 0;
+            groups[ng].reserved = 0;
+            groups[ng].npatches = 0;
+            groups[ng].patches = &tmp[np];
+            ng++;
+        }
+        tmp[np].offset = e->offset;
+        memcpy(tmp[np].data, e->data, 4);
+        np++;
+        groups[ng - 1].npatches++;
+        w->patches_head++;
+    }
+    if (ng > 0 && w->patches_head < w->patches_n &&
+        w->patches[w->patches_head].chunk_id == groups[ng - 1].chunk_id)
+        groups[ng - 1].has_more_patches = 1;
+    if (w->patches_head == w->patches_n) {
+        w->patches_base_seq += w->patches_n;
+        w->patches_head = w->patches_n = 0;
+    }
+    return ng;
+}
+
+/* Hand back the filled chunks put_bulk left (full[0..nfull)), then the held
+ * chunk (if `with_chunk`), together with the ready patch entries at the
+ * front of the FIFO, grouped per chunk (trace-writer.md §6).
+ * With `want` > 0 (only with the chunk) the first call also takes a new
+ * chunk into *nl (same lock: one arbiter call per handoff); returns
+ * whether it did. */
+static bool hand_back_take(tw_writer *w, bool with_chunk, uint16_t packets,
+                           size_t want, smb__chunk_loc *nl)
+{
+    smb_patch tmp[TW_HB_PATCHES];
+    smb_chunk_patches groups[TW_HB_GROUPS];
+    size_t nret = w->nfull, got = 0;
+
+    if (with_chunk)
+        w->full[nret++] = w->loc;    /* after the older filled ones */
+    w->nfull = 0;
+    do {
+        size_t ng = collect_patches(w, tmp, groups);
+        if (nret > 0 || ng > 0 || want > 0)
+            got += smb__arbiter_exchange(w->arb, w->full, nret,
+                                         w->target_buffer, groups, ng,
+                                         w->writer_id, w->next_chunk_id,
+                                         packets, want, nl);
+        nret = 0;
+        want = 0;
+    } while (patch_ready(w));
+    return got > 0;
+}
+
 static void hand_back(tw_writer *w, bool with_chunk)
 {
-    enum { MAX_P = 64, MAX_G = 8 };
-    smb_patch tmp[MAX_P];
-    smb_chunk_patches groups[MAX_G];
-    const smb__chunk_loc *loc = with_chunk ? &w->loc : NULL;
-
-    do {
-        size_t np = 0, ng = 0;
-        while (patch_ready(w) && np < MAX_P) {
-            tw_patch_entry *e = &w->patches[w->patches_head];
-            if (ng == 0 || groups[ng - 1].chunk_id != e->chunk_id) {
-                if (ng == MAX_G)
-                    break;
-                groups[ng].target_buffer = w->target_buffer;
-                groups[ng].chunk_id = e->chunk_id;
-                groups[ng].writer_id = w->writer_id;
-                groups[ng].has_more_patches = 0;
-                groups[ng].reserved = 0;
-                groups[ng].npatches = 0;
-                groups[ng].patches = &tmp[np];
-                ng++;
-            }
-            tmp[np].offset = e->offset;
-            memcpy(tmp[np].data, e->data, 4);
-            np++;
-            groups[ng - 1].npatches++;
-            w->patches_head++;
-        }
-        if (ng > 0 && w->patches_head < w->patches_n &&
-            w->patches[w->patches_head].chunk_id == groups[ng - 1].chunk_id)
-            groups[ng - 1].has_more_patches = 1;
-        if (w->patches_head == w->patches_n) {
-            w->patches_base_seq += w->patches_n;
-            w->patches_head = w->patches_n = 0;
-        }
-        if (loc != NULL || ng > 0)
-            smb__arbiter_return_chunk(w->arb, loc, w->target_buffer,
-                                      groups, ng);
-        loc = NULL;
-    } while (patch_ready(w));
+    hand_back_take(w, with_chunk, 0, 0, NULL);
 }
 
 /* ---- chunks ------------------------------------------------------------- */
@@ -237,22 +278,25 @@ static void stall_sleep(uint32_t us)
     nanosleep(&ts, NULL);
 }
 
-/* Get chunk next_chunk_id into *loc under the writer's policy. */
-static bool acquire(tw_writer *w, uint16_t packets, smb__chunk_loc *loc)
+/* Get chunk next_chunk_id into *loc under the writer's policy. `tried`:
+ * the caller's own exchange already made the first attempt (and failed). */
+static bool acquire(tw_writer *w, uint16_t packets, smb__chunk_loc *loc,
+                    bool tried)
 {
     uint32_t sleep_us = 0;
     for (unsigned stalls = 0;; stalls++) {
-        if (smb__arbiter_acquire_chunk(w->arb, w->writer_id,
-                                       w->next_chunk_id, packets, loc)) {
-            w->next_chunk_id++;          /* wraps at 2^32 */
-            w->stats.chunks_used++;
+        if (!tried && smb__arbiter_acquire_chunk(w->arb, w->writer_id,
+                                                 w->next_chunk_id, packets,
+                                                 loc))
             return true;
-        }
+        tried = false;
         if (w->policy == TW_POLICY_DROP || smb__arbiter_is_shut_down(w->arb))
             return false;
         if (w->policy == TW_POLICY_STALL_THEN_DROP &&
             (w->dropping || stalls >= TW_MAX_STALLS))
             return false;
+        if (w->nfull > 0)
+            hand_back(w, false);     /* never stall on filled chunks */
         if (stalls >= TW_MAX_STALLS) {
             fprintf(stderr, "shmtrace: writer %u found no free SMB chunk "
                     "after %d stalls (policy stall-then-abort): the service "
@@ -278,11 +322,8 @@ static bool acquire_bounded(tw_writer *w, smb__chunk_loc *loc)
         if (smb__arbiter_is_shut_down(w->arb))
             return false;
         if (smb__arbiter_acquire_chunk(w->arb, w->writer_id,
-                                       w->next_chunk_id, 0, loc)) {
-            w->next_chunk_id++;          /* wraps at 2^32 */
-            w->stats.chunks_used++;
+                                       w->next_chunk_id, 0, loc))
             return true;
-        }
         if (slept_us >= TW_MARKER_BUDGET_US)
             return false;
         if (sleep_us > TW_MARKER_BUDGET_US - slept_us)
@@ -295,16 +336,27 @@ static bool acquire_bounded(tw_writer *w, smb__chunk_loc *loc)
     }
 }
 
+/* Hold the chunk just acquired as chunk next_chunk_id (which moves on:
+ * ids wrap at 2^32). */
 static void adopt_chunk(tw_writer *w, const smb__chunk_loc *loc,
                         uint16_t count, uint8_t flags)
 {
     w->loc = *loc;
     w->hdr = loc->hdr;
+    w->chunk_id = w->next_chunk_id++;
+    w->stats.chunks_used++;
     w->count = count;
     w->flags = flags;
     w->inflated = false;
     w->pos = loc->payload;
     w->end = loc->payload + loc->payload_size;
+}
+
+static void drop_chunk_state(tw_writer *w)
+{
+    w->hdr = NULL;
+    w->loc.hdr = NULL;
+    w->pos = w->end = w->garbage;
 }
 
 /* Return the held chunk (inflated: append the empty fragment first). */
@@ -315,9 +367,22 @@ static void return_chunk(tw_writer *w)
         w->inflated = false;
     }
     hand_back(w, true);
-    w->hdr = NULL;
-    w->loc.hdr = NULL;
-    w->pos = w->end = w->garbage;
+    drop_chunk_state(w);
+}
+
+/* return_chunk, and take a fresh chunk (packets {0, 0}) into *nl in the
+ * same arbiter call; false if none was free at once (the caller then
+ * applies its policy, acquire(..., tried = true)). */
+static bool return_chunk_take(tw_writer *w, smb__chunk_loc *nl)
+{
+    bool ok;
+    if (w->inflated) {
+        *w->pos++ = 0;
+        w->inflated = false;
+    }
+    ok = hand_back_take(w, true, 0, 1, nl);
+    drop_chunk_state(w);
+    return ok;
 }
 
 static void to_garbage(tw_writer *w)
@@ -335,9 +400,47 @@ static void enter_drop(tw_writer *w)
     to_garbage(w);
 }
 
+/* The held chunk's open fragment continues in the next chunk (§4 steps
+ * 2-3): close it with a 4-byte size, flag it, turn every open nested size
+ * field still inside it into a patch entry, publish the header. */
+static void close_continuing(tw_writer *w)
+{
+    smb_write_redundant_varint(w->frag_field,
+            (uint32_t)(w->pos - (w->frag_field + 4)));
+    w->flags |= SMB_FLAG_LAST_PACKET_CONTINUES_ON_NEXT;
+    for (uint32_t i = 0; i < w->depth; i++) {
+        tw_nested *n = &w->stack[i];
+        uint32_t seq;
+        if (n->kind != SF_CHUNK)
+            continue;
+        if (patch_add(w, w->chunk_id, (uint32_t)(n->field - w->loc.payload),
+                      &seq)) {
+            n->kind = SF_PATCH;
+            n->patch_seq = seq;
+            w->flags |= SMB_FLAG_NEEDS_PATCHING;
+        } else {
+            n->kind = SF_DETACHED;   /* OOM: size lost, chunk stays */
+            w->stats.misuse++;
+        }
+    }
+    publish_packets(w);
+}
+
+/* Start the continuation fragment in the chunk just adopted; `logical`:
+ * the packet offset its first byte has. */
+static void open_continuation(tw_writer *w, uint64_t logical)
+{
+    w->frag_field = w->pos;
+    memset(w->pos, 0, 4);
+    w->pos += 4;
+    w->frag_continues = true;
+    w->anchor = w->pos;
+    w->anchor_logical = logical;
+}
+
 /* Out of room inside a packet: move on to the next chunk (§4) or drop (§9).
- */
-static void next_buffer(tw_writer *w)
+ * `tried`: put_bulk's exchange just failed to get one (see acquire). */
+static void next_buffer(tw_writer *w, bool tried)
 {
     uint64_t logical = logical_pos(w);
     smb__chunk_loc nl;
@@ -346,33 +449,13 @@ static void next_buffer(tw_writer *w)
         to_garbage(w);               /* wrap; retry a chunk at next packet */
         w->retry = true;
     } else if (acquire(w, smb_make_packets(1,
-                       SMB_FLAG_FIRST_PACKET_CONTINUES_FROM_PREV), &nl)) {
-        uint32_t old_id = w->next_chunk_id - 2;  /* id of the held chunk */
-        smb_write_redundant_varint(w->frag_field,
-                (uint32_t)(w->pos - (w->frag_field + 4)));
-        w->flags |= SMB_FLAG_LAST_PACKET_CONTINUES_ON_NEXT;
-        for (uint32_t i = 0; i < w->depth; i++) {
-            tw_nested *n = &w->stack[i];
-            uint32_t seq;
-            if (n->kind != SF_CHUNK)
-                continue;
-            if (patch_add(w, old_id, (uint32_t)(n->field - w->loc.payload),
-                          &seq)) {
-                n->kind = SF_PATCH;
-                n->patch_seq = seq;
-                w->flags |= SMB_FLAG_NEEDS_PATCHING;
-            } else {
-                n->kind = SF_DETACHED;   /* OOM: size lost, chunk stays */
-                w->stats.misuse++;
-            }
-        }
-        publish_packets(w);
+                       SMB_FLAG_FIRST_PACKET_CONTINUES_FROM_PREV), &nl,
+                       tried)) {
+        close_continuing(w);
         return_chunk(w);
         adopt_chunk(w, &nl, 1, SMB_FLAG_FIRST_PACKET_CONTINUES_FROM_PREV);
-        w->frag_field = w->pos;
-        memset(w->pos, 0, 4);
-        w->pos += 4;
-        w->frag_continues = true;
+        open_continuation(w, logical);
+        return;
     } else {
         smb_write_redundant_varint(w->frag_field,
                                    SMB_PACKET_SIZE_DROP_PACKET);
@@ -386,6 +469,54 @@ static void next_buffer(tw_writer *w)
     }
     w->anchor = w->pos;
     w->anchor_logical = logical;
+}
+
+/* put_slow with the held chunk full and more than one continuation
+ * payload (P = payload - 4 bytes) left to write: the rest needs exactly
+ * ceil(n / P) more chunks, every one but the last filled to the end. So
+ * they are taken up to TW_BULK_CHUNKS at a time, filled with one memcpy
+ * each, and handed back together: each arbiter call returns the previous
+ * run and takes the next (one lock per run instead of two per chunk). No
+ * chunk is taken that the bytes do not fill. The last run of filled
+ * chunks stays in full[] (BeingWritten, count 1: a scraper skips them)
+ * until the writer's next arbiter call, at the latest the packet's end,
+ * so that it goes with the packet's patches; never while the writer
+ * stalls (acquire hands them back first). Returns the bytes written;
+ * fewer than n when no chunk was free at once (the filled ones are handed
+ * back by then): put_slow's next_buffer then applies the policy. */
+static size_t put_bulk(tw_writer *w, const uint8_t *src, size_t n)
+{
+    smb__chunk_loc got[TW_BULK_CHUNKS];
+    const size_t P = w->loc.payload_size - SMB_PACKET_HEADER_SIZE;
+    const uint16_t cont = smb_make_packets(1,
+            SMB_FLAG_FIRST_PACKET_CONTINUES_FROM_PREV);
+    size_t done = 0;
+
+    while (done < n && w->pos == w->end) {
+        size_t want = (n - done + P - 1) / P, ngot;
+        if (want > TW_BULK_CHUNKS)
+            want = TW_BULK_CHUNKS;
+        ngot = smb__arbiter_exchange(w->arb, w->full, w->nfull,
+                                     w->target_buffer, NULL, 0,
+                                     w->writer_id, w->next_chunk_id, cont,
+                                     want, got);
+        w->nfull = 0;
+        if (ngot == 0)
+            break;
+        for (size_t i = 0; i < ngot; i++) {
+            uint64_t logical = logical_pos(w);
+            size_t k = n - done < P ? n - done : P;
+            close_continuing(w);
+            w->full[w->nfull++] = w->loc;
+            adopt_chunk(w, &got[i], 1,
+                        SMB_FLAG_FIRST_PACKET_CONTINUES_FROM_PREV);
+            open_continuation(w, logical);
+            memcpy(w->pos, src + done, k);
+            w->pos += k;
+            done += k;
+        }
+    }
+    return done;
 }
 
 /* ---- lifecycle ---------------------------------------------------------- */
@@ -419,7 +550,7 @@ static int commit_held(tw_writer *w)
 {
     if (w->hdr != NULL)
         return_chunk(w);
-    else if (patch_ready(w))
+    else if (patch_ready(w) || w->nfull > 0)
         hand_back(w, false);
     return smb_arbiter_flush(w->arb, 0);
 }
@@ -501,7 +632,7 @@ void tw_packet_begin(tw_writer *w)
          * wrapped); a null writer (id 0) just wraps its garbage. */
         if (w->retry ||
             (size_t)(w->end - w->pos) < TW_MIN_BYTES_FOR_PACKET) {
-            if (w->writer_id != 0 && acquire(w, 0, &nl)) {
+            if (w->writer_id != 0 && acquire(w, 0, &nl, false)) {
                 adopt_chunk(w, &nl, 0, 0);
                 w->dropping = false;
             } else {
@@ -512,9 +643,9 @@ void tw_packet_begin(tw_writer *w)
     } else if (UNLIKELY(w->hdr == NULL ||
                         (size_t)(w->end - w->pos) < TW_MIN_BYTES_FOR_PACKET ||
                         w->count >= TW_MAX_PACKETS_PER_CHUNK)) {
-        if (w->hdr != NULL)
-            return_chunk(w);
-        if (acquire(w, 0, &nl))
+        bool tried = w->hdr != NULL;
+        if ((tried && return_chunk_take(w, &nl)) ||
+            acquire(w, 0, &nl, tried))
             adopt_chunk(w, &nl, 0, 0);
         else
             enter_drop(w);
@@ -611,7 +742,7 @@ void tw_packet_end(tw_writer *w)
         w->inflated = true;
         publish_packets(w);
     }
-    if (UNLIKELY(patch_ready(w)))
+    if (UNLIKELY(patch_ready(w) || w->nfull > 0))
         hand_back(w, false);
 }
 
@@ -728,7 +859,7 @@ void tw_begin_nested(tw_writer *w, uint32_t field)
     p = enc_varint(tmp, ((uint64_t)field << 3) | WT_LEN);
     put(w, tmp, (size_t)(p - tmp));
     if (UNLIKELY(w->end - w->pos < 4))
-        next_buffer(w);              /* a size field never straddles */
+        next_buffer(w, false);       /* a size field never straddles */
     n = &w->stack[w->depth++];
     n->kind = SF_CHUNK;
     n->field = w->pos;
