@@ -18,7 +18,10 @@
  *            sent first (the service may be waiting for those very chunks)
  *            and the lap is retried once.
  *   return   BeingWritten -> Complete, append {page, chunk, buffer} to the
- *            pending batch, add the chunk size to bytes_pending.
+ *            pending batch, add the chunk size to bytes_pending. On a
+ *            one-chunk page (Div1) whose word is exactly {layout, chunk 0
+ *            BeingWritten} the transition is a release store, not a CAS:
+ *            nobody else may write that word then (see complete_chunk).
  *   exchange return some chunks, then acquire some, under one lock (the
  *            writer's chunk handoff: one lock per handoff, or per run of
  *            up to TW_BULK_CHUNKS chunks of a large packet).
@@ -279,10 +282,12 @@ static void stamp(smb_chunk_header *c, uint16_t writer_id, uint32_t chunk_id,
  * between for anybody to see. Every other chunk is one Free ->
  * BeingWritten CAS on the word last seen (acq_rel; a lost race reloads the
  * word and retries, SMB_CAS_ATTEMPTS times in all, as the ABI helpers).
- * (mu held) */
+ * `own_only`: skip a page of another layout (only a hostile peer makes
+ * one), so that every chunk taken has the arbiter's chunk size. (mu held)
+ */
 static size_t take_from_page(smb_arbiter *arb, uint32_t page,
                              uint16_t writer_id, uint32_t chunk_id,
-                             uint16_t packets, size_t want,
+                             uint16_t packets, size_t want, bool own_only,
                              smb__chunk_loc *out)
 {
     smb_page_header *ph = smb_page_at(arb->base, arb->page_size, page);
@@ -316,6 +321,8 @@ static size_t take_from_page(smb_arbiter *arb, uint32_t page,
         if (layout == arb->layout) {
             nchunks = arb->layout_chunks;
             csize = arb->chunk_size;
+        } else if (own_only) {
+            break;
         } else {                     /* not ours: a peer's doing */
             nchunks = smb_layout_num_chunks(layout);
             csize = smb_chunk_size(arb->page_size, layout);
@@ -357,14 +364,14 @@ static size_t take_from_page(smb_arbiter *arb, uint32_t page,
  * on the last page visited after a fruitless lap. */
 static size_t lap_locked(smb_arbiter *arb, uint16_t writer_id,
                          uint32_t chunk_id, uint16_t packets, size_t want,
-                         smb__chunk_loc *out)
+                         bool own_only, smb__chunk_loc *out)
 {
     uint32_t page = arb->cursor, last = page;
     size_t got = 0;
     for (uint32_t n = 0; n < arb->num_pages && got < want; n++) {
         size_t k = take_from_page(arb, page, writer_id,
                                   chunk_id + (uint32_t)got, packets,
-                                  want - got, out + got);
+                                  want - got, own_only, out + got);
         if (k > 0) {
             got += k;
             last = page;
@@ -378,24 +385,55 @@ static size_t lap_locked(smb_arbiter *arb, uint16_t writer_id,
     return got;
 }
 
-/* Queue a returned chunk (Complete) and patch groups (mu held); false if
- * the chunk could not be queued (out of memory: it stays Complete, the
- * scraper finds it; the caller sends at once). */
-static bool queue_locked(smb_arbiter *arb, const smb__chunk_loc *loc,
-                         uint32_t target_buffer)
+/* BeingWritten -> Complete. A page of the arbiter's layout with one chunk
+ * per page (Div1, the default) is the writer's alone while its chunk is
+ * BeingWritten: no other writer touches a page with no Free chunk and the
+ * service only moves Complete / BeingRead chunks. So when the word is
+ * exactly {layout, chunk 0 BeingWritten}, a release store of {layout,
+ * Complete} is the ABI transition without the locked CAS (which would
+ * also drain the store buffer the writer's memcpy just filled). Any other
+ * word (other layouts, a peer's doing) takes the ABI helper's CAS. */
+static void complete_chunk(smb_arbiter *arb, smb_page_header *ph,
+                           uint32_t idx)
 {
-    smb_page_header *ph = smb_page_at(arb->base, arb->page_size, loc->page);
-    smb_release_chunk_as_complete(ph, loc->idx);
-    arb->stats.chunks_returned++;
-    if (grow((void **)&arb->chunks, &arb->chunks_cap, arb->nchunks + 1,
-             sizeof(*arb->chunks)) != 0)
-        return false;
-    smb_commit_chunk *cc = &arb->chunks[arb->nchunks++];
-    cc->page = loc->page;
-    cc->chunk = loc->idx;
-    cc->target_buffer = target_buffer;
-    arb->bytes_pending += loc->payload_size + SMB_CHUNK_HEADER_SIZE;
-    return true;
+    uint32_t mine = arb->layout << SMB_LAYOUT_SHIFT;
+    if (arb->layout_chunks == 1 && idx == 0 &&
+        atomic_load_explicit(&ph->header_bitmap, memory_order_relaxed) ==
+            (mine | SMB_CHUNK_BEING_WRITTEN)) {
+        atomic_store_explicit(&ph->header_bitmap, mine | SMB_CHUNK_COMPLETE,
+                              memory_order_release);
+        return;
+    }
+    smb_release_chunk_as_complete(ph, idx);
+}
+
+/* Mark returned chunks Complete and queue them (mu held); false if some
+ * could not be queued (out of memory: they stay Complete, the scraper finds
+ * them; the caller sends at once). */
+static bool queue_locked(smb_arbiter *arb, const smb__chunk_loc *ret,
+                         size_t nret, uint32_t target_buffer)
+{
+    bool room = grow((void **)&arb->chunks, &arb->chunks_cap,
+                     arb->nchunks + nret, sizeof(*arb->chunks)) == 0;
+    bool ok = true;
+    for (size_t i = 0; i < nret; i++) {
+        const smb__chunk_loc *loc = &ret[i];
+        if (loc->hdr == NULL)
+            continue;
+        complete_chunk(arb, smb_page_at(arb->base, arb->page_size,
+                                        loc->page), loc->idx);
+        arb->stats.chunks_returned++;
+        if (!room) {
+            ok = false;
+            continue;
+        }
+        smb_commit_chunk *cc = &arb->chunks[arb->nchunks++];
+        cc->page = loc->page;
+        cc->chunk = loc->idx;
+        cc->target_buffer = target_buffer;
+        arb->bytes_pending += loc->payload_size + SMB_CHUNK_HEADER_SIZE;
+    }
+    return ok;
 }
 
 static void queue_patches_locked(smb_arbiter *arb,
@@ -431,9 +469,8 @@ size_t smb__arbiter_exchange(smb_arbiter *arb, const smb__chunk_loc *ret,
     bool oom = false;
 
     pthread_mutex_lock(&arb->mu);
-    for (size_t i = 0; i < nret; i++)
-        if (ret[i].hdr != NULL && !queue_locked(arb, &ret[i], target_buffer))
-            oom = true;
+    if (nret > 0 && !queue_locked(arb, ret, nret, target_buffer))
+        oom = true;
     if (ngroups > 0)
         queue_patches_locked(arb, groups, ngroups);
     if (nret > 0 || ngroups > 0) {
@@ -444,10 +481,12 @@ size_t smb__arbiter_exchange(smb_arbiter *arb, const smb__chunk_loc *ret,
     if (want > arb->max_take)
         want = arb->max_take;
     if (want > 0) {
-        got = lap_locked(arb, writer_id, chunk_id, packets, want, out);
+        bool own = want > 1;
+        got = lap_locked(arb, writer_id, chunk_id, packets, want, own, out);
         if (got == 0 && (arb->nchunks > 0 || arb->ngroups > 0)) {
             send_locked(arb, 0);
-            got = lap_locked(arb, writer_id, chunk_id, packets, want, out);
+            got = lap_locked(arb, writer_id, chunk_id, packets, want, own,
+                             out);
         }
         arb->stats.chunks_acquired += got;
         if (got == 0)
@@ -455,6 +494,11 @@ size_t smb__arbiter_exchange(smb_arbiter *arb, const smb__chunk_loc *ret,
     }
     pthread_mutex_unlock(&arb->mu);
     return got;
+}
+
+uint32_t smb__arbiter_chunk_payload(const smb_arbiter *arb)
+{
+    return arb->chunk_size - SMB_CHUNK_HEADER_SIZE;
 }
 
 bool smb__arbiter_acquire_chunk(smb_arbiter *arb, uint16_t writer_id,

@@ -39,13 +39,18 @@ bool smb__arbiter_acquire_chunk(smb_arbiter *arb, uint16_t writer_id,
  * take up to `want` chunks (0..any) like smb__arbiter_acquire_chunk into
  * out[], stamped with ids chunk_id, chunk_id + 1, ... in out[] order.
  * Returns how many were taken: fewer than `want` when the SMB has fewer
- * free; 0 after a second fruitless lap. Never sleeps. */
+ * free, or than 1/8 of the SMB's chunks; 0 after a second fruitless lap.
+ * With want > 1 every chunk taken has the arbiter's own chunk size
+ * (smb__arbiter_chunk_payload). Never sleeps. */
 size_t smb__arbiter_exchange(smb_arbiter *arb, const smb__chunk_loc *ret,
                              size_t nret, uint32_t target_buffer,
                              const smb_chunk_patches *groups, size_t ngroups,
                              uint16_t writer_id, uint32_t chunk_id,
                              uint16_t packets, size_t want,
                              smb__chunk_loc *out);
+
+/* Payload bytes of a chunk of the arbiter's layout (chunk size - 8). */
+uint32_t smb__arbiter_chunk_payload(const smb_arbiter *arb);
 
 /* Mark the chunk Complete and queue it for target_buffer, together with
  * patch groups (may be NULL/0); send the batch when due. loc may be NULL

@@ -115,8 +115,8 @@ static void put_slow(tw_writer *w, const uint8_t *src, size_t n)
             bool tried = false;
             /* The held chunk is full and the rest needs 2+ chunks: take
              * and hand back the run of chunks in batches. */
-            if (w->hdr != NULL &&
-                n > w->loc.payload_size - SMB_PACKET_HEADER_SIZE) {
+            if (w->hdr != NULL && w->loc.payload_size == w->bulk_payload &&
+                n > w->bulk_payload - SMB_PACKET_HEADER_SIZE) {
                 k = put_bulk(w, src, n);
                 src += k;
                 n -= k;
@@ -471,7 +471,8 @@ static void next_buffer(tw_writer *w, bool tried)
     w->anchor_logical = logical;
 }
 
-/* put_slow with the held chunk full and more than one continuation
+/* put_slow with the held chunk full, of the arbiter's own chunk size
+ * (every chunk put_bulk takes has it), and more than one continuation
  * payload (P = payload - 4 bytes) left to write: the rest needs exactly
  * ceil(n / P) more chunks, every one but the last filled to the end. So
  * they are taken up to TW_BULK_CHUNKS at a time, filled with one memcpy
@@ -490,10 +491,16 @@ static size_t put_bulk(tw_writer *w, const uint8_t *src, size_t n)
     const size_t P = w->loc.payload_size - SMB_PACKET_HEADER_SIZE;
     const uint16_t cont = smb_make_packets(1,
             SMB_FLAG_FIRST_PACKET_CONTINUES_FROM_PREV);
+    const uint16_t middle = smb_make_packets(1,
+            SMB_FLAG_FIRST_PACKET_CONTINUES_FROM_PREV |
+            SMB_FLAG_LAST_PACKET_CONTINUES_ON_NEXT);
+    const uint64_t logical0 = logical_pos(w);
+    uint8_t pvarint[4];
     size_t done = 0;
 
+    smb_write_redundant_varint(pvarint, (uint32_t)P);
     while (done < n && w->pos == w->end) {
-        size_t want = (n - done + P - 1) / P, ngot;
+        size_t want = (n - done + P - 1) / P, ngot, i, k;
         if (want > TW_BULK_CHUNKS)
             want = TW_BULK_CHUNKS;
         ngot = smb__arbiter_exchange(w->arb, w->full, w->nfull,
@@ -503,18 +510,34 @@ static size_t put_bulk(tw_writer *w, const uint8_t *src, size_t n)
         w->nfull = 0;
         if (ngot == 0)
             break;
-        for (size_t i = 0; i < ngot; i++) {
-            uint64_t logical = logical_pos(w);
-            size_t k = n - done < P ? n - done : P;
-            close_continuing(w);
-            w->full[w->nfull++] = w->loc;
-            adopt_chunk(w, &got[i], 1,
-                        SMB_FLAG_FIRST_PACKET_CONTINUES_FROM_PREV);
-            open_continuation(w, logical);
-            memcpy(w->pos, src + done, k);
-            w->pos += k;
-            done += k;
+        /* The held chunk (full): its fragment continues. */
+        close_continuing(w);
+        w->full[w->nfull++] = w->loc;
+        /* All but the last are middle chunks: this write fills them to
+         * the end and goes on (ngot <= ceil(left / P)), so their one
+         * fragment is P bytes with both continuation flags and no nested
+         * size field lies in them: size, bytes, header; no writer state.
+         */
+        for (i = 0; i + 1 < ngot; i++) {
+            uint8_t *p = got[i].payload;
+            memcpy(p, pvarint, 4);
+            memcpy(p + SMB_PACKET_HEADER_SIZE, src + done, P);
+            done += P;
+            atomic_store_explicit(&got[i].hdr->packets, middle,
+                                  memory_order_release);
+            w->full[w->nfull++] = got[i];
         }
+        w->next_chunk_id += (uint32_t)i;     /* ids wrap at 2^32 */
+        w->stats.chunks_used += i;
+        /* The last one is held, its fragment open (closed at the next
+         * crossing only once that crossing has its chunk). */
+        adopt_chunk(w, &got[i], 1, SMB_FLAG_FIRST_PACKET_CONTINUES_FROM_PREV);
+        open_continuation(w, logical0 + done);
+        k = (size_t)(w->end - w->pos);   /* == P unless want was 1 */
+        k = n - done < k ? n - done : k;
+        memcpy(w->pos, src + done, k);
+        w->pos += k;
+        done += k;
     }
     return done;
 }
@@ -538,6 +561,7 @@ tw_writer *tw_writer_create(smb_arbiter *arb, uint32_t target_buffer,
     w->target_buffer = target_buffer;
     w->policy = policy;
     w->writer_id = smb__arbiter_alloc_writer(arb, target_buffer);
+    w->bulk_payload = smb__arbiter_chunk_payload(arb);
     to_garbage(w);
     w->anchor = w->pos;
     if (w->writer_id == 0)

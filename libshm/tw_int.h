@@ -89,6 +89,7 @@ struct tw_writer {
     uint16_t writer_id;          /* 0: null writer */
     tw_policy policy;
     smb__chunk_loc loc;
+    uint32_t bulk_payload;       /* the arbiter's chunk payload size */
     uint32_t nfull;              /* filled chunks put_bulk left to return */
     smb__chunk_loc full[TW_BULK_CHUNKS + 1];   /* + the held one */
     tw_patch_entry *patches;
