@@ -136,7 +136,7 @@ static smb_arbiter *arbiter_new(uint8_t *base, size_t size,
     arb->layout = layout;
     arb->layout_chunks = smb_layout_num_chunks(layout);
     arb->chunk_size = smb_chunk_size(page_size, layout);
-    arb->max_take = arb->num_pages * arb->layout_chunks / 8;
+    arb->max_take = arb->num_pages * arb->layout_chunks / 4;
     if (arb->max_take == 0)
         arb->max_take = 1;
     arb->batch_bytes = options ? options->batch_bytes : 0;

@@ -34,7 +34,7 @@
 #define TW_MIN_BYTES_FOR_PACKET 12u     /* 4 (size) + 8, trace-writer.md §3 */
 #define TW_MAX_PACKETS_PER_CHUNK 1022u  /* 1023 - 1 for the inflated slot */
 #define TW_MARKER_BUDGET_US     64000u  /* max stall for a loss marker */
-#define TW_BULK_CHUNKS          8u      /* chunks per arbiter call, bulk */
+#define TW_BULK_CHUNKS          16u     /* chunks per arbiter call, bulk */
 
 enum { SF_CHUNK = 0, SF_PATCH = 1, SF_DETACHED = 2 };
 
