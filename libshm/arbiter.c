@@ -24,7 +24,7 @@
  *            nobody else may write that word then (see complete_chunk).
  *   exchange return some chunks, then acquire some, under one lock (the
  *            writer's chunk handoff: one lock per handoff, or per run of
- *            up to TW_BULK_CHUNKS chunks of a large packet).
+ *            up to 16 chunks of a large packet, at most 1/4 of the SMB).
  *   send     when the batch has patches, when bytes_pending >= batch_bytes
  *            (0: always) or >= half the SMB (as Perfetto), on flush, before
  *            giving up an acquisition.
@@ -62,7 +62,7 @@ struct smb_arbiter {
     uint32_t layout;
     uint32_t layout_chunks;       /* chunks per page under `layout` */
     uint32_t chunk_size;          /* their size, header included */
-    uint32_t max_take;            /* chunks one exchange may take: 1/8 of
+    uint32_t max_take;            /* chunks one exchange may take: 1/4 of
                                      the SMB, at least 1 */
     uint32_t batch_bytes;
     smb_transport transport;

@@ -39,7 +39,7 @@ bool smb__arbiter_acquire_chunk(smb_arbiter *arb, uint16_t writer_id,
  * take up to `want` chunks (0..any) like smb__arbiter_acquire_chunk into
  * out[], stamped with ids chunk_id, chunk_id + 1, ... in out[] order.
  * Returns how many were taken: fewer than `want` when the SMB has fewer
- * free, or than 1/8 of the SMB's chunks; 0 after a second fruitless lap.
+ * free, or than 1/4 of the SMB's chunks; 0 after a second fruitless lap.
  * With want > 1 every chunk taken has the arbiter's own chunk size
  * (smb__arbiter_chunk_payload). Never sleeps. */
 size_t smb__arbiter_exchange(smb_arbiter *arb, const smb__chunk_loc *ret,
