@@ -22,6 +22,22 @@
  * FirstPacketContinuesFromPrev} FIRST; then close the old chunk's fragment
  * (4-byte varint, LastPacketContinuesOnNext), turn every open nested size
  * field still inside it into a patch entry (NeedsPatching), hand it back.
+ * A packet begin that needs a fresh chunk hands the full one back and
+ * takes the next in the same arbiter call (smb__arbiter_exchange).
+ *
+ * Bulk writes (put_bulk): a write that, beyond the room left, needs more
+ * than one continuation payload (P = payload - 4) needs exactly
+ * ceil(rest / P) more chunks, all but the last filled to the end. They are
+ * taken in runs of up to TW_BULK_CHUNKS (at most 1/4 of the SMB) by one
+ * exchange, which also hands back the previous run: one arbiter lock per
+ * run instead of two per chunk. A middle chunk is written as its final
+ * fragment size (P), one memcpy and its final header {1, both continuation
+ * flags}, with no writer state. Runs only take chunks of the arbiter's own
+ * size. The last run stays in `full` (BeingWritten, count 1: scrapers skip
+ * it) until the writer's next arbiter call, at the latest the packet's end
+ * (so it goes with the packet's patches); acquire hands it back before any
+ * stall. No chunk is taken that the bytes do not fill, so ids stay dense.
+ *
  * If no chunk can be had: stamp the open fragment with the drop sentinel
  * FF FF FF 7F, detach the open size fields, hand the chunk back and write
  * the rest of the packet into a 1 KiB garbage buffer (drop mode). Drop mode

@@ -17,6 +17,10 @@
  * entry is ready once data[0] != 0 (every redundant varint starts with a
  * non-zero byte).
  *
+ * Bulk (tw.c, put_bulk): `full[0..nfull)` are filled chunks of the open
+ * packet not handed back yet, oldest first; every hand-back returns them
+ * before the held chunk.
+ *
  * Threads: a writer belongs to one thread; nothing here is shared.
  */
 #ifndef SHMTRACE_TW_INT_H
