@@ -178,6 +178,55 @@ static void check_nested(const Perfetto__Protos__TestEvent__TestPayload *p,
     }
 }
 
+/* Varints of every length (1..10 bytes, both sides of each boundary) and
+ * small bytes fields of every size 0..40 (the writer's inline copies)
+ * decode to what was written. */
+START_TEST(test_encode_varint_lengths_and_small_bytes)
+{
+    hb h;
+    uint8_t blob[40];
+    hb_fill(blob, sizeof(blob), 5);
+    hb_init(&h, 64 * KiB, 4096, MiB);
+    tw_writer *w = tw_writer_create(h.arb, HB_TARGET, TW_POLICY_DROP);
+    tw_packet_begin(w);
+    tw_packet_end(w);
+    for (uint32_t k = 0; k < 64; k++) {
+        uint64_t v = (uint64_t)1 << k;
+        tw_packet_begin(w);
+        tw_add_varint(w, 1, v - 1);
+        tw_add_varint(w, 2, v);
+        tw_add_varint(w, 3, v | (v - 1));
+        tw_add_bytes(w, 4, blob, k % 41);
+        tw_packet_end(w);
+    }
+    ck_assert_int_eq(tw_writer_flush(w), 0);
+    hb_pkts ps = hb_read_all(&h);
+    ck_assert_uint_eq(ps.n, 65);
+    for (uint32_t k = 0; k < 64; k++) {
+        uint64_t v = (uint64_t)1 << k;
+        const uint8_t *p = ps.v[k + 1].data, *end = p + ps.v[k + 1].size;
+        hb_field f;
+        ck_assert(hb_next_field(&p, end, &f));
+        ck_assert_uint_eq(f.field, 1);
+        ck_assert_uint_eq(f.v, v - 1);
+        ck_assert(hb_next_field(&p, end, &f));
+        ck_assert_uint_eq(f.field, 2);
+        ck_assert_uint_eq(f.v, v);
+        ck_assert(hb_next_field(&p, end, &f));
+        ck_assert_uint_eq(f.field, 3);
+        ck_assert_uint_eq(f.v, v | (v - 1));
+        ck_assert(hb_next_field(&p, end, &f));
+        ck_assert_uint_eq(f.field, 4);
+        ck_assert_uint_eq(f.v, k % 41);
+        ck_assert_mem_eq(f.p, blob, k % 41);
+        ck_assert(p == end);
+    }
+    hb_pkts_free(&ps);
+    tw_writer_destroy(w);
+    hb_fini(&h);
+}
+END_TEST
+
 START_TEST(test_encode_nested_messages)
 {
     /* Small bodies (compacted 1-byte sizes), bodies > 127 (4-byte
@@ -1094,6 +1143,7 @@ static Suite *tw_suite(void)
     Suite *s = suite_create("tw");
     TCK_CASE(s, "encode", test_encode_small_packets_match_protobuf_c,
              test_encode_field_types, test_encode_nested_messages,
+             test_encode_varint_lengths_and_small_bytes,
              test_encode_misuse_is_counted_not_fatal);
     TCK_CASE(s, "chunk", test_chunk_header_and_framing_bytes,
              test_chunk_spec_worked_example);
