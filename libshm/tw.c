@@ -33,10 +33,11 @@
  * run instead of two per chunk. A middle chunk is written as its final
  * fragment size (P), one memcpy and its final header {1, both continuation
  * flags}, with no writer state. Runs only take chunks of the arbiter's own
- * size. The last run stays in `full` (BeingWritten, count 1: scrapers skip
- * it) until the writer's next arbiter call, at the latest the packet's end
- * (so it goes with the packet's patches); acquire hands it back before any
- * stall. No chunk is taken that the bytes do not fill, so ids stay dense.
+ * size. The last run goes back when the write ends: a filled chunk is
+ * never left BeingWritten after the call that filled it (a scraper skips
+ * count-1 chunks; a cut packet is only counted if its first fragment was
+ * committed). No chunk is taken that the bytes do not fill, so ids stay
+ * dense.
  *
  * If no chunk can be had: stamp the open fragment with the drop sentinel
  * FF FF FF 7F, detach the open size fields, hand the chunk back and write
@@ -369,8 +370,6 @@ static bool acquire(tw_writer *w, uint16_t packets, smb__chunk_loc *loc,
         if (w->policy == TW_POLICY_STALL_THEN_DROP &&
             (w->dropping || stalls >= TW_MAX_STALLS))
             return false;
-        if (w->nfull > 0)
-            hand_back(w, false);     /* never stall on filled chunks */
         if (stalls >= TW_MAX_STALLS) {
             fprintf(stderr, "shmtrace: writer %u found no free SMB chunk "
                     "after %d stalls (policy stall-then-abort): the service "
@@ -552,13 +551,13 @@ static void next_buffer(tw_writer *w, bool tried)
  * they are taken up to TW_BULK_CHUNKS at a time, filled with one memcpy
  * each, and handed back together: each arbiter call returns the previous
  * run and takes the next (one lock per run instead of two per chunk). No
- * chunk is taken that the bytes do not fill. The last run of filled
- * chunks stays in full[] (BeingWritten, count 1: a scraper skips them)
- * until the writer's next arbiter call, at the latest the packet's end,
- * so that it goes with the packet's patches; never while the writer
- * stalls (acquire hands them back first). Returns the bytes written;
- * fewer than n when no chunk was free at once (the filled ones are handed
- * back by then): put_slow's next_buffer then applies the policy. */
+ * chunk is taken that the bytes do not fill. The last run goes back
+ * before this returns: no filled chunk stays with the writer after the
+ * write (a scraper skips BeingWritten chunks of count 1, and a packet's
+ * first fragment must reach the service for a cut packet to be counted).
+ * Returns the bytes written; fewer than n when no chunk was free at once
+ * (the filled ones are handed back by then): put_slow's next_buffer then
+ * applies the policy. */
 static size_t put_bulk(tw_writer *w, const uint8_t *src, size_t n)
 {
     smb__chunk_loc got[TW_BULK_CHUNKS];
@@ -613,6 +612,8 @@ static size_t put_bulk(tw_writer *w, const uint8_t *src, size_t n)
         w->pos += k;
         done += k;
     }
+    if (w->nfull > 0)
+        hand_back(w, false);         /* the last run, before we return */
     return done;
 }
 
@@ -648,7 +649,7 @@ static int commit_held(tw_writer *w)
 {
     if (w->hdr != NULL)
         return_chunk(w);
-    else if (patch_ready(w) || w->nfull > 0)
+    else if (patch_ready(w))
         hand_back(w, false);
     return smb_arbiter_flush(w->arb, 0);
 }
@@ -840,7 +841,7 @@ void tw_packet_end(tw_writer *w)
         w->inflated = true;
         publish_packets(w);
     }
-    if (UNLIKELY(patch_ready(w) || w->nfull > 0))
+    if (UNLIKELY(patch_ready(w)))
         hand_back(w, false);
 }
 

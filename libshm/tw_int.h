@@ -17,8 +17,9 @@
  * entry is ready once data[0] != 0 (every redundant varint starts with a
  * non-zero byte).
  *
- * Bulk (tw.c, put_bulk): `full[0..nfull)` are filled chunks of the open
- * packet not handed back yet, oldest first; every hand-back returns them
+ * Bulk (tw.c, put_bulk): `full[0..nfull)` are the filled chunks of the
+ * current run, oldest first, handed back by the next exchange and at the
+ * end of the write (empty outside put_bulk); a hand-back returns them
  * before the held chunk.
  *
  * Threads: a writer belongs to one thread; nothing here is shared.
@@ -94,7 +95,7 @@ struct tw_writer {
     tw_policy policy;
     smb__chunk_loc loc;
     uint32_t bulk_payload;       /* the arbiter's chunk payload size */
-    uint32_t nfull;              /* filled chunks put_bulk left to return */
+    uint32_t nfull;              /* filled chunks of put_bulk's run */
     smb__chunk_loc full[TW_BULK_CHUNKS + 1];   /* + the held one */
     tw_patch_entry *patches;
     uint32_t patches_cap;

@@ -803,16 +803,18 @@ static void bulk_packet(tw_writer *w, uint64_t ts, const uint8_t *blob,
 }
 
 /* A 100 KiB field on 4 KiB pages: the chunks it fills are taken and handed
- * back in runs (few commit batches); inside the packet the last run waits
- * in the writer, BeingWritten with its final header (middle chunks: count
- * 1, both continuation flags, fragment size 4076); at the packet's end it
- * is committed; the packet comes back byte for byte. */
-START_TEST(test_bulk_run_headers_and_deferred_return)
+ * back in runs (few commit batches), all of them before the call returns
+ * (the packet is still open): middle chunks carry count 1, both
+ * continuation flags and a 4076-byte fragment; the packet comes back byte
+ * for byte. */
+START_TEST(test_bulk_run_headers_all_committed_in_the_call)
 {
     const size_t n = 100 * KiB;
     uint8_t *blob = malloc(n), *want = malloc(n + 64);
+    uint8_t size4076[4];
     hb h;
     hb_fill(blob, n, 11);
+    smb_write_redundant_varint(size4076, 4076);
     hb_init_ex(&h, 64 * 4096, 4096, 0, 32 * MiB, HB_QUEUED, 0);
     hb_pause(&h);                    /* returned chunks stay Complete */
     tw_writer *w = tw_writer_create(h.arb, HB_TARGET, TW_POLICY_DROP);
@@ -820,49 +822,41 @@ START_TEST(test_bulk_run_headers_and_deferred_return)
     tw_add_varint(w, 8, 5);
     tw_begin_nested(w, 900);
     tw_add_bytes(w, 1, blob, n);
-    /* Inside the packet: the last run of filled chunks is still held. */
-    ck_assert_uint_gt(w->nfull, 1);
-    uint32_t id0 = atomic_load(&w->full[0].hdr->chunk_id);
-    for (uint32_t i = 0; i < w->nfull; i++) {
-        smb__chunk_loc *l = &w->full[i];
-        uint32_t word = atomic_load(&smb_page_at(h.shm.base, 4096, l->page)
-                                     ->header_bitmap);
-        uint16_t pk = atomic_load(&l->hdr->packets);
-        ck_assert_uint_eq(smb_word_chunk_state(word, l->idx),
-                          SMB_CHUNK_BEING_WRITTEN);
-        ck_assert_uint_eq(atomic_load(&l->hdr->chunk_id), id0 + i);
-        ck_assert_uint_eq(smb_packets_count(pk), 1);
-        ck_assert(smb_packets_flags(pk) &
-                  SMB_FLAG_LAST_PACKET_CONTINUES_ON_NEXT);
-        if (i > 0) {
-            uint8_t size[4];
-            smb_write_redundant_varint(size, 4076);
-            ck_assert_uint_eq(pk, smb_make_packets(1,
-                    SMB_FLAG_FIRST_PACKET_CONTINUES_FROM_PREV |
-                    SMB_FLAG_LAST_PACKET_CONTINUES_ON_NEXT));
-            ck_assert_mem_eq(l->payload, size, 4);
-        }
-    }
-    ck_assert_uint_eq(w->chunk_id, id0 + w->nfull);
-    tw_end_nested(w);
-    tw_packet_end(w);
+    /* Inside the packet: every filled chunk is committed already. */
     ck_assert_uint_eq(w->nfull, 0);
-    /* Every chunk but the held one is Complete (Div1: page i = chunk i). */
     tw_writer_stats st;
     tw_writer_get_stats(w, &st);
     ck_assert_uint_eq(st.chunks_used, 26);   /* 102420 B / 4076 + 1 */
-    for (uint32_t p = 0; p < st.chunks_used; p++) {
-        uint32_t word = atomic_load(&smb_page_at(h.shm.base, 4096, p)
-                                     ->header_bitmap);
-        ck_assert_uint_eq(word, (SMB_LAYOUT_DIV1 << SMB_LAYOUT_SHIFT) |
-                          (p == w->loc.page ? SMB_CHUNK_BEING_WRITTEN
-                                            : SMB_CHUNK_COMPLETE));
+    ck_assert_uint_eq(w->loc.page, 25);      /* Div1: page i = chunk i */
+    ck_assert_uint_eq(w->chunk_id, 25);
+    for (uint32_t p = 0; p < 26; p++) {
+        smb_page_header *ph = smb_page_at(h.shm.base, 4096, p);
+        smb_chunk_header *c = smb_chunk_at(ph, 4096, SMB_LAYOUT_DIV1, 0);
+        uint16_t pk = atomic_load(&c->packets);
+        ck_assert_uint_eq(atomic_load(&ph->header_bitmap),
+                          (SMB_LAYOUT_DIV1 << SMB_LAYOUT_SHIFT) |
+                          (p == 25 ? SMB_CHUNK_BEING_WRITTEN
+                                   : SMB_CHUNK_COMPLETE));
+        ck_assert_uint_eq(atomic_load(&c->chunk_id), p);
+        ck_assert_uint_eq(smb_packets_count(pk), 1);
+        if (p == 0)
+            ck_assert_uint_eq(pk, smb_make_packets(1,
+                    SMB_FLAG_LAST_PACKET_CONTINUES_ON_NEXT |
+                    SMB_FLAG_NEEDS_PATCHING));
+        else if (p < 25)
+            ck_assert_uint_eq(pk, smb_make_packets(1,
+                    SMB_FLAG_FIRST_PACKET_CONTINUES_FROM_PREV |
+                    SMB_FLAG_LAST_PACKET_CONTINUES_ON_NEXT));
+        if (p > 0 && p < 25)
+            ck_assert_mem_eq(smb_chunk_payload(c), size4076, 4);
     }
     smb_arbiter_stats as;
     smb_arbiter_get_stats(h.arb, &as);
     ck_assert_uint_eq(as.chunks_acquired, 26);
     ck_assert_uint_eq(as.chunks_returned, 25);
     ck_assert_uint_le(as.batches_sent, 4);   /* not one per chunk */
+    tw_end_nested(w);
+    tw_packet_end(w);
     ck_assert_int_eq(tw_writer_flush(w), 0);
     hb_drain_and_stop(&h);
     hb_pkts ps = hb_read_all(&h);
@@ -927,35 +921,32 @@ START_TEST(test_bulk_stall_hands_back_before_waiting)
 }
 END_TEST
 
-/* Resume the paused service once `want` chunks have been committed. */
-typedef struct {
-    hb *h;
-    uint64_t want;
-} bulk_waiter;
-
-static void *bulk_wait_commits(void *arg)
+/* Resume the paused service once the writer has stalled. */
+static void *bulk_resume_on_stall(void *arg)
 {
-    bulk_waiter *bw = arg;
-    pthread_mutex_lock(&bw->h->mu);
-    while (bw->h->chunks < bw->want)
-        pthread_cond_wait(&bw->h->cv, &bw->h->mu);
-    pthread_mutex_unlock(&bw->h->mu);
-    hb_resume(bw->h);
+    hb *h = arg;
+    smb_arbiter_stats as;
+    for (;;) {
+        smb_arbiter_get_stats(h->arb, &as);
+        if (as.stalls > 0)
+            break;
+        usleep(1000);
+    }
+    hb_resume(h);
     return NULL;
 }
 
 /* 8-chunk SMB (bulk runs of 2), paused service, stall policy: a 32 KiB
- * field leaves chunk 7 filled but still in the writer (deferred) and chunk
- * 8 held; a 3000-byte field then needs a 9th chunk while none is free. The
- * writer must commit chunk 7 before it waits: the service is resumed only
- * once 7 chunks are committed (else the test never ends). */
-START_TEST(test_bulk_commits_held_chunks_before_stalling)
+ * field fills 7 chunks and holds the 8th; all 7 are committed when the
+ * call returns (so a producer that dies now leaves them to the service).
+ * A 3000-byte field then needs a 9th chunk while none is free: the writer
+ * stalls until the service runs, and nothing is lost. */
+START_TEST(test_bulk_committed_then_stall)
 {
     const size_t n = 4063 + 6 * 4076 + 4000;
     uint8_t *blob = malloc(n), small[3000];
     hb h;
     pthread_t th;
-    bulk_waiter bw = {&h, 7};
     hb_fill(blob, n, 14);
     hb_fill(small, sizeof(small), 15);
     hb_init_ex(&h, 8 * 4096, 4096, 0, 32 * MiB, HB_QUEUED, 0);
@@ -965,12 +956,13 @@ START_TEST(test_bulk_commits_held_chunks_before_stalling)
     tw_packet_begin(w);
     tw_begin_nested(w, 900);
     tw_add_bytes(w, 1, blob, n);
-    ck_assert_uint_eq(w->nfull, 1);
+    ck_assert_uint_eq(w->nfull, 0);
     ck_assert_uint_eq(w->chunk_id, 7);
     pthread_mutex_lock(&h.mu);
-    ck_assert_uint_eq(h.chunks, 6);
+    ck_assert_uint_eq(h.chunks, 7);
     pthread_mutex_unlock(&h.mu);
-    ck_assert_int_eq(pthread_create(&th, NULL, bulk_wait_commits, &bw), 0);
+    ck_assert_int_eq(pthread_create(&th, NULL, bulk_resume_on_stall, &h),
+                     0);
     tw_add_bytes(w, 2, small, sizeof(small));    /* stalls */
     tw_end_nested(w);
     tw_packet_end(w);
@@ -1154,8 +1146,8 @@ static Suite *tw_suite(void)
     tc = tck_loop_case(s, "random", test_random_packets_roundtrip, 0, 6);
     tcase_add_loop_test(tc, test_random_packets_with_drops, 0, 4);
     tcase_set_timeout(tc, 120);
-    tc = TCK_CASE(s, "bulk", test_bulk_run_headers_and_deferred_return,
-                  test_bulk_commits_held_chunks_before_stalling,
+    tc = TCK_CASE(s, "bulk", test_bulk_run_headers_all_committed_in_the_call,
+                  test_bulk_committed_then_stall,
                   test_bulk_drop_mid_packet_is_counted);
     tcase_add_loop_test(tc, test_bulk_stall_hands_back_before_waiting, 0, 2);
     tcase_set_timeout(tc, 120);

@@ -11,8 +11,8 @@
  * chunks (a packet never needs more than one chunk at a time).
  * A large write takes the chunks it will fill in runs (up to 16, at most
  * 1/4 of the SMB's chunks) and hands them back a run at a time, the last
- * run at the packet's end: a writer may hold that many chunks for a while,
- * but gets by with whatever is free.
+ * one before the call returns: a writer may hold that many chunks during
+ * the call, but gets by with whatever is free.
  *
  * Usage (one thread per writer):
  *
