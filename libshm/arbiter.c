@@ -3,17 +3,28 @@
  *
  * Design (trace-writer.md §1, §2, §7):
  *
- *   acquire  under the mutex, scan pages from `cursor` for one lap; a page
- *            whose word is 0 is partitioned with the arbiter's layout (CAS
- *            0 -> layout<<28); free chunks are tried in ascending index with
- *            the ABI's Free -> BeingWritten CAS, which also stamps the
- *            header. The cursor stays on the page of the last success, or
- *            on the last page visited after a fruitless lap. If nothing is
- *            free and a batch is pending, the batch is sent first (the
- *            service may be waiting for those very chunks) and the lap is
- *            retried once.
+ *   acquire  under the mutex, scan pages from `cursor` for one lap, taking
+ *            up to the number of chunks asked for (a writer crossing a run
+ *            of chunks of one large packet asks for several at once); a
+ *            page whose word is 0 is partitioned with the arbiter's layout
+ *            and its chunk 0 taken in one CAS (0 -> layout<<28 | chunk 0
+ *            BeingWritten, the end state of the ABI's two transitions);
+ *            free chunks are tried in ascending index with the ABI's Free
+ *            -> BeingWritten CAS, then the header is stamped. Chunk size
+ *            and count of the arbiter's layout are computed once (no
+ *            division on the scan). The cursor stays on the page of the
+ *            last success, or on the last page visited after a fruitless
+ *            lap. If nothing is free and a batch is pending, the batch is
+ *            sent first (the service may be waiting for those very chunks)
+ *            and the lap is retried once.
  *   return   BeingWritten -> Complete, append {page, chunk, buffer} to the
- *            pending batch, add the chunk size to bytes_pending.
+ *            pending batch, add the chunk size to bytes_pending. On a
+ *            one-chunk page (Div1) whose word is exactly {layout, chunk 0
+ *            BeingWritten} the transition is a release store, not a CAS:
+ *            nobody else may write that word then (see complete_chunk).
+ *   exchange return some chunks, then acquire some, under one lock (the
+ *            writer's chunk handoff: one lock per handoff, or per run of
+ *            up to 16 chunks of a large packet, at most 1/4 of the SMB).
  *   send     when the batch has patches (unless batch_patches), when
  *            bytes_pending >= batch_bytes
  *            (0: always) or >= half the SMB (as Perfetto), on flush, before
@@ -50,6 +61,10 @@ struct smb_arbiter {
     uint32_t page_size;
     uint32_t num_pages;
     uint32_t layout;
+    uint32_t layout_chunks;       /* chunks per page under `layout` */
+    uint32_t chunk_size;          /* their size, header included */
+    uint32_t max_take;            /* chunks one exchange may take: 1/4 of
+                                     the SMB, at least 1 */
     uint32_t batch_bytes;
     bool batch_patches;           /* patches wait for batch_bytes too */
     smb_transport transport;
@@ -121,6 +136,11 @@ static smb_arbiter *arbiter_new(uint8_t *base, size_t size,
     arb->page_size = page_size;
     arb->num_pages = (uint32_t)(size / page_size);
     arb->layout = layout;
+    arb->layout_chunks = smb_layout_num_chunks(layout);
+    arb->chunk_size = smb_chunk_size(page_size, layout);
+    arb->max_take = arb->num_pages * arb->layout_chunks / 4;
+    if (arb->max_take == 0)
+        arb->max_take = 1;
     arb->batch_bytes = options ? options->batch_bytes : 0;
     arb->batch_patches = options && options->batch_patches;
     arb->transport = *transport;
@@ -247,70 +267,250 @@ static int send_locked(smb_arbiter *arb, uint64_t flush_request_id)
     return rc;
 }
 
-/* One lap; true and *out filled on success (mu held). */
-static bool lap_locked(smb_arbiter *arb, uint16_t writer_id,
-                       uint32_t chunk_id, uint16_t packets,
-                       smb__chunk_loc *out)
+/* Stamp a chunk just taken (Free -> BeingWritten won), as the ABI helper
+ * does: writer_id and chunk_id relaxed, then packets release. */
+static void stamp(smb_chunk_header *c, uint16_t writer_id, uint32_t chunk_id,
+                  uint16_t packets)
 {
-    uint32_t start = arb->cursor;
-    for (uint32_t n = 0; n < arb->num_pages; n++) {
-        uint32_t page = (start + n) % arb->num_pages;
-        smb_page_header *ph = smb_page_at(arb->base, arb->page_size, page);
-        uint32_t word = atomic_load_explicit(&ph->header_bitmap,
-                                             memory_order_relaxed);
-        uint32_t layout, nchunks;
+    atomic_store_explicit(&c->writer_id, writer_id, memory_order_relaxed);
+    atomic_store_explicit(&c->chunk_id, chunk_id, memory_order_relaxed);
+    atomic_store_explicit(&c->packets, packets, memory_order_release);
+}
 
-        if (word == 0) {
-            smb_try_partition_page(ph, arb->layout);
-            word = atomic_load_explicit(&ph->header_bitmap,
-                                        memory_order_acquire);
+/* Take up to `want` free chunks of page `page` (ascending index) into out[]
+ * with ids chunk_id, chunk_id + 1, ...; returns how many. An unpartitioned
+ * page (word 0) is partitioned with arb->layout and its chunk 0 taken in
+ * ONE CAS, 0 -> layout<<28 | BeingWritten<<0: the end state of the ABI's
+ * two transitions (partition, then Free -> BeingWritten), with no state in
+ * between for anybody to see. Every other chunk is one Free ->
+ * BeingWritten CAS on the word last seen (acq_rel; a lost race reloads the
+ * word and retries, SMB_CAS_ATTEMPTS times in all, as the ABI helpers).
+ * `own_only`: skip a page of another layout (only a hostile peer makes
+ * one), so that every chunk taken has the arbiter's chunk size. (mu held)
+ */
+static size_t take_from_page(smb_arbiter *arb, uint32_t page,
+                             uint16_t writer_id, uint32_t chunk_id,
+                             uint16_t packets, size_t want, bool own_only,
+                             smb__chunk_loc *out)
+{
+    smb_page_header *ph = smb_page_at(arb->base, arb->page_size, page);
+    uint32_t word = atomic_load_explicit(&ph->header_bitmap,
+                                         memory_order_relaxed);
+    size_t got = 0;
+    int attempts = SMB_CAS_ATTEMPTS;
+
+    if (word == 0) {
+        uint32_t w1 = (arb->layout << SMB_LAYOUT_SHIFT) |
+                      SMB_CHUNK_BEING_WRITTEN;
+        if (atomic_compare_exchange_strong_explicit(&ph->header_bitmap,
+                &word, w1, memory_order_acq_rel, memory_order_acquire)) {
+            smb_chunk_header *c = (smb_chunk_header *)(void *)
+                ((uint8_t *)ph + SMB_PAGE_HEADER_SIZE);
+            stamp(c, writer_id, chunk_id, packets);
+            out[0].hdr = c;
+            out[0].payload = smb_chunk_payload(c);
+            out[0].payload_size = arb->chunk_size - SMB_CHUNK_HEADER_SIZE;
+            out[0].page = page;
+            out[0].idx = 0;
+            got = 1;
+            word = w1;
         }
-        layout = smb_word_layout(word);
-        nchunks = smb_layout_num_chunks(layout);
-        for (uint32_t i = 0; i < nchunks; i++) {
-            smb_chunk_header *c;
-            if (smb_word_chunk_state(word, i) != SMB_CHUNK_FREE)
-                continue;
-            c = smb_try_acquire_chunk_for_writing(ph, arb->page_size, i,
-                    writer_id, chunk_id, packets);
-            if (c == NULL)
-                continue;
-            /* Only this arbiter partitions pages, always with
-             * arb->layout, so `layout` is the one the CAS saw. Even if a
-             * hostile peer repartitioned the page in between, chunk i
-             * (i < both chunk counts) plus our payload size stays inside
-             * the page: 8 + i*cs' + cs <= 8 + n*cs <= page_size. */
-            out->hdr = c;
-            out->payload = smb_chunk_payload(c);
-            out->payload_size = smb_chunk_size(arb->page_size, layout) -
-                                SMB_CHUNK_HEADER_SIZE;
-            out->page = page;
-            out->idx = i;
-            arb->cursor = page;
-            return true;
-        }
+    } else {
+        atomic_thread_fence(memory_order_acquire);
     }
-    arb->cursor = (start + arb->num_pages - 1) % arb->num_pages;
-    return false;
+    for (uint32_t i = got; got < want && word != 0; ) {
+        uint32_t layout = smb_word_layout(word), nchunks, csize;
+        smb_chunk_header *c;
+        if (layout == arb->layout) {
+            nchunks = arb->layout_chunks;
+            csize = arb->chunk_size;
+        } else if (own_only) {
+            break;
+        } else {                     /* not ours: a peer's doing */
+            nchunks = smb_layout_num_chunks(layout);
+            csize = smb_chunk_size(arb->page_size, layout);
+        }
+        while (i < nchunks &&
+               smb_word_chunk_state(word, i) != SMB_CHUNK_FREE)
+            i++;
+        if (i >= nchunks)
+            break;
+        if (!atomic_compare_exchange_strong_explicit(&ph->header_bitmap,
+                &word, smb_word_set_chunk_state(word, i,
+                                                SMB_CHUNK_BEING_WRITTEN),
+                memory_order_acq_rel, memory_order_acquire)) {
+            if (--attempts == 0)
+                break;
+            continue;                /* word reloaded: look again */
+        }
+        word = smb_word_set_chunk_state(word, i, SMB_CHUNK_BEING_WRITTEN);
+        /* Only this arbiter partitions pages, always with arb->layout.
+         * Even if a hostile peer repartitioned the page, chunk i (i <
+         * the chunk count of the layout the CAS saw) of that layout's
+         * size lies inside the page. */
+        c = (smb_chunk_header *)(void *)((uint8_t *)ph +
+                SMB_PAGE_HEADER_SIZE + i * csize);
+        stamp(c, writer_id, chunk_id + (uint32_t)got, packets);
+        out[got].hdr = c;
+        out[got].payload = smb_chunk_payload(c);
+        out[got].payload_size = csize - SMB_CHUNK_HEADER_SIZE;
+        out[got].page = page;
+        out[got].idx = i;
+        got++;
+        i++;
+    }
+    return got;
+}
+
+/* One lap from the cursor for up to `want` chunks; returns how many were
+ * taken (mu held). The cursor stays on the page of the last success, or
+ * on the last page visited after a fruitless lap. */
+static size_t lap_locked(smb_arbiter *arb, uint16_t writer_id,
+                         uint32_t chunk_id, uint16_t packets, size_t want,
+                         bool own_only, smb__chunk_loc *out)
+{
+    uint32_t page = arb->cursor, last = page;
+    size_t got = 0;
+    for (uint32_t n = 0; n < arb->num_pages && got < want; n++) {
+        size_t k = take_from_page(arb, page, writer_id,
+                                  chunk_id + (uint32_t)got, packets,
+                                  want - got, own_only, out + got);
+        if (k > 0) {
+            got += k;
+            last = page;
+        }
+        if (got < want && ++page == arb->num_pages)
+            page = 0;
+    }
+    if (got == 0)
+        last = arb->cursor == 0 ? arb->num_pages - 1 : arb->cursor - 1;
+    arb->cursor = last;
+    return got;
+}
+
+/* BeingWritten -> Complete. A page of the arbiter's layout with one chunk
+ * per page (Div1, the default) is the writer's alone while its chunk is
+ * BeingWritten: no other writer touches a page with no Free chunk and the
+ * service only moves Complete / BeingRead chunks. So when the word is
+ * exactly {layout, chunk 0 BeingWritten}, a release store of {layout,
+ * Complete} is the ABI transition without the locked CAS (which would
+ * also drain the store buffer the writer's memcpy just filled). Any other
+ * word (other layouts, a peer's doing) takes the ABI helper's CAS. */
+static void complete_chunk(smb_arbiter *arb, smb_page_header *ph,
+                           uint32_t idx)
+{
+    uint32_t mine = arb->layout << SMB_LAYOUT_SHIFT;
+    if (arb->layout_chunks == 1 && idx == 0 &&
+        atomic_load_explicit(&ph->header_bitmap, memory_order_relaxed) ==
+            (mine | SMB_CHUNK_BEING_WRITTEN)) {
+        atomic_store_explicit(&ph->header_bitmap, mine | SMB_CHUNK_COMPLETE,
+                              memory_order_release);
+        return;
+    }
+    smb_release_chunk_as_complete(ph, idx);
+}
+
+/* Mark returned chunks Complete and queue them (mu held); false if some
+ * could not be queued (out of memory: they stay Complete, the scraper finds
+ * them; the caller sends at once). */
+static bool queue_locked(smb_arbiter *arb, const smb__chunk_loc *ret,
+                         size_t nret, uint32_t target_buffer)
+{
+    bool room = grow((void **)&arb->chunks, &arb->chunks_cap,
+                     arb->nchunks + nret, sizeof(*arb->chunks)) == 0;
+    bool ok = true;
+    for (size_t i = 0; i < nret; i++) {
+        const smb__chunk_loc *loc = &ret[i];
+        if (loc->hdr == NULL)
+            continue;
+        complete_chunk(arb, smb_page_at(arb->base, arb->page_size,
+                                        loc->page), loc->idx);
+        arb->stats.chunks_returned++;
+        if (!room) {
+            ok = false;
+            continue;
+        }
+        smb_commit_chunk *cc = &arb->chunks[arb->nchunks++];
+        cc->page = loc->page;
+        cc->chunk = loc->idx;
+        cc->target_buffer = target_buffer;
+        arb->bytes_pending += loc->payload_size + SMB_CHUNK_HEADER_SIZE;
+    }
+    return ok;
+}
+
+static void queue_patches_locked(smb_arbiter *arb,
+                                 const smb_chunk_patches *groups,
+                                 size_t ngroups)
+{
+    size_t npatches = 0;
+    for (size_t i = 0; i < ngroups; i++)
+        npatches += groups[i].npatches;
+    if (grow((void **)&arb->groups, &arb->groups_cap, arb->ngroups + ngroups,
+             sizeof(*arb->groups)) != 0 ||
+        grow((void **)&arb->patches, &arb->patches_cap,
+             arb->npatches + npatches, sizeof(*arb->patches)) != 0)
+        return;
+    for (size_t i = 0; i < ngroups; i++) {
+        smb_chunk_patches *g = &arb->groups[arb->ngroups++];
+        *g = groups[i];
+        g->patches = (const smb_patch *)(uintptr_t)arb->npatches;
+        memcpy(arb->patches + arb->npatches, groups[i].patches,
+               groups[i].npatches * sizeof(smb_patch));
+        arb->npatches += groups[i].npatches;
+    }
+}
+
+size_t smb__arbiter_exchange(smb_arbiter *arb, const smb__chunk_loc *ret,
+                             size_t nret, uint32_t target_buffer,
+                             const smb_chunk_patches *groups, size_t ngroups,
+                             uint16_t writer_id, uint32_t chunk_id,
+                             uint16_t packets, size_t want,
+                             smb__chunk_loc *out)
+{
+    size_t got = 0;
+    bool oom = false;
+
+    pthread_mutex_lock(&arb->mu);
+    if (nret > 0 && !queue_locked(arb, ret, nret, target_buffer))
+        oom = true;
+    if (ngroups > 0)
+        queue_patches_locked(arb, groups, ngroups);
+    if (nret > 0 || ngroups > 0) {
+        if (oom || (arb->ngroups > 0 && !arb->batch_patches) ||
+            arb->bytes_pending >= arb->batch_bytes ||
+            arb->bytes_pending >= arb->size / 2)
+            send_locked(arb, 0);
+    }
+    if (want > arb->max_take)
+        want = arb->max_take;
+    if (want > 0) {
+        bool own = want > 1;
+        got = lap_locked(arb, writer_id, chunk_id, packets, want, own, out);
+        if (got == 0 && (arb->nchunks > 0 || arb->ngroups > 0)) {
+            send_locked(arb, 0);
+            got = lap_locked(arb, writer_id, chunk_id, packets, want, own,
+                             out);
+        }
+        arb->stats.chunks_acquired += got;
+        if (got == 0)
+            arb->stats.acquire_failures++;
+    }
+    pthread_mutex_unlock(&arb->mu);
+    return got;
+}
+
+uint32_t smb__arbiter_chunk_payload(const smb_arbiter *arb)
+{
+    return arb->chunk_size - SMB_CHUNK_HEADER_SIZE;
 }
 
 bool smb__arbiter_acquire_chunk(smb_arbiter *arb, uint16_t writer_id,
                                 uint32_t chunk_id, uint16_t packets,
                                 smb__chunk_loc *out)
 {
-    bool ok;
-    pthread_mutex_lock(&arb->mu);
-    ok = lap_locked(arb, writer_id, chunk_id, packets, out);
-    if (!ok && (arb->nchunks > 0 || arb->ngroups > 0)) {
-        send_locked(arb, 0);
-        ok = lap_locked(arb, writer_id, chunk_id, packets, out);
-    }
-    if (ok)
-        arb->stats.chunks_acquired++;
-    else
-        arb->stats.acquire_failures++;
-    pthread_mutex_unlock(&arb->mu);
-    return ok;
+    return smb__arbiter_exchange(arb, NULL, 0, 0, NULL, 0, writer_id,
+                                 chunk_id, packets, 1, out) == 1;
 }
 
 void smb__arbiter_return_chunk(smb_arbiter *arb, const smb__chunk_loc *loc,
@@ -318,47 +518,8 @@ void smb__arbiter_return_chunk(smb_arbiter *arb, const smb__chunk_loc *loc,
                                const smb_chunk_patches *groups,
                                size_t ngroups)
 {
-    size_t npatches = 0;
-    bool oom = false;
-
-    for (size_t i = 0; i < ngroups; i++)
-        npatches += groups[i].npatches;
-    pthread_mutex_lock(&arb->mu);
-    if (loc != NULL && loc->hdr != NULL) {
-        smb_page_header *ph = smb_page_at(arb->base, arb->page_size,
-                                          loc->page);
-        smb_release_chunk_as_complete(ph, loc->idx);
-        arb->stats.chunks_returned++;
-        if (grow((void **)&arb->chunks, &arb->chunks_cap, arb->nchunks + 1,
-                 sizeof(*arb->chunks)) == 0) {
-            smb_commit_chunk *cc = &arb->chunks[arb->nchunks++];
-            cc->page = loc->page;
-            cc->chunk = loc->idx;
-            cc->target_buffer = target_buffer;
-            arb->bytes_pending += loc->payload_size + SMB_CHUNK_HEADER_SIZE;
-        } else {
-            oom = true;   /* chunk stays Complete: the scraper finds it */
-        }
-    }
-    if (ngroups > 0 &&
-        grow((void **)&arb->groups, &arb->groups_cap, arb->ngroups + ngroups,
-             sizeof(*arb->groups)) == 0 &&
-        grow((void **)&arb->patches, &arb->patches_cap,
-             arb->npatches + npatches, sizeof(*arb->patches)) == 0) {
-        for (size_t i = 0; i < ngroups; i++) {
-            smb_chunk_patches *g = &arb->groups[arb->ngroups++];
-            *g = groups[i];
-            g->patches = (const smb_patch *)(uintptr_t)arb->npatches;
-            memcpy(arb->patches + arb->npatches, groups[i].patches,
-                   groups[i].npatches * sizeof(smb_patch));
-            arb->npatches += groups[i].npatches;
-        }
-    }
-    if (oom || (arb->ngroups > 0 && !arb->batch_patches) ||
-        arb->bytes_pending >= arb->batch_bytes ||
-        arb->bytes_pending >= arb->size / 2)
-        send_locked(arb, 0);
-    pthread_mutex_unlock(&arb->mu);
+    smb__arbiter_exchange(arb, loc, loc != NULL, target_buffer, groups,
+                          ngroups, 0, 0, 0, 0, NULL);
 }
 
 int smb_arbiter_flush(smb_arbiter *arb, uint64_t flush_request_id)

@@ -2,8 +2,11 @@
  * arbiter_int.h - what the TraceWriter needs from the arbiter (private).
  *
  * The writer calls these only at chunk boundaries, never per packet. Every
- * function takes the arbiter mutex itself; none may be called from inside
- * a transport callback.
+ * function takes the arbiter mutex itself (once per call); none may be
+ * called from inside a transport callback. smb__arbiter_exchange is the
+ * one primitive: return chunks and take new ones under one lock, several
+ * at a time (a large packet's run of chunks); the other two are its
+ * one-chunk cases.
  */
 #ifndef SHMTRACE_ARBITER_INT_H
 #define SHMTRACE_ARBITER_INT_H
@@ -30,6 +33,24 @@ typedef struct smb__chunk_loc {
 bool smb__arbiter_acquire_chunk(smb_arbiter *arb, uint16_t writer_id,
                                 uint32_t chunk_id, uint16_t packets,
                                 smb__chunk_loc *out);
+
+/* Return ret[0..nret) (each as smb__arbiter_return_chunk; hdr NULL
+ * entries skipped) with the patch groups, send the batch when due, then
+ * take up to `want` chunks (0..any) like smb__arbiter_acquire_chunk into
+ * out[], stamped with ids chunk_id, chunk_id + 1, ... in out[] order.
+ * Returns how many were taken: fewer than `want` when the SMB has fewer
+ * free, or than 1/4 of the SMB's chunks; 0 after a second fruitless lap.
+ * With want > 1 every chunk taken has the arbiter's own chunk size
+ * (smb__arbiter_chunk_payload). Never sleeps. */
+size_t smb__arbiter_exchange(smb_arbiter *arb, const smb__chunk_loc *ret,
+                             size_t nret, uint32_t target_buffer,
+                             const smb_chunk_patches *groups, size_t ngroups,
+                             uint16_t writer_id, uint32_t chunk_id,
+                             uint16_t packets, size_t want,
+                             smb__chunk_loc *out);
+
+/* Payload bytes of a chunk of the arbiter's layout (chunk size - 8). */
+uint32_t smb__arbiter_chunk_payload(const smb_arbiter *arb);
 
 /* Mark the chunk Complete and queue it for target_buffer, together with
  * patch groups (may be NULL/0); send the batch when due. loc may be NULL

@@ -22,6 +22,23 @@
  * FirstPacketContinuesFromPrev} FIRST; then close the old chunk's fragment
  * (4-byte varint, LastPacketContinuesOnNext), turn every open nested size
  * field still inside it into a patch entry (NeedsPatching), hand it back.
+ * A packet begin that needs a fresh chunk hands the full one back and
+ * takes the next in the same arbiter call (smb__arbiter_exchange).
+ *
+ * Bulk writes (put_bulk): a write that, beyond the room left, needs more
+ * than one continuation payload (P = payload - 4) needs exactly
+ * ceil(rest / P) more chunks, all but the last filled to the end. They are
+ * taken in runs of up to TW_BULK_CHUNKS (at most 1/4 of the SMB) by one
+ * exchange, which also hands back the previous run: one arbiter lock per
+ * run instead of two per chunk. A middle chunk is written as its final
+ * fragment size (P), one memcpy and its final header {1, both continuation
+ * flags}, with no writer state. Runs only take chunks of the arbiter's own
+ * size. The last run goes back when the write ends: a filled chunk is
+ * never left BeingWritten after the call that filled it (a scraper skips
+ * count-1 chunks; a cut packet is only counted if its first fragment was
+ * committed). No chunk is taken that the bytes do not fill, so ids stay
+ * dense.
+ *
  * If no chunk can be had: stamp the open fragment with the drop sentinel
  * FF FF FF 7F, detach the open size fields, hand the chunk back and write
  * the rest of the packet into a 1 KiB garbage buffer (drop mode). Drop mode
@@ -79,7 +96,7 @@
 
 #define MAX_FIELD  0x1FFFFFFFu
 
-static void next_buffer(tw_writer *w);
+static void next_buffer(tw_writer *w, bool tried);
 
 /* ---- small helpers ----------------------------------------------------- */
 
@@ -90,12 +107,70 @@ static inline uint64_t logical_pos(const tw_writer *w)
 
 static inline uint8_t *enc_varint(uint8_t *p, uint64_t v)
 {
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    if (v >= (1ull << 56)) {
+        /* 9 or 10 bytes (e.g. wall-clock ns): the first 8 at once, byte
+         * k = bits 7k..7k+6 | 0x80, instead of 8 dependent loop turns. */
+        uint64_t t = (v & 0x7Full) | ((v << 1) & 0x7F00ull) |
+                     ((v << 2) & 0x7F0000ull) | ((v << 3) & 0x7F000000ull) |
+                     ((v << 4) & 0x7F00000000ull) |
+                     ((v << 5) & 0x7F0000000000ull) |
+                     ((v << 6) & 0x7F000000000000ull) |
+                     ((v << 7) & 0x7F00000000000000ull) |
+                     0x8080808080808080ull;
+        memcpy(p, &t, 8);
+        p += 8;
+        v >>= 56;
+    }
+#endif
     while (v >= 0x80) {
         *p++ = (uint8_t)(v | 0x80);
         v >>= 7;
     }
     *p++ = (uint8_t)v;
     return p;
+}
+
+/* Small copies without a library call. copy_small: n <= 32 bytes, the
+ * source and destination apart (tw_add_bytes: the caller's data into the
+ * chunk). */
+static inline void copy_small(uint8_t *dst, const uint8_t *src, size_t n)
+{
+    if (n >= 16) {                   /* 16..32: two overlapping 16s */
+        uint8_t a[16], b[16];
+        memcpy(a, src, 16);
+        memcpy(b, src + n - 16, 16);
+        memcpy(dst, a, 16);
+        memcpy(dst + n - 16, b, 16);
+    } else if (n >= 8) {
+        uint64_t a, b;
+        memcpy(&a, src, 8);
+        memcpy(&b, src + n - 8, 8);
+        memcpy(dst, &a, 8);
+        memcpy(dst + n - 8, &b, 8);
+    } else {
+        for (size_t i = 0; i < n; i++)
+            dst[i] = src[i];
+    }
+}
+
+/* Compaction of a size field (the body moves back 3 bytes over the 4-byte
+ * field, len < 128): forward in 16-byte steps, each step loading before it
+ * stores (the store lands 3 bytes back, on bytes already loaded). Reads and
+ * writes up to 15 bytes past the body, so only with that much room before
+ * `limit` (the chunk end); the bytes written past it are free space. */
+static inline void compact3(uint8_t *field, size_t len, const uint8_t *limit)
+{
+    uint8_t *src = field + 4;
+    if ((size_t)(limit - (src + len)) >= 16) {
+        for (size_t i = 0; i < len; i += 16) {
+            uint8_t t[16];
+            memcpy(t, src + i, 16);
+            memcpy(field + 1 + i, t, 16);
+        }
+    } else {
+        memmove(field + 1, src, len);
+    }
 }
 
 static inline void publish_packets(tw_writer *w)
@@ -105,12 +180,26 @@ static inline void publish_packets(tw_writer *w)
                           memory_order_release);
 }
 
+static size_t put_bulk(tw_writer *w, const uint8_t *src, size_t n);
+
 static void put_slow(tw_writer *w, const uint8_t *src, size_t n)
 {
     while (n > 0) {
         size_t room = (size_t)(w->end - w->pos), k;
         if (room == 0) {
-            next_buffer(w);
+            bool tried = false;
+            /* The held chunk is full and the rest needs 2+ chunks: take
+             * and hand back the run of chunks in batches. */
+            if (w->hdr != NULL && w->loc.payload_size == w->bulk_payload &&
+                n > w->bulk_payload - SMB_PACKET_HEADER_SIZE) {
+                k = put_bulk(w, src, n);
+                src += k;
+                n -= k;
+                if (n == 0 || w->pos < w->end)
+                    continue;
+                tried = true;        /* no chunk was free at once */
+            }
+            next_buffer(w, tried);
             continue;
         }
         k = room < n ? room : n;
@@ -133,7 +222,7 @@ static inline void put(tw_writer *w, const void *src, size_t n)
 
 static inline bool field_ok(tw_writer *w, uint32_t field)
 {
-    if (UNLIKELY(!w->in_packet || field == 0 || field > MAX_FIELD)) {
+    if (UNLIKELY(!w->in_packet || field - 1u >= MAX_FIELD)) {
         w->stats.misuse++;
         return false;
     }
@@ -177,50 +266,77 @@ static bool patch_add(tw_writer *w, uint32_t chunk_id, uint32_t off,
     return true;
 }
 
-/* Hand back the held chunk (if `with_chunk`) together with the ready patch
- * entries at the front of the FIFO, grouped per chunk (trace-writer.md §6).
- */
+/* Pop ready patch entries from the front of the FIFO into groups (at most
+ * TW_HB_PATCHES patches in TW_HB_GROUPS groups; per chunk,
+ * trace-writer.md §6); returns the number of groups. */
+enum { TW_HB_PATCHES = 64, TW_HB_GROUPS = 8 };
+
+static size_t collect_patches(tw_writer *w, smb_patch *tmp,
+                              smb_chunk_patches *groups)
+{
+    size_t np = 0, ng = 0;
+    while (patch_ready(w) && np < TW_HB_PATCHES) {
+        tw_patch_entry *e = &w->patches[w->patches_head];
+        if (ng == 0 || groups[ng - 1].chunk_id != e->chunk_id) {
+            if (ng == TW_HB_GROUPS)
+                break;
+            groups[ng].target_buffer = w->target_buffer;
+            groups[ng].chunk_id = e->chunk_id;
+            groups[ng].writer_id = w->writer_id;
+            groups[ng].has_more_patches = 0;
+            groups[ng].reserved = 0;
+            groups[ng].npatches = 0;
+            groups[ng].patches = &tmp[np];
+            ng++;
+        }
+        tmp[np].offset = e->offset;
+        memcpy(tmp[np].data, e->data, 4);
+        np++;
+        groups[ng - 1].npatches++;
+        w->patches_head++;
+    }
+    if (ng > 0 && w->patches_head < w->patches_n &&
+        w->patches[w->patches_head].chunk_id == groups[ng - 1].chunk_id)
+        groups[ng - 1].has_more_patches = 1;
+    if (w->patches_head == w->patches_n) {
+        w->patches_base_seq += w->patches_n;
+        w->patches_head = w->patches_n = 0;
+    }
+    return ng;
+}
+
+/* Hand back the filled chunks put_bulk left (full[0..nfull)), then the held
+ * chunk (if `with_chunk`), together with the ready patch entries at the
+ * front of the FIFO, grouped per chunk (trace-writer.md §6).
+ * With `want` > 0 (only with the chunk) the first call also takes a new
+ * chunk into *nl (same lock: one arbiter call per handoff); returns
+ * whether it did. */
+static bool hand_back_take(tw_writer *w, bool with_chunk, uint16_t packets,
+                           size_t want, smb__chunk_loc *nl)
+{
+    smb_patch tmp[TW_HB_PATCHES];
+    smb_chunk_patches groups[TW_HB_GROUPS];
+    size_t nret = w->nfull, got = 0;
+
+    if (with_chunk)
+        w->full[nret++] = w->loc;    /* after the older filled ones */
+    w->nfull = 0;
+    do {
+        size_t ng = collect_patches(w, tmp, groups);
+        if (nret > 0 || ng > 0 || want > 0)
+            got += smb__arbiter_exchange(w->arb, w->full, nret,
+                                         w->target_buffer, groups, ng,
+                                         w->writer_id, w->next_chunk_id,
+                                         packets, want, nl);
+        nret = 0;
+        want = 0;
+    } while (patch_ready(w));
+    return got > 0;
+}
+
 static void hand_back(tw_writer *w, bool with_chunk)
 {
-    enum { MAX_P = 64, MAX_G = 8 };
-    smb_patch tmp[MAX_P];
-    smb_chunk_patches groups[MAX_G];
-    const smb__chunk_loc *loc = with_chunk ? &w->loc : NULL;
-
-    do {
-        size_t np = 0, ng = 0;
-        while (patch_ready(w) && np < MAX_P) {
-            tw_patch_entry *e = &w->patches[w->patches_head];
-            if (ng == 0 || groups[ng - 1].chunk_id != e->chunk_id) {
-                if (ng == MAX_G)
-                    break;
-                groups[ng].target_buffer = w->target_buffer;
-                groups[ng].chunk_id = e->chunk_id;
-                groups[ng].writer_id = w->writer_id;
-                groups[ng].has_more_patches = 0;
-                groups[ng].reserved = 0;
-                groups[ng].npatches = 0;
-                groups[ng].patches = &tmp[np];
-                ng++;
-            }
-            tmp[np].offset = e->offset;
-            memcpy(tmp[np].data, e->data, 4);
-            np++;
-            groups[ng - 1].npatches++;
-            w->patches_head++;
-        }
-        if (ng > 0 && w->patches_head < w->patches_n &&
-            w->patches[w->patches_head].chunk_id == groups[ng - 1].chunk_id)
-            groups[ng - 1].has_more_patches = 1;
-        if (w->patches_head == w->patches_n) {
-            w->patches_base_seq += w->patches_n;
-            w->patches_head = w->patches_n = 0;
-        }
-        if (loc != NULL || ng > 0)
-            smb__arbiter_return_chunk(w->arb, loc, w->target_buffer,
-                                      groups, ng);
-        loc = NULL;
-    } while (patch_ready(w));
+    hand_back_take(w, with_chunk, 0, 0, NULL);
 }
 
 /* ---- chunks ------------------------------------------------------------- */
@@ -237,17 +353,18 @@ static void stall_sleep(uint32_t us)
     nanosleep(&ts, NULL);
 }
 
-/* Get chunk next_chunk_id into *loc under the writer's policy. */
-static bool acquire(tw_writer *w, uint16_t packets, smb__chunk_loc *loc)
+/* Get chunk next_chunk_id into *loc under the writer's policy. `tried`:
+ * the caller's own exchange already made the first attempt (and failed). */
+static bool acquire(tw_writer *w, uint16_t packets, smb__chunk_loc *loc,
+                    bool tried)
 {
     uint32_t sleep_us = 0;
     for (unsigned stalls = 0;; stalls++) {
-        if (smb__arbiter_acquire_chunk(w->arb, w->writer_id,
-                                       w->next_chunk_id, packets, loc)) {
-            w->next_chunk_id++;          /* wraps at 2^32 */
-            w->stats.chunks_used++;
+        if (!tried && smb__arbiter_acquire_chunk(w->arb, w->writer_id,
+                                                 w->next_chunk_id, packets,
+                                                 loc))
             return true;
-        }
+        tried = false;
         if (w->policy == TW_POLICY_DROP || smb__arbiter_is_shut_down(w->arb))
             return false;
         if (w->policy == TW_POLICY_STALL_THEN_DROP &&
@@ -278,11 +395,8 @@ static bool acquire_bounded(tw_writer *w, smb__chunk_loc *loc)
         if (smb__arbiter_is_shut_down(w->arb))
             return false;
         if (smb__arbiter_acquire_chunk(w->arb, w->writer_id,
-                                       w->next_chunk_id, 0, loc)) {
-            w->next_chunk_id++;          /* wraps at 2^32 */
-            w->stats.chunks_used++;
+                                       w->next_chunk_id, 0, loc))
             return true;
-        }
         if (slept_us >= TW_MARKER_BUDGET_US)
             return false;
         if (sleep_us > TW_MARKER_BUDGET_US - slept_us)
@@ -295,16 +409,27 @@ static bool acquire_bounded(tw_writer *w, smb__chunk_loc *loc)
     }
 }
 
+/* Hold the chunk just acquired as chunk next_chunk_id (which moves on:
+ * ids wrap at 2^32). */
 static void adopt_chunk(tw_writer *w, const smb__chunk_loc *loc,
                         uint16_t count, uint8_t flags)
 {
     w->loc = *loc;
     w->hdr = loc->hdr;
+    w->chunk_id = w->next_chunk_id++;
+    w->stats.chunks_used++;
     w->count = count;
     w->flags = flags;
     w->inflated = false;
     w->pos = loc->payload;
     w->end = loc->payload + loc->payload_size;
+}
+
+static void drop_chunk_state(tw_writer *w)
+{
+    w->hdr = NULL;
+    w->loc.hdr = NULL;
+    w->pos = w->end = w->garbage;
 }
 
 /* Return the held chunk (inflated: append the empty fragment first). */
@@ -315,9 +440,22 @@ static void return_chunk(tw_writer *w)
         w->inflated = false;
     }
     hand_back(w, true);
-    w->hdr = NULL;
-    w->loc.hdr = NULL;
-    w->pos = w->end = w->garbage;
+    drop_chunk_state(w);
+}
+
+/* return_chunk, and take a fresh chunk (packets {0, 0}) into *nl in the
+ * same arbiter call; false if none was free at once (the caller then
+ * applies its policy, acquire(..., tried = true)). */
+static bool return_chunk_take(tw_writer *w, smb__chunk_loc *nl)
+{
+    bool ok;
+    if (w->inflated) {
+        *w->pos++ = 0;
+        w->inflated = false;
+    }
+    ok = hand_back_take(w, true, 0, 1, nl);
+    drop_chunk_state(w);
+    return ok;
 }
 
 static void to_garbage(tw_writer *w)
@@ -335,9 +473,47 @@ static void enter_drop(tw_writer *w)
     to_garbage(w);
 }
 
+/* The held chunk's open fragment continues in the next chunk (§4 steps
+ * 2-3): close it with a 4-byte size, flag it, turn every open nested size
+ * field still inside it into a patch entry, publish the header. */
+static void close_continuing(tw_writer *w)
+{
+    smb_write_redundant_varint(w->frag_field,
+            (uint32_t)(w->pos - (w->frag_field + 4)));
+    w->flags |= SMB_FLAG_LAST_PACKET_CONTINUES_ON_NEXT;
+    for (uint32_t i = 0; i < w->depth; i++) {
+        tw_nested *n = &w->stack[i];
+        uint32_t seq;
+        if (n->kind != SF_CHUNK)
+            continue;
+        if (patch_add(w, w->chunk_id, (uint32_t)(n->field - w->loc.payload),
+                      &seq)) {
+            n->kind = SF_PATCH;
+            n->patch_seq = seq;
+            w->flags |= SMB_FLAG_NEEDS_PATCHING;
+        } else {
+            n->kind = SF_DETACHED;   /* OOM: size lost, chunk stays */
+            w->stats.misuse++;
+        }
+    }
+    publish_packets(w);
+}
+
+/* Start the continuation fragment in the chunk just adopted; `logical`:
+ * the packet offset its first byte has. */
+static void open_continuation(tw_writer *w, uint64_t logical)
+{
+    w->frag_field = w->pos;
+    memset(w->pos, 0, 4);
+    w->pos += 4;
+    w->frag_continues = true;
+    w->anchor = w->pos;
+    w->anchor_logical = logical;
+}
+
 /* Out of room inside a packet: move on to the next chunk (§4) or drop (§9).
- */
-static void next_buffer(tw_writer *w)
+ * `tried`: put_bulk's exchange just failed to get one (see acquire). */
+static void next_buffer(tw_writer *w, bool tried)
 {
     uint64_t logical = logical_pos(w);
     smb__chunk_loc nl;
@@ -346,33 +522,13 @@ static void next_buffer(tw_writer *w)
         to_garbage(w);               /* wrap; retry a chunk at next packet */
         w->retry = true;
     } else if (acquire(w, smb_make_packets(1,
-                       SMB_FLAG_FIRST_PACKET_CONTINUES_FROM_PREV), &nl)) {
-        uint32_t old_id = w->next_chunk_id - 2;  /* id of the held chunk */
-        smb_write_redundant_varint(w->frag_field,
-                (uint32_t)(w->pos - (w->frag_field + 4)));
-        w->flags |= SMB_FLAG_LAST_PACKET_CONTINUES_ON_NEXT;
-        for (uint32_t i = 0; i < w->depth; i++) {
-            tw_nested *n = &w->stack[i];
-            uint32_t seq;
-            if (n->kind != SF_CHUNK)
-                continue;
-            if (patch_add(w, old_id, (uint32_t)(n->field - w->loc.payload),
-                          &seq)) {
-                n->kind = SF_PATCH;
-                n->patch_seq = seq;
-                w->flags |= SMB_FLAG_NEEDS_PATCHING;
-            } else {
-                n->kind = SF_DETACHED;   /* OOM: size lost, chunk stays */
-                w->stats.misuse++;
-            }
-        }
-        publish_packets(w);
+                       SMB_FLAG_FIRST_PACKET_CONTINUES_FROM_PREV), &nl,
+                       tried)) {
+        close_continuing(w);
         return_chunk(w);
         adopt_chunk(w, &nl, 1, SMB_FLAG_FIRST_PACKET_CONTINUES_FROM_PREV);
-        w->frag_field = w->pos;
-        memset(w->pos, 0, 4);
-        w->pos += 4;
-        w->frag_continues = true;
+        open_continuation(w, logical);
+        return;
     } else {
         smb_write_redundant_varint(w->frag_field,
                                    SMB_PACKET_SIZE_DROP_PACKET);
@@ -386,6 +542,79 @@ static void next_buffer(tw_writer *w)
     }
     w->anchor = w->pos;
     w->anchor_logical = logical;
+}
+
+/* put_slow with the held chunk full, of the arbiter's own chunk size
+ * (every chunk put_bulk takes has it), and more than one continuation
+ * payload (P = payload - 4 bytes) left to write: the rest needs exactly
+ * ceil(n / P) more chunks, every one but the last filled to the end. So
+ * they are taken up to TW_BULK_CHUNKS at a time, filled with one memcpy
+ * each, and handed back together: each arbiter call returns the previous
+ * run and takes the next (one lock per run instead of two per chunk). No
+ * chunk is taken that the bytes do not fill. The last run goes back
+ * before this returns: no filled chunk stays with the writer after the
+ * write (a scraper skips BeingWritten chunks of count 1, and a packet's
+ * first fragment must reach the service for a cut packet to be counted).
+ * Returns the bytes written; fewer than n when no chunk was free at once
+ * (the filled ones are handed back by then): put_slow's next_buffer then
+ * applies the policy. */
+static size_t put_bulk(tw_writer *w, const uint8_t *src, size_t n)
+{
+    smb__chunk_loc got[TW_BULK_CHUNKS];
+    const size_t P = w->loc.payload_size - SMB_PACKET_HEADER_SIZE;
+    const uint16_t cont = smb_make_packets(1,
+            SMB_FLAG_FIRST_PACKET_CONTINUES_FROM_PREV);
+    const uint16_t middle = smb_make_packets(1,
+            SMB_FLAG_FIRST_PACKET_CONTINUES_FROM_PREV |
+            SMB_FLAG_LAST_PACKET_CONTINUES_ON_NEXT);
+    const uint64_t logical0 = logical_pos(w);
+    uint8_t pvarint[4];
+    size_t done = 0;
+
+    smb_write_redundant_varint(pvarint, (uint32_t)P);
+    while (done < n && w->pos == w->end) {
+        size_t want = (n - done + P - 1) / P, ngot, i, k;
+        if (want > TW_BULK_CHUNKS)
+            want = TW_BULK_CHUNKS;
+        ngot = smb__arbiter_exchange(w->arb, w->full, w->nfull,
+                                     w->target_buffer, NULL, 0,
+                                     w->writer_id, w->next_chunk_id, cont,
+                                     want, got);
+        w->nfull = 0;
+        if (ngot == 0)
+            break;
+        /* The held chunk (full): its fragment continues. */
+        close_continuing(w);
+        w->full[w->nfull++] = w->loc;
+        /* All but the last are middle chunks: this write fills them to
+         * the end and goes on (ngot <= ceil(left / P)), so their one
+         * fragment is P bytes with both continuation flags and no nested
+         * size field lies in them: size, bytes, header; no writer state.
+         */
+        for (i = 0; i + 1 < ngot; i++) {
+            uint8_t *p = got[i].payload;
+            memcpy(p, pvarint, 4);
+            memcpy(p + SMB_PACKET_HEADER_SIZE, src + done, P);
+            done += P;
+            atomic_store_explicit(&got[i].hdr->packets, middle,
+                                  memory_order_release);
+            w->full[w->nfull++] = got[i];
+        }
+        w->next_chunk_id += (uint32_t)i;     /* ids wrap at 2^32 */
+        w->stats.chunks_used += i;
+        /* The last one is held, its fragment open (closed at the next
+         * crossing only once that crossing has its chunk). */
+        adopt_chunk(w, &got[i], 1, SMB_FLAG_FIRST_PACKET_CONTINUES_FROM_PREV);
+        open_continuation(w, logical0 + done);
+        k = (size_t)(w->end - w->pos);   /* == P unless want was 1 */
+        k = n - done < k ? n - done : k;
+        memcpy(w->pos, src + done, k);
+        w->pos += k;
+        done += k;
+    }
+    if (w->nfull > 0)
+        hand_back(w, false);         /* the last run, before we return */
+    return done;
 }
 
 /* ---- lifecycle ---------------------------------------------------------- */
@@ -407,6 +636,7 @@ tw_writer *tw_writer_create(smb_arbiter *arb, uint32_t target_buffer,
     w->target_buffer = target_buffer;
     w->policy = policy;
     w->writer_id = smb__arbiter_alloc_writer(arb, target_buffer);
+    w->bulk_payload = smb__arbiter_chunk_payload(arb);
     to_garbage(w);
     w->anchor = w->pos;
     if (w->writer_id == 0)
@@ -501,7 +731,7 @@ void tw_packet_begin(tw_writer *w)
          * wrapped); a null writer (id 0) just wraps its garbage. */
         if (w->retry ||
             (size_t)(w->end - w->pos) < TW_MIN_BYTES_FOR_PACKET) {
-            if (w->writer_id != 0 && acquire(w, 0, &nl)) {
+            if (w->writer_id != 0 && acquire(w, 0, &nl, false)) {
                 adopt_chunk(w, &nl, 0, 0);
                 w->dropping = false;
             } else {
@@ -512,9 +742,9 @@ void tw_packet_begin(tw_writer *w)
     } else if (UNLIKELY(w->hdr == NULL ||
                         (size_t)(w->end - w->pos) < TW_MIN_BYTES_FOR_PACKET ||
                         w->count >= TW_MAX_PACKETS_PER_CHUNK)) {
-        if (w->hdr != NULL)
-            return_chunk(w);
-        if (acquire(w, 0, &nl))
+        bool tried = w->hdr != NULL;
+        if ((tried && return_chunk_take(w, &nl)) ||
+            acquire(w, 0, &nl, tried))
             adopt_chunk(w, &nl, 0, 0);
         else
             enter_drop(w);
@@ -599,7 +829,7 @@ void tw_packet_end(tw_writer *w)
     len = (uint32_t)(w->pos - (w->frag_field + 4));
     if (LIKELY(len < 127 && !w->frag_continues)) {
         w->frag_field[0] = (uint8_t)len;
-        memmove(w->frag_field + 1, w->frag_field + 4, len);
+        compact3(w->frag_field, len, w->end);
         w->pos -= 3;
     } else {
         smb_write_redundant_varint(w->frag_field, len);
@@ -682,7 +912,9 @@ void tw_add_bytes(tw_writer *w, uint32_t field, const void *data,
     if (LIKELY((size_t)(w->end - w->pos) >= size + 15)) {
         uint8_t *p = enc_varint(w->pos, ((uint64_t)field << 3) | WT_LEN);
         p = enc_varint(p, size);
-        if (size > 0)
+        if (size <= 32)
+            copy_small(p, data, size);
+        else
             memcpy(p, data, size);
         w->pos = p + size;
     } else {
@@ -728,7 +960,7 @@ void tw_begin_nested(tw_writer *w, uint32_t field)
     p = enc_varint(tmp, ((uint64_t)field << 3) | WT_LEN);
     put(w, tmp, (size_t)(p - tmp));
     if (UNLIKELY(w->end - w->pos < 4))
-        next_buffer(w);              /* a size field never straddles */
+        next_buffer(w, false);       /* a size field never straddles */
     n = &w->stack[w->depth++];
     n->kind = SF_CHUNK;
     n->field = w->pos;
@@ -759,7 +991,7 @@ void tw_end_nested(tw_writer *w)
     case SF_CHUNK:
         if (len <= 127 && !w->dropping) {
             n->field[0] = (uint8_t)len;
-            memmove(n->field + 1, n->field + 4, (size_t)len);
+            compact3(n->field, (size_t)len, w->end);
             w->pos -= 3;
         } else {
             smb_write_redundant_varint(n->field, (uint32_t)len);

@@ -17,6 +17,11 @@
  * entry is ready once data[0] != 0 (every redundant varint starts with a
  * non-zero byte).
  *
+ * Bulk (tw.c, put_bulk): `full[0..nfull)` are the filled chunks of the
+ * current run, oldest first, handed back by the next exchange and at the
+ * end of the write (empty outside put_bulk); a hand-back returns them
+ * before the held chunk.
+ *
  * Threads: a writer belongs to one thread; nothing here is shared.
  */
 #ifndef SHMTRACE_TW_INT_H
@@ -34,6 +39,7 @@
 #define TW_MIN_BYTES_FOR_PACKET 12u     /* 4 (size) + 8, trace-writer.md §3 */
 #define TW_MAX_PACKETS_PER_CHUNK 1022u  /* 1023 - 1 for the inflated slot */
 #define TW_MARKER_BUDGET_US     64000u  /* max stall for a loss marker */
+#define TW_BULK_CHUNKS          16u     /* chunks per arbiter call, bulk */
 
 enum { SF_CHUNK = 0, SF_PATCH = 1, SF_DETACHED = 2 };
 
@@ -84,9 +90,13 @@ struct tw_writer {
     smb_arbiter *arb;
     uint32_t target_buffer;
     uint32_t next_chunk_id;
+    uint32_t chunk_id;           /* id of the held chunk */
     uint16_t writer_id;          /* 0: null writer */
     tw_policy policy;
     smb__chunk_loc loc;
+    uint32_t bulk_payload;       /* the arbiter's chunk payload size */
+    uint32_t nfull;              /* filled chunks of put_bulk's run */
+    smb__chunk_loc full[TW_BULK_CHUNKS + 1];   /* + the held one */
     tw_patch_entry *patches;
     uint32_t patches_cap;
     tw_writer_stats stats;

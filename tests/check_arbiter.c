@@ -1,11 +1,12 @@
 /*
  * check_arbiter.c - the chunk arbiter: creation, page partitioning on
  * demand, the page cursor, commit batching, flush, writer registration and
- * shutdown.
+ * shutdown; the writer's internal exchange (runs of chunks under one lock).
  */
 #include <errno.h>
 #include <stdio.h>
 
+#include "arbiter_int.h"
 #include "check_smb_harness.h"
 #include "tck_main.h"
 
@@ -354,6 +355,116 @@ START_TEST(test_writers_registered_and_shutdown)
 }
 END_TEST
 
+static uint32_t word_of(smb_shm *shm, uint32_t page_size, uint32_t page)
+{
+    return atomic_load(&smb_page_at(shm->base, page_size, page)
+                        ->header_bitmap);
+}
+
+/* smb__arbiter_exchange: takes a run of chunks with consecutive ids, at
+ * most 1/4 of the SMB; returns a run as one batch, in order; a one-chunk
+ * page goes BeingWritten -> Complete (the store path) to the same word the
+ * ABI's CAS gives. */
+START_TEST(test_exchange_runs)
+{
+    rec r;
+    smb_shm shm;
+    smb__chunk_loc a[16], b[16];
+    const uint32_t D1 = SMB_LAYOUT_DIV1 << SMB_LAYOUT_SHIFT;
+    const uint16_t pk = smb_make_packets(1,
+            SMB_FLAG_FIRST_PACKET_CONTINUES_FROM_PREV);
+    smb_arbiter *arb = rec_arbiter(&r, &shm, 32 * 4096, 4096, 0, 0);
+    ck_assert_uint_eq(smb__arbiter_chunk_payload(arb), 4080);
+    ck_assert_uint_eq(smb__arbiter_exchange(arb, NULL, 0, 1, NULL, 0, 3,
+                                            100, pk, 5, a), 5);
+    for (uint32_t i = 0; i < 5; i++) {
+        ck_assert_uint_eq(a[i].page, i);
+        ck_assert_uint_eq(a[i].idx, 0);
+        ck_assert_uint_eq(a[i].payload_size, 4080);
+        ck_assert_ptr_eq(a[i].payload, (uint8_t *)a[i].hdr + 8);
+        ck_assert_uint_eq(atomic_load(&a[i].hdr->chunk_id), 100 + i);
+        ck_assert_uint_eq(atomic_load(&a[i].hdr->writer_id), 3);
+        ck_assert_uint_eq(atomic_load(&a[i].hdr->packets), pk);
+        ck_assert_uint_eq(word_of(&shm, 4096, i),
+                          D1 | SMB_CHUNK_BEING_WRITTEN);
+    }
+    ck_assert_uint_eq(r.batches, 0);
+    /* Return the run, take more: capped at 32 / 4 = 8. */
+    ck_assert_uint_eq(smb__arbiter_exchange(arb, a, 5, 1, NULL, 0, 3, 200,
+                                            pk, 20, b), 8);
+    ck_assert_uint_eq(r.batches, 1);
+    ck_assert_uint_eq(r.nlast, 5);
+    for (uint32_t i = 0; i < 5; i++) {
+        ck_assert_uint_eq(r.last[i].page, i);
+        ck_assert_uint_eq(word_of(&shm, 4096, i), D1 | SMB_CHUNK_COMPLETE);
+    }
+    for (uint32_t i = 0; i < 8; i++) {
+        ck_assert_uint_eq(b[i].page, 5 + i);
+        ck_assert_uint_eq(atomic_load(&b[i].hdr->chunk_id), 200 + i);
+    }
+    /* A page of a foreign layout (a peer's doing): a run skips it, a
+     * single acquisition takes it with that layout's chunk size. */
+    atomic_store(&smb_page_at(shm.base, 4096, 13)->header_bitmap,
+                 SMB_LAYOUT_DIV2 << SMB_LAYOUT_SHIFT);
+    ck_assert_uint_eq(smb__arbiter_exchange(arb, NULL, 0, 1, NULL, 0, 3,
+                                            300, pk, 2, a), 2);
+    ck_assert_uint_eq(a[0].page, 14);
+    ck_assert_uint_eq(a[1].page, 15);
+    ck_assert_uint_eq(smb__arbiter_exchange(arb, NULL, 0, 1, NULL, 0, 3,
+                                            302, pk, 1, a + 2), 1);
+    ck_assert_uint_eq(a[2].page, 16);    /* the cursor moved on */
+    smb_arbiter_stats st;
+    smb_arbiter_get_stats(arb, &st);
+    ck_assert_uint_eq(st.chunks_acquired, 16);
+    ck_assert_uint_eq(st.chunks_returned, 5);
+    smb_arbiter_destroy(arb);
+    smb_shm_unmap(&shm);
+
+    /* Foreign page met by a single acquisition. */
+    arb = rec_arbiter(&r, &shm, 4 * 4096, 4096, 0, 0);
+    atomic_store(&smb_page_at(shm.base, 4096, 0)->header_bitmap,
+                 SMB_LAYOUT_DIV2 << SMB_LAYOUT_SHIFT);
+    ck_assert_uint_eq(smb__arbiter_exchange(arb, NULL, 0, 1, NULL, 0, 3, 0,
+                                            pk, 1, a), 1);
+    ck_assert_uint_eq(a[0].page, 0);
+    ck_assert_uint_eq(a[0].payload_size,
+                      smb_chunk_size(4096, SMB_LAYOUT_DIV2) - 8);
+    smb__arbiter_exchange(arb, a, 1, 1, NULL, 0, 0, 0, 0, 0, NULL);
+    ck_assert_uint_eq(word_of(&shm, 4096, 0),
+                      (SMB_LAYOUT_DIV2 << SMB_LAYOUT_SHIFT) |
+                      SMB_CHUNK_COMPLETE);
+    smb_arbiter_destroy(arb);
+    smb_shm_unmap(&shm);
+}
+END_TEST
+
+/* Several chunks per page (Div4): a run fills a page in ascending index,
+ * and returning one chunk leaves its neighbours' states alone (the CAS
+ * path). */
+START_TEST(test_exchange_multi_chunk_pages)
+{
+    rec r;
+    smb_shm shm;
+    smb__chunk_loc a[8];
+    const uint32_t D4 = SMB_LAYOUT_DIV4 << SMB_LAYOUT_SHIFT;
+    smb_arbiter *arb = rec_arbiter(&r, &shm, 8 * 4096, 4096,
+                                   SMB_LAYOUT_DIV4, 0);
+    ck_assert_uint_eq(smb__arbiter_exchange(arb, NULL, 0, 1, NULL, 0, 1, 0,
+                                            0, 6, a), 6);
+    for (uint32_t i = 0; i < 6; i++) {
+        ck_assert_uint_eq(a[i].page, i / 4);
+        ck_assert_uint_eq(a[i].idx, i % 4);
+        ck_assert_uint_eq(atomic_load(&a[i].hdr->chunk_id), i);
+    }
+    ck_assert_uint_eq(word_of(&shm, 4096, 0), D4 | 0x55u);
+    ck_assert_uint_eq(word_of(&shm, 4096, 1), D4 | 0x5u);
+    smb__arbiter_exchange(arb, a + 1, 1, 1, NULL, 0, 0, 0, 0, 0, NULL);
+    ck_assert_uint_eq(word_of(&shm, 4096, 0), D4 | 0x5Du);
+    smb_arbiter_destroy(arb);
+    smb_shm_unmap(&shm);
+}
+END_TEST
+
 static Suite *arbiter_suite(void)
 {
     Suite *s = suite_create("arbiter");
@@ -366,6 +477,8 @@ static Suite *arbiter_suite(void)
              test_batch_patches_wait_for_the_batch,
              test_batch_patches_read_back_whole);
     TCK_CASE(s, "writers", test_writers_registered_and_shutdown);
+    TCK_CASE(s, "exchange", test_exchange_runs,
+             test_exchange_multi_chunk_pages);
     return s;
 }
 

@@ -178,6 +178,55 @@ static void check_nested(const Perfetto__Protos__TestEvent__TestPayload *p,
     }
 }
 
+/* Varints of every length (1..10 bytes, both sides of each boundary) and
+ * small bytes fields of every size 0..40 (the writer's inline copies)
+ * decode to what was written. */
+START_TEST(test_encode_varint_lengths_and_small_bytes)
+{
+    hb h;
+    uint8_t blob[40];
+    hb_fill(blob, sizeof(blob), 5);
+    hb_init(&h, 64 * KiB, 4096, MiB);
+    tw_writer *w = tw_writer_create(h.arb, HB_TARGET, TW_POLICY_DROP);
+    tw_packet_begin(w);
+    tw_packet_end(w);
+    for (uint32_t k = 0; k < 64; k++) {
+        uint64_t v = (uint64_t)1 << k;
+        tw_packet_begin(w);
+        tw_add_varint(w, 1, v - 1);
+        tw_add_varint(w, 2, v);
+        tw_add_varint(w, 3, v | (v - 1));
+        tw_add_bytes(w, 4, blob, k % 41);
+        tw_packet_end(w);
+    }
+    ck_assert_int_eq(tw_writer_flush(w), 0);
+    hb_pkts ps = hb_read_all(&h);
+    ck_assert_uint_eq(ps.n, 65);
+    for (uint32_t k = 0; k < 64; k++) {
+        uint64_t v = (uint64_t)1 << k;
+        const uint8_t *p = ps.v[k + 1].data, *end = p + ps.v[k + 1].size;
+        hb_field f;
+        ck_assert(hb_next_field(&p, end, &f));
+        ck_assert_uint_eq(f.field, 1);
+        ck_assert_uint_eq(f.v, v - 1);
+        ck_assert(hb_next_field(&p, end, &f));
+        ck_assert_uint_eq(f.field, 2);
+        ck_assert_uint_eq(f.v, v);
+        ck_assert(hb_next_field(&p, end, &f));
+        ck_assert_uint_eq(f.field, 3);
+        ck_assert_uint_eq(f.v, v | (v - 1));
+        ck_assert(hb_next_field(&p, end, &f));
+        ck_assert_uint_eq(f.field, 4);
+        ck_assert_uint_eq(f.v, k % 41);
+        ck_assert_mem_eq(f.p, blob, k % 41);
+        ck_assert(p == end);
+    }
+    hb_pkts_free(&ps);
+    tw_writer_destroy(w);
+    hb_fini(&h);
+}
+END_TEST
+
 START_TEST(test_encode_nested_messages)
 {
     /* Small bodies (compacted 1-byte sizes), bodies > 127 (4-byte
@@ -709,6 +758,277 @@ START_TEST(test_random_packets_with_drops)
 }
 END_TEST
 
+/* --- bulk: large writes take and hand back runs of chunks --------------- */
+
+static uint8_t *bulk_varint(uint8_t *p, uint64_t v)
+{
+    while (v >= 0x80) {
+        *p++ = (uint8_t)(v | 0x80);
+        v >>= 7;
+    }
+    *p++ = (uint8_t)v;
+    return p;
+}
+
+/* Expected bytes of {8: ts, 900: {1: blob[0..n)}} as the writer encodes it
+ * when the nested message crosses chunks (its size stays 4 bytes). */
+static size_t bulk_expect(uint8_t *out, uint64_t ts, const uint8_t *blob,
+                          size_t n)
+{
+    uint8_t *p = out;
+    size_t body;
+    *p++ = 8 << 3;
+    p = bulk_varint(p, ts);
+    *p++ = 0xA2;
+    *p++ = 0x38;                     /* 900 << 3 | 2 */
+    uint8_t len[10];
+    body = 1 + (size_t)(bulk_varint(len, n) - len) + n;
+    smb_write_redundant_varint(p, (uint32_t)body);
+    p += 4;
+    *p++ = 0x0A;
+    p = bulk_varint(p, n);
+    memcpy(p, blob, n);
+    return (size_t)(p - out) + n;
+}
+
+static void bulk_packet(tw_writer *w, uint64_t ts, const uint8_t *blob,
+                        size_t n)
+{
+    tw_packet_begin(w);
+    tw_add_varint(w, 8, ts);
+    tw_begin_nested(w, 900);
+    tw_add_bytes(w, 1, blob, n);
+    tw_end_nested(w);
+    tw_packet_end(w);
+}
+
+/* A 100 KiB field on 4 KiB pages: the chunks it fills are taken and handed
+ * back in runs (few commit batches), all of them before the call returns
+ * (the packet is still open): middle chunks carry count 1, both
+ * continuation flags and a 4076-byte fragment; the packet comes back byte
+ * for byte. */
+START_TEST(test_bulk_run_headers_all_committed_in_the_call)
+{
+    const size_t n = 100 * KiB;
+    uint8_t *blob = malloc(n), *want = malloc(n + 64);
+    uint8_t size4076[4];
+    hb h;
+    hb_fill(blob, n, 11);
+    smb_write_redundant_varint(size4076, 4076);
+    hb_init_ex(&h, 64 * 4096, 4096, 0, 32 * MiB, HB_QUEUED, 0);
+    hb_pause(&h);                    /* returned chunks stay Complete */
+    tw_writer *w = tw_writer_create(h.arb, HB_TARGET, TW_POLICY_DROP);
+    tw_packet_begin(w);
+    tw_add_varint(w, 8, 5);
+    tw_begin_nested(w, 900);
+    tw_add_bytes(w, 1, blob, n);
+    /* Inside the packet: every filled chunk is committed already. */
+    ck_assert_uint_eq(w->nfull, 0);
+    tw_writer_stats st;
+    tw_writer_get_stats(w, &st);
+    ck_assert_uint_eq(st.chunks_used, 26);   /* 102420 B / 4076 + 1 */
+    ck_assert_uint_eq(w->loc.page, 25);      /* Div1: page i = chunk i */
+    ck_assert_uint_eq(w->chunk_id, 25);
+    for (uint32_t p = 0; p < 26; p++) {
+        smb_page_header *ph = smb_page_at(h.shm.base, 4096, p);
+        smb_chunk_header *c = smb_chunk_at(ph, 4096, SMB_LAYOUT_DIV1, 0);
+        uint16_t pk = atomic_load(&c->packets);
+        ck_assert_uint_eq(atomic_load(&ph->header_bitmap),
+                          (SMB_LAYOUT_DIV1 << SMB_LAYOUT_SHIFT) |
+                          (p == 25 ? SMB_CHUNK_BEING_WRITTEN
+                                   : SMB_CHUNK_COMPLETE));
+        ck_assert_uint_eq(atomic_load(&c->chunk_id), p);
+        ck_assert_uint_eq(smb_packets_count(pk), 1);
+        if (p == 0)
+            ck_assert_uint_eq(pk, smb_make_packets(1,
+                    SMB_FLAG_LAST_PACKET_CONTINUES_ON_NEXT |
+                    SMB_FLAG_NEEDS_PATCHING));
+        else if (p < 25)
+            ck_assert_uint_eq(pk, smb_make_packets(1,
+                    SMB_FLAG_FIRST_PACKET_CONTINUES_FROM_PREV |
+                    SMB_FLAG_LAST_PACKET_CONTINUES_ON_NEXT));
+        if (p > 0 && p < 25)
+            ck_assert_mem_eq(smb_chunk_payload(c), size4076, 4);
+    }
+    smb_arbiter_stats as;
+    smb_arbiter_get_stats(h.arb, &as);
+    ck_assert_uint_eq(as.chunks_acquired, 26);
+    ck_assert_uint_eq(as.chunks_returned, 25);
+    ck_assert_uint_le(as.batches_sent, 4);   /* not one per chunk */
+    tw_end_nested(w);
+    tw_packet_end(w);
+    ck_assert_int_eq(tw_writer_flush(w), 0);
+    hb_drain_and_stop(&h);
+    hb_pkts ps = hb_read_all(&h);
+    ck_assert_uint_eq(ps.n, 1);
+    size_t wn = bulk_expect(want, 5, blob, n);
+    /* the first packet starts with first_packet_on_sequence (87 = 1) */
+    ck_assert_uint_eq(ps.v[0].size, wn + 3);
+    ck_assert_mem_eq(ps.v[0].data, "\xB8\x05\x01", 3);
+    ck_assert_mem_eq(ps.v[0].data + 3, want, wn);
+    ck_assert_uint_eq(tb_get_stats(h.buf)->abi_violations, 0);
+    ck_assert_uint_eq(tb_get_stats(h.buf)->patches_failed, 0);
+    hb_pkts_free(&ps);
+    tw_writer_destroy(w);
+    hb_fini(&h);
+    free(blob);
+    free(want);
+}
+END_TEST
+
+/* 1 MiB packets through a 16-chunk SMB (bulk runs of 4) and a service
+ * thread that frees chunks only as their commits arrive, stall policy
+ * (Div1 and Div2 pages): nothing lost, everything intact. */
+START_TEST(test_bulk_stall_hands_back_before_waiting)
+{
+    const size_t n = MiB;
+    const int npk = 6;
+    uint8_t *blob = malloc(n + npk), *want = malloc(n + 64);
+    hb h;
+    hb_fill(blob, n + npk, 12);
+    hb_init_ex(&h, 16 * 4096, 4096, _i ? SMB_LAYOUT_DIV2 : 0, 64 * MiB,
+               HB_QUEUED, 0);
+    tw_writer *w = tw_writer_create(h.arb, HB_TARGET,
+                                    TW_POLICY_STALL_THEN_ABORT);
+    for (int i = 0; i < npk; i++)
+        bulk_packet(w, (uint64_t)i, blob + i, n);
+    ck_assert_int_eq(tw_writer_flush(w), 0);
+    hb_drain_and_stop(&h);
+    tw_writer_stats st;
+    tw_writer_get_stats(w, &st);
+    ck_assert_uint_eq(st.packets_lost, 0);
+    hb_pkts ps = hb_read_all(&h);
+    ck_assert_uint_eq(ps.n, npk);
+    for (int i = 0; i < npk; i++) {
+        size_t wn = bulk_expect(want, (uint64_t)i, blob + i, n);
+        const uint8_t *d = ps.v[i].data;
+        size_t dn = ps.v[i].size;
+        if (i == 0) {                /* starts with 87 = 1 */
+            ck_assert_uint_eq(dn, wn + 3);
+            ck_assert_mem_eq(d, "\xB8\x05\x01", 3);
+            d += 3;
+            dn -= 3;
+        }
+        ck_assert_uint_eq(dn, wn);
+        ck_assert_mem_eq(d, want, wn);
+    }
+    ck_assert_uint_eq(tb_get_stats(h.buf)->abi_violations, 0);
+    hb_pkts_free(&ps);
+    tw_writer_destroy(w);
+    hb_fini(&h);
+    free(blob);
+    free(want);
+}
+END_TEST
+
+/* Resume the paused service once the writer has stalled. */
+static void *bulk_resume_on_stall(void *arg)
+{
+    hb *h = arg;
+    smb_arbiter_stats as;
+    for (;;) {
+        smb_arbiter_get_stats(h->arb, &as);
+        if (as.stalls > 0)
+            break;
+        usleep(1000);
+    }
+    hb_resume(h);
+    return NULL;
+}
+
+/* 8-chunk SMB (bulk runs of 2), paused service, stall policy: a 32 KiB
+ * field fills 7 chunks and holds the 8th; all 7 are committed when the
+ * call returns (so a producer that dies now leaves them to the service).
+ * A 3000-byte field then needs a 9th chunk while none is free: the writer
+ * stalls until the service runs, and nothing is lost. */
+START_TEST(test_bulk_committed_then_stall)
+{
+    const size_t n = 4063 + 6 * 4076 + 4000;
+    uint8_t *blob = malloc(n), small[3000];
+    hb h;
+    pthread_t th;
+    hb_fill(blob, n, 14);
+    hb_fill(small, sizeof(small), 15);
+    hb_init_ex(&h, 8 * 4096, 4096, 0, 32 * MiB, HB_QUEUED, 0);
+    hb_pause(&h);
+    tw_writer *w = tw_writer_create(h.arb, HB_TARGET,
+                                    TW_POLICY_STALL_THEN_ABORT);
+    tw_packet_begin(w);
+    tw_begin_nested(w, 900);
+    tw_add_bytes(w, 1, blob, n);
+    ck_assert_uint_eq(w->nfull, 0);
+    ck_assert_uint_eq(w->chunk_id, 7);
+    pthread_mutex_lock(&h.mu);
+    ck_assert_uint_eq(h.chunks, 7);
+    pthread_mutex_unlock(&h.mu);
+    ck_assert_int_eq(pthread_create(&th, NULL, bulk_resume_on_stall, &h),
+                     0);
+    tw_add_bytes(w, 2, small, sizeof(small));    /* stalls */
+    tw_end_nested(w);
+    tw_packet_end(w);
+    pthread_join(th, NULL);
+    tw_writer_stats st;
+    tw_writer_get_stats(w, &st);
+    ck_assert_uint_gt(st.stalls, 0);
+    ck_assert_uint_eq(st.packets_lost, 0);
+    ck_assert_int_eq(tw_writer_flush(w), 0);
+    hb_drain_and_stop(&h);
+    hb_pkts ps = hb_read_all(&h);
+    ck_assert_uint_eq(ps.n, 1);
+    /* 87=1 (3) 900 tag+size (6) 1: tag+len (4) + n, 2: tag+len (3) */
+    ck_assert_uint_eq(ps.v[0].size, 3 + 6 + 4 + n + 3 + sizeof(small));
+    ck_assert_mem_eq(ps.v[0].data + 13, blob, n);
+    ck_assert_mem_eq(ps.v[0].data + 13 + n + 3, small, sizeof(small));
+    hb_pkts_free(&ps);
+    tw_writer_destroy(w);
+    hb_fini(&h);
+    free(blob);
+}
+END_TEST
+
+/* Drop policy, a paused service and a packet larger than the SMB: the
+ * bulk path fills what it can get, then the packet is cut (sentinel,
+ * counted once: by the service's buffer); nothing stays held; the next
+ * packet carries 257. */
+START_TEST(test_bulk_drop_mid_packet_is_counted)
+{
+    const size_t n = 200 * KiB;
+    uint8_t *blob = malloc(n);
+    hb h;
+    hb_fill(blob, n, 13);
+    hb_init_ex(&h, 16 * 4096, 4096, 0, 32 * MiB, HB_QUEUED, 0);
+    hb_pause(&h);
+    tw_writer *w = tw_writer_create(h.arb, HB_TARGET, TW_POLICY_DROP);
+    bulk_packet(w, 1, blob, n);
+    ck_assert_uint_eq(w->nfull, 0);
+    ck_assert_ptr_null(w->hdr);      /* dropping: no chunk held */
+    tw_writer_stats st;
+    tw_writer_get_stats(w, &st);
+    ck_assert_uint_eq(st.packets_lost, 1);
+    ck_assert_uint_eq(st.chunks_used, 16);
+    smb_arbiter_stats as;
+    smb_arbiter_get_stats(h.arb, &as);
+    ck_assert_uint_eq(as.chunks_returned, 16);
+    hb_drain_and_stop(&h);           /* frees everything, then sync */
+    tw_packet_begin(w);
+    tw_add_varint(w, 999, 7);
+    tw_packet_end(w);
+    ck_assert_int_eq(tw_writer_flush(w), 0);
+    hb_pkts ps = hb_read_all(&h);
+    ck_assert_uint_eq(ps.n, 1);
+    const uint8_t *p = ps.v[0].data, *end = p + ps.v[0].size;
+    hb_field f;
+    ck_assert(hb_next_field(&p, end, &f));
+    ck_assert_uint_eq(f.field, 42);
+    ck_assert_uint_eq(f.v, 257);
+    ck_assert_uint_eq(tb_get_stats(h.buf)->trace_writer_packet_loss, 1);
+    hb_pkts_free(&ps);
+    tw_writer_destroy(w);
+    hb_fini(&h);
+    free(blob);
+}
+END_TEST
+
 /* --- ids ---------------------------------------------------------------- */
 
 START_TEST(test_ids_chunk_id_wraps)
@@ -815,6 +1135,7 @@ static Suite *tw_suite(void)
     Suite *s = suite_create("tw");
     TCK_CASE(s, "encode", test_encode_small_packets_match_protobuf_c,
              test_encode_field_types, test_encode_nested_messages,
+             test_encode_varint_lengths_and_small_bytes,
              test_encode_misuse_is_counted_not_fatal);
     TCK_CASE(s, "chunk", test_chunk_header_and_framing_bytes,
              test_chunk_spec_worked_example);
@@ -824,6 +1145,11 @@ static Suite *tw_suite(void)
     tcase_set_timeout(tc, 120);
     tc = tck_loop_case(s, "random", test_random_packets_roundtrip, 0, 6);
     tcase_add_loop_test(tc, test_random_packets_with_drops, 0, 4);
+    tcase_set_timeout(tc, 120);
+    tc = TCK_CASE(s, "bulk", test_bulk_run_headers_all_committed_in_the_call,
+                  test_bulk_committed_then_stall,
+                  test_bulk_drop_mid_packet_is_counted);
+    tcase_add_loop_test(tc, test_bulk_stall_hands_back_before_waiting, 0, 2);
     tcase_set_timeout(tc, 120);
     tc = TCK_CASE(s, "ids", test_ids_chunk_id_wraps,
                   test_ids_writer_ids_next_fit_and_recycled,

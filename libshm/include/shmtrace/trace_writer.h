@@ -9,6 +9,10 @@
  * in a chunk already handed back becomes an out-of-band patch. Packets of
  * any size up to 256 MiB - 1 are fine, provided the service keeps freeing
  * chunks (a packet never needs more than one chunk at a time).
+ * A large write takes the chunks it will fill in runs (up to 16, at most
+ * 1/4 of the SMB's chunks) and hands them back a run at a time, the last
+ * one before the call returns: a writer may hold that many chunks during
+ * the call, but gets by with whatever is free.
  *
  * Usage (one thread per writer):
  *
