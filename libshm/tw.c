@@ -359,6 +359,7 @@ static bool acquire(tw_writer *w, uint16_t packets, smb__chunk_loc *loc,
                     bool tried)
 {
     uint32_t sleep_us = 0;
+    uint64_t slept_us = 0;
     for (unsigned stalls = 0;; stalls++) {
         if (!tried && smb__arbiter_acquire_chunk(w->arb, w->writer_id,
                                                  w->next_chunk_id, packets,
@@ -367,20 +368,27 @@ static bool acquire(tw_writer *w, uint16_t packets, smb__chunk_loc *loc,
         tried = false;
         if (w->policy == TW_POLICY_DROP || smb__arbiter_is_shut_down(w->arb))
             return false;
+        bool exhausted = stalls >= TW_MAX_STALLS &&
+                         slept_us >= TW_MAX_STALL_US;
         if (w->policy == TW_POLICY_STALL_THEN_DROP &&
-            (w->dropping || stalls >= TW_MAX_STALLS))
+            (w->dropping || exhausted))
             return false;
-        if (stalls >= TW_MAX_STALLS) {
+        if (exhausted) {
             fprintf(stderr, "shmtrace: writer %u found no free SMB chunk "
-                    "after %d stalls (policy stall-then-abort): the service "
-                    "is not draining the shared memory; aborting\n",
-                    (unsigned)w->writer_id, TW_MAX_STALLS);
+                    "in %llu s (%u stalls, policy stall-then-abort): the "
+                    "service is not draining the shared memory; aborting\n",
+                    (unsigned)w->writer_id,
+                    (unsigned long long)(slept_us / 1000000u), stalls);
             abort();
         }
         stall_sleep(sleep_us);
+        slept_us += sleep_us;
+        /* 0, 8, 72, 584 us, then every TW_STALL_SLEEP_MAX_US: a service
+         * busy for a while (a file pass that the producers outran holds
+         * the commits back) is noticed within 2 ms once it drains. */
         sleep_us = (sleep_us + 1) * 8;
-        if (sleep_us > 100000u)
-            sleep_us = 100000u;
+        if (sleep_us > TW_STALL_SLEEP_MAX_US)
+            sleep_us = TW_STALL_SLEEP_MAX_US;
         w->stats.stalls++;
         smb__arbiter_count_stall(w->arb);
     }

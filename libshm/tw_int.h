@@ -36,6 +36,7 @@
 #include "arbiter_int.h"
 
 #define TW_GARBAGE_SIZE         1024u
+#define TW_STALL_SLEEP_MAX_US 2000u  /* longest single stall wait */
 #define TW_MIN_BYTES_FOR_PACKET 12u     /* 4 (size) + 8, trace-writer.md §3 */
 #define TW_MAX_PACKETS_PER_CHUNK 1022u  /* 1023 - 1 for the inflated slot */
 #define TW_MARKER_BUDGET_US     64000u  /* max stall for a loss marker */

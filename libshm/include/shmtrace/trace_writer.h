@@ -63,16 +63,18 @@ typedef enum tw_policy {
     /* Never block: lose packets until a chunk is free again, then flag
      * the next packet (previous_packet_dropped = 257). SDK default. */
     TW_POLICY_DROP = 1,
-    /* Wait with back-off (0, 8, 72, ... capped at 100 ms per wait) and
-     * lose nothing; after TW_MAX_STALLS waits in one acquisition the
-     * process aborts (Perfetto's kStall). After smb_arbiter_shutdown
-     * (service gone) it drops instead of waiting. */
+    /* Wait with back-off (0, 8, 72, 584 us, then 2 ms per wait) and lose
+     * nothing; once one acquisition has waited TW_MAX_STALLS times and
+     * TW_MAX_STALL_US in all, the process aborts (Perfetto's kStall).
+     * After smb_arbiter_shutdown (service gone) it drops instead of
+     * waiting. */
     TW_POLICY_STALL_THEN_ABORT = 2,
-    /* Wait as above; after TW_MAX_STALLS waits, drop. */
+    /* Wait as above; then drop. */
     TW_POLICY_STALL_THEN_DROP = 3,
 } tw_policy;
 
 #define TW_MAX_STALLS   300
+#define TW_MAX_STALL_US 30000000u    /* 30 s */
 #define TW_MAX_NESTING  32
 
 typedef struct tw_writer_stats {
