@@ -23,7 +23,7 @@
  * producers' SMBs would fill and stall them). A pass starts when its
  * period is due, or early when half of the smallest buffer has been
  * written since the last one began (the producers would otherwise lap the
- * ring before it is read). When half of the smallest buffer comes in
+ * ring before it is read). When a quarter of the smallest buffer comes in
  * while a pass is under way, the producers outrun the file: the pass then
  * finishes in one go, so that commits wait and the producers feel the
  * backpressure (their SMBs fill) instead of lapping the ring under the
@@ -370,11 +370,14 @@ static void file_step(svc_service *svc, svc_session *s, uint64_t now)
         svc__file_pass_mark(svc, s);
     } else if (s->file_early_bytes &&
                buffers_written(svc, s, NULL) - s->file_mark_written >=
-               s->file_early_bytes) {
-        /* The producers outrun the file: half a buffer came in during
-         * this pass. The rest of it now, in one go; meanwhile commits
-         * wait, the SMBs fill and the producers stall (or drop, counted)
-         * instead of lapping the ring under the pass (backpressure). */
+               s->file_early_bytes / 2) {
+        /* The producers outrun the file: a quarter of a buffer came in
+         * during this pass. At its start at most about half was unread (or
+         * the early pass would have begun), so the writer is still behind
+         * the reader; the rest of the pass now, in one go: meanwhile
+         * commits wait, the SMBs fill and the producers stall (or drop,
+         * counted) instead of lapping the ring under the pass
+         * (backpressure). */
         budget = 0;
         svc->file_passes_hurried++;
     }

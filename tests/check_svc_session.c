@@ -782,10 +782,10 @@ SVF_TEST(test_file_pass_starts_early_when_half_the_buffer_is_written, 1)
     close(mine);
 }
 
-/* Producers that outrun the file: when half of the buffer comes in while a
- * pass is under way, the next step finishes the pass in one go (commits
- * then wait: backpressure), instead of letting the producers lap the ring
- * under the pass. */
+/* Producers that outrun the file: when a quarter of the buffer comes in
+ * while a pass is under way, the next step finishes the pass in one go
+ * (commits then wait: backpressure), instead of letting the producers lap
+ * the ring under the pass. */
 SVF_TEST(test_file_pass_hurries_when_producers_outrun_it, 1)
 {
     int mine;
@@ -806,7 +806,7 @@ SVF_TEST(test_file_pass_hurries_when_producers_outrun_it, 1)
     ck_assert_uint_eq(f->svc->file_passes_hurried, 0);
     const tb_stats *st = tb_get_stats(svc__buffer(f->svc, f->buf, NULL));
     uint64_t mark = st->bytes_written;
-    while (st->bytes_written - mark < st->buffer_size / 2) {
+    while (st->bytes_written - mark < st->buffer_size / 4) {
         svf_put(f, f->p[0], id % 8, 1, id, id * 10, 10);
         id++;
     }
