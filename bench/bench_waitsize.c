@@ -5,7 +5,10 @@
  * A shell loop of `stat` + `sleep` forks twice per poll and costs CPU on
  * the machine being measured; this polls stat() every 2 ms for a few
  * microseconds of CPU each. Exit: 0 the size was reached, 1 PID ended
- * first, 2 usage.
+ * first, 2 usage, 3 the file stopped growing for STALL_S seconds short of
+ * BYTES (packets were lost: the run is stopped and its losses counted
+ * rather than waited for forever; its wall time then includes the wait,
+ * and the message says so).
  *
  * `shmtrace record` writes FILE.partial.XXXXXX and renames it to FILE at
  * the end: until FILE exists, the largest FILE.partial.* counts.
@@ -22,6 +25,8 @@
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <time.h>
+
+#define STALL_S 3u
 
 /* Size of FILE, else of the largest FILE.partial.* next to it; 0 if none. */
 static unsigned long long file_size(const char *file)
@@ -84,11 +89,23 @@ int main(int argc, char **argv)
         return 2;
     }
     const struct timespec nap = {0, 2000000};
+    unsigned long long last = 0;
+    unsigned idle = 0;                      /* naps since the size moved */
     for (;;) {
-        if (file_size(argv[1]) >= want)
+        unsigned long long size = file_size(argv[1]);
+        if (size >= want)
             return 0;
         if (!alive(pid))
             return 1;
+        if (size != last) {
+            last = size;
+            idle = 0;
+        } else if (size > 0 && ++idle >= STALL_S * 500u) {
+            fprintf(stderr, "bench_waitsize: %s stopped at %llu of %llu "
+                    "bytes for %u s: stopping the run (its wall time "
+                    "includes that wait)\n", argv[1], size, want, STALL_S);
+            return 3;
+        }
         nanosleep(&nap, NULL);
     }
 }
