@@ -388,6 +388,23 @@ static void file_step(svc_service *svc, svc_session *s, uint64_t now)
         svc_session_disable(svc, s);
 }
 
+/* After each commit (svc_commit.c): the ticks come every 10 ms, and the
+ * producers can fill tens of MB in that time, so the early pass and the
+ * hurried end of a pass are also decided here, as soon as the bytes are
+ * in. */
+void svc__file_check(svc_service *svc)
+{
+    for (size_t si = 0; si < svc->nsessions; si++) {
+        svc_session *s = svc->sessions[si];
+        if (s->out_fd < 0 || !s->next_file_write_ms || !s->file_early_bytes)
+            continue;
+        uint64_t in = buffers_written(svc, s, NULL) - s->file_mark_written;
+        if (s->file_pass_open ? in >= s->file_early_bytes / 2
+                              : in >= s->file_early_bytes)
+            file_step(svc, s, svc_now_ms());
+    }
+}
+
 bool svc_has_pending_steps(const svc_service *svc)
 {
     for (size_t si = 0; si < svc->nsessions; si++)

@@ -385,6 +385,9 @@ int svc__smb_setup(svc_producer *, const Perfetto__Protos__TraceConfig *);
 /* A file pass begins (or the session starts writing a file): remember
  * how much its buffers hold written, for the early pass (svc_flush.c). */
 void svc__file_pass_mark(svc_service *, svc_session *);
+/* After a commit: starts or hurries file passes whose buffers filled
+ * (svc_flush.c). */
+void svc__file_check(svc_service *);
 void svc__smb_sizes(const svc_producer *, const Perfetto__Protos__TraceConfig *,
                     size_t *page_out, size_t *size_out);
 void svc__smb_teardown(svc_producer *);
