@@ -324,10 +324,10 @@ static void on_setup_tracing(
      * (at least a page, at most PROD_BATCH_MAX bytes), patches included:
      * a packet straddling a chunk boundary no longer forces a send of its
      * own (under load that was one IPC per chunk, the largest cost of a
-     * 1 KiB packet on both sides). A writer holds at most that many bytes
-     * unsent, and only until the next chunk, a flush or a stall: nothing
-     * waits forever, service flushes send it; the service applies a
-     * batch's chunks before its patches. */
+     * 1 KiB packet on both sides). At most that many bytes of returned
+     * chunks wait unsent, until the batch fills, a flush or a stall:
+     * nothing waits forever, service flushes send it; the service applies
+     * a batch's chunks before its patches. */
     uint32_t batch = (uint32_t)(fd_size(fd) / PROD_BATCH_SMB_DIVISOR);
     if (batch > PROD_BATCH_MAX)
         batch = PROD_BATCH_MAX;
