@@ -373,15 +373,23 @@ static inline uint32_t tb__seq_hash_slot(uint32_t key, uint32_t cap)
  * useless line), and of its first ring entry and loss entry. Inline:
  * GCC's IPA pure-const pass may take an out-of-line function that only
  * reads and prefetches for one without effects and delete its calls. */
+/* The sequence in the first hash probe of key (maybe another one). */
+__attribute__((always_inline)) static inline const tb__seq *
+tb__seq_first_probe(const tb_buffer *b, uint32_t key)
+{
+    if (b->hash_cap == 0)
+        return NULL;
+    uint32_t v = b->hash[tb__seq_hash_slot(key, b->hash_cap)];
+    return v ? &b->seqs[v - 1] : NULL;
+}
+
 __attribute__((always_inline)) static inline void tb__seq_prefetch(
         const tb_buffer *b, uint32_t key)
 {
-    if (b->hash_cap == 0)
+    const tb__seq *s = tb__seq_first_probe(b, key);
+    if (!s)
         return;
-    uint32_t v = b->hash[tb__seq_hash_slot(key, b->hash_cap)];
-    if (v == 0)
-        return;
-    const uint8_t *p = (const uint8_t *)(const void *)&b->seqs[v - 1];
+    const uint8_t *p = (const uint8_t *)(const void *)s;
     __builtin_prefetch(p, 1);
     __builtin_prefetch(p + offsetof(tb__seq, loss_idx), 1);
 }
@@ -389,13 +397,8 @@ __attribute__((always_inline)) static inline void tb__seq_prefetch(
 __attribute__((always_inline)) static inline void tb__seq_prefetch_head(
         const tb_buffer *b, uint32_t key)
 {
-    if (b->hash_cap == 0)
-        return;
-    uint32_t v = b->hash[tb__seq_hash_slot(key, b->hash_cap)];
-    if (v == 0)
-        return;
-    const tb__seq *s = &b->seqs[v - 1];
-    if (s->key != key || s->count == 0)
+    const tb__seq *s = tb__seq_first_probe(b, key);
+    if (!s || s->key != key || s->count == 0)
         return;
     __builtin_prefetch(tb__ring_at(s, 0), 1);
     if (s->loss_idx) {

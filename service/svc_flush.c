@@ -358,6 +358,18 @@ static bool file_behind(svc_service *svc, const svc_session *s)
            s->file_early_bytes;
 }
 
+/* Has a quarter of the smallest buffer come in during the open pass? At
+ * its start at most about half was unread (or the early pass would have
+ * begun), so the writer is still behind the reader: the producers outrun
+ * the file, and the pass must end now. */
+static bool file_outrun(svc_service *svc, const svc_session *s)
+{
+    if (!s->file_pass_open || !s->file_early_bytes)
+        return false;
+    return buffers_written(svc, s, NULL) - s->file_mark_written >=
+           s->file_early_bytes / 2;
+}
+
 /* One step of the file pass (starting one if none is open): at most
  * svc->file_step_bytes, so that commits are served between steps and the
  * producers' shared memory keeps draining while a large pass is written.
@@ -368,16 +380,10 @@ static void file_step(svc_service *svc, svc_session *s, uint64_t now)
     if (!s->file_pass_open) {
         s->next_file_write_ms = now + s->file_write_period_ms;
         svc__file_pass_mark(svc, s);
-    } else if (s->file_early_bytes &&
-               buffers_written(svc, s, NULL) - s->file_mark_written >=
-               s->file_early_bytes / 2) {
-        /* The producers outrun the file: a quarter of a buffer came in
-         * during this pass. At its start at most about half was unread (or
-         * the early pass would have begun), so the writer is still behind
-         * the reader; the rest of the pass now, in one go: meanwhile
-         * commits wait, the SMBs fill and the producers stall (or drop,
-         * counted) instead of lapping the ring under the pass
-         * (backpressure). */
+    } else if (file_outrun(svc, s)) {
+        /* The rest of the pass now, in one go: meanwhile commits wait,
+         * the SMBs fill and the producers stall (or drop, counted) instead
+         * of lapping the ring under the pass (backpressure). */
         budget = 0;
         svc->file_passes_hurried++;
     }
@@ -396,11 +402,8 @@ void svc__file_check(svc_service *svc)
 {
     for (size_t si = 0; si < svc->nsessions; si++) {
         svc_session *s = svc->sessions[si];
-        if (s->out_fd < 0 || !s->next_file_write_ms || !s->file_early_bytes)
-            continue;
-        uint64_t in = buffers_written(svc, s, NULL) - s->file_mark_written;
-        if (s->file_pass_open ? in >= s->file_early_bytes / 2
-                              : in >= s->file_early_bytes)
+        if (s->out_fd >= 0 && s->next_file_write_ms &&
+            (file_behind(svc, s) || file_outrun(svc, s)))
             file_step(svc, s, svc_now_ms());
     }
 }

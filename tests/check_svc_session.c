@@ -692,6 +692,21 @@ SVF_TEST(test_periodic_flush_by_period_and_file_mode, 1)
     ck_assert_uint_eq(fs->flush_period_ms, 5000);
 }
 
+/* A file-mode session of f with file_write_period_ms = period_ms (steps of
+ * step_bytes, 0 = the default); returns the test's own descriptor of the
+ * file. */
+static int file_session(svf_fx *f, uint32_t period_ms, size_t step_bytes)
+{
+    int mine;
+    int fd = svf_temp_file(&mine);
+    svf_cfg_file(&f->c);
+    f->c.cfg.has_file_write_period_ms = true;
+    f->c.cfg.file_write_period_ms = period_ms;
+    svc_set_file_step_bytes(f->svc, step_bytes);
+    svf_enable_fd(f, fd);
+    return mine;
+}
+
 /* A periodic file pass runs in steps of svc_set_file_step_bytes, one per
  * tick, so commits are served between them: the first tick writes part of
  * the buffer and no TraceStats yet; a chunk committed between steps is
@@ -699,13 +714,7 @@ SVF_TEST(test_periodic_flush_by_period_and_file_mode, 1)
  * packet; nothing is written twice or lost. */
 SVF_TEST(test_file_pass_runs_in_steps, 1)
 {
-    int mine;
-    int fd = svf_temp_file(&mine);
-    svf_cfg_file(&f->c);
-    f->c.cfg.has_file_write_period_ms = true;
-    f->c.cfg.file_write_period_ms = 100;
-    svc_set_file_step_bytes(f->svc, 512);
-    svf_enable_fd(f, fd);
+    int mine = file_session(f, 100, 512);
     for (uint32_t i = 0; i < 40; i++)
         svf_put(f, f->p[0], i % 8, 1, i, i * 10, 10);
     uint64_t t = svc_now_ms() + 101;            /* the period is due */
@@ -748,12 +757,7 @@ SVF_TEST(test_file_pass_runs_in_steps, 1)
  * another half. */
 SVF_TEST(test_file_pass_starts_early_when_half_the_buffer_is_written, 1)
 {
-    int mine;
-    int fd = svf_temp_file(&mine);
-    svf_cfg_file(&f->c);
-    f->c.cfg.has_file_write_period_ms = true;
-    f->c.cfg.file_write_period_ms = 3600000;    /* an hour: never due */
-    svf_enable_fd(f, fd);
+    int mine = file_session(f, 3600000, 0);      /* an hour: never due */
     const tb_stats *st = tb_get_stats(svc__buffer(f->svc, f->buf, NULL));
     ck_assert_ptr_nonnull(st);
     uint64_t t = svc_now_ms() + 10;
@@ -788,13 +792,7 @@ SVF_TEST(test_file_pass_starts_early_when_half_the_buffer_is_written, 1)
  * the ring under the pass. */
 SVF_TEST(test_file_pass_hurries_when_producers_outrun_it, 1)
 {
-    int mine;
-    int fd = svf_temp_file(&mine);
-    svf_cfg_file(&f->c);
-    f->c.cfg.has_file_write_period_ms = true;
-    f->c.cfg.file_write_period_ms = 100;
-    svc_set_file_step_bytes(f->svc, 256);
-    svf_enable_fd(f, fd);
+    int mine = file_session(f, 100, 256);
     uint32_t id = 0;
     for (; id < 40; id++)
         svf_put(f, f->p[0], id % 8, 1, id, id * 10, 10);
