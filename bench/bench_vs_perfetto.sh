@@ -124,7 +124,7 @@ run_cell() {
     export OUT="$DIR/$cell.$svc.$cons.pftrace" PCPU="$DIR/pcpu"
     : >"$PCPU"
     t0=$(ticks "$dpid")
-    hyperfine --runs 1 --style none --prepare "rm -f $OUT" \
+    hyperfine --runs 1 --style none --prepare "rm -f $OUT $OUT.idle" \
         --export-json "$DIR/run.json" -n "$cell $svc $cons" \
         "sh $here/bench_vs_run.sh" >"$DIR/hyperfine.txt" 2>&1 ||
         { cat "$DIR/hyperfine.txt" "$OUT.log" >&2
@@ -137,6 +137,15 @@ run_cell() {
     # refgen's session lasts duration_ms; the 0.3 s before it is not ours
     [ "$WORKLOAD" = refgen ] && wall=$(awk -v m="$REFGEN_MS" \
         'BEGIN { print m / 1000 }')
+    # a recording that stopped short (packets lost) waited for the file to
+    # grow again before it was stopped: that wait is not the service's
+    if [ -s "$OUT.idle" ]; then
+        wall=$(awk -v w="$wall" -v i="$(cat "$OUT.idle")" \
+            'BEGIN { print w - i }')
+        echo "bench_vs_perfetto: $cell through $svc with $cons stopped" \
+            "short of every packet; $(cat "$OUT.idle") s of waiting taken" \
+            "off its wall time" >&2
+    fi
     bytes=$(stat -c %s "$OUT")
     pcpu=$(awk '{ s += $1 } END { printf "%.6f", s / 1e6 }' "$PCPU")
     if [ "$WORKLOAD" = synthetic ]; then set -- --per-sequence "$COUNT"

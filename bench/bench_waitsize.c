@@ -7,13 +7,17 @@
  * microseconds of CPU each. Exit: 0 the size was reached, 1 PID ended
  * first, 2 usage, 3 the file stopped growing for STALL_S seconds short of
  * BYTES (packets were lost: the run is stopped and its losses counted
- * rather than waited for forever; its wall time then includes the wait,
- * and the message says so).
+ * rather than waited for forever). "Growing" means by at least
+ * STALL_MIN_GROWTH bytes: a service's periodic stats packets keep a stuck
+ * file creeping by a few hundred bytes a period, which must not count as
+ * progress. On a stall, if IDLEFILE is given, the seconds waited since the
+ * file last grew are written to it, so that the caller can take them off
+ * the run's wall time (the wait is ours, not the service's).
  *
  * `shmtrace record` writes FILE.partial.XXXXXX and renames it to FILE at
  * the end: until FILE exists, the largest FILE.partial.* counts.
  *
- * Usage: bench_waitsize FILE BYTES PID
+ * Usage: bench_waitsize FILE BYTES PID [IDLEFILE]
  */
 #include <dirent.h>
 #include <errno.h>
@@ -27,6 +31,7 @@
 #include <time.h>
 
 #define STALL_S 3u
+#define STALL_MIN_GROWTH (64u * 1024u)
 
 /* Size of FILE, else of the largest FILE.partial.* next to it; 0 if none. */
 static unsigned long long file_size(const char *file)
@@ -77,8 +82,8 @@ static int alive(long pid)
 
 int main(int argc, char **argv)
 {
-    if (argc != 4) {
-        fprintf(stderr, "usage: bench_waitsize FILE BYTES PID\n");
+    if (argc != 4 && argc != 5) {
+        fprintf(stderr, "usage: bench_waitsize FILE BYTES PID [IDLEFILE]\n");
         return 2;
     }
     char *end;
@@ -89,21 +94,35 @@ int main(int argc, char **argv)
         return 2;
     }
     const struct timespec nap = {0, 2000000};
-    unsigned long long last = 0;
-    unsigned idle = 0;                      /* naps since the size moved */
+    unsigned long long last = 0;            /* size when it last grew */
+    struct timespec grew;                   /* and when */
+    clock_gettime(CLOCK_MONOTONIC, &grew);
     for (;;) {
         unsigned long long size = file_size(argv[1]);
         if (size >= want)
             return 0;
         if (!alive(pid))
             return 1;
-        if (size != last) {
+        struct timespec now;
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        double idle = (double)(now.tv_sec - grew.tv_sec) +
+                      (double)(now.tv_nsec - grew.tv_nsec) / 1e9;
+        if (size >= last + STALL_MIN_GROWTH || (last == 0 && size > 0)) {
             last = size;
-            idle = 0;
-        } else if (size > 0 && ++idle >= STALL_S * 500u) {
-            fprintf(stderr, "bench_waitsize: %s stopped at %llu of %llu "
-                    "bytes for %u s: stopping the run (its wall time "
-                    "includes that wait)\n", argv[1], size, want, STALL_S);
+            grew = now;
+        } else if (last > 0 && idle >= (double)STALL_S) {
+            fprintf(stderr, "bench_waitsize: %s stopped growing at %llu "
+                    "of %llu bytes for %.1f s: stopping the run (%s)\n",
+                    argv[1], size, want, idle,
+                    argc == 5 ? "that wait is taken off its wall time"
+                              : "its wall time includes that wait");
+            if (argc == 5) {
+                FILE *f = fopen(argv[4], "w");
+                if (f) {
+                    fprintf(f, "%.6f\n", idle);
+                    fclose(f);
+                }
+            }
             return 3;
         }
         nanosleep(&nap, NULL);
