@@ -29,6 +29,15 @@
 # and the ratio ours : traced, oriented so that > 1 means shmtraced is
 # better (throughput ours/theirs, CPU theirs/ours).
 #
+# The page cache is warmed before each recording and each ceiling copy (a
+# file as large as the trace is written and deleted in the hyperfine
+# prepare step, outside the timing): on a VM that hands free guest memory
+# back to its host (free page reporting, as on this Firecracker machine), a
+# file written into pages the guest freed a few seconds earlier costs a
+# host fault per page, and the same recording ran at 220 or 1240 MB/s
+# depending on it; warmed, both services and dd write into memory the
+# guest holds. BENCH_VS_WARM=0 measures without it.
+#
 # Perfetto's binaries: $PERFETTO_BIN, else $top_srcdir/../shared/perfetto/bin.
 # Without them only our figures and the ceilings are printed.
 # Environment: BENCH_VS_MB (MB per recording for 1 KiB and larger payloads,
@@ -36,7 +45,8 @@
 # BENCH_VS_RUNS (default 3), BENCH_VS_CASES (SIZE:PRODUCERS list, default
 # "64:1 64:4 1024:1 1024:4 65536:1 65536:4"), BENCH_VS_CONSUMERS (default
 # "perfetto shmtrace"), BENCH_VS_REFGEN_MS (default 2000, 0 skips refgen),
-# BENCH_DIR (where the files go; default the build tree).
+# BENCH_VS_WARM (default 1), BENCH_DIR (where the files go; default the
+# build tree).
 set -eu
 : "${top_builddir:=.}"
 : "${top_srcdir:=$top_builddir}"
@@ -47,6 +57,7 @@ RUNS=${BENCH_VS_RUNS:-3}
 CASES=${BENCH_VS_CASES-"64:1 64:4 1024:1 1024:4 65536:1 65536:4"}
 CONSUMERS=${BENCH_VS_CONSUMERS:-"perfetto shmtrace"}
 REFGEN_MS=${BENCH_VS_REFGEN_MS:-2000}
+WARM=${BENCH_VS_WARM:-1}
 here=$(cd "$(dirname "$0")" && pwd)
 PERFETTO_BIN=${PERFETTO_BIN:-$top_srcdir/../shared/perfetto/bin}
 export PERFETTO_BIN
@@ -76,6 +87,15 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 hz=$(getconf CLK_TCK)
+# warm_cmd MB: the prepare command that warms MB of page cache (above)
+warm_cmd() {
+    if [ "$WARM" = 1 ]; then
+        echo "dd if=/dev/zero of=$DIR/warm bs=1M count=$1 status=none &&" \
+            "rm -f $DIR/warm"
+    else
+        echo true
+    fi
+}
 
 sockets() { # SERVICE: point the PERFETTO_*_SOCK_NAME at that daemon
     PERFETTO_PRODUCER_SOCK_NAME="$DIR/$1-p.sock"
@@ -124,7 +144,8 @@ run_cell() {
     export OUT="$DIR/$cell.$svc.$cons.pftrace" PCPU="$DIR/pcpu"
     : >"$PCPU"
     t0=$(ticks "$dpid")
-    hyperfine --runs 1 --style none --prepare "rm -f $OUT $OUT.idle" \
+    hyperfine --runs 1 --style none \
+        --prepare "rm -f $OUT $OUT.idle && $(warm_cmd "$WARM_MB")" \
         --export-json "$DIR/run.json" -n "$cell $svc $cons" \
         "sh $here/bench_vs_run.sh" >"$DIR/hyperfine.txt" 2>&1 ||
         { cat "$DIR/hyperfine.txt" "$OUT.log" >&2
@@ -194,12 +215,29 @@ report() {
 }
 
 export WORKLOAD=synthetic
+# The cold row: each daemon's first session, before any other (1 KiB x4,
+# first consumer). A daemon's first ring is fresh memory the kernel must
+# fault in and zero; later sessions of shmtraced reuse a cached ring
+# (libbuf/tb_mem.c), traced maps a fresh buffer every session. Every
+# other row runs on daemons that have had this session.
+first_cons=${CONSUMERS%% *}
+SIZE=1024 PRODUCERS=4
+COUNT=$((MB * 1048576 / PRODUCERS / SIZE))
+WARM_MB=$((MB + MB * 40 / SIZE + 16))
+export SIZE PRODUCERS COUNT CFG="$DIR/synthetic.cfg"
+config "$CFG" shmtrace.synthetic 0
+for svc in $SERVICES; do
+    run_cell cold "$svc" "$first_cons"
+done
+rm -f "$DIR"/cold.*.pftrace
 rows=""
 for c in $CASES; do
     SIZE=${c%%:*}
     PRODUCERS=${c##*:}
     if [ "$SIZE" -lt 1024 ]; then mb=$SMALL_MB; else mb=$MB; fi
     COUNT=$((mb * 1048576 / PRODUCERS / SIZE))
+    # the trace holds about mb MB of payload plus >= 30 bytes per packet
+    WARM_MB=$((mb + mb * 40 / SIZE + 16))
     export SIZE PRODUCERS COUNT
     export CFG="$DIR/synthetic.cfg"
     config "$CFG" shmtrace.synthetic 0
@@ -219,7 +257,7 @@ for c in $CASES; do
     # the ceiling: dd and cat of the last shmtraced trace of the case
     src=$(ls "$DIR/$cell.shmtraced."*.pftrace | head -n 1)
     hyperfine --runs "$RUNS" --style none --export-json "$DIR/copy.json" \
-        --prepare "rm -f $DIR/copy" \
+        --prepare "rm -f $DIR/copy && $(warm_cmd "$WARM_MB")" \
         -n "dd bs=1M" "dd if=$src of=$DIR/copy bs=1M status=none" \
         -n "cat" "sh -c 'cat $src > $DIR/copy'" >"$DIR/hyperfine.txt" 2>&1
     sed -n 's/.*"mean": *\([0-9.e+-]*\).*/\1/p' "$DIR/copy.json" |
@@ -232,6 +270,7 @@ done
 
 if [ "$REFGEN_MS" -gt 0 ]; then
     export WORKLOAD=refgen CFG="$DIR/refgen.cfg" PRODUCERS=1 SIZE=64 COUNT=0
+    WARM_MB=512
     config "$CFG" dev.refgen.test_packets "$REFGEN_MS"
     r=0
     while [ $r -lt "$RUNS" ]; do
@@ -255,6 +294,8 @@ echo "ratio > 1: shmtraced better (MB/s ours/traced; CPU traced/ours)." \
 echo "files in $DIR ($(stat -f -c %T "$DIR"));" \
     "service CPU: /proc/PID/stat utime+stime (${hz} Hz ticks); producer" \
     "CPU: wait4 rusage (bench_cputime)."
+[ "$WARM" = 1 ] && echo "page cache warmed before each recording and" \
+    "copy (BENCH_VS_WARM=0: not; see the top of bench_vs_perfetto.sh)."
 printf "%-14s %-9s %8s %8s %6s | %6s %6s %6s | %6s %6s %6s | %5s %5s\n" \
     "case" consumer "MB/s" traced ratio "svc ns/p" traced ratio \
     "prod ns/p" traced ratio lost traced
@@ -271,6 +312,9 @@ ROW
         report "$cell" "$label" "$cons"
     done
 done
+report cold "1 KiB x4 cold" "$first_cons"
+echo "(cold: each daemon's first session since it started; the other" \
+    "rows follow it)"
 if [ "$REFGEN_MS" -gt 0 ]; then
     for cons in $CONSUMERS; do
         report refgen "refgen (C SDK)" "$cons"
