@@ -31,12 +31,17 @@
 #
 # The page cache is warmed before each recording and each ceiling copy (a
 # file as large as the trace is written and deleted in the hyperfine
-# prepare step, outside the timing): on a VM that hands free guest memory
-# back to its host (free page reporting, as on this Firecracker machine), a
-# file written into pages the guest freed a few seconds earlier costs a
-# host fault per page, and the same recording ran at 220 or 1240 MB/s
-# depending on it; warmed, both services and dd write into memory the
-# guest holds. BENCH_VS_WARM=0 measures without it.
+# prepare step, outside the timing). On a VM that hands free guest memory
+# back to its host (free page reporting: this Firecracker machine's
+# /sys/module/page_reporting reports freed pages at once, in passes),
+# every page the kernel takes from memory already reported costs a host
+# fault: a trace file written into such pages made the same recording run
+# at 220 instead of 1240 MB/s, with 68% of the service's time in the page
+# cache copy. Warming gives the recording pages freed a moment earlier; a
+# reporting pass between the warm-up and the recording still takes them,
+# so this reduces the noise, it does not remove it (both services are
+# exposed alike; BENCH_VS_RUNS > 1 averages it). The run prints how much
+# memory the guest reported during it. BENCH_VS_WARM=0: no warm-up.
 #
 # Perfetto's binaries: $PERFETTO_BIN, else $top_srcdir/../shared/perfetto/bin.
 # Without them only our figures and the ceilings are printed.
@@ -73,6 +78,8 @@ else
     CONSUMERS=shmtrace
     REFGEN_MS=0
 fi
+REPORTED=/sys/module/page_reporting/parameters/reported_kib
+reported0=$(cat "$REPORTED" 2>/dev/null || echo -)
 DIR=$(mktemp -d "${BENCH_DIR:-$top_builddir}/bench-vs.XXXXXX")
 DIR=$(cd "$DIR" && pwd)
 pid_shmtraced=""
@@ -324,6 +331,13 @@ if [ "$REFGEN_MS" -gt 0 ]; then
         "drops)"
 fi
 [ -f "$DIR/notes" ] && cat "$DIR/notes"
+if [ "$reported0" != - ]; then
+    reported1=$(cat "$REPORTED")
+    echo "free page reporting: the guest handed" \
+        "$(((reported1 - reported0) / 1024)) MiB back to its host during" \
+        "this run (each reused page then costs a host fault; see the top" \
+        "of bench_vs_perfetto.sh)"
+fi
 echo
 echo "page-cache ceiling, same bytes (the case's shmtraced trace), same run:"
 printf "%-14s %8s %8s %10s %10s\n" case "dd MB/s" "cat MB/s" "ours/dd" \
