@@ -241,6 +241,7 @@ int svc_producer_commit(svc_service *svc, svc_producer *p,
         free(pt);
     }
     svc__loss_commit(svc, p, req);
+    svc->last_commit_ms = svc_now_ms();
     svc__file_check(svc);
     if (req->has_flush_request_id && req->flush_request_id)
         svc__flush_ack(svc, p, req->flush_request_id);

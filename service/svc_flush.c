@@ -27,7 +27,12 @@
  * while a pass is under way, the producers outrun the file: the pass then
  * finishes in one go, so that commits wait and the producers feel the
  * backpressure (their SMBs fill) instead of lapping the ring under the
- * pass. The stop sequence writes what is left at once.
+ * pass. A pass also starts early when the producers went quiet
+ * (SVC_FILE_IDLE_MS without a commit) after writing at least
+ * SVC_FILE_IDLE_BYTES (less for small buffers): the end of a burst
+ * reaches the file within a tick or two instead of waiting out the
+ * period, while the service has nothing else to do. The stop sequence
+ * writes what is left at once.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -370,6 +375,21 @@ static bool file_outrun(svc_service *svc, const svc_session *s)
            s->file_early_bytes / 2;
 }
 
+/* Have the producers gone quiet (no commit for SVC_FILE_IDLE_MS) after
+ * writing at least SVC_FILE_IDLE_BYTES, or a sixteenth of the smallest
+ * buffer if that is less, since the last pass ended? Then write it now:
+ * the service is idle, and the file need not lag by up to a period. */
+static bool file_idle(svc_service *svc, const svc_session *s, uint64_t now)
+{
+    if (s->file_pass_open || !s->file_early_bytes ||
+        now < svc->last_commit_ms + SVC_FILE_IDLE_MS)
+        return false;
+    uint64_t min = s->file_early_bytes / 8;
+    if (min > SVC_FILE_IDLE_BYTES)
+        min = SVC_FILE_IDLE_BYTES;
+    return buffers_written(svc, s, NULL) - s->file_done_written >= min;
+}
+
 /* One step of the file pass (starting one if none is open): at most
  * svc->file_step_bytes, so that commits are served between steps and the
  * producers' shared memory keeps draining while a large pass is written.
@@ -390,6 +410,8 @@ static void file_step(svc_service *svc, svc_session *s, uint64_t now)
     bool more = false;
     int rc = svc_session_write_file_step(svc, s, budget, &more);
     s->file_pass_open = rc >= 0 && more;
+    if (!s->file_pass_open)
+        s->file_done_written = buffers_written(svc, s, NULL);
     if (rc < 0 || s->file_full)
         svc_session_disable(svc, s);
 }
@@ -440,7 +462,7 @@ void svc_tick(svc_service *svc, uint64_t now)
         }
         if (s->out_fd >= 0 && s->next_file_write_ms &&
             (s->file_pass_open || due(s->next_file_write_ms, now) ||
-             file_behind(svc, s)))
+             file_behind(svc, s) || file_idle(svc, s, now)))
             file_step(svc, s, now);
     }
 }

@@ -62,6 +62,10 @@
 #define SVC_DEFAULT_FILE_PERIOD_MS   5000u
 #define SVC_MIN_FILE_PERIOD_MS       100u
 #define SVC_FILE_STEP_BYTES          (4u << 20) /* per step of a file pass */
+/* The idle pass (svc_flush.c): no commit for this long, and at least this
+ * much (or 1/16 of the smallest buffer) written since the last pass ended. */
+#define SVC_FILE_IDLE_MS             5u
+#define SVC_FILE_IDLE_BYTES          (1u << 20)
 #define SVC_MAX_DURATION_MS          (7u * 24 * 3600 * 1000)
 #define SVC_GUARDRAIL_DURATION_MS    (24u * 3600 * 1000)
 #define SVC_GUARDRAIL_TOTAL_KB       131072u
@@ -216,9 +220,12 @@ struct svc_session {
      * buffers' bytes_written summed when the last pass began; a pass starts
      * early once half of the smallest buffer (file_early_bytes) has been
      * written since, so a ring that fills faster than the period is
-     * drained before it wraps. */
+     * drained before it wraps. file_done_written: the same sum when the
+     * last pass ended (the idle pass counts from there: what a pass read
+     * while it ran is not waiting). */
     bool file_pass_open;
     uint64_t file_mark_written;
+    uint64_t file_done_written;
     uint64_t file_early_bytes;
     /* triggers, incremental state clearing (svc_trigger.c) */
     svc_trig_state trig;
@@ -278,6 +285,7 @@ struct svc_service {
     bool root_access;            /* uid 0 consumers may use any session */
     size_t file_step_bytes;      /* per step of a file pass (svc_flush.c) */
     uint64_t file_passes_hurried; /* passes finished in one go (ibid.) */
+    uint64_t last_commit_ms;     /* when the last CommitData came in */
     svc_producer **producers;
     size_t nproducers;
     svc_session **sessions;

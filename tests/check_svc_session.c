@@ -786,6 +786,41 @@ SVF_TEST(test_file_pass_starts_early_when_half_the_buffer_is_written, 1)
     close(mine);
 }
 
+/* Producers that went quiet: once SVC_FILE_IDLE_MS passed without a
+ * commit, a tick writes what came in since the last pass if that is at
+ * least a sixteenth of the buffer (here: less than SVC_FILE_IDLE_BYTES),
+ * whatever the period says; not while commits keep coming, and not for
+ * less. */
+SVF_TEST(test_file_pass_starts_when_the_producers_go_quiet, 1)
+{
+    int mine = file_session(f, 3600000, 0);      /* an hour: never due */
+    const tb_stats *st = tb_get_stats(svc__buffer(f->svc, f->buf, NULL));
+    ck_assert_ptr_nonnull(st);
+    uint32_t id = 0;
+    while (st->bytes_written < st->buffer_size / 16) {
+        svf_put(f, f->p[0], id % 8, 1, id, id * 10, 10);
+        id++;
+    }
+    ck_assert_uint_lt(st->bytes_written, st->buffer_size / 4);
+    uint64_t last = f->svc->last_commit_ms;
+    ck_assert_uint_gt(last, 0);
+    svc_tick(f->svc, last + SVC_FILE_IDLE_MS - 1);  /* not quiet yet */
+    ck_assert_int_eq(svf_file_size(mine), 0);
+    svc_tick(f->svc, last + SVC_FILE_IDLE_MS);
+    while (svc_has_pending_steps(f->svc))
+        svc_tick(f->svc, last + SVC_FILE_IDLE_MS);
+    svf_readout r;
+    svf_read_file_records(mine, &r);
+    ck_assert_int_eq(r.values, id * 10);
+    ck_assert_int_eq(r.n_stats, 1);
+    /* A little more, then quiet for long: too little for a pass. */
+    long size = svf_file_size(mine);
+    svf_put(f, f->p[0], id % 8, 1, id, id * 10, 10);
+    svc_tick(f->svc, f->svc->last_commit_ms + 1000);
+    ck_assert_int_eq(svf_file_size(mine), size);
+    close(mine);
+}
+
 /* Producers that outrun the file: when a quarter of the buffer comes in
  * while a pass is under way, the next step finishes the pass in one go
  * (commits then wait: backpressure), instead of letting the producers lap
@@ -875,6 +910,7 @@ static Suite *svc_session_suite(void)
              test_file_mode_large_packets_in_place,
              test_file_pass_runs_in_steps,
              test_file_pass_starts_early_when_half_the_buffer_is_written,
+             test_file_pass_starts_when_the_producers_go_quiet,
              test_file_pass_hurries_when_producers_outrun_it);
     return s;
 }
