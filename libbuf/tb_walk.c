@@ -178,8 +178,8 @@ static int reassemble(tb_buffer *b, tb__seq *s, const tb__frag *f0,
         goto done;
     }
 done:
-    if (res == RA_NOT_ENOUGH_DATA && mode == TB__READ)
-        return res; /* touch nothing */
+    if (res == RA_NOT_ENOUGH_DATA && mode == TB__READ && !*patch_failed)
+        return res; /* touch nothing: wait for the rest */
     size_t nslices = 0, size = 0;
     if (res == RA_SUCCESS && out && !ensure_slices(b, n)) {
         *reason = TB_LOSS_CHUNK_CORRUPTED;
@@ -270,13 +270,16 @@ bool tb__walk_next(tb_buffer *b, tb__walk *w, int mode, tb_packet *out)
             }
             b->stats.readaheads_failed++;
             if (res == RA_NOT_ENOUGH_DATA) {
-                if (mode == TB__READ) {
+                if (mode == TB__READ && !pfail) {
                     s->skip_gen = b->generation;
                     return false;
                 }
+                /* Erase mode, or a record whose patch failed (it will
+                 * never be whole): the packet is lost, not waited for. */
                 took_start(b, s, pfail ? TB_CAUSE_PATCH_FAILED
                                        : TB_CAUSE_OVERWRITE, nbytes);
-                s->loss |= LOSS(TB_LOSS_OVERWRITE);
+                s->loss |= LOSS(mode == TB__READ ? TB_LOSS_CHUNK_CORRUPTED
+                                                 : TB_LOSS_OVERWRITE);
                 continue;
             }
             took_start(b, s, reason == TB_LOSS_CHUNK_CORRUPTED

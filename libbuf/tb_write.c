@@ -518,21 +518,41 @@ SHMTRACE_API bool tb_try_patch_chunk(tb_buffer *b, uint16_t producer_id,
     uint32_t off = tb__ring_at(s, idx)->off;
     tb__rec *r = tb__rec_at(b, off);
     uint32_t payload_size = r->payload_size;
+    size_t applied = 0, ignored = 0;
     for (size_t i = 0; i < npatches; i++) {
-        if (payload_size < 4 || patches[i].offset > payload_size - 4) {
-            b->stats.patches_failed++;
-            r->facts = TB__FACT_PATCH_FAILED; /* see tb_walk.c */
-            if (i > 0) /* the patches before this one were applied */
-                recount_starts(b, s, idx);
-            return false;
+        uint32_t at = patches[i].offset;
+        if (payload_size >= 4 && at <= payload_size - 4) {
+            memcpy(tb__payload(b, off) + at, patches[i].data, 4);
+            r->facts = 0; /* bytes changed: facts no longer trusted */
+            applied++;
+            continue;
         }
-        memcpy(tb__payload(b, off) + patches[i].offset, patches[i].data, 4);
-        r->facts = 0; /* bytes changed: facts no longer trusted */
+        b->stats.patches_failed++;
+        if (at >= payload_size) {
+            /* Wholly past the valid bytes, which are all that is ever
+             * read: it cannot change a packet. Perfetto's SDK sends such
+             * patches for the size fields of a packet it dropped after
+             * beginning it at the end of the chunk (SMB full), having
+             * taken the fragment back out of the chunk. Counted, and
+             * otherwise treated as applied: refusing the record's last
+             * patch would leave it needing patches forever and stall its
+             * sequence until the ring overwrote it (all of refgen's data
+             * under load). */
+            ignored++;
+            continue;
+        }
+        /* Across the end of the valid bytes: the last fragment can no
+         * longer be trusted; the reader drops its packet (tb_walk.c). */
+        r->facts = TB__FACT_PATCH_FAILED;
+        if (applied > 0) /* the patches before this one were applied */
+            recount_starts(b, s, idx);
+        return false;
     }
-    b->stats.patches_succeeded += npatches;
+    if (ignored == 0) /* as for a refused batch: none counted succeeded */
+        b->stats.patches_succeeded += applied;
     if (!other_patches_pending)
         r->flags &= (uint8_t)~TB_CHUNK_NEEDS_PATCHING;
-    if (npatches > 0)
+    if (applied > 0)
         recount_starts(b, s, idx);
-    return true;
+    return ignored == 0;
 }

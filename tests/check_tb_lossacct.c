@@ -176,21 +176,53 @@ START_TEST(test_reassembly_gap_and_pending)
 }
 END_TEST
 
-TBT_RING_TEST(test_patch_failed)
+/* A patch wholly past a record's valid bytes cannot change a packet
+ * (Perfetto's SDK sends them for a packet it took back out of a full
+ * chunk): counted failed, otherwise as if applied, so the record's last
+ * patch clears its needs-patching flag and the sequence is read on
+ * (before, it stalled until the ring overwrote it). */
+TBT_RING_TEST(test_patch_past_the_payload_is_ignored)
 {
     one_frag(b, 1, 0, TB_F2 | TB_F4, 100, 1);
     one_frag(b, 1, 1, TB_F1, 100, 2);
-    tb_patch p = {5000, {1, 2, 3, 4}}; /* past the payload: fails */
+    tb_patch p = {5000, {1, 2, 3, 4}};
+    ck_assert(!tb_try_patch_chunk(b, 1, 1, 0, &p, 1, false));
+    ck_assert_uint_eq(TBT_STAT(b, patches_failed), 1);
+    tb_patch q = {101, {1, 2, 3, 4}};           /* right at the end */
+    ck_assert(!tb_try_patch_chunk(b, 1, 1, 0, &q, 1, false));
+    ck_assert_uint_eq(TBT_STAT(b, patches_failed), 2);
+    tbt_pkts ps = tbt_read_all(b);
+    ck_assert_uint_eq(ps.n, 1);                 /* reassembled, not stalled */
+    ck_assert_uint_eq(ps.p[0].size, 200);
+    ck_assert_uint_eq(ps.p[0].loss, 0);
+    tbt_free(&ps);
+    const tb_seq_loss *e = entry(b, 1);
+    ck_assert_uint_eq(e->packets_read, 1);
+    ck_assert_uint_eq(e->lost_packets[TB_CAUSE_PATCH_FAILED], 0);
+}
+
+/* A patch across the end of the valid bytes leaves the last fragment
+ * untrustworthy: the read drops its packet at once (cause PATCH_FAILED,
+ * DATA_LOSS_CHUNK_CORRUPTED on the sequence's next packet) instead of
+ * waiting for a patch that will never make it whole. */
+TBT_RING_TEST(test_patch_across_the_payload_end_drops_the_packet)
+{
+    one_frag(b, 1, 0, TB_F2 | TB_F4, 100, 1);   /* payload 101 bytes */
+    one_frag(b, 1, 1, TB_F1, 100, 2);
+    one_frag(b, 1, 2, 0, 50, 3);
+    tb_patch p = {99, {1, 2, 3, 4}};
     ck_assert(!tb_try_patch_chunk(b, 1, 1, 0, &p, 1, false));
     tbt_pkts ps = tbt_read_all(b);
-    ck_assert_uint_eq(ps.n, 0); /* stalled on the patch */
+    ck_assert_uint_eq(ps.n, 1);                 /* only the next packet */
+    ck_assert_uint_eq(ps.p[0].size, 50);
+    /* and its continuation in chunk 1 was met as an orphan */
+    ck_assert_uint_eq(ps.p[0].loss, TB_LOSS_PRESENT |
+                      TB_LOSS_CHUNK_CORRUPTED | TB_LOSS_ORPHAN_CONTINUATION);
     tbt_free(&ps);
-    ck_assert_uint_eq(entry(b, 1)->packets_pending, 1);
-    for (uint32_t id = 0; id < 8; id++)
-        whole_chunk(b, 2, id, 1, 1000);
     const tb_seq_loss *e = entry(b, 1);
     ck_assert_uint_eq(e->lost_packets[TB_CAUSE_PATCH_FAILED], 1);
     ck_assert_uint_eq(e->packets_pending, 0);
+    ck_assert_uint_eq(e->packets_read, 1);
 }
 
 START_TEST(test_scrape_then_commit_not_double_counted)
@@ -316,7 +348,9 @@ static Suite *tb_lossacct_suite(void)
     TCK_CASE(s, "causes", test_overwrite_counts_every_packet,
              test_fragmented_packet_counts_once, test_discard_full_and_stale,
              test_abi_violations, test_reassembly_gap_and_pending,
-             test_patch_failed, test_scrape_then_commit_not_double_counted,
+             test_patch_past_the_payload_is_ignored,
+             test_patch_across_the_payload_end_drops_the_packet,
+             test_scrape_then_commit_not_double_counted,
              test_hostile_rewrite_keeps_accounting);
     return s;
 }

@@ -104,8 +104,8 @@ TBT_RING_TEST(test_patch_failed_batch_keeps_earlier_patches)
     ck_assert(!tb_try_patch_chunk(b, 1, 1, 0, p, 2, false));
     ck_assert_uint_eq(TBT_STAT(b, patches_failed), 1);
     ck_assert_uint_eq(TBT_STAT(b, patches_succeeded), 0);
-    /* still needs patching: the whole packet is readable anyway (the flag
-     * only stalls a begin fragment), and carries the first patch */
+    /* the second patch lies past the valid bytes: counted failed and
+     * ignored; the packet carries the first patch */
     tbt_pkts ps = tbt_read_all(b);
     ck_assert_uint_eq(ps.n, 1);
     ck_assert_mem_eq(ps.p[0].data, "GOOD", 4);

@@ -106,6 +106,12 @@ SHMTRACE_API void tb_copy_chunk_untrusted(tb_buffer *, uint16_t producer_id,
         uint16_t num_fragments, uint8_t chunk_flags, bool chunk_complete,
         const uint8_t *src, size_t size);
 
+/* Applies 4-byte patches at offsets from the chunk's payload start; false
+ * (patches_failed counted) if the chunk is not in the buffer or a patch
+ * does not fit in its valid bytes. A patch wholly past the valid bytes
+ * changes nothing readable and is otherwise ignored (the chunk still
+ * becomes readable when no other patches are pending); one across their
+ * end makes the chunk's last packet lost (cause PATCH_FAILED). */
 SHMTRACE_API bool tb_try_patch_chunk(tb_buffer *, uint16_t producer_id,
         uint16_t writer_id, uint32_t chunk_id, const tb_patch *patches,
         size_t npatches, bool other_patches_pending);
