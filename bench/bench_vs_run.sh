@@ -47,13 +47,15 @@ else
         pids="$pids $!"
         i=$((i + 1))
     done
-    # Each record is the payload plus >= 30 bytes (Trace.packet framing,
-    # timestamp, TestEvent fields, trusted fields): stop when the file holds
-    # about every packet; stopping the session flushes the rest.
+    # Each record is the payload plus about 30 bytes (Trace.packet framing,
+    # timestamp, TestEvent fields, trusted fields; 29.96 in shmtraced's
+    # 64 B x4 traces, whose smaller seq_values make it just under 30): stop
+    # when the file holds about every packet, at SIZE + 29 per packet;
+    # stopping the session flushes the rest.
     # A file that stops growing short of that (the service lost packets)
     # ends the run after 3 s; the seconds waited go to OUT.idle, which
     # bench_vs_perfetto.sh takes off the wall time.
-    "$b/bench/bench_waitsize" "$OUT" $((COUNT * PRODUCERS * (SIZE + 30))) \
+    "$b/bench/bench_waitsize" "$OUT" $((COUNT * PRODUCERS * (SIZE + 29))) \
         $cons "$OUT.idle"
     kill -TERM $cons 2>/dev/null
     wait $cons
