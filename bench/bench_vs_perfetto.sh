@@ -222,32 +222,33 @@ report() {
 }
 
 export WORKLOAD=synthetic
+export CFG="$DIR/synthetic.cfg"
+config "$CFG" shmtrace.synthetic 0
+# synthetic_case SIZE PRODUCERS: exports the case's SIZE, PRODUCERS, COUNT
+# (packets per producer) and sets mb (MB recorded) and WARM_MB (the page
+# cache to warm: mb MB of payload plus >= 30 bytes per packet, with room)
+synthetic_case() {
+    SIZE=$1 PRODUCERS=$2
+    if [ "$SIZE" -lt 1024 ]; then mb=$SMALL_MB; else mb=$MB; fi
+    COUNT=$((mb * 1048576 / PRODUCERS / SIZE))
+    WARM_MB=$((mb + mb * 40 / SIZE + 16))
+    export SIZE PRODUCERS COUNT
+}
+
 # The cold row: each daemon's first session, before any other (1 KiB x4,
 # first consumer). A daemon's first ring is fresh memory the kernel must
 # fault in and zero; later sessions of shmtraced reuse a cached ring
 # (libbuf/tb_mem.c), traced maps a fresh buffer every session. Every
 # other row runs on daemons that have had this session.
 first_cons=${CONSUMERS%% *}
-SIZE=1024 PRODUCERS=4
-COUNT=$((MB * 1048576 / PRODUCERS / SIZE))
-WARM_MB=$((MB + MB * 40 / SIZE + 16))
-export SIZE PRODUCERS COUNT CFG="$DIR/synthetic.cfg"
-config "$CFG" shmtrace.synthetic 0
+synthetic_case 1024 4
 for svc in $SERVICES; do
     run_cell cold "$svc" "$first_cons"
 done
 rm -f "$DIR"/cold.*.pftrace
 rows=""
 for c in $CASES; do
-    SIZE=${c%%:*}
-    PRODUCERS=${c##*:}
-    if [ "$SIZE" -lt 1024 ]; then mb=$SMALL_MB; else mb=$MB; fi
-    COUNT=$((mb * 1048576 / PRODUCERS / SIZE))
-    # the trace holds about mb MB of payload plus >= 30 bytes per packet
-    WARM_MB=$((mb + mb * 40 / SIZE + 16))
-    export SIZE PRODUCERS COUNT
-    export CFG="$DIR/synthetic.cfg"
-    config "$CFG" shmtrace.synthetic 0
+    synthetic_case "${c%%:*}" "${c##*:}"
     cell="s${SIZE}p${PRODUCERS}"
     r=0
     while [ $r -lt "$RUNS" ]; do

@@ -707,6 +707,26 @@ static int file_session(svf_fx *f, uint32_t period_ms, size_t step_bytes)
     return mine;
 }
 
+/* Puts packets id, id + 1, ... (10 values each) until the buffer's
+ * bytes_written reaches `bytes`; returns the next id. */
+static uint32_t put_until(svf_fx *f, const tb_stats *st, uint32_t id,
+                          uint64_t bytes)
+{
+    while (st->bytes_written < bytes) {
+        svf_put(f, f->p[0], id % 8, 1, id, id * 10, 10);
+        id++;
+    }
+    return id;
+}
+
+/* Ticks at `now` until no file pass has steps left. */
+static void tick_until_written(svf_fx *f, uint64_t now)
+{
+    svc_tick(f->svc, now);
+    while (svc_has_pending_steps(f->svc))
+        svc_tick(f->svc, now);
+}
+
 /* A periodic file pass runs in steps of svc_set_file_step_bytes, one per
  * tick, so commits are served between them: the first tick writes part of
  * the buffer and no TraceStats yet; a chunk committed between steps is
@@ -742,9 +762,7 @@ SVF_TEST(test_file_pass_runs_in_steps, 1)
     svc_tick(f->svc, t + 50);
     ck_assert_int_eq(svf_file_size(mine), size);
     ck_assert(!svc_has_pending_steps(f->svc));
-    svc_tick(f->svc, t + 101);
-    while (svc_has_pending_steps(f->svc))
-        svc_tick(f->svc, t + 101);
+    tick_until_written(f, t + 101);
     svf_read_file_records(mine, &r);
     ck_assert_int_eq(r.values, 420);
     ck_assert_int_eq(r.n_stats, 2);
@@ -766,14 +784,9 @@ SVF_TEST(test_file_pass_starts_early_when_half_the_buffer_is_written, 1)
     id++;
     svc_tick(f->svc, t);
     ck_assert_int_eq(svf_file_size(mine), 0);   /* too little: waits */
-    while (st->bytes_written < st->buffer_size / 2) {
-        svf_put(f, f->p[0], id % 8, 1, id, id * 10, 10);
-        id++;
-    }
+    id = put_until(f, st, id, st->buffer_size / 2);
     ck_assert_uint_eq(st->chunks_overwritten, 0);
-    svc_tick(f->svc, t);
-    while (svc_has_pending_steps(f->svc))
-        svc_tick(f->svc, t);
+    tick_until_written(f, t);
     svf_readout r;
     svf_read_file_records(mine, &r);
     ck_assert_int_eq(r.values, id * 10);
@@ -796,19 +809,13 @@ SVF_TEST(test_file_pass_starts_when_the_producers_go_quiet, 1)
     int mine = file_session(f, 3600000, 0);      /* an hour: never due */
     const tb_stats *st = tb_get_stats(svc__buffer(f->svc, f->buf, NULL));
     ck_assert_ptr_nonnull(st);
-    uint32_t id = 0;
-    while (st->bytes_written < st->buffer_size / 16) {
-        svf_put(f, f->p[0], id % 8, 1, id, id * 10, 10);
-        id++;
-    }
+    uint32_t id = put_until(f, st, 0, st->buffer_size / 16);
     ck_assert_uint_lt(st->bytes_written, st->buffer_size / 4);
     uint64_t last = f->svc->last_commit_ms;
     ck_assert_uint_gt(last, 0);
     svc_tick(f->svc, last + SVC_FILE_IDLE_MS - 1);  /* not quiet yet */
     ck_assert_int_eq(svf_file_size(mine), 0);
-    svc_tick(f->svc, last + SVC_FILE_IDLE_MS);
-    while (svc_has_pending_steps(f->svc))
-        svc_tick(f->svc, last + SVC_FILE_IDLE_MS);
+    tick_until_written(f, last + SVC_FILE_IDLE_MS);
     svf_readout r;
     svf_read_file_records(mine, &r);
     ck_assert_int_eq(r.values, id * 10);
@@ -838,11 +845,7 @@ SVF_TEST(test_file_pass_hurries_when_producers_outrun_it, 1)
     ck_assert(svc_has_pending_steps(f->svc));   /* small steps go on */
     ck_assert_uint_eq(f->svc->file_passes_hurried, 0);
     const tb_stats *st = tb_get_stats(svc__buffer(f->svc, f->buf, NULL));
-    uint64_t mark = st->bytes_written;
-    while (st->bytes_written - mark < st->buffer_size / 4) {
-        svf_put(f, f->p[0], id % 8, 1, id, id * 10, 10);
-        id++;
-    }
+    id = put_until(f, st, id, st->bytes_written + st->buffer_size / 4);
     svc_tick(f->svc, t);                        /* the rest at once */
     ck_assert(!svc_has_pending_steps(f->svc));
     ck_assert_uint_eq(f->svc->file_passes_hurried, 1);
