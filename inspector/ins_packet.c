@@ -139,9 +139,11 @@ static void blob_reset(ins_blob *b)
     b->present = false;
 }
 
+/* A present blob always has a buffer, even for 0 bytes: its readers may
+ * form data + len (NULL + 0 is undefined behaviour). */
 static int blob_store(ins_blob *b, const uint8_t *src, size_t n)
 {
-    if (n > b->cap) {
+    if (n > b->cap || b->data == NULL) {
         size_t cap = b->cap ? b->cap : 256;
         while (cap < n)
             cap *= 2;

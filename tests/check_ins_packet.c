@@ -124,6 +124,30 @@ START_TEST(test_packet_last_one_wins)
 }
 END_TEST
 
+/* An empty sub-message is present with 0 bytes and still has a buffer, so
+ * that its parsers may form data + len (NULL + 0 is undefined behaviour;
+ * fuzz_inspect found ins_stats.c doing it for an empty service_event). */
+START_TEST(test_packet_empty_submessage_has_a_buffer)
+{
+    bstr body = {0}, file = {0};
+    bs_tag(&body, 69, 2); bs_varint(&body, 0);   /* service_event */
+    bs_tag(&body, 45, 2); bs_varint(&body, 0);   /* system_info */
+    bs_record(&file, &body);
+    fixture fx;
+    open_fixture(&fx, &file, 64);
+    ck_assert_int_eq(ins_decoder_next(&fx.d, &fx.p), INS_DECODE_PACKET);
+    ck_assert(fx.p.service_event.present);
+    ck_assert_uint_eq(fx.p.service_event.len, 0);
+    ck_assert_ptr_nonnull(fx.p.service_event.data);
+    ck_assert(fx.p.system_info.present);
+    ck_assert_ptr_nonnull(fx.p.system_info.data);
+    ck_assert_int_eq(ins_decoder_next(&fx.d, &fx.p), INS_DECODE_END);
+    close_fixture(&fx);
+    free(body.d);
+    free(file.d);
+}
+END_TEST
+
 /* A 3 MiB payload goes through a 64-byte window without growing it; the
  * next packet is still found at the right offset. */
 START_TEST(test_packet_large_payload_streams)
@@ -297,6 +321,7 @@ static Suite *packet_suite(void)
     Suite *s = suite_create("ins_packet");
     TCK_CASE(s, "fields", test_packet_header_fields, test_packet_last_one_wins,
              test_packet_empty_and_other_trace_fields,
+             test_packet_empty_submessage_has_a_buffer,
              test_packet_varint_limits);
     TCK_CASE(s, "streaming", test_packet_large_payload_streams,
              test_packet_submessage_larger_than_window);
