@@ -241,6 +241,12 @@ bool tb__walk_next(tb_buffer *b, tb__walk *w, int mode, tb_packet *out)
                 continue;
             took_start(b, s, mode == TB__ERASE ? TB_CAUSE_OVERWRITE : -1,
                        f.hdr + f.size);
+            /* The next call starts with a load of the next fragment's
+             * header, a new line (often not cached: the ring is much larger
+             * than the caches); ask for it now, so that the miss overlaps
+             * whatever the caller does with this packet. */
+            if (w->frag_off < r->payload_size)
+                __builtin_prefetch(payload + w->frag_off, 0);
             if (out) {
                 if (!ensure_slices(b, 1))
                     continue; /* cannot happen after the first packet */
