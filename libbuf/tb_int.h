@@ -122,7 +122,13 @@ typedef struct {
     uint32_t chunk_id;
     uint32_t off;
     uint32_t npk;           /* first fragments still unread (tb_loss.c) */
+    /* Where the body of the record's last fragment starts, as tokenized
+     * at copy time: a patch at or after it changes no fragment header, so
+     * the packet starts need no recount (tb_try_patch_chunk);
+     * TB__LAST_BODY_UNKNOWN when not known (always recount). */
+    uint32_t last_body;
 } tb__centry;
+#define TB__LAST_BODY_UNKNOWN UINT32_MAX
 
 typedef struct {
     uint32_t key;           /* pri_wri_id */

@@ -116,6 +116,7 @@ int tb__seq_insert(tb__seq *s, uint32_t pos, uint32_t chunk_id,
     e->chunk_id = chunk_id;
     e->off = off;
     e->npk = 0;
+    e->last_body = TB__LAST_BODY_UNKNOWN;
     s->count++;
     return 0;
 }

@@ -107,11 +107,18 @@ static void recount_starts(tb_buffer *b, tb__seq *s, uint32_t idx)
     tb__rec *r = tb__rec_at(b, ce->off);
     const uint8_t *p = tb__payload(b, ce->off);
     uint32_t off = (uint32_t)r->payload_size - r->payload_avail, npk = 0;
+    uint32_t last_body = TB__LAST_BODY_UNKNOWN;
     tb__frag f;
     while (tb__next_frag(p, r->payload_size, &off, r->flags, &f) ==
-           TB__FRAG_OK)
+           TB__FRAG_OK) {
+        last_body = f.pos + f.hdr;
         if ((f.role == TB__WHOLE && f.size > 0) || f.role == TB__BEGIN)
             npk++;
+    }
+    /* The new boundaries hold from here on; known only if they reach the
+     * end of the payload. */
+    ce->last_body = off == r->payload_size ? last_body
+                                           : TB__LAST_BODY_UNKNOWN;
     if (npk > ce->npk) {
         tb_seq_loss *le = tb__loss_of(b, s);
         if (le)
@@ -187,6 +194,7 @@ static bool recommit(tb_buffer *b, tb__seq *s, uint32_t idx, uint8_t flags,
     e->facts = tb__compute_facts(tb__payload(b, off), e->payload_size,
                                  e->flags);
     tb__centry *ce = tb__ring_at(s, idx);
+    ce->last_body = TB__LAST_BODY_UNKNOWN; /* the payload grew */
     uint32_t npk = tb__count_starts(tb__payload(b, off), e->payload_size,
                                     UINT32_MAX, e->flags, consumed, NULL);
     tb_seq_loss *le = tb__loss_entry(b, s, s->key);
@@ -335,7 +343,7 @@ SHMTRACE_API void tb_copy_chunk_untrusted(tb_buffer *b, uint16_t producer_id,
     uint32_t tok_size = size > TB__MAX_PAYLOAD ? TB__MAX_PAYLOAD + 1u
                                                : (uint32_t)size;
     uint32_t frags_size = 0, nfound = 0, first_size = 0, last_size = 0;
-    uint32_t nonempty = 0, bad = 0;
+    uint32_t nonempty = 0, bad = 0, last_body = TB__LAST_BODY_UNKNOWN;
     bool writer_abort = false;
     for (uint32_t i = 0; i < num_fragments; i++) {
         tb__frag f;
@@ -344,6 +352,7 @@ SHMTRACE_API void tb_copy_chunk_untrusted(tb_buffer *b, uint16_t producer_id,
             if (nfound++ == 0)
                 first_size = f.size;
             last_size = f.size;
+            last_body = f.pos + f.hdr;
             nonempty += f.size > 0;
             continue;
         }
@@ -470,6 +479,7 @@ SHMTRACE_API void tb_copy_chunk_untrusted(tb_buffer *b, uint16_t producer_id,
         return;
     }
     tb__ring_at(s, pos)->npk = npk;
+    tb__ring_at(s, pos)->last_body = last_body;
     tb_seq_loss *le = tb__loss_of(b, s);
     if (le)
         le->packets_offered += npk;
@@ -515,16 +525,23 @@ SHMTRACE_API bool tb_try_patch_chunk(tb_buffer *b, uint16_t producer_id,
         b->stats.patches_failed++;
         return false;
     }
-    uint32_t off = tb__ring_at(s, idx)->off;
+    const tb__centry *ce = tb__ring_at(s, idx);
+    uint32_t off = ce->off;
     tb__rec *r = tb__rec_at(b, off);
     uint32_t payload_size = r->payload_size;
     size_t applied = 0, ignored = 0;
+    /* Patches usually fill the size fields of the packet that continues
+     * in the next chunk: all inside the body of the last fragment, where
+     * they cannot move a boundary. Any other applied patch might (it may
+     * cover a fragment header): then the starts are counted again. */
+    bool recount = false;
     for (size_t i = 0; i < npatches; i++) {
         uint32_t at = patches[i].offset;
         if (payload_size >= 4 && at <= payload_size - 4) {
             memcpy(tb__payload(b, off) + at, patches[i].data, 4);
             r->facts = 0; /* bytes changed: facts no longer trusted */
             applied++;
+            recount |= at < ce->last_body;
             continue;
         }
         b->stats.patches_failed++;
@@ -544,7 +561,7 @@ SHMTRACE_API bool tb_try_patch_chunk(tb_buffer *b, uint16_t producer_id,
         /* Across the end of the valid bytes: the last fragment can no
          * longer be trusted; the reader drops its packet (tb_walk.c). */
         r->facts = TB__FACT_PATCH_FAILED;
-        if (applied > 0) /* the patches before this one were applied */
+        if (recount) /* the patches before this one were applied */
             recount_starts(b, s, idx);
         return false;
     }
@@ -552,7 +569,7 @@ SHMTRACE_API bool tb_try_patch_chunk(tb_buffer *b, uint16_t producer_id,
         b->stats.patches_succeeded += applied;
     if (!other_patches_pending)
         r->flags &= (uint8_t)~TB_CHUNK_NEEDS_PATCHING;
-    if (applied > 0)
+    if (recount)
         recount_starts(b, s, idx);
     return ignored == 0;
 }

@@ -342,6 +342,53 @@ START_TEST(test_hostile_rewrite_keeps_accounting)
 }
 END_TEST
 
+/* Patches in the body of a chunk's last fragment (where a TraceWriter puts
+ * the size fields of the packet continuing in the next chunk) skip the
+ * recount of packet starts; one over that fragment's header, right before
+ * its body, must not: the boundary it moves adds a packet. */
+START_TEST(test_patch_over_the_last_header_recounts)
+{
+    tb_buffer *b = tb_create(65536, TB_RING_BUFFER);
+    /* 1 + 10 bytes, then the last fragment: header at 11, body 12..27 */
+    tbt_reset(&c);
+    tbt_frag(&c, 10, 1);
+    tbt_frag(&c, 16, 50);
+    tbt_commit(b, 1, 0, TB_F4, &c);
+    tb_patch body = {.offset = 20, .data = {7, 7, 7, 7}};
+    ck_assert(tb_try_patch_chunk(b, 1, 1, 0, &body, 1, true));
+    /* header at 11: 3 bytes, then a new header at 15: 12 bytes, to 28 */
+    tb_patch hdr[2] = {{.offset = 11, .data = {3, 0, 0, 0}},
+                       {.offset = 15, .data = {12, 9, 9, 9}}};
+    ck_assert(tb_try_patch_chunk(b, 1, 1, 0, hdr, 2, false));
+    tbt_pkts ps = tbt_read_all(b);
+    ck_assert_uint_eq(ps.n, 3);
+    ck_assert_uint_eq(ps.p[1].size, 3);
+    ck_assert_uint_eq(ps.p[2].size, 12);
+    ck_assert_uint_eq(ps.p[2].data[4], 7);  /* the body patch, offset 20 */
+    tbt_free(&ps);
+    const tb_seq_loss *e = entry(b, 1);    /* asserts the sum */
+    ck_assert_uint_eq(e->packets_offered, 3);
+    ck_assert_uint_eq(e->packets_read, 3);
+
+    /* Writer 2: only a body patch: the two packets as committed. */
+    tbt_reset(&c);
+    tbt_frag(&c, 10, 1);
+    tbt_frag(&c, 16, 50);
+    tbt_commit(b, 2, 0, TB_F4, &c);
+    body.offset = 12;                      /* the first body byte */
+    ck_assert(tb_try_patch_chunk(b, 1, 2, 0, &body, 1, false));
+    ps = tbt_read_all(b);
+    ck_assert_uint_eq(ps.n, 2);
+    ck_assert_uint_eq(ps.p[1].size, 16);
+    ck_assert_uint_eq(ps.p[1].data[0], 7);
+    tbt_free(&ps);
+    e = entry(b, 2);
+    ck_assert_uint_eq(e->packets_offered, 2);
+    ck_assert_uint_eq(e->packets_read, 2);
+    tb_destroy(b);
+}
+END_TEST
+
 static Suite *tb_lossacct_suite(void)
 {
     Suite *s = suite_create("tb_lossacct");
@@ -351,7 +398,8 @@ static Suite *tb_lossacct_suite(void)
              test_patch_past_the_payload_is_ignored,
              test_patch_across_the_payload_end_drops_the_packet,
              test_scrape_then_commit_not_double_counted,
-             test_hostile_rewrite_keeps_accounting);
+             test_hostile_rewrite_keeps_accounting,
+             test_patch_over_the_last_header_recounts);
     return s;
 }
 
