@@ -454,19 +454,21 @@ static void start_instance(const event *e)
 static void stop_instance(instance *in, bool notify)
 {
     atomic_store(&in->stop, true);
-    uint64_t written = 0, lost = 0;
+    uint64_t written = 0, lost = 0, stalls = 0;
     for (unsigned t = 0; t < in->nthreads; t++) {
         pthread_join(in->workers[t].thread, NULL);
         written += in->workers[t].written;
         lost += in->workers[t].stats.packets_lost;
+        stalls += in->workers[t].stats.stalls;
     }
     if (notify)
         prod_notify_stopped(g_prod, in->id);
     if (!S.quiet)
         fprintf(stderr, "shmtrace-producer: instance %llu stopped: %llu "
-                "packets written, %llu lost in the producer (SMB full)\n",
+                "packets written, %llu lost in the producer (SMB full), "
+                "%llu waits for a free chunk\n",
                 (unsigned long long)in->id, (unsigned long long)written,
-                (unsigned long long)lost);
+                (unsigned long long)lost, (unsigned long long)stalls);
     free(in->workers);
     in->workers = NULL;
     in->used = false;
