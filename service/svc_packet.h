@@ -40,4 +40,13 @@ size_t svc_packet_trailer(uint8_t *out, int32_t uid, uint32_t seq_id,
 /* Protobuf varint encoder; returns bytes written (<= 10). */
 size_t svc_varint(uint8_t *out, uint64_t v);
 
+/* Bytes svc_varint() writes for v. */
+static inline size_t svc_varint_len(uint64_t v)
+{
+    size_t n = 1;
+    for (; v >= 0x80; v >>= 7)
+        n++;
+    return n;
+}
+
 #endif /* SHMTRACE_SVC_PACKET_H */

@@ -413,7 +413,10 @@ static int emit_stats(svc_service *svc, svc_session *s, svc_scratch *sc,
 
 /* The file writer (file mode), defined below. */
 typedef struct svc_filew svc_filew;
-static int filew_reserve(svc_filew *w, size_t size, uint8_t **dst);
+/* Room for a packet of `size` bytes behind its header, plus `slack` bytes
+ * that may be written past it but are not committed. */
+static int filew_reserve(svc_filew *w, size_t size, size_t slack,
+                         uint8_t **dst);
 static void filew_commit(svc_filew *w, size_t size);
 static int filew_in_place(svc_filew *w, const tb_packet *pkt,
                           const uint8_t *trailer, size_t tlen);
@@ -539,12 +542,17 @@ static int session_read(svc_service *svc, svc_session *s, size_t max_bytes,
                 /* w == 0: not in place (file full, too many slices):
                  * the copying path below decides */
             }
+            /* The trailer is copied whole (SVC_TRAILER_MAX bytes, a fixed
+             * size the compiler inlines, instead of a library call per
+             * packet): room for what lies past tlen, never committed. */
             uint8_t *dst = NULL;
-            if (fw && (rc = filew_reserve(fw, total, &dst)) < 0)
+            if (fw && (rc = filew_reserve(fw, total, SVC_TRAILER_MAX - tlen,
+                                          &dst)) < 0)
                 goto out;
             bool direct = dst != NULL;
             if (!direct) {
-                if (scratch_reserve(&sc, total) < 0) {
+                if (scratch_reserve(&sc, total + SVC_TRAILER_MAX - tlen) <
+                    0) {
                     rc = -ENOMEM;
                     goto out;
                 }
@@ -563,7 +571,7 @@ static int session_read(svc_service *svc, svc_session *s, size_t max_bytes,
                     s->seqs.pending_loss[slot] |= dropped | TB_LOSS_PRESENT;
                 continue;
             }
-            memcpy(dst + off, trailer, tlen);
+            memcpy(dst + off, trailer, SVC_TRAILER_MAX);
             s->packets_read++;
             budget_used += total;
             if (direct)
@@ -696,22 +704,21 @@ static int filew_emit(void *ctx, const uint8_t *p, size_t size)
 /* Reserves a packet of size bytes in the batch, header written: *dst is
  * where its bytes go, NULL when the file is (or would become) full, which
  * filew_emit then handles as for any packet. */
-static int filew_reserve(svc_filew *w, size_t size, uint8_t **dst)
+static int filew_reserve(svc_filew *w, size_t size, size_t slack,
+                         uint8_t **dst)
 {
     svc_session *s = w->s;
     *dst = NULL;
     if (s->file_full)
         return 0;
-    uint8_t hdr[11];
-    size_t h = packet_header(hdr, size);
+    size_t h = 1 + svc_varint_len(size);
     if (s->max_file_size_bytes &&
         s->bytes_written_to_file + h + size >= s->max_file_size_bytes)
         return 0;
-    int rc = filew_room(w, h + size, 1);
+    int rc = filew_room(w, h + size + slack, 1);
     if (rc < 0)
         return rc;
-    memcpy(w->buf + w->len, hdr, h);
-    w->hdr = h;
+    w->hdr = packet_header(w->buf + w->len, size);
     *dst = w->buf + w->len + h;
     return 0;
 }
