@@ -178,13 +178,53 @@ START_TEST(test_trailer_omits_zero_loss_and_encodes_negative)
 }
 END_TEST
 
+/* Varint values of every length from 1 to 11 bytes (11: invalid), with
+ * 0-10 bytes after them, cut at every length: the contiguous check (which
+ * skips a value varint in one 8-byte load when 8 bytes are left) gives the
+ * answer of the byte-by-byte slices walk. */
+START_TEST(test_validate_varint_lengths_at_every_cut)
+{
+    uint8_t p[32];
+    tb_slice sl[32];
+    unsigned ok = 0, bad = 0;
+    for (size_t len = 1; len <= 11; len++) {
+        for (size_t tail = 0; tail <= 11; tail++) {
+            size_t n = 0;
+            p[n++] = 0x40;                         /* field 8, varint */
+            for (size_t i = 0; i + 1 < len; i++)
+                p[n++] = 0xFF;
+            p[n++] = 0x01;
+            for (size_t i = 0; i < tail / 2; i++) { /* field 9 varints */
+                p[n++] = 0x48;
+                p[n++] = 0x05;
+            }
+            for (size_t cut = 0; cut <= n; cut++) {
+                for (size_t i = 0; i < cut; i++) {
+                    sl[i].data = p + i;
+                    sl[i].size = 1;
+                }
+                bool want = svc_packet_validate_slices(sl, cut);
+                ck_assert_msg(svc_packet_validate_untrusted(p, cut) == want,
+                              "varint of %zu bytes, %zu of %zu bytes", len,
+                              cut, n);
+                want ? ok++ : bad++;
+            }
+            ck_assert(svc_packet_validate_untrusted(p, n) == (len <= 10));
+        }
+    }
+    ck_assert_uint_gt(ok, 100);
+    ck_assert_uint_gt(bad, 100);
+}
+END_TEST
+
 static Suite *svc_packet_suite(void)
 {
     Suite *s = suite_create("svc_packet");
     TCK_CASE(s, "validate", test_validate_accepts_plain_packets,
              test_validate_rejects_trusted_fields,
              test_validate_rejects_malformed,
-             test_validate_slices_matches_contiguous);
+             test_validate_slices_matches_contiguous,
+             test_validate_varint_lengths_at_every_cut);
     TCK_CASE(s, "trailer", test_trailer_decodes_as_trusted_fields,
              test_trailer_omits_zero_loss_and_encodes_negative);
     return s;
