@@ -701,7 +701,8 @@ static int filew_emit(void *ctx, const uint8_t *p, size_t size)
     return 0;
 }
 
-/* Reserves a packet of size bytes in the batch, header written: *dst is
+/* Reserves a packet of size bytes in the batch, header written, with
+ * `slack` bytes of room past it that filew_commit does not take: *dst is
  * where its bytes go, NULL when the file is (or would become) full, which
  * filew_emit then handles as for any packet. */
 static int filew_reserve(svc_filew *w, size_t size, size_t slack,
