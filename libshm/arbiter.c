@@ -291,6 +291,22 @@ static void stamp(smb_chunk_header *c, uint16_t writer_id, uint32_t chunk_id,
  * `own_only`: skip a page of another layout (only a hostile peer makes
  * one), so that every chunk taken has the arbiter's chunk size. (mu held)
  */
+/* Chunk idx (of csize bytes) of page ph, just made BeingWritten by us:
+ * stamp its header and describe it in *loc. */
+static void take_chunk(smb_page_header *ph, uint32_t page, uint32_t idx,
+                       uint32_t csize, uint16_t writer_id, uint32_t chunk_id,
+                       uint16_t packets, smb__chunk_loc *loc)
+{
+    smb_chunk_header *c = (smb_chunk_header *)(void *)((uint8_t *)ph +
+            SMB_PAGE_HEADER_SIZE + idx * csize);
+    stamp(c, writer_id, chunk_id, packets);
+    loc->hdr = c;
+    loc->payload = smb_chunk_payload(c);
+    loc->payload_size = csize - SMB_CHUNK_HEADER_SIZE;
+    loc->page = page;
+    loc->idx = idx;
+}
+
 static size_t take_from_page(smb_arbiter *arb, uint32_t page,
                              uint16_t writer_id, uint32_t chunk_id,
                              uint16_t packets, size_t want, bool own_only,
@@ -316,20 +332,13 @@ static size_t take_from_page(smb_arbiter *arb, uint32_t page,
                       word == (mine | SMB_CHUNK_FREE))) {
         uint32_t w1 = mine | SMB_CHUNK_BEING_WRITTEN;
         atomic_store_explicit(&ph->header_bitmap, w1, memory_order_relaxed);
-        smb_chunk_header *c = (smb_chunk_header *)(void *)
-            ((uint8_t *)ph + SMB_PAGE_HEADER_SIZE);
-        stamp(c, writer_id, chunk_id, packets);
-        out[0].hdr = c;
-        out[0].payload = smb_chunk_payload(c);
-        out[0].payload_size = arb->chunk_size - SMB_CHUNK_HEADER_SIZE;
-        out[0].page = page;
-        out[0].idx = 0;
+        take_chunk(ph, page, 0, arb->chunk_size, writer_id, chunk_id,
+                   packets, &out[0]);
         got = 1;
         word = w1;
     }
     for (uint32_t i = got; got < want && word != 0; ) {
         uint32_t layout = smb_word_layout(word), nchunks, csize;
-        smb_chunk_header *c;
         if (layout == arb->layout) {
             nchunks = arb->layout_chunks;
             csize = arb->chunk_size;
@@ -357,14 +366,8 @@ static size_t take_from_page(smb_arbiter *arb, uint32_t page,
          * Even if a hostile peer repartitioned the page, chunk i (i <
          * the chunk count of the layout the CAS saw) of that layout's
          * size lies inside the page. */
-        c = (smb_chunk_header *)(void *)((uint8_t *)ph +
-                SMB_PAGE_HEADER_SIZE + i * csize);
-        stamp(c, writer_id, chunk_id + (uint32_t)got, packets);
-        out[got].hdr = c;
-        out[got].payload = smb_chunk_payload(c);
-        out[got].payload_size = csize - SMB_CHUNK_HEADER_SIZE;
-        out[got].page = page;
-        out[got].idx = i;
+        take_chunk(ph, page, i, csize, writer_id, chunk_id + (uint32_t)got,
+                   packets, &out[got]);
         got++;
         i++;
     }

@@ -678,23 +678,34 @@ static size_t packet_header(uint8_t *hdr, size_t size)
     return 1 + svc_varint(hdr + 1, size);
 }
 
+/* Bytes packet_header() writes for a packet of size bytes. */
+static size_t packet_header_len(size_t size)
+{
+    return 1 + svc_varint_len(size);
+}
+
+/* Would `framed` more bytes reach the session's max_file_size_bytes? */
+static bool file_would_fill(const svc_session *s, size_t framed)
+{
+    return s->max_file_size_bytes &&
+           s->bytes_written_to_file + framed >= s->max_file_size_bytes;
+}
+
 static int filew_emit(void *ctx, const uint8_t *p, size_t size)
 {
     svc_filew *w = ctx;
     svc_session *s = w->s;
     if (s->file_full)
         return 0;
-    uint8_t hdr[11];
-    size_t h = packet_header(hdr, size);
-    if (s->max_file_size_bytes &&
-        s->bytes_written_to_file + h + size >= s->max_file_size_bytes) {
+    size_t h = packet_header_len(size);
+    if (file_would_fill(s, h + size)) {
         s->file_full = true;
         return 0;
     }
     int rc = filew_room(w, h + size, 1);
     if (rc < 0)
         return rc;
-    memcpy(w->buf + w->len, hdr, h);
+    packet_header(w->buf + w->len, size);
     memcpy(w->buf + w->len + h, p, size);
     filew_take(w, h + size);
     s->bytes_written_to_file += h + size;
@@ -712,14 +723,14 @@ static int filew_reserve(svc_filew *w, size_t size, size_t slack,
     *dst = NULL;
     if (s->file_full)
         return 0;
-    size_t h = 1 + svc_varint_len(size);
-    if (s->max_file_size_bytes &&
-        s->bytes_written_to_file + h + size >= s->max_file_size_bytes)
+    size_t h = packet_header_len(size);
+    if (file_would_fill(s, h + size))
         return 0;
     int rc = filew_room(w, h + size + slack, 1);
     if (rc < 0)
         return rc;
-    w->hdr = packet_header(w->buf + w->len, size);
+    packet_header(w->buf + w->len, size);
+    w->hdr = h;
     *dst = w->buf + w->len + h;
     return 0;
 }
@@ -739,11 +750,9 @@ static int filew_in_place(svc_filew *w, const tb_packet *pkt,
 {
     svc_session *s = w->s;
     size_t size = pkt->size + tlen;
-    uint8_t hdr[11];
-    size_t h = packet_header(hdr, size);
+    size_t h = packet_header_len(size);
     if (s->file_full || pkt->nslices + 2 > SVC_FILE_IOV ||
-        (s->max_file_size_bytes &&
-         s->bytes_written_to_file + h + size >= s->max_file_size_bytes))
+        file_would_fill(s, h + size))
         return 0;
     size_t small = 0;
     for (size_t i = 0; i < pkt->nslices; i++)
@@ -752,7 +761,7 @@ static int filew_in_place(svc_filew *w, const tb_packet *pkt,
     int rc = filew_room(w, h + small + tlen, (int)pkt->nslices + 2);
     if (rc < 0)
         return rc;
-    memcpy(w->buf + w->len, hdr, h);
+    packet_header(w->buf + w->len, size);
     filew_take(w, h);
     for (size_t i = 0; i < pkt->nslices; i++) {
         const tb_slice *sl = &pkt->slices[i];
