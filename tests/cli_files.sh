@@ -31,6 +31,11 @@ wait_for() {
 }
 session_running() { "$CLI" stats 2>/dev/null | grep -q '^tracing_sessions         1'; }
 registered() { "$CLI" stats 2>/dev/null | grep -q '^data_sources_registered  1'; }
+# The running session's buffer holds committed chunks (the producer has
+# written into it: stopping the service then leaves packets to read).
+session_has_data() {
+    "$CLI" stats 2>/dev/null | grep -Eq '^buffer [0-9]+: .* written [1-9]'
+}
 # The file being written already holds producer packets (a check of a
 # file caught mid-write just fails and is retried).
 partial_has_packets() {
@@ -93,6 +98,7 @@ fi
 e2e_spawn rec4 "$CLI" record -o "$D/r4.pftrace" -t 60 -q
 R=$E2E_LAST_PID
 wait_for session_running
+wait_for session_has_data
 kill -TERM "$DAEMON_PID"
 e2e_wait_pid "$R" 60 || e2e_fail "record did not end with the daemon"
 [ "$E2E_RC" -eq 1 ] || e2e_fail "cut short: rc=$E2E_RC, want 1"
