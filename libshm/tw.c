@@ -4,12 +4,24 @@
  *
  * Packet framing inside a chunk (smb-abi.md §6):
  *
- *   [size:4][packet bytes...][size:4][packet bytes...] ... [00]
+ *   [size:1|4][packet bytes...][size:1|4][packet bytes...] ... [00]
  *    ^ fragment size field, reserved zeroed at packet begin, back-filled at
- *      packet end: compacted to 1 byte when the fragment started in this
- *      chunk and is < 127 bytes (the bytes move back 3), else a 4-byte
- *      redundant varint. The trailing 00 is the empty fragment appended when
- *      a chunk is handed back "inflated" (below).
+ *      packet end: 1 byte when the fragment started in this chunk and is
+ *      < 127 bytes, else a 4-byte redundant varint. The trailing 00 is the
+ *      empty fragment appended when a chunk is handed back "inflated"
+ *      (below).
+ *
+ * Short size fields: most packets are small, so a packet that begins with
+ * more than 130 bytes left in the chunk reserves 1 byte, not 4, and `end`
+ * becomes its 126-byte limit (short_field; the chunk's end is kept in
+ * chunk_end). The fast paths need no extra test: a write that would pass
+ * the limit finds no room and takes the slow path, which first widens the
+ * field (widen_size_field: the bytes so far move on 3, open nested size
+ * fields with them, `end` is the chunk's end again) and goes on as for a
+ * 4-byte field. A packet that ends under the limit just stores its length
+ * byte: no bytes move. Otherwise (little room left, a continuation, drop
+ * mode) 4 bytes are reserved and, if the packet ends < 127 bytes in the
+ * chunk it began in, compacted to 1 at its end (the bytes move back 3).
  *
  * Packet count: +1 when a fragment is started (release store of the whole
  * `packets` word from a local mirror: single writer, no RMW). When a packet
@@ -67,7 +79,10 @@
  * (its reassembly fails). Each lost packet is thus counted exactly once.
  *
  * Fast path (tw_add_* with room in the chunk): a few stores and a pointer
- * bump; no lock, no atomic RMW, no allocation, no indirect call.
+ * bump; no lock, no atomic RMW, no allocation, no indirect call. Packet
+ * begin and end have a frameless common case (a short size field, nothing
+ * pending) and a full version for everything else (packet_begin_slow,
+ * packet_end_slow).
  */
 #include "config.h"
 
@@ -180,10 +195,32 @@ static inline void publish_packets(tw_writer *w)
                           memory_order_release);
 }
 
+/* The open packet outgrows its 1-byte size field (see the file comment):
+ * move its bytes on 3 to make the field 4 bytes (still zero: a scraper
+ * reads the same as for a field reserved at 4), and with them the open
+ * nested size fields; logical offsets are unchanged (pos and anchor move
+ * together). Room: the packet began with > 130 bytes left and its bytes
+ * end at most 127 past the field. */
+static void widen_size_field(tw_writer *w)
+{
+    uint8_t *body = w->frag_field + 1;
+    memmove(body + 3, body, (size_t)(w->pos - body));
+    memset(body, 0, 3);
+    w->pos += 3;
+    w->anchor += 3;
+    for (uint32_t i = 0; i < w->depth; i++)
+        if (w->stack[i].kind == SF_CHUNK)
+            w->stack[i].field += 3;
+    w->end = w->chunk_end;
+    w->short_field = false;
+}
+
 static size_t put_bulk(tw_writer *w, const uint8_t *src, size_t n);
 
 static void put_slow(tw_writer *w, const uint8_t *src, size_t n)
 {
+    if (UNLIKELY(w->short_field) && n > (size_t)(w->end - w->pos))
+        widen_size_field(w);
     while (n > 0) {
         size_t room = (size_t)(w->end - w->pos), k;
         if (room == 0) {
@@ -726,7 +763,9 @@ int tw_writer_flush(tw_writer *w)
 
 /* ---- packets ------------------------------------------------------------ */
 
-void tw_packet_begin(tw_writer *w)
+/* tw_packet_begin in full: any state (see tw_packet_begin for the common
+ * case). */
+static __attribute__((noinline)) void packet_begin_slow(tw_writer *w)
 {
     smb__chunk_loc nl;
 
@@ -761,14 +800,20 @@ void tw_packet_begin(tw_writer *w)
         hand_back(w, false);
 
     w->frag_field = w->pos;
-    memset(w->pos, 0, 4);
-    w->pos += 4;
+    if (LIKELY(!w->dropping && w->end - w->pos > 130)) {
+        *w->pos++ = 0;               /* short size field: file comment */
+        w->chunk_end = w->end;
+        w->end = w->pos + 126;
+        w->short_field = true;
+    } else {
+        memset(w->pos, 0, 4);
+        w->pos += 4;
+    }
     w->frag_continues = false;
     w->anchor = w->pos;
     w->anchor_logical = 0;
-    w->depth = 0;
-    w->overflow_depth = 0;
-    w->in_packet = true;
+    w->in_packet = true;             /* depth and overflow_depth are 0:
+                                        tw_packet_end closes them all */
     if (LIKELY(!w->dropping)) {
         if (w->inflated) {
             w->inflated = false;
@@ -803,6 +848,40 @@ void tw_packet_begin(tw_writer *w)
     }
 }
 
+/* The common case, with no stack frame: a chunk with room for a short
+ * size field and for another packet, nothing to signal or hand back. In
+ * that state packet_begin_slow does exactly this. (No chunk held means
+ * pos == end, room 0, except before the first packet: first_done.) */
+void tw_packet_begin(tw_writer *w)
+{
+    if (UNLIKELY(w->in_packet || w->dropping || w->signal_loss ||
+                 !w->first_done || w->packet_cleared ||
+                 w->end - w->pos <= 130 ||
+                 w->count >= TW_MAX_PACKETS_PER_CHUNK ||
+                 w->patches_head != w->patches_n ||
+                 atomic_load_explicit(&w->clear_req,
+                                      memory_order_relaxed))) {
+        packet_begin_slow(w);
+        return;
+    }
+    w->frag_field = w->pos;
+    *w->pos++ = 0;
+    w->chunk_end = w->end;
+    w->end = w->pos + 126;
+    w->short_field = true;
+    w->frag_continues = false;
+    w->anchor = w->pos;
+    w->anchor_logical = 0;
+    w->in_packet = true;
+    if (w->inflated) {
+        w->inflated = false;
+    } else {
+        w->count++;
+        publish_packets(w);
+    }
+    w->stats.packets_written++;
+}
+
 void tw_writer_clear_incremental_state(tw_writer *w)
 {
     if (w)
@@ -814,7 +893,8 @@ int tw_packet_incremental_state_cleared(const tw_writer *w)
     return w && w->in_packet && w->packet_cleared;
 }
 
-void tw_packet_end(tw_writer *w)
+/* tw_packet_end in full: any state (see tw_packet_end). */
+static __attribute__((noinline)) void packet_end_slow(tw_writer *w)
 {
     uint32_t len;
 
@@ -834,13 +914,20 @@ void tw_packet_end(tw_writer *w)
         w->lost_unseen = false;
         return;
     }
-    len = (uint32_t)(w->pos - (w->frag_field + 4));
-    if (LIKELY(len < 127 && !w->frag_continues)) {
-        w->frag_field[0] = (uint8_t)len;
-        compact3(w->frag_field, len, w->end);
-        w->pos -= 3;
+    if (LIKELY(w->short_field)) {
+        /* < 127 bytes by the limit, and pos < chunk_end: inflated below */
+        w->frag_field[0] = (uint8_t)(w->pos - (w->frag_field + 1));
+        w->end = w->chunk_end;
+        w->short_field = false;
     } else {
-        smb_write_redundant_varint(w->frag_field, len);
+        len = (uint32_t)(w->pos - (w->frag_field + 4));
+        if (len < 127 && !w->frag_continues) {
+            w->frag_field[0] = (uint8_t)len;
+            compact3(w->frag_field, len, w->end);
+            w->pos -= 3;
+        } else {
+            smb_write_redundant_varint(w->frag_field, len);
+        }
     }
     if (w->pos == w->end) {
         return_chunk(w);
@@ -851,6 +938,25 @@ void tw_packet_end(tw_writer *w)
     }
     if (UNLIKELY(patch_ready(w)))
         hand_back(w, false);
+}
+
+/* The common case inline: a short size field (so a chunk, not dropping,
+ * room past the limit), nothing nested open, no patch waiting. */
+void tw_packet_end(tw_writer *w)
+{
+    if (UNLIKELY(!w->short_field || w->depth != 0 ||
+                 w->overflow_depth != 0 ||
+                 w->patches_head != w->patches_n)) {
+        packet_end_slow(w);
+        return;
+    }
+    w->frag_field[0] = (uint8_t)(w->pos - (w->frag_field + 1));
+    w->end = w->chunk_end;
+    w->short_field = false;
+    w->in_packet = false;
+    w->count++;                      /* inflate: see the file comment */
+    w->inflated = true;
+    publish_packets(w);
 }
 
 /* ---- fields ------------------------------------------------------------- */
@@ -967,8 +1073,12 @@ void tw_begin_nested(tw_writer *w, uint32_t field)
     }
     p = enc_varint(tmp, ((uint64_t)field << 3) | WT_LEN);
     put(w, tmp, (size_t)(p - tmp));
-    if (UNLIKELY(w->end - w->pos < 4))
-        next_buffer(w, false);       /* a size field never straddles */
+    if (UNLIKELY(w->end - w->pos < 4)) {
+        if (w->short_field)
+            widen_size_field(w);
+        if (w->end - w->pos < 4)
+            next_buffer(w, false);   /* a size field never straddles */
+    }
     n = &w->stack[w->depth++];
     n->kind = SF_CHUNK;
     n->field = w->pos;

@@ -63,21 +63,31 @@ struct tw_writer {
     uint8_t *end;
     uint8_t *anchor;
     uint64_t anchor_logical;
-    uint8_t *frag_field;         /* 4-byte size field of the open fragment */
+    uint8_t *frag_field;         /* size field of the open fragment: 4
+                                    bytes, or 1 while short_field */
+    uint8_t *chunk_end;          /* the chunk's end while short_field */
     smb_chunk_header *hdr;       /* == loc.hdr; NULL: no chunk */
     uint16_t count;              /* mirror of the header's packet count */
     uint8_t flags;               /* mirror of the header's flags */
+    /* Stored by the packet path (tw_packet_begin / _end): */
     bool inflated;               /* count already includes the next packet */
     bool in_packet;
-    bool dropping;               /* writing into garbage */
+    bool short_field;            /* the open fragment's size field is 1
+                                    byte and `end` the packet's 126-byte
+                                    limit (tw.c: widen_size_field) */
     bool frag_continues;         /* open fragment continues a packet */
+    bool retry;                  /* garbage wrapped: retry a chunk */
+    /* Only read by the packet path, and kept apart from the flags above:
+     * tw_packet_begin may test these four with one 4-byte load, which
+     * would wait for the byte stores of the previous tw_packet_end if it
+     * overlapped them (no store-to-load forwarding). */
+    _Alignas(4) bool dropping;   /* writing into garbage */
     bool signal_loss;            /* next packet carries 257 */
     bool first_done;             /* first_packet_on_sequence written */
     bool packet_cleared;         /* the open packet carries
                                     SEQ_INCREMENTAL_STATE_CLEARED */
     _Atomic bool clear_req;      /* ClearIncrementalState asked (any
                                     thread); consumed by a written packet */
-    bool retry;                  /* garbage wrapped: retry a chunk */
     bool lost_unseen;            /* open packet lost with no fragment in
                                     the SMB: reported at its end */
     bool loss_noted;             /* a loss report may still be queued */

@@ -343,6 +343,168 @@ START_TEST(test_chunk_header_and_framing_bytes)
 }
 END_TEST
 
+/* Size field widths (tw.c, "Short size fields"): packets of 1..300 bytes
+ * written three ways (raw bytes, 2-byte varint fields, a nested message),
+ * so that each way crosses the 126-byte limit of a 1-byte field at every
+ * offset. In the chunks: a whole fragment of >= 127 bytes has a 4-byte
+ * field, a flat one of < 127 bytes a 1-byte field (a nested one may be
+ * either: it passed 126 bytes before its own size field shrank). Read back,
+ * every packet is what was written. */
+enum { SF_RAW, SF_VARINTS, SF_NESTED, SF_KINDS };
+
+static size_t sf_expected(int kind, size_t L, const uint8_t *data,
+                          uint8_t *out)
+{
+    size_t n = 0;
+    switch (kind) {
+    case SF_RAW:
+        memcpy(out, data, L);
+        return L;
+    case SF_VARINTS:
+        for (size_t i = 0; i < (L + 1) / 2; i++) {
+            out[n++] = 0x08;
+            out[n++] = (uint8_t)(i & 0x7F);
+        }
+        return n;
+    default:
+        out[n++] = 0xA2;
+        out[n++] = 0x38;
+        if (L >= 128) {              /* not compacted: redundant varint */
+            out[n++] = (uint8_t)(L | 0x80);
+            out[n++] = (uint8_t)((L >> 7) | 0x80);
+            out[n++] = 0x80;
+            out[n++] = 0x00;
+        } else {
+            out[n++] = (uint8_t)L;
+        }
+        memcpy(out + n, data, L);
+        return n + L;
+    }
+}
+
+START_TEST(test_chunk_size_field_widths)
+{
+    enum { MAXL = 300 };
+    uint8_t *data = malloc(MAXL), *exp = malloc(MAXL + 8);
+    size_t npk = SF_KINDS * MAXL, *len = calloc(npk, sizeof(*len));
+    int *kind = calloc(npk, sizeof(*kind));
+    hb h;
+    hb_fill(data, MAXL, 3);
+    hb_init_ex(&h, 1 * MiB, 4096, 0, 4 * MiB, HB_QUEUED, 0);
+    hb_pause(&h);                    /* chunks stay in the SMB */
+    tw_writer *w = tw_writer_create(h.arb, HB_TARGET, TW_POLICY_DROP);
+    tw_packet_begin(w);              /* absorb first_packet_on_sequence */
+    tw_packet_end(w);
+    for (size_t L = 1, k = 0; L <= MAXL; L++) {
+        for (int kd = 0; kd < SF_KINDS; kd++, k++) {
+            tw_packet_begin(w);
+            if (kd == SF_RAW) {
+                tw_append_raw(w, data, L);
+            } else if (kd == SF_VARINTS) {
+                for (size_t i = 0; i < (L + 1) / 2; i++)
+                    tw_add_varint(w, 1, i & 0x7F);
+            } else {
+                tw_begin_nested(w, 900);
+                tw_append_raw(w, data, L);
+                tw_end_nested(w);
+            }
+            tw_packet_end(w);
+            kind[k] = kd;
+            len[k] = sf_expected(kd, L, data, exp);
+        }
+    }
+    tw_writer_flush(w);
+    tw_writer_stats st;
+    tw_writer_get_stats(w, &st);
+    ck_assert_uint_eq(st.packets_lost, 0);
+
+    /* Walk the chunks' fragments (page i holds chunk i: nothing freed). */
+    size_t i = 0, wide = 0, narrow = 0;
+    bool first = true;               /* the sequence's first packet */
+    for (uint32_t c = 0; c < st.chunks_used; c++) {
+        smb_chunk_header *ch = chunk_of_page(&h, c);
+        uint16_t pk = atomic_load(&ch->packets);
+        uint32_t count = smb_packets_count(pk), fl = smb_packets_flags(pk);
+        const uint8_t *p = smb_chunk_payload(ch);
+        const uint8_t *end = p + 4096 - sizeof(smb_page_header) -
+                             sizeof(smb_chunk_header);
+        ck_assert_uint_eq(atomic_load(&ch->chunk_id), c);
+        for (uint32_t f = 0; f < count; f++) {
+            const uint8_t *q = p;
+            uint64_t v;
+            ck_assert(hb_varint(&q, end, &v));
+            size_t hl = (size_t)(q - p);
+            bool cont_in = f == 0 &&
+                           (fl & SMB_FLAG_FIRST_PACKET_CONTINUES_FROM_PREV);
+            bool cont_out = f + 1 == count &&
+                            (fl & SMB_FLAG_LAST_PACKET_CONTINUES_ON_NEXT);
+            ck_assert_uint_le(v, (uint64_t)(end - q));
+            p = q + v;
+            if (cont_in || cont_out) {
+                ck_assert_uint_eq(hl, 4);
+                if (cont_in && !cont_out)
+                    i++;             /* a spanning packet ends */
+                continue;
+            }
+            if (v == 0)
+                continue;            /* the filler of an inflated chunk */
+            if (first) {
+                first = false;
+                continue;
+            }
+            ck_assert_uint_lt(i, npk);
+            /* a nested size field of a spanning packet stays 4 bytes */
+            ck_assert(v == len[i] || (kind[i] == SF_NESTED &&
+                                      v == len[i] + 3 && len[i] < 132));
+            if (v >= 127)
+                ck_assert_msg(hl == 4, "packet %zu: %zu bytes, %zu-byte "
+                              "size field", i, (size_t)v, hl);
+            else if (kind[i] != SF_NESTED)
+                ck_assert_msg(hl == 1, "packet %zu: %zu bytes, %zu-byte "
+                              "size field", i, (size_t)v, hl);
+            wide += hl == 4;
+            narrow += hl == 1;
+            i++;
+        }
+    }
+    ck_assert_uint_eq(i, npk);
+    ck_assert_uint_gt(wide, 400);    /* both widths were exercised */
+    ck_assert_uint_gt(narrow, 300);
+
+    hb_resume(&h);
+    hb_drain_and_stop(&h);
+    hb_pkts ps = hb_read_all(&h);
+    ck_assert_uint_eq(ps.n, 1 + npk);
+    for (size_t L = 1, k = 0; L <= MAXL; L++) {
+        for (int kd = 0; kd < SF_KINDS; kd++, k++) {
+            size_t n = sf_expected(kd, L, data, exp);
+            const hb_pkt *got = &ps.v[1 + k];
+            if (kd == SF_NESTED) {   /* its size field: 1 or 4 bytes */
+                const uint8_t *q = got->data, *e = q + got->size;
+                hb_field f;
+                ck_assert(hb_next_field(&q, e, &f));
+                ck_assert_uint_eq(f.field, 900);
+                ck_assert_uint_eq(f.v, L);
+                ck_assert(memcmp(f.p, data, L) == 0);
+                ck_assert(!hb_next_field(&q, e, &f));
+                continue;
+            }
+            ck_assert_msg(got->size == n && memcmp(got->data, exp, n) == 0,
+                          "kind %d, L %zu: %zu bytes back, %zu written", kd,
+                          L, got->size, n);
+        }
+    }
+    ck_assert_uint_eq(tb_get_stats(h.buf)->abi_violations, 0);
+    hb_pkts_free(&ps);
+    tw_writer_destroy(w);
+    hb_fini(&h);
+    free(data);
+    free(exp);
+    free(len);
+    free(kind);
+}
+END_TEST
+
 /* trace-writer.md §11, byte for byte. */
 START_TEST(test_chunk_spec_worked_example)
 {
@@ -1138,7 +1300,7 @@ static Suite *tw_suite(void)
              test_encode_varint_lengths_and_small_bytes,
              test_encode_misuse_is_counted_not_fatal);
     TCK_CASE(s, "chunk", test_chunk_header_and_framing_bytes,
-             test_chunk_spec_worked_example);
+             test_chunk_size_field_widths, test_chunk_spec_worked_example);
     TCase *tc = TCK_CASE(s, "fragment", test_fragment_sizes_1B_to_8MiB,
                          test_fragment_nested_field_at_every_chunk_end_offset,
                          test_fragment_other_layouts_and_pages);
