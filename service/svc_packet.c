@@ -11,15 +11,19 @@
 
 #define SVC_MAX_FIELD_LEN 268435455u
 
-static bool is_reserved_field(uint64_t field)
+/* The reserved fields as a bitmap (all are < 192), one test instead of a
+ * switch per field. */
+#define RES_BIT(f) (1ull << ((f) & 63))
+static const uint64_t reserved_map[3] = {
+    RES_BIT(3) | RES_BIT(10) | RES_BIT(33) | RES_BIT(35) | RES_BIT(36) |
+        RES_BIT(50),
+    RES_BIT(69) | RES_BIT(79) | RES_BIT(98) | RES_BIT(124) | RES_BIT(125),
+    RES_BIT(133),
+};
+
+static inline bool is_reserved_field(uint64_t field)
 {
-    switch (field) {
-    case 3: case 10: case 33: case 35: case 36: case 50: case 69: case 79:
-    case 98: case 124: case 125: case 133:
-        return true;
-    default:
-        return false;
-    }
+    return field < 192 && ((reserved_map[field >> 6] >> (field & 63)) & 1);
 }
 
 /* Reads a varint of at most 10 bytes; false if longer or truncated. Most

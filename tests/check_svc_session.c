@@ -672,6 +672,103 @@ SVF_TEST(test_file_mode_large_packets_in_place, 1)
     close(mine);
 }
 
+/* Small packets are copied into the file batch without a library call
+ * (svc_read.c copy_small: moves from both ends): every size from 2 to 140
+ * bytes comes out byte for byte, followed only by the trailer. */
+static size_t small_packet(uint8_t *out, size_t n, uint32_t v)
+{
+    size_t k = 0;
+    if (n <= 4) {                      /* timestamp, an (n - 1)-byte varint */
+        out[k++] = 0x40;
+        for (size_t i = 0; i + 2 < n; i++)
+            out[k++] = (uint8_t)(0x80 | (v + i));
+        out[k++] = 0x01;
+        return k;
+    }
+    size_t L = 0, inner = 0;
+    for (; L < n; L++) {               /* for_testing { str: L letters } */
+        inner = 1 + svc_varint_len(L) + L;
+        if (2 + svc_varint_len(inner) + inner >= n)
+            break;
+    }
+    out[k++] = 0xA2;
+    out[k++] = 0x38;
+    k += svc_varint(out + k, inner);
+    out[k++] = 0x0A;
+    k += svc_varint(out + k, L);
+    for (size_t i = 0; i < L; i++)
+        out[k++] = (uint8_t)('a' + (v + i) % 26);
+    return k;
+}
+
+SVF_TEST(test_file_mode_small_packets_every_size, 1)
+{
+    int mine;
+    int fd = svf_temp_file(&mine);
+    svf_cfg_init(&f->c, 4096, 0);
+    svf_cfg_file(&f->c);
+    svc_session *s = svf_enable_fd(f, fd);
+    svc_producer *p = f->p[0];
+    uint8_t pk[256], fr[256];
+    uint32_t id = 0;
+    for (size_t n = 2; n <= 140; n++) {
+        size_t len = small_packet(pk, n, (uint32_t)n);
+        if (len != n)
+            continue;                  /* not reachable with this shape */
+        size_t k = svc_varint(fr, len);
+        memcpy(fr + k, pk, len);
+        write_raw_chunk(p, 0, 1, id++, fr, k + len, 1, 0);
+        svf_commit(f->svc, p, 0, 0, f->buf, 0);
+    }
+    ck_assert_int_eq(svc_session_write_file(f->svc, s), 0);
+    ck_assert_uint_eq(s->invalid_packets, 0);
+
+    long size = svf_file_size(mine), off = 0;
+    uint8_t *buf = malloc((size_t)size + 1);
+    ck_assert_int_eq(pread(mine, buf, (size_t)size, 0), size);
+    size_t want = 2;
+    while (off < size) {
+        ck_assert_uint_eq(buf[off++], 0x0A);
+        uint64_t len = 0;
+        for (int shift = 0;; shift += 7) {
+            uint8_t b = buf[off++];
+            len |= (uint64_t)(b & 0x7f) << shift;
+            if (!(b & 0x80))
+                break;
+        }
+        ck_assert_int_le(off + (long)len, size);
+        Perfetto__Protos__TracePacket *tp =
+            perfetto__protos__trace_packet__unpack(NULL, len, buf + off);
+        ck_assert_msg(tp != NULL, "record at %ld (%zu bytes, next test "
+                      "packet %zu) does not parse", off, (size_t)len, want);
+        if (tp->trusted_packet_sequence_id != 1) {  /* not the service's */
+            while (small_packet(pk, want, (uint32_t)want) != want)
+                want++;                /* the sizes skipped above */
+            ck_assert_uint_le(want, 140);
+            ck_assert_uint_gt(len, want);
+            ck_assert_uint_le(len, want + SVC_TRAILER_MAX);
+            small_packet(pk, want, (uint32_t)want);
+            ck_assert_msg(memcmp(buf + off, pk, want) == 0,
+                          "packet of %zu bytes differs", want);
+            /* what follows is the trailer alone: no stray bytes */
+            Perfetto__Protos__TracePacket *tr =
+                perfetto__protos__trace_packet__unpack(
+                    NULL, len - want, buf + off + want);
+            ck_assert_ptr_nonnull(tr);
+            ck_assert(tr->has_trusted_packet_sequence_id);
+            ck_assert_ptr_null(tr->for_testing);
+            ck_assert(!tr->has_timestamp);
+            perfetto__protos__trace_packet__free_unpacked(tr, NULL);
+            want++;
+        }
+        perfetto__protos__trace_packet__free_unpacked(tp, NULL);
+        off += (long)len;
+    }
+    ck_assert_uint_eq(want, 141);
+    free(buf);
+    close(mine);
+}
+
 SVF_TEST(test_periodic_flush_by_period_and_file_mode, 1)
 {
     f->c.cfg.has_flush_period_ms = true;
@@ -911,6 +1008,7 @@ static Suite *svc_session_suite(void)
              test_periodic_flush_by_period_and_file_mode,
              test_file_mode_drops_invalid_packets_in_place,
              test_file_mode_large_packets_in_place,
+             test_file_mode_small_packets_every_size,
              test_file_pass_runs_in_steps,
              test_file_pass_starts_early_when_half_the_buffer_is_written,
              test_file_pass_starts_when_the_producers_go_quiet,
