@@ -14,10 +14,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "cli_parse.h"
 #include "consumer_client.h"
+#include "consumer_int.h"
 #include "rec_config.h"
 #include "textproto.h"
 #include "trace.pb-c.h"
@@ -432,19 +434,27 @@ START_TEST(test_out_scan_file)
     cons_out_fini(&o);
     free(big);
     cons_out s;
-    memset(&s, 0, sizeof s);
-    ck_assert_int_eq(cons_out_scan_fd(&s, fd), 0);
-    ck_assert_uint_eq(s.packets, 1002);
-    ck_assert_uint_eq(s.flagged_packets, 501);
-    ck_assert_uint_eq(s.malformed, 0);
-    ck_assert_uint_eq(s.bytes, bytes);
-    cons_out_fini(&s);
-    /* truncated: the last record lost its tail */
+    /* Mostly small records: cons_out_scan_fd reads the file; the same
+     * answers as cons_out_scan_fd_read. */
+    for (int k = 0; k < 2; k++) {
+        memset(&s, 0, sizeof s);
+        ck_assert_int_eq(k ? cons_out_scan_fd_read(&s, fd)
+                           : cons_out_scan_fd(&s, fd), 0);
+        ck_assert_uint_eq(s.packets, 1002);
+        ck_assert_uint_eq(s.flagged_packets, 501);
+        ck_assert_uint_eq(s.malformed, 0);
+        ck_assert_uint_eq(s.bytes, bytes);
+        cons_out_fini(&s);
+    }
+    /* truncated: the last record lost its tail (both ways) */
     ck_assert_int_eq(ftruncate(fd, (off_t)bytes - 1), 0);
-    memset(&s, 0, sizeof s);
-    ck_assert_int_eq(cons_out_scan_fd(&s, fd), -EBADMSG);
-    ck_assert_uint_eq(s.packets, 1001);
-    cons_out_fini(&s);
+    for (int k = 0; k < 2; k++) {
+        memset(&s, 0, sizeof s);
+        ck_assert_int_eq(k ? cons_out_scan_fd_read(&s, fd)
+                           : cons_out_scan_fd(&s, fd), -EBADMSG);
+        ck_assert_uint_eq(s.packets, 1001);
+        cons_out_fini(&s);
+    }
     close(fd);
     /* not a trace: wrong record tag, overlong varint, absurd length */
     static const uint8_t junk1[] = { 0x12, 0x01, 0x00 };
@@ -467,6 +477,176 @@ START_TEST(test_out_scan_file)
     memset(&s, 0, sizeof s);
     ck_assert_int_eq(cons_out_scan_fd(&s, fd), 0);
     ck_assert_uint_eq(s.packets, 0);
+    close(fd);
+}
+END_TEST
+
+/* Varints of every length 1-11 in a timestamp (field 8) before and after
+ * previous_packet_dropped = 1, with and without 8 bytes after them (the
+ * scan skips a value it does not need with one load when it can): a
+ * varint of up to 10 bytes is skipped exactly, an 11-byte one makes the
+ * packet malformed. */
+START_TEST(test_out_scan_varint_lengths)
+{
+    int fd = tmp_fd();
+    cons_out o;
+    ck_assert_int_eq(cons_out_init(&o, fd), 0);
+    uint64_t want_flagged = 0, want_malformed = 0, n = 0;
+    for (int len = 1; len <= 11; len++) {
+        for (int tail = 0; tail < 2; tail++) {
+            uint8_t pk[64];
+            size_t k = 0;
+            pk[k++] = 0x40;
+            for (int i = 0; i + 1 < len; i++)
+                pk[k++] = 0xff;
+            pk[k++] = 0x01;
+            if (tail) {              /* then 42 = 1 and 8 more bytes */
+                memcpy(pk + k, "\xd0\x02\x01\x41\x01\x02\x03\x04\x05\x06"
+                               "\x07\x08", 12);
+                k += 12;
+            } else {                 /* 42 = 1 first, the varint last */
+                memmove(pk + 3, pk, k);
+                memcpy(pk, "\xd0\x02\x01", 3);
+                k += 3;
+            }
+            cons_out_packet(pk, k, &o);
+            n++;
+            if (len <= 10)
+                want_flagged++;
+            else
+                want_malformed++;
+        }
+    }
+    ck_assert_int_eq(cons_out_flush(&o), 0);
+    cons_out_fini(&o);
+    cons_out s;
+    memset(&s, 0, sizeof s);
+    ck_assert_int_eq(cons_out_scan_fd(&s, fd), 0);
+    ck_assert_uint_eq(s.packets, n);
+    ck_assert_uint_eq(s.flagged_packets, want_flagged);
+    ck_assert_uint_eq(s.malformed, want_malformed);
+    cons_out_fini(&s);
+    close(fd);
+}
+END_TEST
+
+/* A packet of `len` bytes: field 18 with a 4-byte length, zeros; with
+ * previous_packet_dropped = 1 at its end if flagged. */
+static uint8_t *big_record(size_t len, bool flagged)
+{
+    uint8_t *p = calloc(1, len);
+    uint32_t inner = (uint32_t)(len - 6 - (flagged ? 3 : 0));
+    p[0] = 0x92;
+    p[1] = 0x01;
+    p[2] = (uint8_t)(0x80 | (inner & 0x7f));
+    p[3] = (uint8_t)(0x80 | ((inner >> 7) & 0x7f));
+    p[4] = (uint8_t)(0x80 | ((inner >> 14) & 0x7f));
+    p[5] = (uint8_t)(inner >> 21);
+    if (flagged)
+        memcpy(p + len - 3, "\xd0\x02\x01", 3);
+    return p;
+}
+
+/* Mostly large records: cons_out_scan_fd maps the file and walks it in
+ * windows; with windows of a page (records across windows, ones larger
+ * than many windows, unmapping as it goes) or of 5000 bytes (not a page
+ * multiple), the same answers as cons_out_scan_fd_read; truncated too. */
+START_TEST(test_out_scan_file_mapped)
+{
+    int fd = tmp_fd();
+    cons_out o;
+    ck_assert_int_eq(cons_out_init(&o, fd), 0);
+    static const uint8_t small[] = { 0x40, 0x06, 0xd0, 0x02, 0x01 };
+    size_t want_flagged = 0, n = 0;
+    for (int i = 0; i < 300; i++) {  /* the last is not flagged */
+        size_t len = i == 150 ? (3u << 20) : 9000 + (size_t)i * 97;
+        uint8_t *pk = big_record(len, i % 3 == 0);
+        cons_out_packet(pk, len, &o);
+        free(pk);
+        want_flagged += i % 3 == 0;
+        n++;
+        if (i % 50 == 0) {
+            cons_out_packet(small, sizeof small, &o);
+            want_flagged++;
+            n++;
+        }
+    }
+    ck_assert_int_eq(cons_out_flush(&o), 0);
+    uint64_t bytes = o.bytes;
+    cons_out_fini(&o);
+    static const size_t windows[] = { 64u << 20, 4096, 5000 };
+    for (int cut = 0; cut < 2; cut++) {
+        if (cut)
+            ck_assert_int_eq(ftruncate(fd, (off_t)bytes - 1), 0);
+        for (int k = 0; k < 4; k++) {
+            cons_out s;
+            memset(&s, 0, sizeof s);
+            int rc;
+            if (k < 3) {
+                cons__scan_window = windows[k];
+                rc = cons_out_scan_fd(&s, fd);
+            } else {
+                rc = cons_out_scan_fd_read(&s, fd);
+            }
+            ck_assert_int_eq(rc, cut ? -EBADMSG : 0);
+            ck_assert_uint_eq(s.packets, n - (size_t)cut);
+            ck_assert_uint_eq(s.flagged_packets, want_flagged);
+            ck_assert_uint_eq(s.malformed, 0);
+            if (!cut)
+                ck_assert_uint_eq(s.bytes, bytes);
+            cons_out_fini(&s);
+        }
+    }
+    cons__scan_window = 64u << 20;
+    close(fd);
+}
+END_TEST
+
+/* A file that shrinks while cons_out_scan_fd has it mapped (another
+ * process truncates it): the next access past the new end raises SIGBUS,
+ * which the scan turns into -EIO; the caller's SIGBUS disposition is back
+ * afterwards. */
+static void truncate_to_half(int fd)
+{
+    struct stat st;
+    ck_assert_int_eq(fstat(fd, &st), 0);
+    /* at a page boundary inside record 255: the next header lies on a
+     * page past the end (within the last page it would read as zeros) */
+    ck_assert_int_eq(ftruncate(fd, st.st_size / 2 / 4096 * 4096), 0);
+}
+
+START_TEST(test_out_scan_file_shrinks_while_mapped)
+{
+    int fd = tmp_fd();
+    cons_out o;
+    ck_assert_int_eq(cons_out_init(&o, fd), 0);
+    uint8_t *pk = big_record(16384, false);
+    for (int i = 0; i < 512; i++)    /* 8 MiB of large records: mapped */
+        cons_out_packet(pk, 16384, &o);
+    free(pk);
+    ck_assert_int_eq(cons_out_flush(&o), 0);
+    cons_out_fini(&o);
+    struct sigaction none, before, after;
+    memset(&none, 0, sizeof none);
+    none.sa_handler = SIG_DFL;
+    sigaction(SIGBUS, &none, &before);
+    cons__scan_mapped_hook = truncate_to_half;
+    cons_out s;
+    memset(&s, 0, sizeof s);
+    ck_assert_int_eq(cons_out_scan_fd(&s, fd), -EIO);
+    cons__scan_mapped_hook = NULL;
+    ck_assert_uint_gt(s.packets, 0);
+    ck_assert_uint_lt(s.packets, 512);
+    cons_out_fini(&s);
+    sigaction(SIGBUS, NULL, &after);
+    ck_assert_ptr_eq((void *)after.sa_handler, (void *)SIG_DFL);
+    sigaction(SIGBUS, &before, NULL);
+    /* What is left scans cleanly. */
+    memset(&s, 0, sizeof s);
+    ck_assert_int_eq(cons_out_scan_fd(&s, fd), -EBADMSG);  /* cut */
+    ck_assert_uint_eq(s.packets, 255);
+    ck_assert_uint_eq(s.malformed, 0);
+    cons_out_fini(&s);
     close(fd);
 }
 END_TEST
@@ -549,7 +729,9 @@ static Suite *cli_suite(void)
     TCK_CASE(s, "parse", test_parse_sizes_and_durations);
     TCK_CASE(s, "out", test_out_records_and_flags,
              test_out_trace_stats_captured, test_out_malformed_packets_counted,
-             test_out_write_error_reported, test_out_scan_file);
+             test_out_write_error_reported, test_out_scan_file,
+             test_out_scan_file_mapped, test_out_scan_varint_lengths,
+             test_out_scan_file_shrinks_while_mapped);
     TCK_CASE(s, "client", test_client_no_service);
     return s;
 }

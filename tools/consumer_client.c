@@ -489,72 +489,6 @@ static int out_bytes(cons_out *o, const uint8_t *p, size_t n)
 }
 
 /* Read a varint at *p (< end). false if truncated or longer than 10. */
-static bool get_varint(const uint8_t **p, const uint8_t *end, uint64_t *v)
-{
-    uint64_t r = 0;
-    for (int shift = 0; shift < 70 && *p < end; shift += 7) {
-        uint8_t b = *(*p)++;
-        r |= (uint64_t)(b & 0x7f) << (shift < 64 ? shift : 63);
-        if (!(b & 0x80)) {
-            *v = r;
-            return true;
-        }
-    }
-    return false;
-}
-
-/* Top-level scan: previous_packet_dropped (42) and trace_stats (35). */
-static void scan_packet(cons_out *o, const uint8_t *p, size_t len)
-{
-    const uint8_t *end = p + len;
-    bool flagged = false;
-    while (p < end) {
-        uint64_t tag, v;
-        if (!get_varint(&p, end, &tag))
-            goto bad;
-        uint32_t field = (uint32_t)(tag >> 3);
-        switch (tag & 7) {
-        case 0:
-            if (!get_varint(&p, end, &v))
-                goto bad;
-            if (field == 42)
-                flagged = v != 0; /* last one wins */
-            break;
-        case 1:
-            if (end - p < 8)
-                goto bad;
-            p += 8;
-            break;
-        case 5:
-            if (end - p < 4)
-                goto bad;
-            p += 4;
-            break;
-        case 2:
-            if (!get_varint(&p, end, &v) || v > (uint64_t)(end - p))
-                goto bad;
-            if (field == 35) {
-                Perfetto__Protos__TraceStats *st =
-                    perfetto__protos__trace_stats__unpack(NULL, (size_t)v, p);
-                if (st) {
-                    perfetto__protos__trace_stats__free_unpacked(
-                        o->last_stats, NULL);
-                    o->last_stats = st;
-                }
-            }
-            p += v;
-            break;
-        default:
-            goto bad;
-        }
-    }
-    if (flagged)
-        o->flagged_packets++;
-    return;
-bad:
-    o->malformed++;
-}
-
 int cons_out_packet(const uint8_t *packet, size_t len, void *ctx)
 {
     cons_out *o = ctx;
@@ -570,82 +504,8 @@ int cons_out_packet(const uint8_t *packet, size_t len, void *ctx)
         return o->error;
     o->bytes += n + len;
     o->packets++;
-    scan_packet(o, packet, len);
+    cons__scan_packet(o, packet, len);
     return 0;
-}
-
-int cons_out_scan_fd(cons_out *o, int fd)
-{
-    o->packets = o->bytes = o->flagged_packets = o->malformed = 0;
-    size_t cap = 1u << 20, len = 0;
-    uint8_t *buf = malloc(cap);
-    if (!buf)
-        return -ENOMEM;
-    off_t pos = 0;
-    int rc = 0;
-    bool eof = false;
-    for (;;) {
-        /* Refill behind whatever is left of a partial record. */
-        if (!eof && len < cap) {
-            ssize_t n = pread(fd, buf + len, cap - len, pos);
-            if (n < 0) {
-                if (errno == EINTR)
-                    continue;
-                rc = -errno;
-                break;
-            }
-            if (n == 0)
-                eof = true;
-            pos += n;
-            len += (size_t)n;
-        }
-        size_t off = 0;
-        while (off < len) {
-            const uint8_t *p = buf + off, *end = buf + len;
-            uint64_t plen = 0;
-            if (*p != 0x0a) {
-                rc = -EBADMSG;
-                break;
-            }
-            p++;
-            ptrdiff_t avail = end - p;
-            if (!get_varint(&p, end, &plen)) {
-                if (eof || avail >= 10)
-                    rc = -EBADMSG; /* truncated or overlong varint */
-                break;             /* else: need more bytes */
-            }
-            if (plen > CONS_MAX_PACKET_BYTES) {
-                rc = -EBADMSG;
-                break;
-            }
-            if (plen > (uint64_t)(end - p)) {
-                if (eof)
-                    rc = -EBADMSG; /* truncated record */
-                break;
-            }
-            scan_packet(o, p, (size_t)plen);
-            o->packets++;
-            o->bytes += (size_t)(p - (buf + off)) + plen;
-            off = (size_t)(p - buf) + plen;
-        }
-        memmove(buf, buf + off, len - off);
-        len -= off;
-        if (rc < 0 || (eof && len == 0))
-            break;
-        if (len == cap) { /* one record larger than the buffer */
-            size_t ncap = cap * 2;
-            uint8_t *nb = ncap <= 2 * (size_t)CONS_MAX_PACKET_BYTES
-                              ? realloc(buf, ncap) : NULL;
-            if (!nb) {
-                rc = -EBADMSG;
-                break;
-            }
-            buf = nb;
-            cap = ncap;
-        }
-    }
-    free(buf);
-    return rc;
 }
 
 void cons_out_fini(cons_out *o)

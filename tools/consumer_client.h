@@ -104,8 +104,11 @@ void cons_out_fini(cons_out *o);
 /* Count the packets of an existing trace file (e.g. one the service wrote
  * with write_into_file) into o, without writing: packets, bytes,
  * flagged_packets, malformed, last_stats. -EBADMSG if a record header is
- * broken (counting stops there), or the read error. */
+ * broken (counting stops there), -EIO if the file shrank while being
+ * scanned, or the read error. Maps the file when it can (cons_scan.c). */
 int cons_out_scan_fd(cons_out *o, int fd);
+/* The same with read() only (small or unmappable files; tests). */
+int cons_out_scan_fd_read(cons_out *o, int fd);
 
 /* Sum of the losses in a TraceStats (for the one-line summary). */
 typedef struct cons_losses {

@@ -52,4 +52,12 @@ void cons__on_enable_reply(ipc_client *ic, int status,
 /* consumer_ext.c: frees what the extensions keep in the client. */
 void cons__ext_free(cons_client *c);
 
+/* Counts one packet's flag (42) / malformed state and keeps its
+ * TraceStats (35) into o (cons_scan.c, for cons_out_packet). */
+void cons__scan_packet(cons_out *o, const uint8_t *p, size_t len);
+/* Test hooks of cons_out_scan_fd: called once the file is mapped (NULL in
+ * the product); the window it walks and unmaps by (64 MiB). */
+extern void (*cons__scan_mapped_hook)(int fd);
+extern size_t cons__scan_window;
+
 #endif /* SHMTRACE_CONSUMER_INT_H */
