@@ -602,6 +602,72 @@ START_TEST(test_out_scan_file_mapped)
 }
 END_TEST
 
+/* Following a file being written: cons_out_scan_follow counts the whole
+ * records there are, leaves a cut one for later, and the final
+ * cons_out_scan_fd goes on from there (by mapping when the rest is large
+ * records) to the same counts as one scan of the finished file; a file
+ * cut under what was counted is -EIO. */
+START_TEST(test_out_scan_follow)
+{
+    /* The finished file: 100 small records, 301 large ones (6 MiB). */
+    int src = tmp_fd();
+    cons_out w;
+    ck_assert_int_eq(cons_out_init(&w, src), 0);
+    static const uint8_t small[] = { 0x40, 0x06, 0xd0, 0x02, 0x01 };
+    for (int i = 0; i < 100; i++)
+        cons_out_packet(small, sizeof small, &w);
+    uint8_t *big = big_record(20000, true);
+    for (int i = 0; i < 301; i++)
+        cons_out_packet(big, 20000, &w);
+    free(big);
+    ck_assert_int_eq(cons_out_flush(&w), 0);
+    size_t n = (size_t)w.bytes, rec = 1 + 3 + 20000;
+    size_t first = 100 * (2 + sizeof small);
+    cons_out_fini(&w);
+    uint8_t *all = malloc(n);
+    ck_assert_int_eq(pread(src, all, n, 0), (ssize_t)n);
+    close(src);
+    /* ... as a writer appends it */
+    int fd = tmp_fd();
+    cons_out f;
+    memset(&f, 0, sizeof f);
+    ck_assert_int_eq(pwrite(fd, all, first + rec - 5000, 0),
+                     (ssize_t)(first + rec - 5000));
+    ck_assert_int_eq(cons_out_scan_follow(&f, fd), 0); /* 101 is cut */
+    ck_assert_uint_eq(f.packets, 100);
+    ck_assert_uint_eq(f.flagged_packets, 100);
+    ck_assert_uint_eq(f.scanned, first);
+    ck_assert_int_eq(pwrite(fd, all + first + rec - 5000, 5000,
+                            (off_t)(first + rec - 5000)), 5000);
+    ck_assert_int_eq(cons_out_scan_follow(&f, fd), 0);
+    ck_assert_uint_eq(f.packets, 101);
+    ck_assert_int_eq(cons_out_scan_follow(&f, fd), 0); /* nothing new */
+    ck_assert_uint_eq(f.packets, 101);
+    ck_assert_uint_eq(f.scanned, first + rec);
+    ck_assert_int_eq(pwrite(fd, all + first + rec, n - first - rec,
+                            (off_t)(first + rec)),
+                     (ssize_t)(n - first - rec));
+    ck_assert_int_eq(cons_out_scan_fd(&f, fd), 0);     /* the rest */
+    cons_out full;
+    memset(&full, 0, sizeof full);
+    ck_assert_int_eq(cons_out_scan_fd(&full, fd), 0);
+    ck_assert_uint_eq(f.packets, 401);
+    ck_assert_uint_eq(f.packets, full.packets);
+    ck_assert_uint_eq(f.flagged_packets, full.flagged_packets);
+    ck_assert_uint_eq(f.bytes, full.bytes);
+    ck_assert_uint_eq(f.bytes, n);
+    ck_assert_uint_eq(f.scanned, n);
+    ck_assert_uint_eq(f.malformed, 0);
+    cons_out_fini(&full);
+    /* cut under what was counted */
+    ck_assert_int_eq(ftruncate(fd, (off_t)first), 0);
+    ck_assert_int_eq(cons_out_scan_fd(&f, fd), -EIO);
+    cons_out_fini(&f);
+    free(all);
+    close(fd);
+}
+END_TEST
+
 /* A file that shrinks while cons_out_scan_fd has it mapped (another
  * process truncates it): the next access past the new end raises SIGBUS,
  * which the scan turns into -EIO; the caller's SIGBUS disposition is back
@@ -731,6 +797,7 @@ static Suite *cli_suite(void)
              test_out_trace_stats_captured, test_out_malformed_packets_counted,
              test_out_write_error_reported, test_out_scan_file,
              test_out_scan_file_mapped, test_out_scan_varint_lengths,
+             test_out_scan_follow,
              test_out_scan_file_shrinks_while_mapped);
     TCK_CASE(s, "client", test_client_no_service);
     return s;

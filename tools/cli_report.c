@@ -51,8 +51,9 @@ void cli_progress_draw(cli_progress *pg, cons_client *c, const cons_out *o,
         snprintf(where, sizeof where, "file %.1f MB, %" PRIu64 " packets",
                  (double)o->bytes / 1e6, o->packets);
     else if (pg->service_fd >= 0 && fstat(pg->service_fd, &fst) == 0)
-        snprintf(where, sizeof where, "file %.1f MB (the service writes it)",
-                 (double)fst.st_size / 1e6);
+        snprintf(where, sizeof where, "file %.1f MB, %" PRIu64 " packets "
+                 "(the service writes it)", (double)fst.st_size / 1e6,
+                 o->packets);
     else
         snprintf(where, sizeof where, "in the service's buffers, "
                  "read at the end");

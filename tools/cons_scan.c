@@ -25,6 +25,13 @@
  * crash. Not a regular file, small, or not mappable: the read() path
  * (cons_out_scan_fd_read), with the same answers.
  *
+ * Following a file being written (cons_out_scan_follow, each period of
+ * `shmtrace record` while the service writes): o->scanned is where the
+ * whole records counted so far end; a call reads on from there to the
+ * file's end of the moment and leaves an incomplete last record for the
+ * next call (a writer appends: nothing before its end changes). So the
+ * final cons_out_scan_fd has only the bytes since the last period left.
+ *
  * Threads: the SIGBUS handler is the process's for the scan's duration
  * (the CLI tools are single-threaded); the jump target is thread-local.
  */
@@ -188,14 +195,24 @@ static size_t scan_records(cons_out *o, const uint8_t *buf, size_t len,
     return off;
 }
 
-int cons_out_scan_fd_read(cons_out *o, int fd)
+/* Counts from o->scanned (0: reset the counts first). */
+static void scan_start(cons_out *o)
 {
-    o->packets = o->bytes = o->flagged_packets = o->malformed = 0;
+    if (o->scanned == 0)
+        o->packets = o->bytes = o->flagged_packets = o->malformed = 0;
+}
+
+/* The read() walk from o->scanned to the end of the file as it is now;
+ * o->scanned moves past the last whole record. final: an incomplete
+ * record at the end is -EBADMSG; otherwise it waits for the next call. */
+static int scan_read(cons_out *o, int fd, bool final)
+{
+    scan_start(o);
     size_t cap = SCAN_READ_BUF, len = 0;
     uint8_t *buf = malloc(cap);
     if (!buf)
         return -ENOMEM;
-    off_t pos = 0;
+    off_t pos = (off_t)o->scanned;
     int rc = 0;
     bool eof = false;
     for (;;) {
@@ -213,10 +230,11 @@ int cons_out_scan_fd_read(cons_out *o, int fd)
             pos += n;
             len += (size_t)n;
         }
-        size_t off = scan_records(o, buf, len, eof, &rc);
+        size_t off = scan_records(o, buf, len, eof && final, &rc);
+        o->scanned += off;
         memmove(buf, buf + off, len - off);
         len -= off;
-        if (rc < 0 || (eof && len == 0))
+        if (rc < 0 || (eof && (len == 0 || !final)))
             break;
         if (len == cap) { /* one record larger than the buffer */
             size_t ncap = cap * 2;
@@ -232,6 +250,16 @@ int cons_out_scan_fd_read(cons_out *o, int fd)
     }
     free(buf);
     return rc;
+}
+
+int cons_out_scan_fd_read(cons_out *o, int fd)
+{
+    return scan_read(o, fd, true);
+}
+
+int cons_out_scan_follow(cons_out *o, int fd)
+{
+    return scan_read(o, fd, false);
 }
 
 /* Mean record size of the first records (at most 256 of them, or the
@@ -263,15 +291,18 @@ static void on_sigbus(int sig)
 int cons_out_scan_fd(cons_out *o, int fd)
 {
     struct stat st;
-    if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) ||
-        st.st_size < (off_t)SCAN_MAP_MIN ||
+    if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))
+        return scan_read(o, fd, true);
+    if ((uint64_t)st.st_size < o->scanned)
+        return -EIO;                 /* shrank under what was counted */
+    if ((uint64_t)st.st_size - o->scanned < SCAN_MAP_MIN ||
         (uint64_t)st.st_size > SIZE_MAX / 2)
-        return cons_out_scan_fd_read(o, fd);
+        return scan_read(o, fd, true);
     size_t n = (size_t)st.st_size;
     uint8_t *m = mmap(NULL, n, PROT_READ, MAP_PRIVATE, fd, 0);
     if (m == MAP_FAILED)
-        return cons_out_scan_fd_read(o, fd);
-    o->packets = o->bytes = o->flagged_packets = o->malformed = 0;
+        return scan_read(o, fd, true);
+    scan_start(o);
     const size_t page = (size_t)sysconf(_SC_PAGESIZE);
     struct sigaction sa, old;
     memset(&sa, 0, sizeof sa);
@@ -281,7 +312,7 @@ int cons_out_scan_fd(cons_out *o, int fd)
     sigjmp_buf jb;
     scan_jump = &jb;
     /* Changed between sigsetjmp and a jump back, used after it. */
-    volatile size_t off = 0, unmapped = 0;
+    volatile size_t off = (size_t)o->scanned, unmapped = 0;
     volatile int rc = 0;
     volatile bool mapped_walk = true;
     if (sigsetjmp(jb, 1) == 0) {
@@ -290,7 +321,7 @@ int cons_out_scan_fd(cons_out *o, int fd)
         /* Small records: every page is touched anyway, and faulting them
          * in costs more than read()'s copy into a cached buffer (1 KiB
          * records: 40 against 32 ms for 256 MiB here). */
-        if (probe_record_size(m, n) < SCAN_MAP_RECORD_MIN)
+        if (probe_record_size(m + off, n - off) < SCAN_MAP_RECORD_MIN)
             mapped_walk = false;
         const size_t window = cons__scan_window;
         size_t wlen = window;
@@ -308,6 +339,7 @@ int cons_out_scan_fd(cons_out *o, int fd)
                 continue;
             }
             off += c;
+            o->scanned = off;
             wlen = window;
             size_t below = off / page * page;
             if (below - unmapped >= window) {
@@ -321,5 +353,5 @@ int cons_out_scan_fd(cons_out *o, int fd)
     sigaction(SIGBUS, &old, NULL);
     scan_jump = NULL;
     munmap(m + unmapped, n - unmapped);
-    return mapped_walk ? rc : cons_out_scan_fd_read(o, fd);
+    return mapped_walk ? rc : scan_read(o, fd, true);
 }

@@ -92,6 +92,8 @@ typedef struct cons_out {
     int error;                 /* first write error (negative errno) */
     uint8_t *buf;
     size_t buf_len, buf_cap;
+    uint64_t scanned;          /* cons_out_scan_*: bytes of whole records
+                                  counted so far (0: none) */
 } cons_out;
 
 /* Start writing to fd (not closed by cons_out_fini). */
@@ -103,12 +105,18 @@ int cons_out_flush(cons_out *o);
 void cons_out_fini(cons_out *o);
 /* Count the packets of an existing trace file (e.g. one the service wrote
  * with write_into_file) into o, without writing: packets, bytes,
- * flagged_packets, malformed, last_stats. -EBADMSG if a record header is
- * broken (counting stops there), -EIO if the file shrank while being
- * scanned, or the read error. Maps the file when it can (cons_scan.c). */
+ * flagged_packets, malformed, last_stats; from o->scanned on (what
+ * cons_out_scan_follow counted already; 0: from the start, counts reset).
+ * -EBADMSG if a record is broken or cut (counting stops there), -EIO if
+ * the file shrank while being scanned, or the read error. Maps the file
+ * when that is faster (cons_scan.c). */
 int cons_out_scan_fd(cons_out *o, int fd);
 /* The same with read() only (small or unmappable files; tests). */
 int cons_out_scan_fd_read(cons_out *o, int fd);
+/* The same on a file still being written: counts the whole records up to
+ * its end of the moment and leaves an incomplete last one for the next
+ * call (or the final cons_out_scan_fd). */
+int cons_out_scan_follow(cons_out *o, int fd);
 
 /* Sum of the losses in a TraceStats (for the one-line summary). */
 typedef struct cons_losses {

@@ -450,6 +450,9 @@ int shc_cmd_record(int argc, char **argv)
                     ro.long_mode && !service_writes,
                     service_writes ? of.fd : -1 };
     uint64_t next_read = ipc_now_ms() + period;
+    /* The service writes the file: count its records as they come, so
+     * that the count at the end has only the last period's bytes left. */
+    bool follow = service_writes;
     bool disabled = false;
     uint64_t disable_deadline = 0;
     const char *end_err = NULL;
@@ -490,6 +493,11 @@ int shc_cmd_record(int argc, char **argv)
                         "failed: %s\n", ro.out, strerror(-rc));
                 goto fail_nothing;
             }
+            next_read = ipc_now_ms() + period;
+        }
+        if (follow && ipc_now_ms() >= next_read) {
+            /* an error is the final count's to report, from where it is */
+            follow = cons_out_scan_follow(&o, of.fd) == 0;
             next_read = ipc_now_ms() + period;
         }
         if (!cons_ended(c, NULL))
@@ -550,7 +558,10 @@ int shc_cmd_record(int argc, char **argv)
             goto fail_nothing;
         }
     }
-    Perfetto__Protos__TraceStats *st = o.last_stats;
+    /* The service's stats, unless the packets we read carried some. (The
+     * file the service wrote is scanned below, which replaces
+     * o.last_stats: not taken from it here.) */
+    Perfetto__Protos__TraceStats *st = service_writes ? NULL : o.last_stats;
     Perfetto__Protos__TraceStats *fetched = NULL;
     if (!st && cons_get_stats(c, &fetched) == 0)
         st = fetched;
