@@ -58,6 +58,7 @@
 void (*cons__scan_mapped_hook)(int fd);
 size_t cons__scan_window = SCAN_WINDOW;
 
+/* Reads a varint at *p (< end); false if truncated or longer than 10. */
 static inline bool get_varint(const uint8_t **p, const uint8_t *end,
                               uint64_t *v)
 {

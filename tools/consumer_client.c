@@ -488,7 +488,6 @@ static int out_bytes(cons_out *o, const uint8_t *p, size_t n)
     return 0;
 }
 
-/* Read a varint at *p (< end). false if truncated or longer than 10. */
 int cons_out_packet(const uint8_t *packet, size_t len, void *ctx)
 {
     cons_out *o = ctx;
