@@ -11,9 +11,9 @@
 #          BENCH_E2E_SMALL_SIZE=0 skips it
 # For each: MB/s, the daemon's CPU (utime + stime from /proc over all the
 # runs of the case) as ms per MB and ns per packet (packets counted in the
-# last recording by svc_tracecheck, times the runs), and the ratio of the
-# latter to Perfetto's traced, ~330 ns of service CPU per packet (the
-# reference figure; < 1 means less CPU than traced).
+# last recording by svc_tracecheck, times the runs). No figure of
+# Perfetto's here: `make bench-vs-perfetto` measures traced side by side,
+# in the same run.
 #
 #   BENCH_E2E_MB=1024 BENCH_E2E_PRODUCERS=4 make bench-e2e   (1 GiB)
 # Then the SMB exhaustion scenario once (BENCH_E2E_SMB_FULL=0 skips it):
@@ -30,7 +30,6 @@ LARGE_SIZE=${BENCH_E2E_SIZE:-1024}
 SMALL_MB=${BENCH_E2E_SMALL_MB:-64}
 SMALL_SIZE=${BENCH_E2E_SMALL_SIZE:-64}
 RUNS=${BENCH_E2E_RUNS:-3}
-PERFETTO_NS_PER_PACKET=330
 export PRODUCERS
 command -v hyperfine >/dev/null ||
     { echo "bench_e2e: hyperfine not found (apt-get install hyperfine)" >&2
@@ -47,6 +46,7 @@ cleanup() {
 }
 trap cleanup EXIT
 here=$(cd "$(dirname "$0")" && pwd)
+. "$here/bench_producer.sh"
 hz=$(getconf CLK_TCK)
 ticks() { awk '{print $14 + $15}' "/proc/$daemon/stat"; }
 mean() { sed -n 's/.*"mean": *\([0-9.e+-]*\).*/\1/p' "$1" | sed -n "${2}p"; }
@@ -81,7 +81,7 @@ e2e_case() {
         "$DIR/$name-check.txt" | tr '\n' ' '; echo
     awk -v b="$case_bytes" -v e="$case_mean" -v t="$((t1 - t0))" \
         -v hz="$hz" -v runs="$RUNS" -v p="$PRODUCERS" -v n="$packets" \
-        -v size="$SIZE" -v name="$name" -v ref="$PERFETTO_NS_PER_PACKET" '
+        -v size="$SIZE" -v name="$name" '
     BEGIN {
         mb = b / 1048576
         cpu = t / hz
@@ -93,8 +93,6 @@ e2e_case() {
         printf "  shmtraced CPU: %.3f ms per MB, %.0f ns per packet " \
                "(%.2f s for %.0f MB)\n", 1000 * cpu / (mb * runs), ns, cpu,
                mb * runs
-        printf "  vs Perfetto traced (~%d ns per packet): %.2fx its CPU " \
-               "per packet\n", ref, ns / ref
     }'
 }
 

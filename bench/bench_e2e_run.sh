@@ -4,7 +4,8 @@
 # MB megabytes in total (stall policy: nothing lost), svc_consumer records
 # them in long-trace mode (write_into_file, 100 ms period) to OUT; the run
 # ends when the file holds the payload, with a final flush (DisableTracing).
-# Environment: top_builddir, OUT, MB, PRODUCERS, SIZE; the daemon's
+# Environment: top_builddir, OUT, MB, PRODUCERS, SIZE, PRODUCER_BIN and
+# PRODUCER_LIBPATH (bench_producer.sh); the daemon's
 # sockets via PERFETTO_*_SOCK_NAME.
 set -u
 LOG="$OUT.log"
@@ -14,7 +15,8 @@ per_producer=$((MB * 1048576 / PRODUCERS / SIZE))
 pids=""
 i=0
 while [ $i -lt "$PRODUCERS" ]; do
-    "$b/tools/shmtrace-producer" -q -N "bench$i" -t 1 -c $per_producer \
+    LD_LIBRARY_PATH=$PRODUCER_LIBPATH "$PRODUCER_BIN" -q -N "bench$i" \
+        -t 1 -c $per_producer \
         -S "$SIZE" --policy stall --once --smb-size 4194304 2>>"$LOG" &
     pids="$pids $!"
     i=$((i + 1))

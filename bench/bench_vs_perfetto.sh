@@ -64,6 +64,7 @@ CONSUMERS=${BENCH_VS_CONSUMERS:-"perfetto shmtrace"}
 REFGEN_MS=${BENCH_VS_REFGEN_MS:-2000}
 WARM=${BENCH_VS_WARM:-1}
 here=$(cd "$(dirname "$0")" && pwd)
+. "$here/bench_producer.sh"
 PERFETTO_BIN=${PERFETTO_BIN:-$top_srcdir/../shared/perfetto/bin}
 export PERFETTO_BIN
 command -v hyperfine >/dev/null ||

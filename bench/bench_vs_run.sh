@@ -11,7 +11,8 @@
 #   WORKLOAD=refgen     Perfetto's C SDK producer refgen (REFGEN_PERIOD_US=0)
 #                       starts 0.3 s before the consumer; the session lasts
 #                       the config's duration_ms, then refgen gets SIGTERM.
-# Each producer runs under bench_cputime, which appends its CPU time (user +
+# The producer program is $PRODUCER_BIN (bench_producer.sh: not the build
+# tree's libtool wrapper script). Each producer runs under bench_cputime, which appends its CPU time (user +
 # sys, microseconds) to PCPU. CONSUMER=perfetto runs "$PERFETTO_BIN/perfetto --txt -c CFG -o OUT",
 # CONSUMER=shmtrace runs "shmtrace record -c CFG -o OUT".
 set -u
@@ -41,7 +42,8 @@ else
     cons=$!
     i=0
     while [ $i -lt "$PRODUCERS" ]; do
-        "$b/bench/bench_cputime" "$PCPU" "$b/tools/shmtrace-producer" \
+        LD_LIBRARY_PATH=$PRODUCER_LIBPATH \
+            "$b/bench/bench_cputime" "$PCPU" "$PRODUCER_BIN" \
             -q -N "bench$i" -t 1 -c "$COUNT" -S "$SIZE" --policy stall \
             --once --smb-size 4194304 >>"$LOG" 2>&1 &
         pids="$pids $!"

@@ -4,7 +4,7 @@
 # Driven by hyperfine; compares with dd/cat of the same bytes to the same
 # disk in the same run (bench/bench_e2e.sh).
 
-EXTRA_DIST += bench/bench_e2e.sh bench/bench_e2e_run.sh
+EXTRA_DIST += bench/bench_e2e.sh bench/bench_e2e_run.sh bench/bench_producer.sh
 
 .PHONY: bench-e2e
 bench-e2e: all $(check_PROGRAMS)
