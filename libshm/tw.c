@@ -544,16 +544,54 @@ static void close_continuing(tw_writer *w)
     publish_packets(w);
 }
 
+/* Reserve the open fragment's size field at pos, zeroed: 1 byte, with
+ * `end` the packet's 126-byte limit (short: the file comment), or 4 bytes.
+ * `logical`: the packet offset of the fragment's first byte. */
+static inline void open_fragment(tw_writer *w, bool short_field,
+                                 bool continues, uint64_t logical)
+{
+    w->frag_field = w->pos;
+    if (short_field) {
+        *w->pos++ = 0;
+        w->chunk_end = w->end;
+        w->end = w->pos + 126;
+        w->short_field = true;
+    } else {
+        memset(w->pos, 0, 4);
+        w->pos += 4;
+    }
+    w->frag_continues = continues;
+    w->anchor = w->pos;
+    w->anchor_logical = logical;
+}
+
 /* Start the continuation fragment in the chunk just adopted; `logical`:
  * the packet offset its first byte has. */
 static void open_continuation(tw_writer *w, uint64_t logical)
 {
-    w->frag_field = w->pos;
-    memset(w->pos, 0, 4);
-    w->pos += 4;
-    w->frag_continues = true;
-    w->anchor = w->pos;
-    w->anchor_logical = logical;
+    open_fragment(w, false, true, logical);
+}
+
+/* A packet begins in the held chunk: it takes the inflated slot, else one
+ * more in the count. */
+static inline void count_packet_start(tw_writer *w)
+{
+    if (w->inflated) {
+        w->inflated = false;
+    } else {
+        w->count++;
+        publish_packets(w);
+    }
+    w->stats.packets_written++;
+}
+
+/* A packet with a short size field ends: store its length (< 127 by the
+ * limit) and give `end` back the chunk's end. */
+static inline void close_short_field(tw_writer *w)
+{
+    w->frag_field[0] = (uint8_t)(w->pos - (w->frag_field + 1));
+    w->end = w->chunk_end;
+    w->short_field = false;
 }
 
 /* Out of room inside a packet: move on to the next chunk (§4) or drop (§9).
@@ -799,29 +837,11 @@ static __attribute__((noinline)) void packet_begin_slow(tw_writer *w)
     if (UNLIKELY(patch_ready(w)) && !w->dropping)
         hand_back(w, false);
 
-    w->frag_field = w->pos;
-    if (LIKELY(!w->dropping && w->end - w->pos > 130)) {
-        *w->pos++ = 0;               /* short size field: file comment */
-        w->chunk_end = w->end;
-        w->end = w->pos + 126;
-        w->short_field = true;
-    } else {
-        memset(w->pos, 0, 4);
-        w->pos += 4;
-    }
-    w->frag_continues = false;
-    w->anchor = w->pos;
-    w->anchor_logical = 0;
+    open_fragment(w, !w->dropping && w->end - w->pos > 130, false, 0);
     w->in_packet = true;             /* depth and overflow_depth are 0:
                                         tw_packet_end closes them all */
     if (LIKELY(!w->dropping)) {
-        if (w->inflated) {
-            w->inflated = false;
-        } else {
-            w->count++;
-            publish_packets(w);
-        }
-        w->stats.packets_written++;
+        count_packet_start(w);
         if (UNLIKELY(w->signal_loss)) {
             tw_add_varint(w, FIELD_PREVIOUS_PACKET_DROPPED,
                           LOSS_PRESENT_SMB_FULL);
@@ -864,22 +884,9 @@ void tw_packet_begin(tw_writer *w)
         packet_begin_slow(w);
         return;
     }
-    w->frag_field = w->pos;
-    *w->pos++ = 0;
-    w->chunk_end = w->end;
-    w->end = w->pos + 126;
-    w->short_field = true;
-    w->frag_continues = false;
-    w->anchor = w->pos;
-    w->anchor_logical = 0;
+    open_fragment(w, true, false, 0);
     w->in_packet = true;
-    if (w->inflated) {
-        w->inflated = false;
-    } else {
-        w->count++;
-        publish_packets(w);
-    }
-    w->stats.packets_written++;
+    count_packet_start(w);
 }
 
 void tw_writer_clear_incremental_state(tw_writer *w)
@@ -915,10 +922,7 @@ static __attribute__((noinline)) void packet_end_slow(tw_writer *w)
         return;
     }
     if (LIKELY(w->short_field)) {
-        /* < 127 bytes by the limit, and pos < chunk_end: inflated below */
-        w->frag_field[0] = (uint8_t)(w->pos - (w->frag_field + 1));
-        w->end = w->chunk_end;
-        w->short_field = false;
+        close_short_field(w);        /* pos < chunk_end: inflated below */
     } else {
         len = (uint32_t)(w->pos - (w->frag_field + 4));
         if (len < 127 && !w->frag_continues) {
@@ -950,9 +954,7 @@ void tw_packet_end(tw_writer *w)
         packet_end_slow(w);
         return;
     }
-    w->frag_field[0] = (uint8_t)(w->pos - (w->frag_field + 1));
-    w->end = w->chunk_end;
-    w->short_field = false;
+    close_short_field(w);
     w->in_packet = false;
     w->count++;                      /* inflate: see the file comment */
     w->inflated = true;

@@ -408,6 +408,23 @@ START_TEST(test_out_write_error_reported)
 }
 END_TEST
 
+/* A packet of `len` bytes: field 18 with a 4-byte length, zeros; with
+ * previous_packet_dropped = 1 at its end if flagged. */
+static uint8_t *big_record(size_t len, bool flagged)
+{
+    uint8_t *p = calloc(1, len);
+    uint32_t inner = (uint32_t)(len - 6 - (flagged ? 3 : 0));
+    p[0] = 0x92;
+    p[1] = 0x01;
+    p[2] = (uint8_t)(0x80 | (inner & 0x7f));
+    p[3] = (uint8_t)(0x80 | ((inner >> 7) & 0x7f));
+    p[4] = (uint8_t)(0x80 | ((inner >> 14) & 0x7f));
+    p[5] = (uint8_t)(inner >> 21);
+    if (flagged)
+        memcpy(p + len - 3, "\xd0\x02\x01", 3);
+    return p;
+}
+
 START_TEST(test_out_scan_file)
 {
     int fd = tmp_fd();
@@ -417,14 +434,7 @@ START_TEST(test_out_scan_file)
     static const uint8_t p2[] = { 0x40, 0x06, 0xd0, 0x02, 0x01 };
     /* a 3 MiB packet: larger than the scanner's first buffer */
     size_t big_len = 3u << 20;
-    uint8_t *big = calloc(1, big_len);
-    big[0] = 0x92; /* field 18, wt 2, length as a 4-byte varint */
-    big[1] = 0x01;
-    uint32_t inner = (uint32_t)(big_len - 6);
-    big[2] = (uint8_t)(0x80 | (inner & 0x7f));
-    big[3] = (uint8_t)(0x80 | ((inner >> 7) & 0x7f));
-    big[4] = (uint8_t)(0x80 | ((inner >> 14) & 0x7f));
-    big[5] = (uint8_t)(inner >> 21);
+    uint8_t *big = big_record(big_len, false);
     for (int i = 0; i < 1000; i++)
         cons_out_packet(i % 2 ? p2 : p1, i % 2 ? sizeof p2 : sizeof p1, &o);
     cons_out_packet(big, big_len, &o);
@@ -529,23 +539,6 @@ START_TEST(test_out_scan_varint_lengths)
     close(fd);
 }
 END_TEST
-
-/* A packet of `len` bytes: field 18 with a 4-byte length, zeros; with
- * previous_packet_dropped = 1 at its end if flagged. */
-static uint8_t *big_record(size_t len, bool flagged)
-{
-    uint8_t *p = calloc(1, len);
-    uint32_t inner = (uint32_t)(len - 6 - (flagged ? 3 : 0));
-    p[0] = 0x92;
-    p[1] = 0x01;
-    p[2] = (uint8_t)(0x80 | (inner & 0x7f));
-    p[3] = (uint8_t)(0x80 | ((inner >> 7) & 0x7f));
-    p[4] = (uint8_t)(0x80 | ((inner >> 14) & 0x7f));
-    p[5] = (uint8_t)(inner >> 21);
-    if (flagged)
-        memcpy(p + len - 3, "\xd0\x02\x01", 3);
-    return p;
-}
 
 /* Mostly large records: cons_out_scan_fd maps the file and walks it in
  * windows; with windows of a page (records across windows, ones larger

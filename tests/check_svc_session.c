@@ -576,6 +576,23 @@ static size_t big_packet(uint8_t *out, uint32_t v, size_t L, bool bad)
     return n + k;
 }
 
+/* The Trace.packet record at *off of a file's bytes: moves *off to the
+ * packet and returns its length (asserting the tag and the bounds). */
+static uint64_t next_record(const uint8_t *buf, long size, long *off)
+{
+    ck_assert_uint_eq(buf[(*off)++], 0x0A);
+    uint64_t len = 0;
+    for (int shift = 0;; shift += 7) {
+        ck_assert_int_lt(*off, size);
+        uint8_t b = buf[(*off)++];
+        len |= (uint64_t)(b & 0x7f) << shift;
+        if (!(b & 0x80))
+            break;
+    }
+    ck_assert_int_le(*off + (long)len, size);
+    return len;
+}
+
 /* Checks the file's test packets: values 0..n-1 in order except `skip`,
  * each str intact; returns how many, and the flag on skip + 1. */
 static int check_big_file(int fd, uint32_t n, uint32_t skip,
@@ -588,15 +605,7 @@ static int check_big_file(int fd, uint32_t n, uint32_t skip,
     uint32_t want = 0;
     int seen = 0;
     while (off < size) {
-        ck_assert_uint_eq(buf[off++], 0x0A);
-        uint64_t len = 0;
-        int shift = 0;
-        while (buf[off] & 0x80) {
-            len |= (uint64_t)(buf[off++] & 0x7f) << shift;
-            shift += 7;
-        }
-        len |= (uint64_t)buf[off++] << shift;
-        ck_assert_int_le(off + (long)len, size);
+        uint64_t len = next_record(buf, size, &off);
         Perfetto__Protos__TracePacket *p =
             perfetto__protos__trace_packet__unpack(NULL, len, buf + off);
         ck_assert_ptr_nonnull(p);
@@ -728,15 +737,7 @@ SVF_TEST(test_file_mode_small_packets_every_size, 1)
     ck_assert_int_eq(pread(mine, buf, (size_t)size, 0), size);
     size_t want = 2;
     while (off < size) {
-        ck_assert_uint_eq(buf[off++], 0x0A);
-        uint64_t len = 0;
-        for (int shift = 0;; shift += 7) {
-            uint8_t b = buf[off++];
-            len |= (uint64_t)(b & 0x7f) << shift;
-            if (!(b & 0x80))
-                break;
-        }
-        ck_assert_int_le(off + (long)len, size);
+        uint64_t len = next_record(buf, size, &off);
         Perfetto__Protos__TracePacket *tp =
             perfetto__protos__trace_packet__unpack(NULL, len, buf + off);
         ck_assert_msg(tp != NULL, "record at %ld (%zu bytes, next test "
