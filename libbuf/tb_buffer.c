@@ -225,3 +225,12 @@ SHMTRACE_API void tb_set_evict_callback(tb_buffer *b, tb_evict_fn fn,
     b->evict_fn = fn;
     b->evict_ctx = ctx;
 }
+
+SHMTRACE_API void tb_set_write_fence(tb_buffer *b, tb_write_fence_fn fn,
+                                     void *ctx)
+{
+    if (!b)
+        return;
+    b->fence_fn = fn;
+    b->fence_ctx = fn ? ctx : NULL;
+}

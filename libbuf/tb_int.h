@@ -201,6 +201,8 @@ struct tb_buffer {
 
     tb_evict_fn evict_fn;
     void *evict_ctx;
+    tb_write_fence_fn fence_fn;  /* tb_set_write_fence; NULL: none */
+    void *fence_ctx;
 
     tb_writer_stats *hist;  /* per-writer histograms, first-seen order */
     size_t nhist;
@@ -218,6 +220,14 @@ struct tb_buffer {
 static inline size_t tb__outer(size_t payload)
 {
     return (TB__REC_HDR_BYTES + payload + 15u) & ~(size_t)15u;
+}
+
+/* Before storing into [off, off + n) of b->mem where returned packet
+ * bytes may lie: the owner's write fence, if any (trace_buffer.h). */
+static inline void tb__fence(const tb_buffer *b, size_t off, size_t n)
+{
+    if (b->fence_fn)
+        b->fence_fn(b->fence_ctx, b->mem + off, n);
 }
 
 static inline tb__rec *tb__rec_at(const tb_buffer *b, size_t off)

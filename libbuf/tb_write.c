@@ -44,6 +44,10 @@
 static void evict(tb_buffer *b, size_t start, size_t n)
 {
     size_t end = start + n, off = start, straddle_end = 0;
+    /* The new record's bytes, and the padding header that may follow them
+     * inside an old record's payload. */
+    tb__fence(b, start, end + TB__REC_HDR_BYTES <= b->size
+                        ? n + TB__REC_HDR_BYTES : n);
     /* New records go here: a read floor inside no longer has only erased
      * records before it (tb_int.h). */
     if (b->rd_floor_valid && b->rd_floor >= start && b->rd_floor < end)
@@ -189,6 +193,7 @@ static bool recommit(tb_buffer *b, tb__seq *s, uint32_t idx, uint8_t flags,
     uint32_t consumed = (uint32_t)e->payload_size - e->payload_avail;
     e->payload_size = (uint16_t)frags_size;
     e->payload_avail = (uint16_t)(frags_size - consumed);
+    tb__fence(b, (size_t)off + TB__REC_HDR_BYTES, frags_size);
     memcpy(tb__payload(b, off), src, frags_size);
     e->flags |= flags;
     e->facts = tb__compute_facts(tb__payload(b, off), e->payload_size,
@@ -538,6 +543,7 @@ SHMTRACE_API bool tb_try_patch_chunk(tb_buffer *b, uint16_t producer_id,
     for (size_t i = 0; i < npatches; i++) {
         uint32_t at = patches[i].offset;
         if (payload_size >= 4 && at <= payload_size - 4) {
+            tb__fence(b, (size_t)off + TB__REC_HDR_BYTES + at, 4);
             memcpy(tb__payload(b, off) + at, patches[i].data, 4);
             r->facts = 0; /* bytes changed: facts no longer trusted */
             applied++;

@@ -224,6 +224,106 @@ START_TEST(test_patch_lookup_after_wrap_and_ooo)
 }
 END_TEST
 
+/* ---- write fence (tb_set_write_fence) ---- */
+
+/* Bytes of a packet returned by a read, watched across later writes. */
+typedef struct {
+    const uint8_t *p;
+    size_t n;
+    uint8_t copy[64];
+    bool fenced;              /* a fence call covered it */
+    bool intact_at_fence;     /* ... while its bytes were still the old */
+} fence_watch;
+
+typedef struct {
+    fence_watch w[64];
+    size_t nw;
+    size_t calls;
+    const uint8_t *last_p;
+    size_t last_n;
+} fence_log;
+
+static void on_fence(void *ctx, const uint8_t *p, size_t n)
+{
+    fence_log *l = ctx;
+    l->calls++;
+    l->last_p = p;
+    l->last_n = n;
+    for (size_t i = 0; i < l->nw; i++) {
+        fence_watch *w = &l->w[i];
+        if ((uintptr_t)p < (uintptr_t)(w->p + w->n) &&
+            (uintptr_t)w->p < (uintptr_t)(p + n) && !w->fenced) {
+            w->fenced = true;
+            w->intact_at_fence = memcmp(w->p, w->copy, w->n) == 0;
+        }
+    }
+}
+
+/* Every byte a read returned that a later write changes was announced to
+ * the fence before it changed: wrap the ring over packets already read. */
+TBT_RING_TEST(test_fence_precedes_overwrite_of_read_packets)
+{
+    static fence_log l;
+    memset(&l, 0, sizeof(l));
+    for (uint32_t id = 0; id < 8; id++)
+        tbt_put1(b, 1, 1, id, 0, 40, (uint8_t)('a' + id));
+    tb_begin_read(b);
+    tb_packet pkt;
+    tb_seq_props props;
+    uint32_t dropped;
+    while (l.nw < 64 && tb_read_next_packet(b, &pkt, &props, &dropped)) {
+        ck_assert_uint_eq(pkt.nslices, 1);
+        fence_watch *w = &l.w[l.nw++];
+        w->p = pkt.slices[0].data;
+        w->n = pkt.slices[0].size;
+        ck_assert_uint_le(w->n, sizeof(w->copy));
+        memcpy(w->copy, w->p, w->n);
+    }
+    ck_assert_uint_eq(l.nw, 8);
+    tb_set_write_fence(b, on_fence, &l);
+    /* 4096-byte ring, 64-byte records: 70 more laps it twice */
+    for (uint32_t id = 8; id < 78; id++)
+        tbt_put1(b, 1, 1, id, 0, 40, (uint8_t)('A' + id % 26));
+    ck_assert_uint_gt(l.calls, 0);
+    size_t changed = 0;
+    for (size_t i = 0; i < l.nw; i++) {
+        const fence_watch *w = &l.w[i];
+        if (memcmp(w->p, w->copy, w->n) == 0)
+            continue;
+        changed++;
+        ck_assert_msg(w->fenced, "packet %zu changed without a fence", i);
+        ck_assert_msg(w->intact_at_fence,
+                      "packet %zu changed before its fence", i);
+    }
+    ck_assert_uint_eq(changed, 8);   /* every one was overwritten */
+    /* removed: no more calls */
+    tb_set_write_fence(b, NULL, NULL);
+    size_t calls = l.calls;
+    tbt_put1(b, 1, 1, 78, 0, 40, 'z');
+    ck_assert_uint_eq(l.calls, calls);
+}
+
+/* A patch announces exactly the 4 bytes it stores. */
+TBT_RING_TEST(test_fence_covers_a_patch)
+{
+    static fence_log l;
+    memset(&l, 0, sizeof(l));
+    tbt_put1(b, 2, 1, 0, 0, 9, 'b'); /* payload: [09] b0 .. b8 */
+    tb_set_write_fence(b, on_fence, &l);
+    tb_patch p = mkpatch(5, "YMCA");
+    ck_assert(tb_try_patch_chunk(b, 2, 1, 0, &p, 1, false));
+    ck_assert_uint_eq(l.calls, 1);
+    ck_assert_uint_eq(l.last_n, 4);
+    tb_begin_read(b);
+    tb_packet pkt;
+    tb_seq_props props;
+    uint32_t dropped;
+    ck_assert(tb_read_next_packet(b, &pkt, &props, &dropped));
+    /* payload offset 5 = packet byte 4 (after the 1-byte size) */
+    ck_assert_ptr_eq(l.last_p, pkt.slices[0].data + 4);
+    ck_assert_mem_eq(l.last_p, "YMCA", 4);
+}
+
 static Suite *tb_patch_suite(void)
 {
     Suite *s = suite_create("tb_patch");
@@ -237,6 +337,8 @@ static Suite *tb_patch_suite(void)
              test_patch_needed_in_middle_chunk_stalls_reassembly,
              test_patch_stall_released_by_overwrite,
              test_patch_zero_patches_clears_flag);
+    TCK_CASE(s, "fence", test_fence_precedes_overwrite_of_read_packets,
+             test_fence_covers_a_patch);
     return s;
 }
 

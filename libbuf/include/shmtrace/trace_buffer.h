@@ -17,7 +17,9 @@
  * on it; the bytes the slices point to until the next write
  * (tb_copy_chunk_untrusted, tb_try_patch_chunk) or tb_destroy, since reads
  * never move or change packet bytes (so a reader may gather the slices of
- * many packets and write them out in one go).
+ * many packets and write them out in one go); with a write fence
+ * (tb_set_write_fence) the owner learns which bytes a write is about to
+ * change and may keep slices past writes that do not touch them.
  */
 #ifndef SHMTRACE_TRACE_BUFFER_H
 #define SHMTRACE_TRACE_BUFFER_H
@@ -210,6 +212,19 @@ SHMTRACE_API const char *tb_loss_cause_name(int cause);
 typedef void (*tb_evict_fn)(void *ctx, const tb_packet *,
                             const tb_seq_props *);
 SHMTRACE_API void tb_set_evict_callback(tb_buffer *, tb_evict_fn, void *ctx);
+
+/* Write fence: called before the buffer stores into [p, p + n) of its
+ * memory where the bytes of packets already returned may lie (eviction
+ * and the copy of a new record, the copy of a re-committed chunk, a
+ * patch), never for reads and never for record headers alone. An owner
+ * that hands slices to another thread (an asynchronous writev of the
+ * slices of many packets) waits there until the slices overlapping
+ * [p, p + n) are written out, and may then keep slices across writes.
+ * Called on the owner's thread; it must not call into the buffer.
+ * fn NULL removes it. */
+typedef void (*tb_write_fence_fn)(void *ctx, const uint8_t *p, size_t n);
+SHMTRACE_API void tb_set_write_fence(tb_buffer *, tb_write_fence_fn,
+                                     void *ctx);
 
 #ifdef __cplusplus
 }
