@@ -31,7 +31,7 @@ static void usage(FILE *f)
     fprintf(f,
 "Usage: shmtraced [--producer-socket PATH] [--consumer-socket PATH]\n"
 "                 [--allow-abstract-sockets] [--no-root-access]\n"
-"                 [--ring-cache MIB]\n"
+"                 [--ring-cache MIB] [--no-writer-thread]\n"
 "\n"
 "The shmtrace tracing service. Producers connect to the producer socket\n"
 "and write into shared memory; consumers (shmtrace record, perfetto)\n"
@@ -50,6 +50,10 @@ static void usage(FILE *f)
 "  --ring-cache MIB          keep up to MIB MiB of released trace buffers\n"
 "                            for the next sessions (reclaimable by the\n"
 "                            kernel; default 512, 0 = off)\n"
+"  --no-writer-thread        write_into_file sessions write their file on\n"
+"                            the main thread (default: a writer thread\n"
+"                            writes it while the main thread keeps taking\n"
+"                            the producers' chunks)\n"
 "  -h, --help                this help\n"
 "  -V, --version             print the version\n"
 "\n"
@@ -107,12 +111,13 @@ int main(int argc, char **argv)
         {"allow-abstract-sockets", no_argument, NULL, 'A'},
         {"no-root-access", no_argument, NULL, 'R'},
         {"ring-cache", required_argument, NULL, 'r'},
+        {"no-writer-thread", no_argument, NULL, 'W'},
         {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, 'V'},
         {NULL, 0, NULL, 0},
     };
     const char *pflag = NULL, *cflag = NULL;
-    bool allow_abstract = false, root_access = true;
+    bool allow_abstract = false, root_access = true, writer_thread = true;
     /* A session's buffers are released at its end; the next session of the
      * same size takes them back already faulted in (tb_mem.c), instead of
      * paying a page fault and the kernel's zeroing per page again. */
@@ -126,6 +131,7 @@ int main(int argc, char **argv)
         case 'c': cflag = optarg; break;
         case 'A': allow_abstract = true; break;
         case 'R': root_access = false; break;
+        case 'W': writer_thread = false; break;
         case 'r':
             errno = 0;
             ring_cache_mib = strtoul(optarg, &end, 10);
@@ -210,6 +216,9 @@ int main(int argc, char **argv)
         return 1;
     }
     svc_set_root_access(svc_daemon_service(d), root_access);
+    if (writer_thread && svc_daemon_set_file_writer(d, true) < 0)
+        fprintf(stderr, "shmtraced: no memory for the file writer thread: "
+                "files are written on the main thread\n");
     sig_ctx sc = { d, sfd };
     ipc_loop_watch_fd(loop, sfd, POLLIN, on_signal, &sc);
     fprintf(stderr, "shmtraced: producer socket %s, consumer socket %s\n",

@@ -43,6 +43,7 @@
 #include "trace.pb-c.h"
 
 #include "svc_service.h"
+#include "svc_fwrite.h"
 
 #define SVC_MAX_BUFFERS_PER_SESSION 128
 #define SVC_MAX_TOTAL_BUFFER_KB     (4u * 1024 * 1024) /* 4 GiB, all sessions */
@@ -243,9 +244,16 @@ struct svc_session {
     size_t nxloss, xloss_cap;
     uint32_t *xhash;             /* key -> index + 1, open addressing */
     size_t xhash_cap;
-    /* reused across reads (svc_read.c): packet scratch, file batch */
-    uint8_t *scratch, *fbuf;
-    size_t scratch_cap, fbuf_cap;
+    /* reused across reads (svc_read.c): packet scratch; the two file
+     * batches, fwb[fwb_cur] being filled, the other maybe in flight on
+     * the writer thread (svc_fwrite.h) */
+    uint8_t *scratch;
+    size_t scratch_cap;
+    svc_fw_batch fwb[2];
+    int fwb_cur;
+    /* what its batches held so far: slices of large packets, staged bytes
+     * (svc_flush.c starts passes eagerly when slices dominate) */
+    uint64_t file_slice_bytes, file_staged_bytes;
 };
 
 typedef struct {
@@ -307,6 +315,7 @@ struct svc_service {
     struct { uint64_t ns, hash; } *trig_hist;
     size_t trig_hist_head, trig_hist_len, trig_hist_cap;
     uint64_t rng;                /* xorshift state for skip_probability */
+    svc_fwriter *fw;             /* file writer thread; NULL: writes inline */
 };
 
 /* CLOCK_BOOTTIME now, in ns (the clock of the service's packets). */
@@ -327,6 +336,13 @@ void svc__buffer_remove(svc_service *, uint32_t buffer_id);
 /* snprintf into err (if any) with two numeric arguments. */
 void svc__set_err(char *err, size_t errlen, const char *fmt,
                   unsigned long long a, unsigned long long b);
+
+/* svc_read.c: wait for a session's file batches in flight (the first
+ * error of their writes); free their memory */
+int svc__file_wait(svc_service *, svc_session *);
+/* Is the batch its next step fills still in flight? */
+bool svc__file_waiting(svc_service *, svc_session *);
+void svc__file_batches_free(svc_session *);
 
 /* svc_flush.c: flush acks, scraping a session, a producer going away */
 void svc__flush_ack(svc_service *, svc_producer *, uint64_t flush_id);

@@ -3,9 +3,11 @@
  * consumer hosts with their ports (svc_ipc_producer.c,
  * svc_ipc_consumer.c), the service core, a 10 ms tick driving its timers
  * (and an extra tick on the next loop iteration while a file pass has
- * steps left, svc_flush.c), and the clean shutdown.
+ * steps left, svc_flush.c, or when the file writer thread finished a
+ * batch a pass waits for), and the clean shutdown.
  */
 #include <errno.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,6 +50,33 @@ static void tick(void *vd)
         ipc_loop_quit(d->loop);
 }
 
+/* The writer thread wrote a batch: a pass that waited for it goes on. */
+static void on_file_written(ipc_loop *loop, int fd, short revents, void *vd)
+{
+    (void)loop;
+    (void)revents;
+    uint64_t n;
+    while (read(fd, &n, sizeof(n)) == (ssize_t)sizeof(n)) {
+    }
+    tick(vd);
+}
+
+int svc_daemon_set_file_writer(svc_daemon *d, bool on)
+{
+    if (d->fw_fd >= 0) {
+        ipc_loop_unwatch_fd(d->loop, d->fw_fd);
+        d->fw_fd = -1;
+    }
+    int rc = svc_set_file_writer_thread(d->svc, on);
+    if (rc < 0 || !on)
+        return rc;
+    int fd = svc_file_writer_fd(d->svc);
+    if (fd >= 0 && ipc_loop_watch_fd(d->loop, fd, POLLIN, on_file_written,
+                                     d) == 0)
+        d->fw_fd = fd;
+    return 0;
+}
+
 svc_daemon *svc_daemon_create(ipc_loop *loop, const char *producer_path,
                               const char *consumer_path, int *err)
 {
@@ -71,6 +100,7 @@ svc_daemon *svc_daemon_create(ipc_loop *loop, const char *producer_path,
         return NULL;
     }
     d->loop = loop;
+    d->fw_fd = -1;
     d->svc = svc_create(&ops, d, getuid());
     if (!d->svc) {
         e = -ENOMEM;
@@ -107,6 +137,8 @@ void svc_daemon_destroy(svc_daemon *d)
         ipc_loop_cancel_timer(d->loop, d->tick_timer);
     if (d->step_timer)
         ipc_loop_cancel_timer(d->loop, d->step_timer);
+    if (d->fw_fd >= 0)
+        ipc_loop_unwatch_fd(d->loop, d->fw_fd);
     /* Hosts first: their on_disconnect callbacks use the service. */
     ipc_host_destroy(d->chost);
     ipc_host_destroy(d->phost);

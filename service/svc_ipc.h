@@ -33,5 +33,8 @@ void svc_daemon_destroy(svc_daemon *);
 /* Begin a clean stop; the loop quits when done. */
 void svc_daemon_shutdown(svc_daemon *);
 svc_service *svc_daemon_service(svc_daemon *);
+/* write_into_file through the service's writer thread (svc_fwrite.h),
+ * whose completions wake the loop. 0 or -errno. */
+int svc_daemon_set_file_writer(svc_daemon *, bool on);
 
 #endif /* SHMTRACE_SVC_IPC_H */

@@ -81,6 +81,8 @@ struct svc_daemon {
                                     pass has steps left; 0 = none */
     bool shutting_down;
     uint64_t shutdown_deadline_ms;
+    int fw_fd;                   /* the writer thread's eventfd, watched;
+                                    -1 = none */
 };
 
 /* The two ports (svc_ipc_producer.c, svc_ipc_consumer.c). */

@@ -8,6 +8,7 @@
  * goes (svc__producer_disallow), so a stale id can never reach a new
  * session's buffer.
  */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -50,6 +51,32 @@ void svc_set_file_step_bytes(svc_service *svc, size_t bytes)
     svc->file_step_bytes = bytes ? bytes : SVC_FILE_STEP_BYTES;
 }
 
+int svc_set_file_writer_thread(svc_service *svc, bool on)
+{
+    if (on && !svc->fw) {
+        svc->fw = svc_fw_create();
+        if (!svc->fw)
+            return -ENOMEM;
+        for (size_t i = 0; i < svc->nbufslots; i++)
+            if (svc->bufs[i].id)
+                tb_set_write_fence(svc->bufs[i].buf, svc_fw_fence, svc->fw);
+    } else if (!on && svc->fw) {
+        for (size_t i = 0; i < svc->nsessions; i++)
+            svc__file_wait(svc, svc->sessions[i]);
+        for (size_t i = 0; i < svc->nbufslots; i++)
+            if (svc->bufs[i].id)
+                tb_set_write_fence(svc->bufs[i].buf, NULL, NULL);
+        svc_fw_destroy(svc->fw);
+        svc->fw = NULL;
+    }
+    return 0;
+}
+
+int svc_file_writer_fd(const svc_service *svc)
+{
+    return svc_fw_event_fd(svc->fw);
+}
+
 void svc_set_root_access(svc_service *svc, bool root_may_access_all)
 {
     svc->root_access = root_may_access_all;
@@ -71,6 +98,7 @@ void svc_destroy(svc_service *svc)
         svc_session_free(svc, svc->sessions[svc->nsessions - 1]);
     while (svc->nproducers)
         svc_producer_disconnect(svc, svc->producers[svc->nproducers - 1]);
+    svc_fw_destroy(svc->fw);
     free(svc->sessions);
     free(svc->producers);
     free(svc->bufs);
@@ -178,6 +206,8 @@ uint32_t svc__buffer_add(svc_service *svc, tb_buffer *buf, svc_session *s)
         tb_destroy(buf);
         return 0;
     }
+    if (svc->fw)
+        tb_set_write_fence(buf, svc_fw_fence, svc->fw);
     svc->bufs[slot].id = id;
     svc->bufs[slot].buf = buf;
     svc->bufs[slot].session = s;
@@ -190,6 +220,7 @@ void svc__buffer_remove(svc_service *svc, uint32_t id)
     for (size_t i = 0; i < svc->nbufslots; i++) {
         if (svc->bufs[i].id == id) {
             svc->total_buffer_kb -= tb_size(svc->bufs[i].buf) / 1024;
+            svc_fw_drain(svc->fw);  /* no batch in flight points into it */
             tb_destroy(svc->bufs[i].buf);
             memset(&svc->bufs[i], 0, sizeof(svc->bufs[i]));
         }

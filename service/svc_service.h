@@ -87,6 +87,14 @@ void svc_set_root_access(svc_service *, bool root_may_access_all);
 /* Bytes of packets per step of a periodic file pass (svc_flush.c);
  * 0 restores the default SVC_FILE_STEP_BYTES. */
 void svc_set_file_step_bytes(svc_service *, size_t bytes);
+/* write_into_file through a writer thread (svc_fwrite.h): the page cache
+ * copy of a file pass runs beside the main loop. Set before the first
+ * session; off by default (svc_create), on in shmtraced. 0 or -ENOMEM. */
+int svc_set_file_writer_thread(svc_service *, bool on);
+/* With the writer thread: an fd that becomes readable when a batch was
+ * written; the loop then calls svc_tick so that a pass that waited for
+ * the writer goes on. -1 without. */
+int svc_file_writer_fd(const svc_service *);
 
 uint64_t svc_next_deadline_ms(const svc_service *);   /* 0 = none */
 void svc_tick(svc_service *, uint64_t now_ms);

@@ -310,7 +310,8 @@ static void session_destroy(svc_service *svc, svc_session *s)
     svc__seqmap_free(&s->seqs);
     svc__loss_free(s);
     free(s->scratch);
-    free(s->fbuf);
+    svc__file_wait(svc, s);      /* nothing in flight to its file */
+    svc__file_batches_free(s);
     if (s->out_fd >= 0)
         close(s->out_fd);
     perfetto__protos__trace_config__free_unpacked(s->cfg, NULL);

@@ -12,6 +12,7 @@
 #include <check.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdlib.h>
@@ -681,6 +682,130 @@ SVF_TEST(test_file_mode_large_packets_in_place, 1)
     close(mine);
 }
 
+/* Commits big packets v = from .. to - 1 (one chunk each, page 0). */
+static uint32_t put_big_range(svf_fx *f, uint32_t id, uint32_t from,
+                              uint32_t to)
+{
+    static uint8_t pk[8192], fr[8192];
+    for (uint32_t v = from; v < to; v++) {
+        size_t len = big_packet(pk, v, 500 + (v * 37) % 3000, false);
+        size_t k = svc_varint(fr, len);
+        memcpy(fr + k, pk, len);
+        write_raw_chunk(f->p[0], 0, 1, id, fr, k + len, 1, 0);
+        svf_commit(f->svc, f->p[0], 0, 0, f->buf, 0);
+        id++;
+    }
+    return id;
+}
+
+typedef struct {
+    int fd;
+    int delay_ms;
+    uint8_t *data;
+    size_t len, cap;
+} slow_reader;
+
+/* Reads the pipe to its end, after delay_ms. */
+static void *slow_read(void *arg)
+{
+    slow_reader *r = arg;
+    usleep((useconds_t)r->delay_ms * 1000);
+    for (;;) {
+        if (r->len == r->cap) {
+            r->cap = r->cap ? r->cap * 2 : 65536;
+            r->data = realloc(r->data, r->cap);
+            ck_assert_ptr_nonnull(r->data);
+        }
+        ssize_t n = read(r->fd, r->data + r->len, r->cap - r->len);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            break;
+        r->len += (size_t)n;
+    }
+    return NULL;
+}
+
+/* The writer thread (svc_fwrite.h) writes a pass's slices of large
+ * packets while the main thread takes more chunks. Here its writev is
+ * held up (a 4 KiB pipe read only after 300 ms) while the commits that
+ * follow lap the 64 KiB ring over every packet in flight: the buffer's
+ * write fence must hold each commit until the bytes it would overwrite
+ * are out, so the file has every packet intact (without the fence the
+ * pipe would carry the new packets' bytes in the old ones' place). */
+SVF_TEST(test_file_writer_thread_keeps_slices_until_written, 1)
+{
+    ck_assert_int_eq(svc_set_file_writer_thread(f->svc, true), 0);
+    int mine;
+    int fd = svf_temp_file(&mine);
+    close(mine);
+    svf_cfg_init(&f->c, 64, 0);
+    svf_cfg_file(&f->c);
+    svc_session *s = svf_enable_fd(f, fd);
+    int pfd[2];
+    ck_assert_int_eq(pipe(pfd), 0);
+    fcntl(pfd[1], F_SETPIPE_SZ, 4096);
+    close(s->out_fd);
+    s->out_fd = pfd[1];
+    slow_reader r = { .fd = pfd[0], .delay_ms = 300 };
+    pthread_t th;
+    ck_assert_int_eq(pthread_create(&th, NULL, slow_read, &r), 0);
+    /* 30 packets take 32256 bytes of the ring, the next 20 another
+     * 40000: the second lot overwrites the first lot's oldest records */
+    const uint32_t first = 30, n = 50;
+    uint32_t id = put_big_range(f, 0, 0, first);
+    ck_assert_uint_eq(tb_get_stats(svc__buffer(f->svc, s->buf_ids[0],
+                                               NULL))->write_wrap_count, 0);
+    bool more = true;
+    ck_assert_int_eq(svc_session_write_file_step(f->svc, s, 1u << 30,
+                                                 &more), 0);
+    ck_assert(!more);
+    put_big_range(f, id, first, n);
+    const tb_stats *st = tb_get_stats(svc__buffer(f->svc, s->buf_ids[0],
+                                                  NULL));
+    ck_assert_uint_gt(st->write_wrap_count, 0);   /* it did lap the ring */
+    ck_assert_int_eq(svc_session_write_file(f->svc, s), 0);
+    close(s->out_fd);
+    s->out_fd = -1;
+    ck_assert_int_eq(pthread_join(th, NULL), 0);
+    close(pfd[0]);
+    /* the pipe's bytes, as a file, through the same check */
+    int out = svf_temp_file(&mine);
+    close(out);
+    ck_assert_int_eq(write(mine, r.data, r.len), (ssize_t)r.len);
+    uint32_t flag = 0;
+    ck_assert_int_eq(check_big_file(mine, n, UINT32_MAX, &flag), (int)n);
+    ck_assert_uint_eq(s->invalid_packets, 0);
+    ck_assert_uint_eq((uint64_t)r.len, s->bytes_written_to_file);
+    free(r.data);
+    close(mine);
+}
+
+/* The same file through the writer thread as without it. */
+SVF_TEST(test_file_writer_thread_writes_what_inline_writes, 1)
+{
+    ck_assert_int_eq(svc_set_file_writer_thread(f->svc, true), 0);
+    int mine;
+    int fd = svf_temp_file(&mine);
+    svf_cfg_init(&f->c, 4096, 0);
+    svf_cfg_file(&f->c);
+    svc_session *s = svf_enable_fd(f, fd);
+    uint32_t id = 0;
+    for (uint32_t v = 0; v < 1300; v += 100) {
+        id = put_big_range(f, id, v, v + 100);
+        bool more = true;
+        while (more)   /* passes in small steps, batches in flight */
+            ck_assert_int_eq(svc_session_write_file_step(f->svc, s, 20000,
+                                                         &more), 0);
+    }
+    ck_assert_int_eq(svc_session_write_file(f->svc, s), 0);
+    uint32_t flag = 0;
+    ck_assert_int_eq(check_big_file(mine, 1300, UINT32_MAX, &flag), 1300);
+    ck_assert_int_eq((long)s->bytes_written_to_file, svf_file_size(mine));
+    ck_assert_uint_gt(s->file_slice_bytes, s->file_staged_bytes);
+    close(mine);
+}
+
 /* Small packets are copied into the file batch without a library call
  * (svc_read.c copy_small: moves from both ends): every size from 2 to 140
  * bytes comes out byte for byte, followed only by the trailer. */
@@ -1009,6 +1134,8 @@ static Suite *svc_session_suite(void)
              test_periodic_flush_by_period_and_file_mode,
              test_file_mode_drops_invalid_packets_in_place,
              test_file_mode_large_packets_in_place,
+             test_file_writer_thread_keeps_slices_until_written,
+             test_file_writer_thread_writes_what_inline_writes,
              test_file_mode_small_packets_every_size,
              test_file_pass_runs_in_steps,
              test_file_pass_starts_early_when_half_the_buffer_is_written,

@@ -1,0 +1,78 @@
+/*
+ * svc_fwrite.h - the file writer thread of write_into_file sessions.
+ *
+ * A file pass (svc_read.c) gathers a batch: staged bytes (packet headers,
+ * trailers, small packets copied whole) and slices of large packets that
+ * point into the trace buffers, as one iovec array. svc_fw_submit hands
+ * the batch to a thread that writev()s it, so that the kernel's copy into
+ * the page cache (half of the service's CPU per byte) runs beside the
+ * main loop's copies out of the producers' shared memory instead of after
+ * them. Each session owns two batches and fills one while the other is
+ * written.
+ *
+ * The slices stay valid because the trace buffers' write fence
+ * (tb_set_write_fence) calls svc_fw_fence before libbuf stores into bytes
+ * of packets already read: it waits until no batch in flight covers them.
+ * Each batch records the memory its slices cover as a few spans
+ * (svc_fw_note_span; neighbouring slices merge, so a span may cover more
+ * than the slices, never less). Nothing else writes into the buffers'
+ * memory, and tb_destroy waits for the writer first (svc__buffer_remove),
+ * so a producer cannot change a packet between its validation on the main
+ * thread and its writev.
+ */
+#ifndef SHMTRACE_SVC_FWRITE_H
+#define SHMTRACE_SVC_FWRITE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/uio.h>
+
+#define SVC_FW_SPANS 8
+
+typedef struct {
+    const uint8_t *lo, *hi;
+} svc_fw_span;
+
+typedef struct svc_fw_batch {
+    uint8_t *buf;                /* staged bytes, cap bytes */
+    size_t len, cap;
+    struct iovec *iov;           /* SVC_FILE_IOV entries (svc_read.c) */
+    int niov;
+    int fd;                      /* where the batch goes */
+    svc_fw_span span[SVC_FW_SPANS];
+    int nspans;
+    size_t slice_bytes;          /* bytes of the slices (not in buf) */
+    /* owned by the writer while busy (guarded by its mutex) */
+    bool busy;                   /* queued or being written */
+    int err;                     /* -errno of the writev, kept until reaped */
+    struct svc_fw_batch *next;   /* queue link */
+} svc_fw_batch;
+
+typedef struct svc_fwriter svc_fwriter;
+
+/* A writer; its thread starts with the first batch. NULL: no memory. */
+svc_fwriter *svc_fw_create(void);
+/* An eventfd that becomes readable after each batch is written (the
+ * main loop's cue to go on with a pass that waited); -1 if none. */
+int svc_fw_event_fd(const svc_fwriter *);
+/* Waits for every batch, stops the thread. */
+void svc_fw_destroy(svc_fwriter *);
+/* Queues b (b->fd, b->iov, b->niov) to be written. < 0: the thread could
+ * not start; the caller writes b itself (svc_fw_writev_all). */
+int svc_fw_submit(svc_fwriter *, svc_fw_batch *b);
+/* Waits until b is written (at once if it is not in flight); returns and
+ * clears its error. */
+int svc_fw_wait(svc_fwriter *, svc_fw_batch *b);
+/* Is b in flight? */
+bool svc_fw_busy(svc_fwriter *, svc_fw_batch *b);
+/* Waits until every batch in flight is written. */
+void svc_fw_drain(svc_fwriter *);
+/* tb_write_fence_fn: waits while a batch in flight covers [p, p + n). */
+void svc_fw_fence(void *fwriter, const uint8_t *p, size_t n);
+/* A slice [p, p + n) of b that points outside b->buf. */
+void svc_fw_note_span(svc_fw_batch *b, const uint8_t *p, size_t n);
+/* writev() until all of v[0..n) is out (short writes, EINTR); -errno. */
+int svc_fw_writev_all(int fd, struct iovec *v, int n);
+
+#endif
