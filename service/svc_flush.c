@@ -362,8 +362,9 @@ void svc__file_pass_mark(svc_service *svc, svc_session *s)
  * the thread then writes while the producers go on, on the other core,
  * from a ring still in cache, and little is left to write at the end
  * (measured, 64 KiB packets: 0.17-0.26 s -> 0.13 s per 256 MB
- * recording). Small packets are written on the main thread (svc_read.c),
- * where passes that often only cost (64 B x4: 0.15 -> 0.16 s). */
+ * recording). Sessions of small packets, written on the main thread
+ * (svc_read.c), keep the half-buffer rule: passes that often showed no
+ * gain for them, within the noise. */
 static bool file_behind(svc_service *svc, const svc_session *s)
 {
     if (s->file_pass_open || !s->file_early_bytes)

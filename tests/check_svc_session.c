@@ -781,6 +781,78 @@ SVF_TEST(test_file_writer_thread_keeps_slices_until_written, 1)
     close(mine);
 }
 
+/* A session of large and then small packets: the small packets' batch is
+ * written on the main thread, but only after the large packets' batch
+ * that the writer thread still holds (a 4 KiB pipe read after 300 ms);
+ * written at once, it would land in the file before (or inside) it. */
+SVF_TEST(test_file_inline_batch_waits_for_the_thread_batch, 1)
+{
+    ck_assert_int_eq(svc_set_file_writer_thread(f->svc, true), 0);
+    int mine;
+    int fd = svf_temp_file(&mine);
+    close(mine);
+    svf_cfg_init(&f->c, 4096, 0);
+    svf_cfg_file(&f->c);
+    svc_session *s = svf_enable_fd(f, fd);
+    int pfd[2];
+    ck_assert_int_eq(pipe(pfd), 0);
+    fcntl(pfd[1], F_SETPIPE_SZ, 4096);
+    close(s->out_fd);
+    s->out_fd = pfd[1];
+    slow_reader r = { .fd = pfd[0], .delay_ms = 300 };
+    pthread_t th;
+    ck_assert_int_eq(pthread_create(&th, NULL, slow_read, &r), 0);
+    const uint32_t big = 30, n = 130;
+    uint32_t id = put_big_range(f, 0, 0, big);
+    bool more = true;
+    ck_assert_int_eq(svc_session_write_file_step(f->svc, s, 1u << 30,
+                                                 &more), 0);
+    /* small packets, 10 to a chunk */
+    static uint8_t pk[256], fr[4096];
+    for (uint32_t v = big; v < n; v += 10) {
+        size_t k = 0;
+        for (uint32_t j = v; j < v + 10; j++) {
+            size_t len = big_packet(pk, j, 20, false);
+            k += svc_varint(fr + k, len);
+            memcpy(fr + k, pk, len);
+            k += len;
+        }
+        write_raw_chunk(f->p[0], 0, 1, id++, fr, k, 10, 0);
+        svf_commit(f->svc, f->p[0], 0, 0, f->buf, 0);
+    }
+    ck_assert_int_eq(svc_session_write_file_step(f->svc, s, 1u << 30,
+                                                 &more), 0);
+    ck_assert_uint_gt(s->file_staged_bytes, 0);
+    ck_assert_int_eq(svc_session_write_file(f->svc, s), 0);
+    close(s->out_fd);
+    s->out_fd = -1;
+    ck_assert_int_eq(pthread_join(th, NULL), 0);
+    close(pfd[0]);
+    /* every test packet, in order, each str intact */
+    long off = 0, size = (long)r.len;
+    uint32_t want = 0;
+    while (off < size) {
+        uint64_t len = next_record(r.data, size, &off);
+        Perfetto__Protos__TracePacket *p =
+            perfetto__protos__trace_packet__unpack(NULL, len, r.data + off);
+        ck_assert_ptr_nonnull(p);
+        if (p->trusted_packet_sequence_id != 1 && p->for_testing) {
+            ck_assert_uint_eq(p->for_testing->seq_value, want);
+            size_t L = want < big ? 500 + (want * 37) % 3000 : 20;
+            ck_assert_uint_eq(strlen(p->for_testing->str), L);
+            for (size_t i = 0; i < L; i++)
+                ck_assert_int_eq(p->for_testing->str[i],
+                                 (char)('a' + (want + i) % 26));
+            want++;
+        }
+        perfetto__protos__trace_packet__free_unpacked(p, NULL);
+        off += (long)len;
+    }
+    ck_assert_uint_eq(want, n);
+    ck_assert_uint_eq((uint64_t)r.len, s->bytes_written_to_file);
+    free(r.data);
+}
+
 /* The same file through the writer thread as without it. */
 SVF_TEST(test_file_writer_thread_writes_what_inline_writes, 1)
 {
@@ -1136,6 +1208,7 @@ static Suite *svc_session_suite(void)
              test_file_mode_large_packets_in_place,
              test_file_writer_thread_keeps_slices_until_written,
              test_file_writer_thread_writes_what_inline_writes,
+             test_file_inline_batch_waits_for_the_thread_batch,
              test_file_mode_small_packets_every_size,
              test_file_pass_runs_in_steps,
              test_file_pass_starts_early_when_half_the_buffer_is_written,
