@@ -661,6 +661,15 @@ static int batch_alloc(svc_fw_batch *b)
     return 0;
 }
 
+/* An empty batch (its memory kept). */
+static void batch_reset(svc_fw_batch *b)
+{
+    b->len = 0;
+    b->niov = 0;
+    b->nspans = 0;
+    b->slice_bytes = 0;
+}
+
 /* The batch goes out: handed to the writer thread, which writes it while
  * the other batch is filled (svc_fwrite.h), or written here when the
  * service has no writer thread. Returns an error of this write or, with
@@ -698,10 +707,7 @@ static int filew_flush(svc_filew *w)
                 rc = e;
         }
     }
-    b->len = 0;
-    b->niov = 0;
-    b->nspans = 0;
-    b->slice_bytes = 0;
+    batch_reset(b);
     w->seg_open = false;
     return rc;
 }
@@ -878,24 +884,21 @@ int svc_session_write_file_step(svc_service *svc, svc_session *s,
     *more = false;
     if (s->out_fd < 0)
         return 0;
+    /* A step with a budget leaves the batch in flight, and the next one
+     * does not wait for it either: it comes back later. */
+    if (max_bytes && svc__file_waiting(svc, s)) {
+        *more = true;
+        return 0;
+    }
     svc_fw_batch *b = &s->fwb[s->fwb_cur];
     if (svc->fw) {
-        /* A step with a budget leaves the batch in flight, and the next
-         * one does not wait for it either: it comes back later. */
-        if (max_bytes && svc_fw_busy(svc->fw, b)) {
-            *more = true;
-            return 0;
-        }
         int e = svc_fw_wait(svc->fw, b);
         if (e < 0)
             return e;
     }
     if (batch_alloc(b) < 0)
         return -ENOMEM;
-    b->len = 0;
-    b->niov = 0;
-    b->nspans = 0;
-    b->slice_bytes = 0;
+    batch_reset(b);
     svc_filew w = { .svc = svc, .s = s, .b = b };
     int rc = session_read(svc, s, max_bytes, filew_emit, &w, more, &w);
     /* Handed out (or written) before we return to the loop: the next

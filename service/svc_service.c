@@ -61,12 +61,10 @@ int svc_set_file_writer_thread(svc_service *svc, bool on)
             if (svc->bufs[i].id)
                 tb_set_write_fence(svc->bufs[i].buf, svc_fw_fence, svc->fw);
     } else if (!on && svc->fw) {
-        for (size_t i = 0; i < svc->nsessions; i++)
-            svc__file_wait(svc, svc->sessions[i]);
         for (size_t i = 0; i < svc->nbufslots; i++)
             if (svc->bufs[i].id)
                 tb_set_write_fence(svc->bufs[i].buf, NULL, NULL);
-        svc_fw_destroy(svc->fw);
+        svc_fw_destroy(svc->fw);       /* writes what is in flight */
         svc->fw = NULL;
     }
     return 0;

@@ -726,6 +726,40 @@ static void *slow_read(void *arg)
     return NULL;
 }
 
+/* A file session through the writer thread whose file is a 4 KiB pipe
+ * that *r reads from only after 300 ms (in *th): the thread's writev is
+ * held up meanwhile. */
+static svc_session *held_up_session(svf_fx *f, uint32_t size_kb,
+                                    slow_reader *r, pthread_t *th)
+{
+    ck_assert_int_eq(svc_set_file_writer_thread(f->svc, true), 0);
+    int mine;
+    int fd = svf_temp_file(&mine);
+    close(mine);
+    svf_cfg_init(&f->c, size_kb, 0);
+    svf_cfg_file(&f->c);
+    svc_session *s = svf_enable_fd(f, fd);
+    int pfd[2];
+    ck_assert_int_eq(pipe(pfd), 0);
+    fcntl(pfd[1], F_SETPIPE_SZ, 4096);
+    close(s->out_fd);
+    s->out_fd = pfd[1];
+    *r = (slow_reader){ .fd = pfd[0], .delay_ms = 300 };
+    ck_assert_int_eq(pthread_create(th, NULL, slow_read, r), 0);
+    return s;
+}
+
+/* The rest of the pass, then the pipe's end: r->data holds the file. */
+static void held_up_finish(svf_fx *f, svc_session *s, slow_reader *r,
+                           pthread_t th)
+{
+    ck_assert_int_eq(svc_session_write_file(f->svc, s), 0);
+    close(s->out_fd);
+    s->out_fd = -1;
+    ck_assert_int_eq(pthread_join(th, NULL), 0);
+    close(r->fd);
+}
+
 /* The writer thread (svc_fwrite.h) writes a pass's slices of large
  * packets while the main thread takes more chunks. Here its writev is
  * held up (a 4 KiB pipe read only after 300 ms) while the commits that
@@ -735,21 +769,9 @@ static void *slow_read(void *arg)
  * pipe would carry the new packets' bytes in the old ones' place). */
 SVF_TEST(test_file_writer_thread_keeps_slices_until_written, 1)
 {
-    ck_assert_int_eq(svc_set_file_writer_thread(f->svc, true), 0);
-    int mine;
-    int fd = svf_temp_file(&mine);
-    close(mine);
-    svf_cfg_init(&f->c, 64, 0);
-    svf_cfg_file(&f->c);
-    svc_session *s = svf_enable_fd(f, fd);
-    int pfd[2];
-    ck_assert_int_eq(pipe(pfd), 0);
-    fcntl(pfd[1], F_SETPIPE_SZ, 4096);
-    close(s->out_fd);
-    s->out_fd = pfd[1];
-    slow_reader r = { .fd = pfd[0], .delay_ms = 300 };
+    slow_reader r;
     pthread_t th;
-    ck_assert_int_eq(pthread_create(&th, NULL, slow_read, &r), 0);
+    svc_session *s = held_up_session(f, 64, &r, &th);
     /* 30 packets take 32256 bytes of the ring, the next 20 another
      * 40000: the second lot overwrites the first lot's oldest records */
     const uint32_t first = 30, n = 50;
@@ -764,12 +786,9 @@ SVF_TEST(test_file_writer_thread_keeps_slices_until_written, 1)
     const tb_stats *st = tb_get_stats(svc__buffer(f->svc, s->buf_ids[0],
                                                   NULL));
     ck_assert_uint_gt(st->write_wrap_count, 0);   /* it did lap the ring */
-    ck_assert_int_eq(svc_session_write_file(f->svc, s), 0);
-    close(s->out_fd);
-    s->out_fd = -1;
-    ck_assert_int_eq(pthread_join(th, NULL), 0);
-    close(pfd[0]);
+    held_up_finish(f, s, &r, th);
     /* the pipe's bytes, as a file, through the same check */
+    int mine;
     int out = svf_temp_file(&mine);
     close(out);
     ck_assert_int_eq(write(mine, r.data, r.len), (ssize_t)r.len);
@@ -787,21 +806,9 @@ SVF_TEST(test_file_writer_thread_keeps_slices_until_written, 1)
  * written at once, it would land in the file before (or inside) it. */
 SVF_TEST(test_file_inline_batch_waits_for_the_thread_batch, 1)
 {
-    ck_assert_int_eq(svc_set_file_writer_thread(f->svc, true), 0);
-    int mine;
-    int fd = svf_temp_file(&mine);
-    close(mine);
-    svf_cfg_init(&f->c, 4096, 0);
-    svf_cfg_file(&f->c);
-    svc_session *s = svf_enable_fd(f, fd);
-    int pfd[2];
-    ck_assert_int_eq(pipe(pfd), 0);
-    fcntl(pfd[1], F_SETPIPE_SZ, 4096);
-    close(s->out_fd);
-    s->out_fd = pfd[1];
-    slow_reader r = { .fd = pfd[0], .delay_ms = 300 };
+    slow_reader r;
     pthread_t th;
-    ck_assert_int_eq(pthread_create(&th, NULL, slow_read, &r), 0);
+    svc_session *s = held_up_session(f, 4096, &r, &th);
     const uint32_t big = 30, n = 130;
     uint32_t id = put_big_range(f, 0, 0, big);
     bool more = true;
@@ -823,11 +830,7 @@ SVF_TEST(test_file_inline_batch_waits_for_the_thread_batch, 1)
     ck_assert_int_eq(svc_session_write_file_step(f->svc, s, 1u << 30,
                                                  &more), 0);
     ck_assert_uint_gt(s->file_staged_bytes, 0);
-    ck_assert_int_eq(svc_session_write_file(f->svc, s), 0);
-    close(s->out_fd);
-    s->out_fd = -1;
-    ck_assert_int_eq(pthread_join(th, NULL), 0);
-    close(pfd[0]);
+    held_up_finish(f, s, &r, th);
     /* every test packet, in order, each str intact */
     long off = 0, size = (long)r.len;
     uint32_t want = 0;
