@@ -64,7 +64,8 @@
 #define SVC_MIN_FILE_PERIOD_MS       100u
 #define SVC_FILE_STEP_BYTES          (4u << 20) /* per step of a file pass */
 /* The idle pass (svc_flush.c): no commit for this long, and at least this
- * much (or 1/16 of the smallest buffer) written since the last pass ended. */
+ * much (or 1/16 of the smallest buffer) written since the last pass ended;
+ * after a burst (an early pass), any amount. */
 #define SVC_FILE_IDLE_MS             5u
 #define SVC_FILE_IDLE_BYTES          (1u << 20)
 #define SVC_MAX_DURATION_MS          (7u * 24 * 3600 * 1000)
@@ -223,8 +224,11 @@ struct svc_session {
      * written since, so a ring that fills faster than the period is
      * drained before it wraps. file_done_written: the same sum when the
      * last pass ended (the idle pass counts from there: what a pass read
-     * while it ran is not waiting). */
+     * while it ran is not waiting). file_burst: a pass began early since
+     * the last idle pass (the producers outran the period), so the idle
+     * pass writes whatever is left of that burst, however little. */
     bool file_pass_open;
+    bool file_burst;
     uint64_t file_mark_written;
     uint64_t file_done_written;
     uint64_t file_early_bytes;

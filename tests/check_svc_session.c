@@ -1092,7 +1092,38 @@ SVF_TEST(test_file_pass_starts_early_when_half_the_buffer_is_written, 1)
     long size = svf_file_size(mine);
     svf_put(f, f->p[0], id % 8, 1, id, id * 10, 10);
     id++;
-    svc_tick(f->svc, t);
+    svc_tick(f->svc, f->svc->last_commit_ms);    /* not quiet: waits */
+    ck_assert_int_eq(svf_file_size(mine), size);
+    close(mine);
+}
+
+/* The tail of a burst: after a pass that began early, the producers go
+ * quiet with less than an idle pass needs (one packet); once
+ * SVC_FILE_IDLE_MS passed without a commit, a tick writes it anyway,
+ * instead of leaving it for the period. That pass ends the burst: the
+ * next packet, quiet as long, waits again. */
+SVF_TEST(test_file_pass_writes_the_tail_of_a_burst, 1)
+{
+    int mine = file_session(f, 3600000, 0);      /* an hour: never due */
+    const tb_stats *st = tb_get_stats(svc__buffer(f->svc, f->buf, NULL));
+    ck_assert_ptr_nonnull(st);
+    uint32_t id = put_until(f, st, 0, st->buffer_size / 2);
+    tick_until_written(f, f->svc->last_commit_ms);  /* the early pass */
+    long size = svf_file_size(mine);
+    ck_assert_int_gt(size, 0);
+    svf_put(f, f->p[0], id % 8, 1, id, id * 10, 10);  /* the tail */
+    id++;
+    uint64_t last = f->svc->last_commit_ms;
+    svc_tick(f->svc, last + SVC_FILE_IDLE_MS - 1);   /* not quiet yet */
+    ck_assert_int_eq(svf_file_size(mine), size);
+    tick_until_written(f, last + SVC_FILE_IDLE_MS);
+    svf_readout r;
+    svf_read_file_records(mine, &r);
+    ck_assert_int_eq(r.values, id * 10);
+    ck_assert_int_eq(r.n_stats, 2);
+    size = svf_file_size(mine);
+    svf_put(f, f->p[0], id % 8, 1, id, id * 10, 10);
+    svc_tick(f->svc, f->svc->last_commit_ms + 1000);
     ck_assert_int_eq(svf_file_size(mine), size);
     close(mine);
 }
@@ -1216,6 +1247,7 @@ static Suite *svc_session_suite(void)
              test_file_pass_runs_in_steps,
              test_file_pass_starts_early_when_half_the_buffer_is_written,
              test_file_pass_starts_when_the_producers_go_quiet,
+             test_file_pass_writes_the_tail_of_a_burst,
              test_file_pass_hurries_when_producers_outrun_it);
     return s;
 }
