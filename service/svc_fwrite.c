@@ -184,6 +184,23 @@ bool svc_fw_busy(svc_fwriter *fw, svc_fw_batch *b)
     return busy;
 }
 
+uint32_t svc_fw_in_flight(svc_fwriter *fw, const svc_fw_batch *b, int n,
+                          size_t *bytes)
+{
+    uint32_t mask = 0;
+    size_t sum = 0;
+    pthread_mutex_lock(&fw->mu);
+    for (int i = 0; i < n && i < 32; i++) {
+        if (!b[i].busy)
+            continue;
+        mask |= (uint32_t)1 << i;
+        sum += b[i].len + b[i].slice_bytes;
+    }
+    pthread_mutex_unlock(&fw->mu);
+    *bytes = sum;
+    return mask;
+}
+
 void svc_fw_drain(svc_fwriter *fw)
 {
     if (!fw || atomic_load_explicit(&fw->inflight, memory_order_acquire) == 0)

@@ -7,8 +7,8 @@
  * the batch to a thread that writev()s it, so that the kernel's copy into
  * the page cache (half of the service's CPU per byte) runs beside the
  * main loop's copies out of the producers' shared memory instead of after
- * them. Each session owns two batches and fills one while the other is
- * written.
+ * them. Each session owns a few batches (svc_read.c) and fills one while
+ * the others are written.
  *
  * The slices stay valid because the trace buffers' write fence
  * (tb_set_write_fence) calls svc_fw_fence before libbuf stores into bytes
@@ -66,6 +66,11 @@ int svc_fw_submit(svc_fwriter *, svc_fw_batch *b);
 int svc_fw_wait(svc_fwriter *, svc_fw_batch *b);
 /* Is b in flight? */
 bool svc_fw_busy(svc_fwriter *, svc_fw_batch *b);
+/* Which of b[0..n) (n <= 32) are in flight, as a bit mask (bit i: b[i]),
+ * and the bytes they hold (staged + slices) in *bytes: one look under the
+ * writer's lock. */
+uint32_t svc_fw_in_flight(svc_fwriter *, const svc_fw_batch *b, int n,
+                          size_t *bytes);
 /* Waits until every batch in flight is written. */
 void svc_fw_drain(svc_fwriter *);
 /* tb_write_fence_fn: waits while a batch in flight covers [p, p + n). */

@@ -68,6 +68,11 @@
  * after a burst (an early pass), any amount. */
 #define SVC_FILE_IDLE_MS             5u
 #define SVC_FILE_IDLE_BYTES          (1u << 20)
+/* File batches per session: one is filled while the others are written;
+ * another is filled only while those in flight hold at most
+ * SVC_FILE_IN_FLIGHT_BYTES, or just one is in flight (svc_read.c). */
+#define SVC_FILE_BATCHES             8
+#define SVC_FILE_IN_FLIGHT_BYTES     (4u << 20)
 #define SVC_MAX_DURATION_MS          (7u * 24 * 3600 * 1000)
 #define SVC_GUARDRAIL_DURATION_MS    (24u * 3600 * 1000)
 #define SVC_GUARDRAIL_TOTAL_KB       131072u
@@ -248,12 +253,13 @@ struct svc_session {
     size_t nxloss, xloss_cap;
     uint32_t *xhash;             /* key -> index + 1, open addressing */
     size_t xhash_cap;
-    /* reused across reads (svc_read.c): packet scratch; the two file
-     * batches, fwb[fwb_cur] being filled, the other maybe in flight on
-     * the writer thread (svc_fwrite.h) */
+    /* reused across reads (svc_read.c): packet scratch; the file
+     * batches, used in turn: fwb[fwb_cur] being filled, others maybe in
+     * flight on the writer thread (svc_fwrite.h), the oldest first from
+     * fwb_cur on */
     uint8_t *scratch;
     size_t scratch_cap;
-    svc_fw_batch fwb[2];
+    svc_fw_batch fwb[SVC_FILE_BATCHES];
     int fwb_cur;
     /* what its batches held so far: slices of large packets, staged bytes
      * (svc_flush.c starts passes eagerly when slices dominate) */

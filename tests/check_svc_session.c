@@ -13,6 +13,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdlib.h>
@@ -856,6 +857,90 @@ SVF_TEST(test_file_inline_batch_waits_for_the_thread_batch, 1)
     free(r.data);
 }
 
+/* A pass's batches of large packets (up to SVC_FILE_IOV pieces each) go
+ * to the writer thread several at a time, not just two: the session
+ * fills another while those in flight hold at most
+ * SVC_FILE_IN_FLIGHT_BYTES (or just one is in flight), and never more
+ * than its SVC_FILE_BATCHES. Here the thread is held up (a 4 KiB pipe read
+ * after 300 ms) while steps of a pass hand out 4000 packets of 500-3499
+ * bytes (~680 KB per batch): more than two batches go in flight, what is
+ * in flight stays within the bound, and the file comes out whole. */
+SVF_TEST(test_file_writer_thread_keeps_several_batches_in_flight, 1)
+{
+    slow_reader r;
+    pthread_t th;
+    svc_session *s = held_up_session(f, 16384, &r, &th);
+    const uint32_t n = 4000;
+    put_big_range(f, 0, 0, n);
+    int most = 0;
+    bool more = true;
+    while (more) {
+        uint64_t before = s->bytes_written_to_file;
+        ck_assert_int_eq(svc_session_write_file_step(f->svc, s, 1u << 20,
+                                                     &more), 0);
+        size_t bytes, largest = 0;
+        uint32_t mask = svc_fw_in_flight(f->svc->fw, s->fwb,
+                                         SVC_FILE_BATCHES, &bytes);
+        int count = __builtin_popcount(mask);
+        for (int i = 0; i < SVC_FILE_BATCHES; i++)
+            if (mask >> i & 1u && s->fwb[i].len + s->fwb[i].slice_bytes >
+                                  largest)
+                largest = s->fwb[i].len + s->fwb[i].slice_bytes;
+        /* the bound, or one batch if larger; the last one handed out
+         * (a step ends by handing out what it has) may take it past */
+        size_t bound = SVC_FILE_IN_FLIGHT_BYTES > largest ?
+                       SVC_FILE_IN_FLIGHT_BYTES : largest;
+        ck_assert_uint_le(bytes, bound + largest);
+        if (count > most)
+            most = count;
+        if (s->bytes_written_to_file == before)
+            usleep(1000);          /* held up: the thread has them all */
+    }
+    ck_assert_int_gt(most, 2);
+    ck_assert_int_le(most, SVC_FILE_BATCHES);
+    held_up_finish(f, s, &r, th);
+    int mine;
+    int out = svf_temp_file(&mine);
+    close(out);
+    ck_assert_int_eq(write(mine, r.data, r.len), (ssize_t)r.len);
+    uint32_t flag = 0;
+    ck_assert_int_eq(check_big_file(mine, n, UINT32_MAX, &flag), (int)n);
+    ck_assert_uint_eq((uint64_t)r.len, s->bytes_written_to_file);
+    free(r.data);
+    close(mine);
+}
+
+/* A file that fails (a pipe nobody reads: EPIPE) fails the pass even
+ * when its batches were in flight on the writer thread while the steps
+ * went on: each batch's error is kept until the session reuses or waits
+ * for that batch, and is returned then. */
+SVF_TEST(test_file_writer_thread_reports_write_errors, 1)
+{
+    ck_assert_int_eq(svc_set_file_writer_thread(f->svc, true), 0);
+    int mine;
+    int fd = svf_temp_file(&mine);
+    close(mine);
+    svf_cfg_init(&f->c, 16384, 0);
+    svf_cfg_file(&f->c);
+    svc_session *s = svf_enable_fd(f, fd);
+    int pfd[2];
+    ck_assert_int_eq(pipe(pfd), 0);
+    close(pfd[0]);
+    signal(SIGPIPE, SIG_IGN);             /* as shmtraced does */
+    close(s->out_fd);
+    s->out_fd = pfd[1];
+    put_big_range(f, 0, 0, 4000);
+    int rc = 0;
+    bool more = true;
+    for (int i = 0; i < 100000 && more && rc == 0; i++)
+        rc = svc_session_write_file_step(f->svc, s, 1u << 20, &more);
+    if (rc == 0)
+        rc = svc_session_write_file(f->svc, s);
+    ck_assert_int_eq(rc, -EPIPE);
+    close(s->out_fd);
+    s->out_fd = -1;
+}
+
 /* The same file through the writer thread as without it. */
 SVF_TEST(test_file_writer_thread_writes_what_inline_writes, 1)
 {
@@ -1243,6 +1328,8 @@ static Suite *svc_session_suite(void)
              test_file_writer_thread_keeps_slices_until_written,
              test_file_writer_thread_writes_what_inline_writes,
              test_file_inline_batch_waits_for_the_thread_batch,
+             test_file_writer_thread_keeps_several_batches_in_flight,
+             test_file_writer_thread_reports_write_errors,
              test_file_mode_small_packets_every_size,
              test_file_pass_runs_in_steps,
              test_file_pass_starts_early_when_half_the_buffer_is_written,
