@@ -34,11 +34,12 @@
  * within a tick or two instead of waiting out the period, while the
  * service has nothing else to do. (Without that last rule, the tail that
  * a burst left after its last early pass, under 1 MiB, waited for the
- * period: one recording in three of bench-vs-perfetto's 64 KiB x1 took
- * 0.2 s instead of 0.11.) A trickle of commits never starts an early
- * pass, so it still waits for the period rather than getting a pass (and
- * a TraceStats packet) per commit. The stop sequence writes what is left
- * at once.
+ * period; that fits the recordings of 64 KiB x1 through a warm daemon
+ * that took 0.2 s instead of 0.11, 3 of 10 in one series, though later
+ * series without the rule did not always show them.) A trickle of
+ * commits never starts an early pass, so it still waits for the period
+ * rather than getting a pass (and a TraceStats packet) per commit. The
+ * stop sequence writes what is left at once.
  */
 #include <errno.h>
 #include <fcntl.h>
