@@ -1213,6 +1213,47 @@ SVF_TEST(test_file_pass_writes_the_tail_of_a_burst, 1)
     close(mine);
 }
 
+/* With the writer thread, a file pass starts once SVC_FILE_EAGER_BYTES
+ * have come in since the last one began, small packets as well as large:
+ * here two rounds of 4 MiB of small packets into a 32 MiB buffer, far
+ * from half of it, with a period that is never due; each round reaches
+ * the file. Without the thread, the same waits for half the buffer. */
+SVF_TEST(test_file_pass_starts_eagerly_with_the_writer_thread, 1)
+{
+    for (int thread = 1; thread >= 0; thread--) {
+        ck_assert_int_eq(svc_set_file_writer_thread(f->svc, thread), 0);
+        svf_cfg_init(&f->c, 32768, 0);
+        int mine = file_session(f, 3600000, 0);  /* an hour: never due */
+        svc_session *s = f->s;
+        const tb_stats *st = tb_get_stats(svc__buffer(f->svc, s->buf_ids[0],
+                                                      NULL));
+        ck_assert_ptr_nonnull(st);
+        uint32_t id = 0;
+        for (int round = 1; round <= 2; round++) {
+            while (st->bytes_written < round * (uint64_t)SVC_FILE_EAGER_BYTES) {
+                /* values < 16384: the fixture's packets hold 2-byte
+                 * varints */
+                svf_put(f, f->p[0], id % 8, 1, id, id * 10 % 10000, 10);
+                id++;
+            }
+            ck_assert_uint_lt(st->bytes_written, st->buffer_size / 2);
+            tick_until_written(f, f->svc->last_commit_ms);  /* not quiet */
+            ck_assert_int_eq(svc__file_wait(f->svc, s), 0);
+            if (thread) {
+                svf_readout r;
+                svf_read_file_records(mine, &r);
+                ck_assert_int_eq(r.values, id * 10);
+                ck_assert_int_eq(r.n_stats, round);
+            } else {
+                ck_assert_int_eq(svf_file_size(mine), 0);
+            }
+        }
+        ck_assert_uint_eq(s->file_slice_bytes, 0);   /* all copied */
+        close(mine);
+        svc_session_disable(f->svc, s);
+    }
+}
+
 /* Producers that went quiet: once SVC_FILE_IDLE_MS passed without a
  * commit, a tick writes what came in since the last pass if that is at
  * least a sixteenth of the buffer (here: less than SVC_FILE_IDLE_BYTES),
@@ -1333,6 +1374,7 @@ static Suite *svc_session_suite(void)
              test_file_mode_small_packets_every_size,
              test_file_pass_runs_in_steps,
              test_file_pass_starts_early_when_half_the_buffer_is_written,
+             test_file_pass_starts_eagerly_with_the_writer_thread,
              test_file_pass_starts_when_the_producers_go_quiet,
              test_file_pass_writes_the_tail_of_a_burst,
              test_file_pass_hurries_when_producers_outrun_it);
