@@ -661,6 +661,73 @@ START_TEST(test_out_scan_follow)
 }
 END_TEST
 
+/* Following a file of large records maps it too (cons__scan_mapped_hook
+ * says so), in windows of any size: each call counts the whole records,
+ * leaves the cut last one for the next call, and the counts end as one
+ * scan of the finished file gives. */
+static int mapped_calls;
+static void count_mapped(int fd)
+{
+    (void)fd;
+    mapped_calls++;
+}
+
+START_TEST(test_out_scan_follow_mapped)
+{
+    int src = tmp_fd();
+    cons_out w;
+    ck_assert_int_eq(cons_out_init(&w, src), 0);
+    for (int i = 0; i < 300; i++) {    /* 6 MiB, every third flagged */
+        uint8_t *big = big_record(20000 + (size_t)i, i % 3 == 0);
+        cons_out_packet(big, 20000 + (size_t)i, &w);
+        free(big);
+    }
+    ck_assert_int_eq(cons_out_flush(&w), 0);
+    size_t n = (size_t)w.bytes;
+    cons_out_fini(&w);
+    uint8_t *all = malloc(n);
+    ck_assert_int_eq(pread(src, all, n, 0), (ssize_t)n);
+    cons_out full;
+    memset(&full, 0, sizeof full);
+    ck_assert_int_eq(cons_out_scan_fd(&full, src), 0);
+    ck_assert_uint_eq(full.packets, 300);
+    close(src);
+    static const size_t windows[] = { 64u << 20, 4096, 5000 };
+    for (int k = 0; k < 3; k++) {
+        cons__scan_window = windows[k];
+        int fd = tmp_fd();
+        cons_out f;
+        memset(&f, 0, sizeof f);
+        cons__scan_mapped_hook = count_mapped;
+        mapped_calls = 0;
+        /* three appends, each cutting a record: 2 MiB, 4 MiB, the rest */
+        size_t cuts[] = { 2u << 20, 4u << 20, n };
+        size_t at = 0;
+        for (int c = 0; c < 3; c++) {
+            ck_assert_int_eq(pwrite(fd, all + at, cuts[c] - at, (off_t)at),
+                             (ssize_t)(cuts[c] - at));
+            at = cuts[c];
+            ck_assert_int_eq(cons_out_scan_follow(&f, fd), 0);
+            ck_assert_uint_le(f.scanned, at);
+            ck_assert_uint_gt(f.scanned + 20300, at);  /* one cut at most */
+        }
+        ck_assert_int_eq(mapped_calls, 3);
+        cons__scan_mapped_hook = NULL;
+        ck_assert_uint_eq(f.scanned, n);
+        ck_assert_int_eq(cons_out_scan_fd(&f, fd), 0);   /* nothing left */
+        ck_assert_uint_eq(f.packets, full.packets);
+        ck_assert_uint_eq(f.flagged_packets, full.flagged_packets);
+        ck_assert_uint_eq(f.bytes, full.bytes);
+        ck_assert_uint_eq(f.malformed, 0);
+        cons_out_fini(&f);
+        close(fd);
+    }
+    cons__scan_window = 64u << 20;
+    cons_out_fini(&full);
+    free(all);
+}
+END_TEST
+
 /* A file that shrinks while cons_out_scan_fd has it mapped (another
  * process truncates it): the next access past the new end raises SIGBUS,
  * which the scan turns into -EIO; the caller's SIGBUS disposition is back
@@ -790,7 +857,7 @@ static Suite *cli_suite(void)
              test_out_trace_stats_captured, test_out_malformed_packets_counted,
              test_out_write_error_reported, test_out_scan_file,
              test_out_scan_file_mapped, test_out_scan_varint_lengths,
-             test_out_scan_follow,
+             test_out_scan_follow, test_out_scan_follow_mapped,
              test_out_scan_file_shrinks_while_mapped);
     TCK_CASE(s, "client", test_client_no_service);
     return s;

@@ -27,10 +27,13 @@
  *
  * Following a file being written (cons_out_scan_follow, each period of
  * `shmtrace record` while the service writes): o->scanned is where the
- * whole records counted so far end; a call reads on from there to the
- * file's end of the moment and leaves an incomplete last record for the
- * next call (a writer appends: nothing before its end changes). So the
- * final cons_out_scan_fd has only the bytes since the last period left.
+ * whole records counted so far end; a call goes on from there to the
+ * file's end of the moment, mapped or read as above, and leaves an
+ * incomplete last record for the next call (a writer appends: nothing
+ * before its end changes). So the final cons_out_scan_fd has only the
+ * bytes since the last period left. (Following used to read() everything:
+ * for 256 MB of 64 KiB records that copied the whole file out of the page
+ * cache while the service was still writing it.)
  *
  * Threads: the SIGBUS handler is the process's for the scan's duration
  * (the CLI tools are single-threaded); the jump target is thread-local.
@@ -258,10 +261,6 @@ int cons_out_scan_fd_read(cons_out *o, int fd)
     return scan_read(o, fd, true);
 }
 
-int cons_out_scan_follow(cons_out *o, int fd)
-{
-    return scan_read(o, fd, false);
-}
 
 /* Mean record size of the first records (at most 256 of them, or the
  * first 4 MiB): the walk of the mapping only reads their headers. 0 if the
@@ -289,20 +288,24 @@ static void on_sigbus(int sig)
     siglongjmp(*scan_jump, 1);
 }
 
-int cons_out_scan_fd(cons_out *o, int fd)
+/* From o->scanned to the file's end of the moment, mapped when that is
+ * large records (above), else read(). final: the file is finished (an
+ * incomplete last record is -EBADMSG); otherwise that record is left for
+ * the next call. */
+static int scan_file(cons_out *o, int fd, bool final)
 {
     struct stat st;
     if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))
-        return scan_read(o, fd, true);
+        return scan_read(o, fd, final);
     if ((uint64_t)st.st_size < o->scanned)
         return -EIO;                 /* shrank under what was counted */
     if ((uint64_t)st.st_size - o->scanned < SCAN_MAP_MIN ||
         (uint64_t)st.st_size > SIZE_MAX / 2)
-        return scan_read(o, fd, true);
+        return scan_read(o, fd, final);
     size_t n = (size_t)st.st_size;
     uint8_t *m = mmap(NULL, n, PROT_READ, MAP_PRIVATE, fd, 0);
     if (m == MAP_FAILED)
-        return scan_read(o, fd, true);
+        return scan_read(o, fd, final);
     scan_start(o);
     const size_t page = (size_t)sysconf(_SC_PAGESIZE);
     struct sigaction sa, old;
@@ -330,13 +333,16 @@ int cons_out_scan_fd(cons_out *o, int fd)
             if (wlen > n - off)
                 wlen = n - off;
             int r;
-            size_t c = scan_records(o, m + off, wlen, off + wlen == n, &r);
+            size_t c = scan_records(o, m + off, wlen,
+                                    final && off + wlen == n, &r);
             if (r < 0) {
                 rc = r;
                 break;
             }
-            if (c == 0) {            /* a record longer than the window */
-                wlen = n - off;
+            if (c == 0) {
+                if (off + wlen == n)
+                    break;           /* following: the last one is cut */
+                wlen = n - off;      /* a record longer than the window */
                 continue;
             }
             off += c;
@@ -354,5 +360,15 @@ int cons_out_scan_fd(cons_out *o, int fd)
     sigaction(SIGBUS, &old, NULL);
     scan_jump = NULL;
     munmap(m + unmapped, n - unmapped);
-    return mapped_walk ? rc : scan_read(o, fd, true);
+    return mapped_walk ? rc : scan_read(o, fd, final);
+}
+
+int cons_out_scan_fd(cons_out *o, int fd)
+{
+    return scan_file(o, fd, true);
+}
+
+int cons_out_scan_follow(cons_out *o, int fd)
+{
+    return scan_file(o, fd, false);
 }
