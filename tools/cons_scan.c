@@ -261,7 +261,6 @@ int cons_out_scan_fd_read(cons_out *o, int fd)
     return scan_read(o, fd, true);
 }
 
-
 /* Mean record size of the first records (at most 256 of them, or the
  * first 4 MiB): the walk of the mapping only reads their headers. 0 if the
  * file does not start with a well-formed record. */
