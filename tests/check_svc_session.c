@@ -1228,8 +1228,9 @@ SVF_TEST(test_file_pass_starts_eagerly_with_the_writer_thread, 1)
                                                       NULL));
         ck_assert_ptr_nonnull(st);
         uint32_t id = 0;
+        const uint64_t eager = SVC_FILE_EAGER_BYTES;
         for (int round = 1; round <= 2; round++) {
-            while (st->bytes_written < round * (uint64_t)SVC_FILE_EAGER_BYTES) {
+            while (st->bytes_written < round * eager) {
                 /* values < 16384: the fixture's packets hold 2-byte
                  * varints */
                 svf_put(f, f->p[0], id % 8, 1, id, id * 10 % 10000, 10);
