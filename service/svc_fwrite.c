@@ -176,14 +176,6 @@ int svc_fw_wait(svc_fwriter *fw, svc_fw_batch *b)
     return err;
 }
 
-bool svc_fw_busy(svc_fwriter *fw, svc_fw_batch *b)
-{
-    pthread_mutex_lock(&fw->mu);
-    bool busy = b->busy;
-    pthread_mutex_unlock(&fw->mu);
-    return busy;
-}
-
 uint32_t svc_fw_in_flight(svc_fwriter *fw, const svc_fw_batch *b, int n,
                           size_t *bytes)
 {

@@ -64,8 +64,6 @@ int svc_fw_submit(svc_fwriter *, svc_fw_batch *b);
 /* Waits until b is written (at once if it is not in flight); returns and
  * clears its error. */
 int svc_fw_wait(svc_fwriter *, svc_fw_batch *b);
-/* Is b in flight? */
-bool svc_fw_busy(svc_fwriter *, svc_fw_batch *b);
 /* Which of b[0..n) (n <= 32) are in flight, as a bit mask (bit i: b[i]),
  * and the bytes they hold (staged + slices) in *bytes: one look under the
  * writer's lock. */

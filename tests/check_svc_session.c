@@ -761,6 +761,22 @@ static void held_up_finish(svf_fx *f, svc_session *s, slow_reader *r,
     close(r->fd);
 }
 
+/* The pipe's bytes (r->data, freed here), as a file, through
+ * check_big_file: n big packets, all there and intact, and as many bytes
+ * as the session says it wrote. */
+static void held_up_check_big(svc_session *s, slow_reader *r, uint32_t n)
+{
+    int mine;
+    int out = svf_temp_file(&mine);
+    close(out);
+    ck_assert_int_eq(write(mine, r->data, r->len), (ssize_t)r->len);
+    uint32_t flag = 0;
+    ck_assert_int_eq(check_big_file(mine, n, UINT32_MAX, &flag), (int)n);
+    ck_assert_uint_eq((uint64_t)r->len, s->bytes_written_to_file);
+    free(r->data);
+    close(mine);
+}
+
 /* The writer thread (svc_fwrite.h) writes a pass's slices of large
  * packets while the main thread takes more chunks. Here its writev is
  * held up (a 4 KiB pipe read only after 300 ms) while the commits that
@@ -788,17 +804,8 @@ SVF_TEST(test_file_writer_thread_keeps_slices_until_written, 1)
                                                   NULL));
     ck_assert_uint_gt(st->write_wrap_count, 0);   /* it did lap the ring */
     held_up_finish(f, s, &r, th);
-    /* the pipe's bytes, as a file, through the same check */
-    int mine;
-    int out = svf_temp_file(&mine);
-    close(out);
-    ck_assert_int_eq(write(mine, r.data, r.len), (ssize_t)r.len);
-    uint32_t flag = 0;
-    ck_assert_int_eq(check_big_file(mine, n, UINT32_MAX, &flag), (int)n);
+    held_up_check_big(s, &r, n);
     ck_assert_uint_eq(s->invalid_packets, 0);
-    ck_assert_uint_eq((uint64_t)r.len, s->bytes_written_to_file);
-    free(r.data);
-    close(mine);
 }
 
 /* A session of large and then small packets: the small packets' batch is
@@ -898,15 +905,7 @@ SVF_TEST(test_file_writer_thread_keeps_several_batches_in_flight, 1)
     }
     ck_assert_int_gt(most, 2);
     held_up_finish(f, s, &r, th);
-    int mine;
-    int out = svf_temp_file(&mine);
-    close(out);
-    ck_assert_int_eq(write(mine, r.data, r.len), (ssize_t)r.len);
-    uint32_t flag = 0;
-    ck_assert_int_eq(check_big_file(mine, n, UINT32_MAX, &flag), (int)n);
-    ck_assert_uint_eq((uint64_t)r.len, s->bytes_written_to_file);
-    free(r.data);
-    close(mine);
+    held_up_check_big(s, &r, n);
 }
 
 /* A file that fails (a pipe nobody reads: EPIPE) fails the pass even
