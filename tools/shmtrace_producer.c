@@ -115,10 +115,16 @@ static settings S;
 static prod_producer *g_prod;
 static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t g_cv = PTHREAD_COND_INITIALIZER;
+/* Writers done with their packets wait here for a flush or their stop
+ * (cb_flush, stop_instance broadcast it under g_mu). */
+static pthread_cond_t g_idle_cv = PTHREAD_COND_INITIALIZER;
 static event *g_events, *g_events_tail; /* (g_mu) */
 static instance g_inst[MAX_INSTANCES];  /* main thread */
-/* Flush state (g_mu): generation, pending id, writers still to flush. */
-static uint64_t g_flush_gen, g_flush_id;
+/* Flush state (g_mu): generation, pending id, writers still to flush.
+ * The generation is also read without the lock, once per packet, to see
+ * that no flush is due (maybe_flush). */
+static _Atomic uint64_t g_flush_gen;
+static uint64_t g_flush_id;
 static unsigned g_flush_left;
 static unsigned g_active_writers;       /* (g_mu) */
 static volatile sig_atomic_t g_signalled;
@@ -168,6 +174,9 @@ static uint64_t now_ns(clockid_t c)
 /* Serve a pending flush: flush our writer, ack if we are the last. */
 static void maybe_flush(tw_writer *w, uint64_t *seen_gen)
 {
+    if (atomic_load_explicit(&g_flush_gen, memory_order_relaxed) ==
+        *seen_gen)
+        return;       /* the common case, per packet: no lock taken */
     pthread_mutex_lock(&g_mu);
     bool due = *seen_gen != g_flush_gen;
     uint64_t gen = g_flush_gen;
@@ -273,11 +282,17 @@ static void *writer_main(void *arg)
     if (in->count && wk->written == in->count) /* tests wait for this */
         fprintf(stderr, "shmtrace-producer: writer %u done: %llu packets "
                 "written\n", wk->index, (unsigned long long)wk->written);
-    /* Done (count reached) or stopping: keep answering flushes. */
-    while (!atomic_load(&in->stop)) {
+    /* Done (count reached) or stopping: keep answering flushes, woken
+     * by each one and by the stop (no polling: a session's end waits for
+     * its flush and its stop). */
+    for (;;) {
         maybe_flush(w, &seen_gen);
-        struct timespec ts = { 0, 2000000 };
-        nanosleep(&ts, NULL);
+        pthread_mutex_lock(&g_mu);
+        while (!atomic_load(&in->stop) && seen_gen == g_flush_gen)
+            pthread_cond_wait(&g_idle_cv, &g_mu);
+        pthread_mutex_unlock(&g_mu);
+        if (atomic_load(&in->stop))
+            break;
     }
 out_writer:
     tw_writer_get_stats(w, &wk->stats);
@@ -373,6 +388,7 @@ static void cb_flush(prod_producer *p, const uint64_t *ids, size_t n,
         g_flush_gen++;
         g_flush_id = flush_id;
         g_flush_left = active;
+        pthread_cond_broadcast(&g_idle_cv);
     }
     pthread_mutex_unlock(&g_mu);
     if (!active)
@@ -453,7 +469,11 @@ static void start_instance(const event *e)
 
 static void stop_instance(instance *in, bool notify)
 {
+    pthread_mutex_lock(&g_mu);   /* a writer between its check and its wait
+                                    still gets the broadcast */
     atomic_store(&in->stop, true);
+    pthread_cond_broadcast(&g_idle_cv);
+    pthread_mutex_unlock(&g_mu);
     uint64_t written = 0, lost = 0, stalls = 0;
     for (unsigned t = 0; t < in->nthreads; t++) {
         pthread_join(in->workers[t].thread, NULL);
