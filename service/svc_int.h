@@ -69,8 +69,11 @@
 #define SVC_FILE_IDLE_MS             5u
 #define SVC_FILE_IDLE_BYTES          (1u << 20)
 /* With the writer thread, a file pass starts once this much has been
- * written since the last one began (svc_flush.c), not half a buffer. */
+ * written since the last one began (svc_flush.c), not half a buffer;
+ * once a session's file is known to be mostly small packets (copied into
+ * the batches, not sliced), once SVC_FILE_EAGER_SMALL_BYTES are in. */
 #define SVC_FILE_EAGER_BYTES         (4u << 20)
+#define SVC_FILE_EAGER_SMALL_BYTES   (1u << 20)
 /* File batches per session: one is filled while the others are written;
  * another is filled only while those in flight hold at most
  * SVC_FILE_IN_FLIGHT_BYTES, or just one is in flight (svc_read.c). */
@@ -265,7 +268,7 @@ struct svc_session {
     svc_fw_batch fwb[SVC_FILE_BATCHES];
     int fwb_cur;
     /* what its batches held so far: slices of large packets, staged bytes
-     * (which way its file went: the tests ask) */
+     * (which way its file went: the eager pass's size, svc_flush.c) */
     uint64_t file_slice_bytes, file_staged_bytes;
 };
 

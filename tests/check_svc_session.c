@@ -1220,10 +1220,12 @@ SVF_TEST(test_file_pass_writes_the_tail_of_a_burst, 1)
 }
 
 /* With the writer thread, a file pass starts once SVC_FILE_EAGER_BYTES
- * have come in since the last one began, small packets as well as large:
- * here two rounds of 4 MiB of small packets into a 32 MiB buffer, far
- * from half of it, with a period that is never due; each round reaches
- * the file. Without the thread, the same waits for half the buffer. */
+ * have come in since the last one began, small packets as well as large;
+ * once the session's file is known to hold small packets (copied, not
+ * sliced: its first pass), after SVC_FILE_EAGER_SMALL_BYTES. Here 4 MiB,
+ * then 1 MiB more of small packets into a 32 MiB buffer, far from half of
+ * it, with a period that is never due: each round reaches the file.
+ * Without the thread, the same waits for half the buffer. */
 SVF_TEST(test_file_pass_starts_eagerly_with_the_writer_thread, 1)
 {
     for (int thread = 1; thread >= 0; thread--) {
@@ -1235,15 +1237,17 @@ SVF_TEST(test_file_pass_starts_eagerly_with_the_writer_thread, 1)
                                                       NULL));
         ck_assert_ptr_nonnull(st);
         uint32_t id = 0;
-        const uint64_t eager = SVC_FILE_EAGER_BYTES;
+        uint64_t until = SVC_FILE_EAGER_BYTES;
         for (int round = 1; round <= 2; round++) {
-            while (st->bytes_written < round * eager) {
+            while (st->bytes_written < until) {
                 /* values < 16384: the fixture's packets hold 2-byte
                  * varints */
                 svf_put(f, f->p[0], id % 8, 1, id, id * 10 % 10000, 10);
                 id++;
             }
             ck_assert_uint_lt(st->bytes_written, st->buffer_size / 2);
+            /* a pass began at the last commit, if one did */
+            until = st->bytes_written + SVC_FILE_EAGER_SMALL_BYTES;
             tick_until_written(f, f->svc->last_commit_ms);  /* not quiet */
             ck_assert_int_eq(svc__file_wait(f->svc, s), 0);
             if (thread) {
@@ -1259,6 +1263,53 @@ SVF_TEST(test_file_pass_starts_eagerly_with_the_writer_thread, 1)
         close(mine);
         svc_session_disable(f->svc, s);
     }
+}
+
+/* A session of large packets (sliced, handed to the writer thread) keeps
+ * SVC_FILE_EAGER_BYTES between passes: after its first pass, another
+ * SVC_FILE_EAGER_SMALL_BYTES of them start none; the rest of the 4 MiB
+ * does. */
+SVF_TEST(test_file_pass_of_large_packets_waits_for_more, 1)
+{
+    ck_assert_int_eq(svc_set_file_writer_thread(f->svc, true), 0);
+    svf_cfg_init(&f->c, 32768, 0);
+    int mine = file_session(f, 3600000, 0);      /* an hour: never due */
+    svc_session *s = f->s;
+    const tb_stats *st = tb_get_stats(svc__buffer(f->svc, s->buf_ids[0],
+                                                  NULL));
+    ck_assert_ptr_nonnull(st);
+    uint32_t id = 0, v = 0;
+    while (st->bytes_written < SVC_FILE_EAGER_BYTES) {
+        id = put_big_range(f, id, v, v + 1);
+        v++;
+    }
+    uint64_t first = st->bytes_written;         /* the first pass began */
+    tick_until_written(f, f->svc->last_commit_ms);
+    ck_assert_int_eq(svc__file_wait(f->svc, s), 0);
+    ck_assert_uint_gt(s->file_slice_bytes, s->file_staged_bytes);
+    svf_readout r;
+    svf_read_file_records(mine, &r);
+    ck_assert_int_eq(r.n_stats, 1);
+    long size = svf_file_size(mine);
+    while (st->bytes_written < first + 2 * SVC_FILE_EAGER_SMALL_BYTES) {
+        id = put_big_range(f, id, v, v + 1);
+        v++;
+    }
+    tick_until_written(f, f->svc->last_commit_ms);
+    ck_assert_int_eq(svc__file_wait(f->svc, s), 0);
+    ck_assert_int_eq(svf_file_size(mine), size);     /* no pass yet */
+    while (st->bytes_written < first + SVC_FILE_EAGER_BYTES) {
+        id = put_big_range(f, id, v, v + 1);
+        v++;
+    }
+    tick_until_written(f, f->svc->last_commit_ms);
+    ck_assert_int_eq(svc__file_wait(f->svc, s), 0);
+    ck_assert_uint_lt(st->bytes_written, st->buffer_size / 2);
+    uint32_t flag = 0;
+    ck_assert_int_eq(check_big_file(mine, v, UINT32_MAX, &flag), (int)v);
+    svf_read_file_records(mine, &r);
+    ck_assert_int_eq(r.n_stats, 2);
+    close(mine);
 }
 
 /* Producers that went quiet: once SVC_FILE_IDLE_MS passed without a
@@ -1382,6 +1433,7 @@ static Suite *svc_session_suite(void)
              test_file_pass_runs_in_steps,
              test_file_pass_starts_early_when_half_the_buffer_is_written,
              test_file_pass_starts_eagerly_with_the_writer_thread,
+             test_file_pass_of_large_packets_waits_for_more,
              test_file_pass_starts_when_the_producers_go_quiet,
              test_file_pass_writes_the_tail_of_a_burst,
              test_file_pass_hurries_when_producers_outrun_it);
