@@ -32,8 +32,9 @@
  * the main thread, which starts and stops writer threads (joining a writer
  * thread on the library thread could deadlock a stalling writer that waits
  * for the library thread to send its commits). Flushes are served by the
- * writers themselves at their next packet boundary; the last one to flush
- * acks the flush (prod_flush_done).
+ * writers themselves at their next packet boundary (a writer that is done
+ * with its packets sleeps on a condition variable until a flush or its
+ * stop); the last one to flush acks the flush (prod_flush_done).
  */
 #include "config.h"
 
