@@ -27,7 +27,9 @@
 #             run stops when the file holds about every packet, so a writer
 #             may not have written its last few yet: those are not lost.
 # and the ratio ours : traced, oriented so that > 1 means shmtraced is
-# better (throughput ours/theirs, CPU theirs/ours).
+# better (throughput ours/theirs, CPU theirs/ours). Below the table, cells
+# whose recordings differ by 1.5x or more in service CPU per packet are
+# listed with each recording's figure (the sums hide such a spread).
 #
 # The page cache is warmed before each recording and each ceiling copy (a
 # file as large as the trace is written and deleted in the hyperfine
@@ -331,6 +333,39 @@ if [ "$REFGEN_MS" -gt 0 ]; then
     echo "(refgen: Perfetto's C SDK, drop policy, ${REFGEN_MS} ms per" \
         "recording; lost = gaps in its seq_value, the SDK's own SMB-full" \
         "drops)"
+fi
+# The sums above hide a cell whose recordings differ (a host memory
+# effect hits one recording and not the next: see the top of this file):
+# such cells are listed with each recording's service CPU per packet.
+spread=""
+for cell in cold $(for row in $rows; do echo "${row%%:*}"; done) refgen; do
+    for svc in shmtraced traced; do
+        for cons in $CONSUMERS; do
+            f="$DIR/$cell.$svc.$cons"
+            [ -f "$f" ] || continue
+            line=$(awk -v hz="$hz" -v name="$cell $svc $cons" '
+                $5 > 0 { v[n++] = 1e9 * $3 / hz / $5 }
+                END {
+                    if (n < 2) exit
+                    lo = v[0]; hi = v[0]; s = ""
+                    for (i = 0; i < n; i++) {
+                        if (v[i] < lo) lo = v[i]
+                        if (v[i] > hi) hi = v[i]
+                        s = s (i ? " / " : "") sprintf("%.0f", v[i])
+                    }
+                    if (lo > 0 && hi >= 1.5 * lo)
+                        printf "  %-28s %s ns (max/min %.1fx)\n", name, s,
+                            hi / lo
+                }' "$f")
+            [ -n "$line" ] && spread="$spread$line
+"
+        done
+    done
+done
+if [ -n "$spread" ]; then
+    echo "cells whose recordings differ by 1.5x or more in service CPU per" \
+        "packet (each recording, in order; the figures above sum them):"
+    printf "%s" "$spread"
 fi
 [ -f "$DIR/notes" ] && cat "$DIR/notes"
 if [ "$reported0" != - ]; then
