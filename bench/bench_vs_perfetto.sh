@@ -334,8 +334,8 @@ if [ "$REFGEN_MS" -gt 0 ]; then
         "recording; lost = gaps in its seq_value, the SDK's own SMB-full" \
         "drops)"
 fi
-# The sums above hide a cell whose recordings differ (a host memory
-# effect hits one recording and not the next: see the top of this file):
+# The sums above hide a cell whose recordings differ (in the 64 KiB cells
+# of full runs one recording has cost 3-4x the others, cause not found):
 # such cells are listed with each recording's service CPU per packet.
 spread=""
 for cell in cold $(for row in $rows; do echo "${row%%:*}"; done) refgen; do
