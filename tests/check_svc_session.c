@@ -1265,6 +1265,17 @@ SVF_TEST(test_file_pass_starts_eagerly_with_the_writer_thread, 1)
     }
 }
 
+/* Big packets v, v + 1, ... (one chunk each, ids from *id) until the
+ * buffer's bytes_written reaches `bytes`; *id and *v move on. */
+static void put_big_until(svf_fx *f, const tb_stats *st, uint32_t *id,
+                          uint32_t *v, uint64_t bytes)
+{
+    while (st->bytes_written < bytes) {
+        *id = put_big_range(f, *id, *v, *v + 1);
+        (*v)++;
+    }
+}
+
 /* A session of large packets (sliced, handed to the writer thread) keeps
  * SVC_FILE_EAGER_BYTES between passes: after its first pass, another
  * SVC_FILE_EAGER_SMALL_BYTES of them start none; the rest of the 4 MiB
@@ -1279,10 +1290,7 @@ SVF_TEST(test_file_pass_of_large_packets_waits_for_more, 1)
                                                   NULL));
     ck_assert_ptr_nonnull(st);
     uint32_t id = 0, v = 0;
-    while (st->bytes_written < SVC_FILE_EAGER_BYTES) {
-        id = put_big_range(f, id, v, v + 1);
-        v++;
-    }
+    put_big_until(f, st, &id, &v, SVC_FILE_EAGER_BYTES);
     uint64_t first = st->bytes_written;         /* the first pass began */
     tick_until_written(f, f->svc->last_commit_ms);
     ck_assert_int_eq(svc__file_wait(f->svc, s), 0);
@@ -1291,17 +1299,11 @@ SVF_TEST(test_file_pass_of_large_packets_waits_for_more, 1)
     svf_read_file_records(mine, &r);
     ck_assert_int_eq(r.n_stats, 1);
     long size = svf_file_size(mine);
-    while (st->bytes_written < first + 2 * SVC_FILE_EAGER_SMALL_BYTES) {
-        id = put_big_range(f, id, v, v + 1);
-        v++;
-    }
+    put_big_until(f, st, &id, &v, first + 2 * SVC_FILE_EAGER_SMALL_BYTES);
     tick_until_written(f, f->svc->last_commit_ms);
     ck_assert_int_eq(svc__file_wait(f->svc, s), 0);
     ck_assert_int_eq(svf_file_size(mine), size);     /* no pass yet */
-    while (st->bytes_written < first + SVC_FILE_EAGER_BYTES) {
-        id = put_big_range(f, id, v, v + 1);
-        v++;
-    }
+    put_big_until(f, st, &id, &v, first + SVC_FILE_EAGER_BYTES);
     tick_until_written(f, f->svc->last_commit_ms);
     ck_assert_int_eq(svc__file_wait(f->svc, s), 0);
     ck_assert_uint_lt(st->bytes_written, st->buffer_size / 2);
