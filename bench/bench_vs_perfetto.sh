@@ -12,8 +12,9 @@
 # (bench_vs_run.sh, timed by hyperfine --runs 1). Then Perfetto's C SDK
 # producer refgen (REFGEN_PERIOD_US=0, its drop policy) for REFGEN_MS
 # through both services, and dd / cat of each case's trace file (the
-# page-cache ceiling for the same bytes). Figures per cell, summed over the
-# rounds:
+# page-cache ceiling for the same bytes) with the CPU that write()s of
+# those bytes cost (bench_fwrite: the floor for a service that writes the
+# file). Figures per cell, summed over the rounds:
 #   MB/s      trace file bytes / wall time of the recording (hyperfine's
 #             wall clock: CLOCK_MONOTONIC), consumer start to consumer exit
 #   svc ns/p  the daemon's utime + stime from /proc/PID/stat (USER_HZ
@@ -270,7 +271,9 @@ for c in $CASES; do
     hyperfine --runs "$RUNS" --style none --export-json "$DIR/copy.json" \
         --prepare "rm -f $DIR/copy && $(warm_cmd "$WARM_MB")" \
         -n "dd bs=1M" "dd if=$src of=$DIR/copy bs=1M status=none" \
-        -n "cat" "sh -c 'cat $src > $DIR/copy'" >"$DIR/hyperfine.txt" 2>&1
+        -n "cat" "sh -c 'cat $src > $DIR/copy'" \
+        -n "write()" "$top_builddir/bench/bench_fwrite $src $DIR/copy \
+            $DIR/$cell.fwrite" >"$DIR/hyperfine.txt" 2>&1
     sed -n 's/.*"mean": *\([0-9.e+-]*\).*/\1/p' "$DIR/copy.json" |
         tr '\n' ' ' | awk -v b="$(stat -c %s "$src")" '{
         printf "%.1f %.1f\n", b / 1048576 / $1, b / 1048576 / $2 }' \
@@ -376,9 +379,12 @@ if [ "$reported0" != - ]; then
         "of bench_vs_perfetto.sh)"
 fi
 echo
-echo "page-cache ceiling, same bytes (the case's shmtraced trace), same run:"
-printf "%-14s %8s %8s %10s %10s\n" case "dd MB/s" "cat MB/s" "ours/dd" \
-    "ours/cat"
+echo "page-cache ceiling, same bytes (the case's shmtraced trace), same run;"
+echo "write() ns/p: CPU of write()s of 4 MiB putting those bytes in the page"
+echo "cache (bench_fwrite, rusage), per packet: a floor for a service that"
+echo "writes the file itself; svc ns/p: shmtraced's, from the table above"
+printf "%-14s %8s %8s %9s %9s %12s %9s %9s\n" case "dd MB/s" "cat MB/s" \
+    "ours/dd" "ours/cat" "write() ns/p" "svc ns/p" "svc/write"
 for row in $rows; do
     IFS=: read -r cell size p mb <<ROW
 $row
@@ -388,9 +394,19 @@ ROW
     else
         label="$size B x$p"
     fi
-    ours=$(cat "$DIR/$cell.shmtraced."* | awk '{ w += $1; b += $2 }
-        END { printf "%.1f", b / 1048576 / w }')
+    # ours: MB/s, bytes per packet and service ns per packet over every
+    # recording of the case through shmtraced
+    read -r ours bpp svc <<OURS
+$(cat "$DIR/$cell.shmtraced."* | awk -v hz="$hz" '{ w += $1; b += $2;
+        t += $3; n += $5 } END { printf "%.1f %.3f %.0f", b / 1048576 / w,
+        b / n, 1e9 * t / hz / n }')
+OURS
+    floor=$(awk -v bpp="$bpp" '{ c += $2; b += $3 }
+        END { printf "%.0f", b > 0 ? 1e9 * c / b * bpp : 0 }' \
+        "$DIR/$cell.fwrite")
     read -r dd cat <"$DIR/$cell.ceiling"
-    awk -v l="$label" -v d="$dd" -v c="$cat" -v o="$ours" 'BEGIN {
-        printf "%-14s %8.1f %8.1f %9.2fx %9.2fx\n", l, d, c, o / d, o / c }'
+    awk -v l="$label" -v d="$dd" -v c="$cat" -v o="$ours" -v f="$floor" \
+        -v s="$svc" 'BEGIN {
+        printf "%-14s %8.1f %8.1f %8.2fx %8.2fx %12s %9s %8s\n", l, d, c,
+            o / d, o / c, f, s, f > 0 ? sprintf("%.2fx", s / f) : "-" }'
 done
