@@ -1,10 +1,16 @@
 /*
  * check_arbiter.c - the chunk arbiter: creation, page partitioning on
  * demand, the page cursor, commit batching, flush, writer registration and
- * shutdown; the writer's internal exchange (runs of chunks under one lock).
+ * shutdown; the writer's internal exchange (runs of chunks under one lock);
+ * the prefault of an SMB the arbiter maps.
  */
+#include "config.h"
+
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "arbiter_int.h"
 #include "check_smb_harness.h"
@@ -93,6 +99,57 @@ START_TEST(test_create_shm_and_from_fd_share_memory)
     ck_assert_uint_eq(smb_arbiter_base(peer)[100], 42);
     smb_arbiter_destroy(peer);
     smb_arbiter_destroy(own);
+}
+END_TEST
+
+/* Pages of fd's object present in memory (mincore on a mapping of our
+ * own, which touches nothing). */
+static size_t pages_in_core(int fd, size_t size)
+{
+    void *m = mmap(NULL, size, PROT_READ, MAP_SHARED, fd, 0);
+    ck_assert_ptr_ne(m, MAP_FAILED);
+    unsigned char vec[256];
+    ck_assert_uint_le(size / 4096, sizeof(vec));
+    ck_assert_int_eq(mincore(m, size, vec), 0);
+    size_t n = 0;
+    for (size_t i = 0; i < size / 4096; i++)
+        n += vec[i] & 1u;
+    munmap(m, size);
+    return n;
+}
+
+START_TEST(test_from_fd_prefaults_the_smb)
+{
+#if defined(MADV_POPULATE_WRITE) && defined(HAVE_MEMFD_CREATE)
+    /* Without the feature in the kernel (before 5.14) there is nothing
+     * to check: the arbiter's madvise fails harmlessly there. */
+    void *probe = mmap(NULL, 4096, PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    ck_assert_ptr_ne(probe, MAP_FAILED);
+    bool have = madvise(probe, 4096, MADV_POPULATE_WRITE) == 0;
+    munmap(probe, 4096);
+    if (!have) {
+        fprintf(stderr, "test_from_fd_prefaults_the_smb: this kernel has no "
+                "MADV_POPULATE_WRITE; not checked\n");
+        return;
+    }
+    const size_t size = 256 * 1024;
+    int fd = memfd_create("check_arbiter", MFD_CLOEXEC);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(ftruncate(fd, (off_t)size), 0);
+    ck_assert_uint_eq(pages_in_core(fd, size), 0);   /* nothing touched */
+    rec r;
+    memset(&r, 0, sizeof(r));
+    smb_transport t = {&r, rec_commit, NULL, NULL};
+    smb_arbiter *arb = smb_arbiter_create_from_fd(fd, 4096, &t, NULL);
+    ck_assert_ptr_nonnull(arb);
+    ck_assert_uint_eq(pages_in_core(fd, size), size / 4096);
+    /* populated, not written: the ABI's "all pages free" still holds */
+    for (size_t i = 0; i < size; i++)
+        ck_assert_uint_eq(smb_arbiter_base(arb)[i], 0);
+    smb_arbiter_destroy(arb);
+    close(fd);
+#endif
 }
 END_TEST
 
@@ -469,7 +526,8 @@ static Suite *arbiter_suite(void)
 {
     Suite *s = suite_create("arbiter");
     TCK_CASE(s, "create", test_create_validates_arguments,
-             test_create_shm_and_from_fd_share_memory);
+             test_create_shm_and_from_fd_share_memory,
+             test_from_fd_prefaults_the_smb);
     TCK_CASE(s, "pages", test_pages_partitioned_on_demand_in_order);
     TCK_CASE(s, "batching", test_batching_by_bytes_and_flush,
              test_batch_sent_at_half_the_smb,
