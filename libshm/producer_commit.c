@@ -6,7 +6,7 @@
  * Called on writer threads with the arbiter's mutex held, so this only
  * serializes and queues (prod__enqueue); the library thread sends. One
  * batch = one CommitData IPC; the arbiter is created with batch_bytes =
- * 1/16 of the SMB (a page at least, 64 KiB at most) and batch_patches
+ * 1/16 of the SMB (a page at least, 256 KiB at most) and batch_patches
  * (producer_client.c), so chunks and patches go out once per that many
  * bytes of chunks (never per packet). A batch whose CommitDataRequest would not fit
  * one IPC frame is split in halves (the flush id goes with the last half).
