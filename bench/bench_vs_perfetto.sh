@@ -402,11 +402,11 @@ $(cat "$DIR/$cell.shmtraced."* | awk -v hz="$hz" '{ w += $1; b += $2;
         b / n, 1e9 * t / hz / n }')
 OURS
     floor=$(awk -v bpp="$bpp" '{ c += $2; b += $3 }
-        END { printf "%.0f", b > 0 ? 1e9 * c / b * bpp : 0 }' \
+        END { printf "%.0f", (b > 0 ? 1e9 * c / b * bpp : 0) }' \
         "$DIR/$cell.fwrite")
     read -r dd cat <"$DIR/$cell.ceiling"
     awk -v l="$label" -v d="$dd" -v c="$cat" -v o="$ours" -v f="$floor" \
         -v s="$svc" 'BEGIN {
         printf "%-14s %8.1f %8.1f %8.2fx %8.2fx %12s %9s %8s\n", l, d, c,
-            o / d, o / c, f, s, f > 0 ? sprintf("%.2fx", s / f) : "-" }'
+            o / d, o / c, f, s, (f > 0 ? sprintf("%.2fx", s / f) : "-") }'
 done
