@@ -42,7 +42,7 @@
  * page fault per 4 KiB: on this project's VMs a first write to a fresh
  * shared page costs ~11 us by fault and ~5.5 us after the populate
  * (1 KiB x4 recordings of bench_vs_run.sh, six each way, alternating:
- * producer CPU per packet median 720 ns against 810 without).
+ * producer CPU per packet median 720 ns against 816 without).
  * Contents are not changed; the memory is committed now instead of over
  * the first lap, and charged to the producer that maps it.
  *
