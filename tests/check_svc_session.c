@@ -1219,6 +1219,18 @@ SVF_TEST(test_file_pass_writes_the_tail_of_a_burst, 1)
     close(mine);
 }
 
+/* A write_into_file session (f->s) of one 32 MiB buffer whose period is
+ * never due (an hour): only eager passes reach the file. Returns the
+ * file's fd; *st: the buffer's stats. */
+static int never_due_file_session(svf_fx *f, const tb_stats **st)
+{
+    svf_cfg_init(&f->c, 32768, 0);
+    int fd = file_session(f, 3600000, 0);
+    *st = tb_get_stats(svc__buffer(f->svc, f->s->buf_ids[0], NULL));
+    ck_assert_ptr_nonnull(*st);
+    return fd;
+}
+
 /* With the writer thread, a file pass starts once SVC_FILE_EAGER_BYTES
  * have come in since the last one began, small packets as well as large;
  * once the session's file is known to hold small packets (copied, not
@@ -1230,12 +1242,9 @@ SVF_TEST(test_file_pass_starts_eagerly_with_the_writer_thread, 1)
 {
     for (int thread = 1; thread >= 0; thread--) {
         ck_assert_int_eq(svc_set_file_writer_thread(f->svc, thread), 0);
-        svf_cfg_init(&f->c, 32768, 0);
-        int mine = file_session(f, 3600000, 0);  /* an hour: never due */
+        const tb_stats *st;
+        int mine = never_due_file_session(f, &st);
         svc_session *s = f->s;
-        const tb_stats *st = tb_get_stats(svc__buffer(f->svc, s->buf_ids[0],
-                                                      NULL));
-        ck_assert_ptr_nonnull(st);
         uint32_t id = 0;
         uint64_t until = SVC_FILE_EAGER_BYTES;
         for (int round = 1; round <= 2; round++) {
@@ -1283,12 +1292,9 @@ static void put_big_until(svf_fx *f, const tb_stats *st, uint32_t *id,
 SVF_TEST(test_file_pass_of_large_packets_waits_for_more, 1)
 {
     ck_assert_int_eq(svc_set_file_writer_thread(f->svc, true), 0);
-    svf_cfg_init(&f->c, 32768, 0);
-    int mine = file_session(f, 3600000, 0);      /* an hour: never due */
+    const tb_stats *st;
+    int mine = never_due_file_session(f, &st);
     svc_session *s = f->s;
-    const tb_stats *st = tb_get_stats(svc__buffer(f->svc, s->buf_ids[0],
-                                                  NULL));
-    ck_assert_ptr_nonnull(st);
     uint32_t id = 0, v = 0;
     put_big_until(f, st, &id, &v, SVC_FILE_EAGER_BYTES);
     uint64_t first = st->bytes_written;         /* the first pass began */
