@@ -8,9 +8,9 @@
  * one writev) twice: once untimed, truncated away, then timed. Reading
  * SRC takes as much fresh memory as the page cache warm-up before it had
  * freed, so a single pass met the page faults the warm-up is there to
- * avoid (on a VM that reports free pages to its host: 107-127 ns per KiB
- * in most runs, 542-1414 in about half of them, 2026-12-03; the timed
- * pass after the untimed one: 105-115 in eight runs of eight). It
+ * avoid (on a VM that reports free pages to its host, 2026-12-03: 107-127
+ * ns per KiB in 8 runs of 14, 542-1414 in the other 6; the timed pass
+ * after the untimed one: 105-115 in 8 runs of 8). It
  * appends one line to LOG:
  *     wall_s cpu_s bytes
  * wall_s from CLOCK_MONOTONIC around the writes, cpu_s the process's user
