@@ -49,8 +49,12 @@ void tb__walk_start(tb_buffer *b, tb__walk *w, uint32_t seq_idx,
         s->loss |= LOSS(TB_LOSS_READ_GAP);
 }
 
-static void consume(tb_buffer *b, uint32_t rec_off, const tb__frag *f,
-                    int mode)
+/* consume and took_start run once or twice per packet read: inlined (GCC
+ * kept them out of line), reading a 1 MiB buffer that stays in the caches
+ * goes 1.07x faster (1.06-1.10 over 10 alternating rounds in one process),
+ * a 128 MiB one 1.02x, steady writes 1.02x. */
+static inline __attribute__((always_inline)) void consume(tb_buffer *b,
+        uint32_t rec_off, const tb__frag *f, int mode)
 {
     tb__rec *r = tb__rec_at(b, rec_off);
     uint32_t n = f->hdr + f->size;
@@ -106,7 +110,8 @@ enum { RA_SUCCESS, RA_NOT_ENOUGH_DATA, RA_LOSS };
 
 /* Loss accounting (tb_loss.c): the head record gave up one first fragment;
  * in erase mode, or for `cause` >= 0, that packet is lost. */
-static void took_start(tb_buffer *b, tb__seq *s, int cause, uint64_t bytes)
+static inline __attribute__((always_inline)) void took_start(tb_buffer *b,
+        tb__seq *s, int cause, uint64_t bytes)
 {
     tb__centry *e = tb__ring_at(s, 0);
     if (e->npk)
