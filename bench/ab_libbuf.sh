@@ -81,12 +81,11 @@ for ver in "$@"; do
     # shellcheck disable=SC2086 # one word per option
     objcopy --localize-hidden $renames "$tmp/$name.o"
     decls="$decls AB_VARIANT($name)"
-    list="$list \&ab_$name,"
+    list="$list &ab_$name,"
     objs="$objs $tmp/$name.o"
     echo "$name = $ver"
     i=$((i + 1))
 done
-list=$(printf '%s' "$list" | sed 's/\\&/\&/g')
 # shellcheck disable=SC2086 # one word per object
 $CC -O2 -g -std=gnu11 -I"$top" -I"$top/libbuf/include" -I"$top/bench" \
     -DAB_DECLS="$decls" -DAB_LIST="$list" "$top/bench/ab_libbuf.c" $objs \
