@@ -5,10 +5,13 @@
 # for the working tree, or a directory holding tb_*.c and tb_int.h), then
 # runs one of bench_tb's workloads over them, alternating the versions round
 # by round in one process, and prints each one's median GB/s and its
-# per-round ratio to the first VERSION. Use it to see a 2-10% change that
+# per-round ratio to the first VERSION. Use it to see a 3-10% change that
 # two separate bench_tb runs cannot show on a noisy machine (see the top of
-# bench/ab_libbuf.c). Run from the source tree after ./configure (it needs
-# config.h); it builds in a temporary directory and leaves nothing behind.
+# bench/ab_libbuf.c). Run a version against itself first (. .) to see the
+# noise left: A/A medians within 2% here, single rounds up to 20% apart.
+# Run from the source tree after ./configure (it needs config.h); it builds
+# in a temporary directory and leaves nothing behind. Versions must have
+# every call bench_tb makes (else the link fails).
 #
 #   bench/ab_libbuf.sh [-w WORKLOAD] [-n ROUNDS] VERSION VERSION...
 #   e.g.  bench/ab_libbuf.sh -w read_cached HEAD .
@@ -17,7 +20,7 @@
 set -eu
 
 usage() {
-    sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'
 }
 
 workload=write1000

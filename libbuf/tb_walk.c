@@ -51,8 +51,9 @@ void tb__walk_start(tb_buffer *b, tb__walk *w, uint32_t seq_idx,
 
 /* consume and took_start run once or twice per packet read: inlined (GCC
  * kept them out of line), reading a 1 MiB buffer that stays in the caches
- * goes 1.07x faster (1.06-1.10 over 10 alternating rounds in one process),
- * a 128 MiB one 1.02x, steady writes 1.02x. */
+ * goes 1.07x faster (1.06-1.10 over 10 alternating rounds in one process,
+ * bench/ab_libbuf.sh); a fresh 128 MiB one (1.02x) and steady writes
+ * (0.98-1.03x) did not move beyond that tool's A/A noise of +-2%. */
 static inline __attribute__((always_inline)) void consume(tb_buffer *b,
         uint32_t rec_off, const tb__frag *f, int mode)
 {
