@@ -55,28 +55,25 @@ trap 'rm -rf "$tmp"' EXIT INT TERM
 decls= list= objs= i=0
 for ver in "$@"; do
     name=v$i
-    src=$tmp/$name/src
-    mkdir -p "$src"
+    mkdir -p "$tmp/$name"
+    # dir: the version's tb_*.c and tb_int.h; inc: the headers they use
     if [ "$ver" = . ]; then
-        cp "$top"/libbuf/tb_*.c "$top"/libbuf/tb_int.h "$src"/
-        cp -r "$top"/libbuf/include "$src"/
+        dir=$top/libbuf inc=$top/libbuf/include
     elif [ -d "$ver" ]; then
-        cp "$ver"/tb_*.c "$ver"/tb_int.h "$src"/
-        cp -r "$top"/libbuf/include "$src"/
+        dir=$ver inc=$top/libbuf/include
     elif git -C "$top" rev-parse --verify -q "$ver^{commit}" >/dev/null; then
         git -C "$top" archive "$ver" libbuf | tar -x -C "$tmp/$name"
-        mv "$tmp/$name"/libbuf/tb_*.c "$tmp/$name"/libbuf/tb_int.h "$src"/
-        mv "$tmp/$name"/libbuf/include "$src"/
+        dir=$tmp/$name/libbuf inc=$tmp/$name/libbuf/include
     else
         echo "ab_libbuf.sh: '$ver' is neither a git revision, '.' nor a" \
              "directory" >&2
         exit 2
     fi
-    for f in "$src"/tb_*.c; do
-        $CC -O2 -g -std=gnu11 -fvisibility=hidden -I"$top" \
-            -I"$src/include" -I"$src" -c "$f" -o "$f.o"
+    for f in "$dir"/tb_*.c; do
+        $CC -O2 -g -std=gnu11 -fvisibility=hidden -I"$top" -I"$inc" \
+            -I"$dir" -c "$f" -o "$tmp/$name/$(basename "$f" .c).o"
     done
-    ld -r -o "$tmp/$name.o" "$src"/tb_*.c.o
+    ld -r -o "$tmp/$name.o" "$tmp/$name"/tb_*.o
     renames=
     for sym in $(nm "$tmp/$name.o" | awk '$2 == "T" && $3 ~ /^tb_/ {print $3}'); do
         renames="$renames --redefine-sym $sym=${name}_$sym"
