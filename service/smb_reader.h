@@ -29,6 +29,17 @@
  *   count < 2; resolve by writer_id; copy with chunk_complete = complete.
  *   Chunk states are never changed by a scrape.
  *
+ * Chunks move only when the producer names them (CommitData) or on a
+ * scrape, which leaves states alone: never as soon as they turn Complete.
+ * Tried 2026-12-04 for Perfetto's C SDK producer (refgen, whose 256 KiB
+ * SMB overflows: its IPC thread sends a commit for every one or two
+ * chunks, ~18000 a second): after each CommitData, take the Complete chunks
+ * that continue their writer's sequence, and skip their commits when they
+ * come. refgen then aborted within a second in its SharedMemoryABI::
+ * ReleaseChunk state check (a chunk of its own was not BeingWritten), so
+ * the SDK evidently relies on Perfetto's service freeing a chunk only
+ * after its commit.
+ *
  * Every malformed thing counts in smb_reader_stats (never a crash).
  * Threads: not thread-safe; one caller (the service's thread) per reader.
  * Ownership: the mapping is borrowed and must outlive the reader.
