@@ -17,9 +17,18 @@
 # file). Figures per cell, summed over the rounds:
 #   MB/s      trace file bytes / wall time of the recording (hyperfine's
 #             wall clock: CLOCK_MONOTONIC), consumer start to consumer exit
-#   svc ns/p  the daemon's utime + stime from /proc/PID/stat (USER_HZ
-#             ticks), read before and after each recording, per packet in
-#             the trace
+#   svc ns/p  the CPU time of the daemon's threads, per packet in the
+#             trace: the sum over /proc/PID/task/*/schedstat (nanoseconds
+#             on a CPU) of each thread's growth between a snapshot before
+#             and one after the recording (a thread born meanwhile counts
+#             from 0). /proc/PID/stat's utime + stime, which also count
+#             threads that have exited, come in USER_HZ ticks (10 ms): a
+#             64 B cell's recording costs ~50 ms of service CPU, so a tick
+#             at each end moved its figure by up to 40%. The ticks still
+#             check the sum: a recording whose two figures differ by more
+#             than 2 ticks (a thread exited during it, and took its time
+#             out of /proc/PID/task) uses the ticks, and says so below the
+#             table
 #   prod ns/p the producers' user + sys CPU (wait4 rusage, bench_cputime)
 #             per packet
 #   lost      packets written but not in the trace: gaps in each writer's
@@ -133,6 +142,32 @@ done
 ticks() { # PID: utime + stime of that process, in USER_HZ ticks
     sed 's/.*) //' "/proc/$1/stat" | awk '{print $12 + $13}'
 }
+# threads PID: "TID NS" for each live thread of PID (schedstat's first
+# field: nanoseconds it has run); a thread gone between the glob and the
+# read is left out, and then shows as exited
+threads() {
+    for t in /proc/"$1"/task/*; do
+        read -r ns _ <"$t/schedstat" 2>/dev/null && echo "${t##*/} $ns"
+    done
+}
+# svc_ns BEFORE AFTER TICKS: nanoseconds the threads ran between the two
+# snapshots; TICKS (the utime + stime growth) when a thread of BEFORE is
+# gone from AFTER or the sum disagrees with TICKS by more than 2 ticks,
+# then with " ticks" after the figure
+svc_ns() {
+    awk -v ticks="$3" -v hz="$hz" '
+        NR == FNR { before[$1] = $2; next }
+        { after[$1] = $2 }
+        END {
+            ok = 1
+            for (t in before) if (!(t in after)) ok = 0
+            for (t in after) s += after[t] - before[t]
+            tick_ns = ticks * 1e9 / hz
+            if (s - tick_ns > 2e9 / hz || tick_ns - s > 2e9 / hz) ok = 0
+            if (ok) printf "%.0f\n", s
+            else printf "%.0f ticks\n", tick_ns
+        }' "$1" "$2"
+}
 
 config() { # FILE DATA_SOURCE DURATION_MS
     {
@@ -146,7 +181,7 @@ config() { # FILE DATA_SOURCE DURATION_MS
 }
 
 # run_cell CELL SERVICE CONSUMER: one recording; appends
-# "wall_s bytes svc_ticks prod_cpu_s packets lost" to $DIR/CELL.SERVICE.CONSUMER
+# "wall_s bytes svc_ns prod_cpu_s packets lost" to $DIR/CELL.SERVICE.CONSUMER
 run_cell() {
     cell=$1 svc=$2 cons=$3
     sockets "$svc"
@@ -155,6 +190,7 @@ run_cell() {
     export OUT="$DIR/$cell.$svc.$cons.pftrace" PCPU="$DIR/pcpu"
     : >"$PCPU"
     t0=$(ticks "$dpid")
+    threads "$dpid" >"$DIR/threads0"
     hyperfine --runs 1 --style none \
         --prepare "rm -f $OUT $OUT.idle && $(warm_cmd "$WARM_MB")" \
         --export-json "$DIR/run.json" -n "$cell $svc $cons" \
@@ -164,6 +200,14 @@ run_cell() {
           exit 1; }
     sleep 0.2       # the session's teardown is the daemon's CPU too
     t1=$(ticks "$dpid")
+    threads "$dpid" >"$DIR/threads1"
+    read -r ns how <<NS
+$(svc_ns "$DIR/threads0" "$DIR/threads1" $((t1 - t0)))
+NS
+    [ -n "$how" ] && echo "$cell through $svc with $cons: service CPU" \
+        "from /proc/PID/stat ticks (a thread exited during the recording," \
+        "or its threads' run times disagreed with the ticks)" \
+        >>"$DIR/notes"
     wall=$(sed -n 's/.*"mean": *\([0-9.e+-]*\).*/\1/p' "$DIR/run.json" |
            head -n 1)
     # refgen's session lasts duration_ms; the 0.3 s before it is not ours
@@ -197,7 +241,7 @@ run_cell() {
             "$trail packet(s) after the last one in the trace (not yet" \
             "written when the run stopped, or lost)" >>"$DIR/notes"
     fi
-    echo "$wall $bytes $((t1 - t0)) $pcpu $packets $lost" \
+    echo "$wall $bytes $ns $pcpu $packets $lost" \
         >>"$DIR/$cell.$svc.$cons"
     rm -f "$OUT.log"
 }
@@ -208,10 +252,10 @@ report() {
     for svc in shmtraced traced; do
         f="$DIR/$cell.$svc.$cons"
         if [ -f "$f" ]; then
-            awk -v hz="$hz" '{ w += $1; b += $2; t += $3; p += $4; n += $5;
+            awk '{ w += $1; b += $2; t += $3; p += $4; n += $5;
                                l += $6 }
                 END { printf "%.1f %.0f %.0f %d\n", b / 1048576 / w,
-                      1e9 * t / hz / n, 1e9 * p / n, l }' "$f"
+                      t / n, 1e9 * p / n, l }' "$f"
         else
             echo "- - - -"
         fi
@@ -306,7 +350,7 @@ echo "shmtraced vs Perfetto's traced, one run, $RUNS recordings per cell," \
 echo "ratio > 1: shmtraced better (MB/s ours/traced; CPU traced/ours)." \
     "Wall clock: hyperfine (CLOCK_MONOTONIC);"
 echo "files in $DIR ($(stat -f -c %T "$DIR"));" \
-    "service CPU: /proc/PID/stat utime+stime (${hz} Hz ticks); producer" \
+    "service CPU: its threads' /proc/PID/task/*/schedstat (ns); producer" \
     "CPU: wait4 rusage (bench_cputime)."
 [ "$WARM" = 1 ] && echo "page cache warmed before each recording and" \
     "copy (BENCH_VS_WARM=0: not; see the top of bench_vs_perfetto.sh)."
@@ -346,8 +390,8 @@ for cell in cold $(for row in $rows; do echo "${row%%:*}"; done) refgen; do
         for cons in $CONSUMERS; do
             f="$DIR/$cell.$svc.$cons"
             [ -f "$f" ] || continue
-            line=$(awk -v hz="$hz" -v name="$cell $svc $cons" '
-                $5 > 0 { v[n++] = 1e9 * $3 / hz / $5 }
+            line=$(awk -v name="$cell $svc $cons" '
+                $5 > 0 { v[n++] = $3 / $5 }
                 END {
                     if (n < 2) exit
                     lo = v[0]; hi = v[0]; s = ""
@@ -398,9 +442,9 @@ ROW
     # ours: MB/s, bytes per packet and service ns per packet over every
     # recording of the case through shmtraced
     read -r ours bpp svc <<OURS
-$(cat "$DIR/$cell.shmtraced."* | awk -v hz="$hz" '{ w += $1; b += $2;
+$(cat "$DIR/$cell.shmtraced."* | awk '{ w += $1; b += $2;
         t += $3; n += $5 } END { printf "%.1f %.3f %.0f", b / 1048576 / w,
-        b / n, 1e9 * t / hz / n }')
+        b / n, t / n }')
 OURS
     # the floor: the least of the runs (the others met more of the noise
     # described at the top)
