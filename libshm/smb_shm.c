@@ -16,6 +16,25 @@
  * object, e.g. from shm_open, could be shrunk by the (untrusted) producer
  * and fault the service. Only where F_GET_SEALS itself fails is the fd
  * accepted unsealed.
+ *
+ * Huge pages: every mapping, the creator's and the peer's, gets
+ * MADV_HUGEPAGE. Where shmem THP is in "advise" mode
+ * (/sys/kernel/mm/transparent_hugepage/shmem_enabled; Debian's default is
+ * "never", and there the advice changes nothing) an SMB of 2 MiB or more
+ * is then backed and mapped by 2 MiB pages. Measured 2026-12-04 on the
+ * project's 2-core VM: populating a 4 MiB SMB took 0.2-0.4 ms instead of
+ * 5-7, and the peer's first read of each 4 KiB 0.05 us instead of 1.2-2.3
+ * (one fault per 2 MiB instead of per 4 KiB, each also a shadow-paging
+ * exit to the host there). Through shmtraced, one daemon, the setting
+ * toggled between recordings (perfetto consumer, 5-6 recordings each way,
+ * CPU per packet from the threads' schedstat): 64 B x4, 64 MB per
+ * recording: service 52-59 instead of 79-91 ns, producers 125-143 instead
+ * of 161-171; 1 KiB x4, 256 MB: service 374-416 instead of 450-515,
+ * producers 371-402 instead of 508-619; 64 B x1: service 51-54 instead of
+ * 55-63. In a small SMB (below 2 MiB: Perfetto's default of 256 KiB) no
+ * huge page fits, and nothing changes. It changes no bound: the peer
+ * maps the sealed size only; a read of a hole the producer punched
+ * allocates a huge page instead of a small one, within that size.
  */
 #include "config.h"
 
@@ -37,6 +56,9 @@ static int map_fd(int fd, size_t size, smb_shm *out)
     void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     if (p == MAP_FAILED)
         return -errno;
+#ifdef MADV_HUGEPAGE
+    (void)madvise(p, size, MADV_HUGEPAGE); /* advice: failure is harmless */
+#endif
     out->base = p;
     out->size = size;
     out->fd = fd;

@@ -1,12 +1,15 @@
 /*
  * check_smb_shm.c - the POSIX shm_open fallback of smb_shm.c (used when
  * memfd_create is missing or refused), white-box through smb_shm_int.h
- * (linked from the internal libshm_core.la).
+ * (linked from the internal libshm_core.la); and the huge-page advice on
+ * every SMB mapping, read back from /proc/self/smaps.
  */
 #include <check.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -73,11 +76,84 @@ START_TEST(test_posix_shm_many_objects_distinct)
 }
 END_TEST
 
+/* Whether the VMA that starts at addr lists `flag` in its VmFlags line
+ * of /proc/self/smaps: 1 yes, 0 no, -1 no such VMA or no smaps. */
+static int vma_has_flag(const void *addr, const char *flag)
+{
+    FILE *f = fopen("/proc/self/smaps", "r");
+    char line[512];
+    int in_vma = 0, res = -1;
+    if (f == NULL)
+        return -1;
+    while (fgets(line, sizeof(line), f) != NULL) {
+        unsigned long lo, hi;
+        if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2 &&
+            strchr(line, ':') > strchr(line, ' ')) {
+            in_vma = lo == (unsigned long)(uintptr_t)addr;
+            continue;
+        }
+        if (in_vma && strncmp(line, "VmFlags:", 8) == 0) {
+            char want[8];
+            snprintf(want, sizeof(want), " %s", flag);
+            res = 0;
+            for (char *p = line + 8; (p = strstr(p, want)) != NULL;
+                 p += strlen(want))
+                if (p[strlen(want)] == ' ' || p[strlen(want)] == '\n')
+                    res = 1;
+            break;
+        }
+    }
+    fclose(f);
+    return res;
+}
+
+START_TEST(test_smb_mappings_advise_huge_pages)
+{
+#ifdef MADV_HUGEPAGE
+    /* A kernel without transparent huge pages refuses the advice (the
+     * mapping works all the same): then there is nothing to check. */
+    void *probe = mmap(NULL, 4096, PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    ck_assert_ptr_ne(probe, MAP_FAILED);
+    int have = madvise(probe, 4096, MADV_HUGEPAGE) == 0;
+    int smaps = vma_has_flag(probe, "hg");
+    munmap(probe, 4096);
+    if (!have || smaps < 0) {
+        fprintf(stderr, "test_smb_mappings_advise_huge_pages: no %s here; "
+                "not checked\n", have ? "/proc/self/smaps"
+                                       : "MADV_HUGEPAGE in this kernel");
+        return;
+    }
+    /* The producer's mapping (smb_shm_create) and the service's
+     * (smb_shm_map of the fd it was sent) both carry the advice, so that
+     * with shmem THP in "advise" mode each maps the SMB with huge pages. */
+    smb_shm a, b;
+    ck_assert_int_eq(smb_shm_create(4u << 20, &a), 0);
+    ck_assert_int_eq(vma_has_flag(a.base, "hg"), 1);
+    ck_assert_int_eq(smb_shm_map(a.fd, 0, &b), 0);
+    ck_assert_int_eq(vma_has_flag(b.base, "hg"), 1);
+    /* advice only: the memory is the same, and reads as zeros */
+    b.base[(2u << 20) + 5] = 0x5a;
+    ck_assert_uint_eq(a.base[(2u << 20) + 5], 0x5a);
+    ck_assert_uint_eq(a.base[0], 0);
+    smb_shm_unmap(&b);
+    smb_shm_unmap(&a);
+    /* and the check itself can fail: a plain mapping has no such flag */
+    void *plain = mmap(NULL, 4096, PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    ck_assert_ptr_ne(plain, MAP_FAILED);
+    ck_assert_int_eq(vma_has_flag(plain, "hg"), 0);
+    munmap(plain, 4096);
+#endif
+}
+END_TEST
+
 static Suite *smb_shm_suite(void)
 {
     Suite *s = suite_create("smb_shm");
     TCK_CASE(s, "posix", test_posix_shm_private_and_unlinked,
              test_posix_shm_many_objects_distinct);
+    TCK_CASE(s, "huge", test_smb_mappings_advise_huge_pages);
     return s;
 }
 
