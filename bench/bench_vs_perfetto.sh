@@ -352,6 +352,12 @@ echo "ratio > 1: shmtraced better (MB/s ours/traced; CPU traced/ours)." \
 echo "files in $DIR ($(stat -f -c %T "$DIR"));" \
     "service CPU: its threads' /proc/PID/task/*/schedstat (ns); producer" \
     "CPU: wait4 rusage (bench_cputime)."
+# shmem THP: in "advise" mode libshm's SMBs of >= 2 MiB (4 MiB here) get
+# huge pages (libshm/smb_shm.c), which moves the producers' and the
+# service's CPU per packet; Debian's default is "never"
+THP=/sys/kernel/mm/transparent_hugepage/shmem_enabled
+[ -r "$THP" ] && echo "shmem THP: $(sed 's/.*\[\(.*\)\].*/\1/' "$THP")" \
+    "($THP; \"advise\": 4 MiB SMBs on huge pages, libshm/smb_shm.c)"
 [ "$WARM" = 1 ] && echo "page cache warmed before each recording and" \
     "copy (BENCH_VS_WARM=0: not; see the top of bench_vs_perfetto.sh)."
 printf "%-14s %-9s %8s %8s %6s | %6s %6s %6s | %6s %6s %6s | %5s %5s\n" \
