@@ -76,8 +76,10 @@ START_TEST(test_posix_shm_many_objects_distinct)
 }
 END_TEST
 
-/* Whether the VMA that starts at addr lists `flag` in its VmFlags line
- * of /proc/self/smaps: 1 yes, 0 no, -1 no such VMA or no smaps. */
+/* Whether the VMA that holds addr lists `flag` in its VmFlags line of
+ * /proc/self/smaps: 1 yes, 0 no, -1 no such VMA or no smaps. (Holds, not
+ * starts at: the kernel may merge a new anonymous mapping with a
+ * neighbour of the same flags.) */
 static int vma_has_flag(const void *addr, const char *flag)
 {
     FILE *f = fopen("/proc/self/smaps", "r");
@@ -89,7 +91,8 @@ static int vma_has_flag(const void *addr, const char *flag)
         unsigned long lo, hi;
         if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2 &&
             strchr(line, ':') > strchr(line, ' ')) {
-            in_vma = lo == (unsigned long)(uintptr_t)addr;
+            unsigned long a = (unsigned long)(uintptr_t)addr;
+            in_vma = lo <= a && a < hi;
             continue;
         }
         if (in_vma && strncmp(line, "VmFlags:", 8) == 0) {
