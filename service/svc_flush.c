@@ -5,6 +5,9 @@
  * CommitData with flush_request_id = X acks every flush <= X of that
  * producer. On completion (all acked, or deadline) the SMBs of the
  * session's producers are scraped (smb-abi.md §7) and the outcome counted.
+ * Kinds: a consumer's Flush, the stop's final flush, the periodic one, and
+ * the one before a CloneSession (reason "trace clone": the clone is made
+ * once it is over, svc_ipc_consumer.c).
  *
  * Stop (svc_session_disable): DISABLING -> final flush (flush_timeout_ms)
  * -> StopDataSource to every instance -> wait for the stop acks of the
@@ -99,6 +102,10 @@ static void flush_complete(svc_service *svc, svc_session *s, size_t i,
         s->final_flush_outcome = ok ? 1 : 2;
         stop_phase(svc, s);
         break;
+    case SVC_FLUSH_CLONE:
+        if (svc->ops.clone_flush_done)
+            svc->ops.clone_flush_done(svc->ops_ctx, f.token, false);
+        break;
     default:
         break;
     }
@@ -154,6 +161,14 @@ int svc_session_flush(svc_service *svc, svc_session *s, uint32_t timeout_ms,
     if (s->is_clone || s->state != SVC_SESSION_STARTED)
         return -EINVAL;
     return flush_start(svc, s, SVC_FLUSH_CONSUMER, timeout_ms, flags, token);
+}
+
+int svc__flush_for_clone(svc_service *svc, svc_session *s, uint64_t token)
+{
+    if (s->is_clone || s->state != SVC_SESSION_STARTED)
+        return 0;
+    return flush_start(svc, s, SVC_FLUSH_CLONE, 0, SVC_FLUSH_FLAGS_CLONE,
+                       token) == 0 ? 1 : 0;
 }
 
 /* Producer p acked flush_id (and every earlier one). */

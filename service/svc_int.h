@@ -144,7 +144,11 @@ typedef struct {
     int kind;                    /* SVC_FLUSH_* */
 } svc_flush;
 
-enum { SVC_FLUSH_CONSUMER = 0, SVC_FLUSH_DISABLE = 1, SVC_FLUSH_PERIODIC = 2 };
+enum { SVC_FLUSH_CONSUMER = 0, SVC_FLUSH_DISABLE = 1, SVC_FLUSH_PERIODIC = 2,
+       SVC_FLUSH_CLONE = 3 };
+/* Flush flags of the flush before a clone: reason 3 (trace clone),
+ * initiator 1 (traced). */
+#define SVC_FLUSH_FLAGS_CLONE    (3u | (1u << 4))
 
 typedef enum {
     SVC_SESSION_CONFIGURED = -1, /* deferred_start: waits for StartTracing */
@@ -363,6 +367,9 @@ void svc__file_batches_free(svc_session *);
 /* svc_flush.c: flush acks, scraping a session, a producer going away */
 void svc__flush_ack(svc_service *, svc_producer *, uint64_t flush_id);
 void svc__scrape_session(svc_service *, svc_session *);
+/* svc_session_flush_for_clone's flush of s (svc_flush.c): 1 started, 0
+ * none (not started, a clone, or out of memory). */
+int svc__flush_for_clone(svc_service *, svc_session *s, uint64_t token);
 size_t svc__producer_gone(svc_service *, svc_producer *);
 
 /* svc_producer.c */

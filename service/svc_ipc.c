@@ -91,6 +91,7 @@ svc_daemon *svc_daemon_create(ipc_loop *loop, const char *producer_path,
         .clone_trigger_hit = svc__op_clone_trigger_hit,
         .clear_incremental_state = svc__op_clear_incremental,
         .session_started = svc__op_session_started,
+        .clone_flush_done = svc__op_clone_flush_done,
     };
     int e = 0;
     svc_daemon *d = calloc(1, sizeof(*d));
@@ -143,6 +144,7 @@ void svc_daemon_destroy(svc_daemon *d)
     ipc_host_destroy(d->chost);
     ipc_host_destroy(d->phost);
     svc_destroy(d->svc);
+    free(d->clones);
     free(d);
 }
 

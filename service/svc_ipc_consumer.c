@@ -36,6 +36,7 @@ svc_cconn *svc__cconn_get(svc_daemon *d, ipc_call *call)
         return NULL;
     cc->d = d;
     cc->conn = conn;
+    cc->clone_fd = -1;
     ipc_conn_set_data(conn, cc);
     return cc;
 }
@@ -352,43 +353,31 @@ static void c_stats(ipc_call *call, const ProtobufCMessage *args, void *vd)
     svc_stats_free(st);
 }
 
-static void c_clone(ipc_call *call, const ProtobufCMessage *args, void *vd)
+/* CloneSession, in two steps, as Perfetto does: the source's producers
+ * flush first (svc_session_flush_for_clone), then the clone is made, on a
+ * zero-delay timer after the flush has ended (acked or timed out), so that
+ * it holds what they wrote until the request and not only what they had
+ * committed: a chunk cut inside a packet waits for the patches that come
+ * with its commit, and until then the reader stops that writer's sequence
+ * there. One clone at a time per connection; the request is kept (a copy)
+ * with its fd while the flush runs, and dropped if the consumer goes. */
+static void clone_reply_error(ipc_call *call, const char *error)
 {
-    svc_daemon *d = vd;
-    svc_cconn *cc = cconn_get(d, call);
-    const Perfetto__Protos__CloneSessionRequest *req = (const void *)args;
-    int fd = ipc_call_take_fd(call);
+    Perfetto__Protos__CloneSessionResponse r =
+        PERFETTO__PROTOS__CLONE_SESSION_RESPONSE__INIT;
+    r.has_success = true;
+    r.success = false;
+    r.error = (char *)error;
+    ipc_call_reply(call, &r.base, false);
+}
+
+static void clone_now(svc_daemon *d, svc_cconn *cc, ipc_call *call, int fd,
+                      const Perfetto__Protos__CloneSessionRequest *req,
+                      uint64_t id, const char *name)
+{
     Perfetto__Protos__CloneSessionResponse r =
         PERFETTO__PROTOS__CLONE_SESSION_RESPONSE__INIT;
     char err[256] = "";
-    if (!cc || cc->s) {
-        if (fd >= 0)
-            close(fd);
-        r.has_success = true;
-        r.success = false;
-        r.error = "this consumer already has a session";
-        ipc_call_reply(call, &r.base, false);
-        return;
-    }
-    uint64_t id = req->selector_case ==
-        PERFETTO__PROTOS__CLONE_SESSION_REQUEST__SELECTOR_SESSION_ID ?
-        req->session_id : UINT64_MAX;
-    const char *name = req->selector_case ==
-        PERFETTO__PROTOS__CLONE_SESSION_REQUEST__SELECTOR_UNIQUE_SESSION_NAME ?
-        req->unique_session_name : NULL;
-    if (req->has_for_bugreport && req->for_bugreport && id == UINT64_MAX) {
-        /* perfetto --save-for-bugreport: the best bugreport session only. */
-        id = svc_bugreport_session_id(d->svc);
-        if (!id) {
-            if (fd >= 0)
-                close(fd);
-            r.has_success = true;
-            r.success = false;
-            r.error = "No tracing sessions eligible for bugreport found";
-            ipc_call_reply(call, &r.base, false);
-            return;
-        }
-    }
     cc->s = svc_session_clone_uid(d->svc, cc, ipc_conn_uid(cc->conn), id,
                                   name, err, sizeof(err));
     r.has_success = true;
@@ -420,6 +409,152 @@ static void c_clone(ipc_call *call, const ProtobufCMessage *args, void *vd)
     ipc_call_reply(call, &r.base, false);
 }
 
+/* Forgets cc's pending clone (its timer, fd and request); the call is
+ * neither answered nor failed here. */
+static void clone_drop(svc_cconn *cc)
+{
+    svc_daemon *d = cc->d;
+    for (size_t i = 0; i < d->nclones; i++)
+        if (d->clones[i] == cc) {
+            d->clones[i] = d->clones[--d->nclones];
+            break;
+        }
+    if (cc->clone_timer)
+        ipc_loop_cancel_timer(d->loop, cc->clone_timer);
+    cc->clone_timer = 0;
+    if (cc->clone_fd >= 0)
+        close(cc->clone_fd);
+    cc->clone_fd = -1;
+    if (cc->clone_req)
+        perfetto__protos__clone_session_request__free_unpacked(cc->clone_req,
+                                                               NULL);
+    cc->clone_req = NULL;
+    cc->clone_call = NULL;
+}
+
+static void clone_finish(void *vcc)
+{
+    svc_cconn *cc = vcc;
+    svc_daemon *d = cc->d;
+    ipc_call *call = cc->clone_call;
+    int fd = cc->clone_fd;
+    Perfetto__Protos__CloneSessionRequest *req = cc->clone_req;
+    bool gone = cc->clone_gone;
+    uint64_t id = cc->clone_id;
+    cc->clone_timer = 0;
+    cc->clone_fd = -1;             /* clone_now owns it now */
+    cc->clone_req = NULL;
+    clone_drop(cc);
+    if (!call) {
+        if (fd >= 0)
+            close(fd);
+    } else if (gone || cc->s) {
+        /* cc->s: an EnableTracing on this connection meanwhile */
+        if (fd >= 0)
+            close(fd);
+        clone_reply_error(call, cc->s ? "this consumer already has a session"
+                          : "the session ended while it was being flushed "
+                            "for the clone");
+    } else {
+        const char *name = req->selector_case ==
+            PERFETTO__PROTOS__CLONE_SESSION_REQUEST__SELECTOR_UNIQUE_SESSION_NAME
+            ? req->unique_session_name : NULL;
+        clone_now(d, cc, call, fd, req, id, name);
+    }
+    if (req)
+        perfetto__protos__clone_session_request__free_unpacked(req, NULL);
+}
+
+void svc__op_clone_flush_done(void *ctx, uint64_t token, bool source_gone)
+{
+    svc_daemon *d = ctx;
+    for (size_t i = 0; i < d->nclones; i++) {
+        svc_cconn *cc = d->clones[i];
+        if (cc->clone_token != token || cc->clone_timer)
+            continue;
+        cc->clone_gone = source_gone;
+        /* Not from inside the core's loops: on the next loop turn. */
+        cc->clone_timer = ipc_loop_add_timer(d->loop, 0, 0, clone_finish,
+                                             cc);
+        if (!cc->clone_timer)
+            clone_finish(cc);
+        return;
+    }
+}
+
+/* A copy of the request that outlives the call's arguments. */
+static Perfetto__Protos__CloneSessionRequest *copy_clone_request(
+        const Perfetto__Protos__CloneSessionRequest *req)
+{
+    size_t n = perfetto__protos__clone_session_request__get_packed_size(req);
+    uint8_t *buf = malloc(n ? n : 1);
+    if (!buf)
+        return NULL;
+    perfetto__protos__clone_session_request__pack(req, buf);
+    Perfetto__Protos__CloneSessionRequest *c =
+        perfetto__protos__clone_session_request__unpack(NULL, n, buf);
+    free(buf);
+    return c;
+}
+
+static void c_clone(ipc_call *call, const ProtobufCMessage *args, void *vd)
+{
+    svc_daemon *d = vd;
+    svc_cconn *cc = cconn_get(d, call);
+    const Perfetto__Protos__CloneSessionRequest *req = (const void *)args;
+    int fd = ipc_call_take_fd(call);
+    if (!cc || cc->s || cc->clone_call) {
+        if (fd >= 0)
+            close(fd);
+        clone_reply_error(call, cc && cc->clone_call ?
+                          "this consumer is already cloning a session" :
+                          "this consumer already has a session");
+        return;
+    }
+    uint64_t id = req->selector_case ==
+        PERFETTO__PROTOS__CLONE_SESSION_REQUEST__SELECTOR_SESSION_ID ?
+        req->session_id : UINT64_MAX;
+    const char *name = req->selector_case ==
+        PERFETTO__PROTOS__CLONE_SESSION_REQUEST__SELECTOR_UNIQUE_SESSION_NAME ?
+        req->unique_session_name : NULL;
+    if (req->has_for_bugreport && req->for_bugreport && id == UINT64_MAX) {
+        /* perfetto --save-for-bugreport: the best bugreport session only. */
+        id = svc_bugreport_session_id(d->svc);
+        if (!id) {
+            if (fd >= 0)
+                close(fd);
+            clone_reply_error(call, "No tracing sessions eligible for "
+                              "bugreport found");
+            return;
+        }
+    }
+    Perfetto__Protos__CloneSessionRequest *copy = copy_clone_request(req);
+    svc_cconn **g = copy ? realloc(d->clones, (d->nclones + 1) *
+                                   sizeof(*g)) : NULL;
+    if (!g) {
+        /* Out of memory: clone without the flush rather than not at all. */
+        if (copy)
+            perfetto__protos__clone_session_request__free_unpacked(copy,
+                                                                   NULL);
+        clone_now(d, cc, call, fd, req, id, name);
+        return;
+    }
+    d->clones = g;
+    d->clones[d->nclones++] = cc;
+    cc->clone_call = call;
+    cc->clone_fd = fd;
+    cc->clone_req = copy;
+    cc->clone_id = id;
+    cc->clone_gone = false;
+    cc->clone_token = ++d->next_clone_token;
+    if (svc_session_flush_for_clone(d->svc, ipc_conn_uid(cc->conn), id, name,
+                                    cc->clone_token) == 0 &&
+        cc->clone_call && !cc->clone_timer) {
+        /* Nothing to flush (stopped, or not found: clone_now says so). */
+        clone_finish(cc);
+    }
+}
+
 static void c_capabilities(ipc_call *call, const ProtobufCMessage *args,
                            void *vd)
 {
@@ -434,6 +569,8 @@ static void c_disconnect(ipc_conn *conn, void *vd)
         return;
     if (cc->read_timer)
         ipc_loop_cancel_timer(d->loop, cc->read_timer);
+    if (cc->clone_call || cc->clone_timer)
+        clone_drop(cc);
     if (cc->s)
         svc_session_free(d->svc, cc->s);
     free(cc->flushes);

@@ -70,6 +70,14 @@ typedef struct {
     /* ObserveEvents stream (svc_ipc_consumer_ext.c) */
     ipc_call *observe_call;
     uint32_t observe_mask;       /* 1 << ObservableEvents.Type */
+    /* a CloneSession waiting for its source's flush (svc_ipc_consumer.c) */
+    ipc_call *clone_call;
+    Perfetto__Protos__CloneSessionRequest *clone_req;   /* a copy */
+    int clone_fd;
+    uint64_t clone_id;           /* session id (UINT64_MAX: by name) */
+    uint64_t clone_token;
+    uint64_t clone_timer;        /* clone_finish is due */
+    bool clone_gone;             /* the source was freed meanwhile */
 } svc_cconn;
 
 struct svc_daemon {
@@ -83,6 +91,9 @@ struct svc_daemon {
     uint64_t shutdown_deadline_ms;
     int fw_fd;                   /* the writer thread's eventfd, watched;
                                     -1 = none */
+    svc_cconn **clones;          /* consumers whose clone waits for a flush */
+    size_t nclones;
+    uint64_t next_clone_token;
 };
 
 /* The two ports (svc_ipc_producer.c, svc_ipc_consumer.c). */
@@ -106,6 +117,7 @@ int svc__op_clear_incremental(void *ctx, void *conn, const uint64_t *ids,
 void svc__op_clone_trigger_hit(void *ctx, void *consumer, uint64_t tsid,
                                const svc_trigger_hit *hit);
 void svc__op_session_started(void *ctx, void *consumer, svc_session *s);
+void svc__op_clone_flush_done(void *ctx, uint64_t token, bool source_gone);
 
 /* svc_ipc_consumer.c helpers shared with svc_ipc_consumer_ext.c */
 svc_cconn *svc__cconn_get(svc_daemon *d, ipc_call *call);

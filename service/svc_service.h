@@ -66,6 +66,12 @@ typedef struct {
     /* The session started its data sources (at EnableTracing, or later on
      * StartTracing / a START_TRACING trigger). May be NULL. */
     void (*session_started)(void *ctx, void *consumer, svc_session *);
+    /* The flush that svc_session_flush_for_clone started for `token` is
+     * over (acked by every producer, or timed out: the clone takes what
+     * is there either way); source_gone: the session is being freed (from
+     * svc_session_free: do not touch the service's sessions from here, only
+     * note it). May be NULL. */
+    void (*clone_flush_done)(void *ctx, uint64_t token, bool source_gone);
 } svc_ops;
 
 /* A packet ready for the consumer: one TracePacket serialization (no Trace
@@ -154,6 +160,15 @@ int svc_session_disable(svc_service *, svc_session *);
 int svc_session_flush(svc_service *, svc_session *, uint32_t timeout_ms,
                       uint64_t flags, uint64_t token);
 void svc_session_free(svc_service *, svc_session *);
+/* Before a CloneSession: if the session it names (as in
+ * svc_session_clone_uid) is started, flush its producers, as Perfetto
+ * does, so that the clone holds what they wrote until now and not only
+ * what they had committed (a chunk cut inside a packet waits for its
+ * patches, which come with the commit). Returns 1 if a flush started, and
+ * its end is reported through ops.clone_flush_done(token), possibly
+ * before this returns; 0 if there is nothing to flush (clone at once). */
+int svc_session_flush_for_clone(svc_service *, uid_t uid,
+        uint64_t session_id, const char *unique_name, uint64_t token);
 /* CloneSession by a consumer of uid `uid`: only sessions it may access
  * (svc_set_root_access) are candidates, its own first; anyone else's
  * session fails exactly like a missing one. */

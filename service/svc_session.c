@@ -561,6 +561,12 @@ void svc_session_free(svc_service *svc, svc_session *s)
         if (p && in->state == SVC_INST_STARTED && svc->ops.stop_data_source)
             svc->ops.stop_data_source(svc->ops_ctx, p->conn, in->instance_id);
     }
+    /* A clone waiting for this session's flush hears that it is gone
+     * (the daemon answers it later, from its loop, without the session). */
+    for (size_t i = 0; i < s->nflushes; i++)
+        if (s->flushes[i].kind == SVC_FLUSH_CLONE && svc->ops.clone_flush_done)
+            svc->ops.clone_flush_done(svc->ops_ctx, s->flushes[i].token,
+                                      true);
     session_unlink(svc, s);
     session_destroy(svc, s);
 }
@@ -600,6 +606,14 @@ static svc_session *clone_source(svc_service *svc, uid_t uid, bool trusted,
         }
     }
     return NULL;
+}
+
+int svc_session_flush_for_clone(svc_service *svc, uid_t uid,
+        uint64_t session_id, const char *unique_name, uint64_t token)
+{
+    svc_session *src = clone_source(svc, uid, false, session_id,
+                                    unique_name);
+    return src ? svc__flush_for_clone(svc, src, token) : 0;
 }
 
 svc_session *svc_session_clone_uid(svc_service *svc, void *consumer,

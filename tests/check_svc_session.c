@@ -396,6 +396,58 @@ START_TEST(test_flush_acked_succeeds)
 }
 END_TEST
 
+/* CloneSession flushes its source first (svc_session_flush_for_clone): the
+ * producers get a Flush with reason "trace clone", and the daemon hears
+ * when it is over: acked, timed out, or the source freed meanwhile. */
+SVF_TEST(test_clone_flush_acked, 1)
+{
+    svc_session *s = svf_enable(f);
+    ck_assert_int_eq(svc_session_flush_for_clone(f->svc, getuid(), s->id,
+                                                 NULL, 77), 1);
+    ck_assert_int_eq(svf_rec.flush, 1);
+    ck_assert_uint_eq(svf_rec.last_flush_flags & 0xf, 3); /* trace clone */
+    ck_assert_int_eq(svf_rec.clone_flush_done, 0);
+    svf_write_chunk(f->p[0], 0, 1, 0, 0, 2, 3);
+    svf_commit(f->svc, f->p[0], 0, 0, f->buf, svf_rec.last_flush_id);
+    ck_assert_int_eq(svf_rec.clone_flush_done, 1);
+    ck_assert_int_eq(svf_rec.clone_flush_gone, 0);
+    ck_assert_uint_eq(svf_rec.last_clone_token, 77);
+    ck_assert_int_eq(svf_rec.flush_done_ok + svf_rec.flush_done_fail, 0);
+}
+
+SVF_TEST(test_clone_flush_times_out, 1)
+{
+    svc_session *s = svf_enable(f);
+    ck_assert_int_eq(svc_session_flush_for_clone(f->svc, getuid(), s->id,
+                                                 NULL, 5), 1);
+    svc_tick(f->svc, svc_now_ms() + 60000);   /* the producer never acks */
+    ck_assert_int_eq(svf_rec.clone_flush_done, 1);
+    ck_assert_int_eq(svf_rec.clone_flush_gone, 0);
+}
+
+SVF_TEST(test_clone_flush_source_freed, 1)
+{
+    svc_session *s = svf_enable(f);
+    ck_assert_int_eq(svc_session_flush_for_clone(f->svc, getuid(), s->id,
+                                                 NULL, 6), 1);
+    svc_session_free(f->svc, s);
+    ck_assert_int_eq(svf_rec.clone_flush_done, 1);
+    ck_assert_int_eq(svf_rec.clone_flush_gone, 1);
+    ck_assert_uint_eq(svf_rec.last_clone_token, 6);
+}
+
+SVF_TEST(test_clone_flush_nothing_to_flush, 1)
+{
+    svc_session *s = svf_enable(f);
+    /* no such session, or not this uid's: nothing is flushed */
+    ck_assert_int_eq(svc_session_flush_for_clone(f->svc, getuid(),
+                                                 s->id + 100, NULL, 1), 0);
+    ck_assert_int_eq(svc_session_flush_for_clone(f->svc, getuid() + 1,
+                                                 s->id, NULL, 1), 0);
+    ck_assert_int_eq(svf_rec.flush, 0);
+    ck_assert_int_eq(svf_rec.clone_flush_done, 0);
+}
+
 SVF_TEST(test_flush_timeout_scrapes_silent_producer, 1)
 {
     svc_session *s = svf_enable(f);
@@ -1426,6 +1478,9 @@ static Suite *svc_session_suite(void)
              test_flush_timeout_scrapes_silent_producer,
              test_disable_stops_and_notifies,
              test_duration_disables_after_failed_final_flush);
+    TCK_CASE(s, "clone_flush", test_clone_flush_acked,
+             test_clone_flush_times_out, test_clone_flush_source_freed,
+             test_clone_flush_nothing_to_flush);
     TCK_CASE(s, "faults", test_producer_disconnect_scrapes_its_data,
              test_clone_is_a_snapshot);
     TCK_CASE(s, "file", test_file_mode_writes_trace_records_and_caps_size,

@@ -33,10 +33,11 @@
 /* What the service asked of producers and consumers, by callback. */
 typedef struct {
     int setup_tracing, setup_ds, start_ds, stop_ds, flush, flush_done_ok,
-        flush_done_fail, disabled;
+        flush_done_fail, disabled, clone_flush_done, clone_flush_gone;
     int smb_fd;
     uint32_t last_target_buffer;
-    uint64_t last_session_id, last_instance, last_flush_id;
+    uint64_t last_session_id, last_instance, last_flush_id,
+        last_flush_flags, last_clone_token;
 } svf_rec_t;
 
 static svf_rec_t svf_rec;
@@ -73,7 +74,14 @@ static inline int svf_r_flush(void *c, void *conn, const uint64_t *ids,
 {
     svf_rec.flush++;
     svf_rec.last_flush_id = fid;
+    svf_rec.last_flush_flags = flags;
     return 0;
+}
+static inline void svf_r_clone_flush_done(void *c, uint64_t tok, bool gone)
+{
+    svf_rec.clone_flush_done++;
+    svf_rec.clone_flush_gone += gone;
+    svf_rec.last_clone_token = tok;
 }
 static inline void svf_r_flush_done(void *c, void *consumer, uint64_t tok,
                                     bool ok)
@@ -97,6 +105,7 @@ static const svc_ops svf_ops = {
     .flush = svf_r_flush,
     .flush_done = svf_r_flush_done,
     .session_disabled = svf_r_disabled,
+    .clone_flush_done = svf_r_clone_flush_done,
 };
 
 /* A service with a zeroed recorder. */

@@ -66,6 +66,12 @@ CFG
 e2e_spawn perfetto_clone "$PERFETTO" --txt -c "$D/clone.txt" -o "$D/snap"
 PF=$E2E_LAST_PID
 feat_wait_sessions 1
+# 0.6 s at 300 packets/s: ~180 packets over several 4 KiB chunks, and the
+# last chunk the producer handed back (cut inside a packet) waits for its
+# patches, which come with the producer's next commit. The service flushes
+# the producers before it clones, as Perfetto does; without that flush the
+# snapshot stopped at the first cut packet (48 packets) and did not grow.
+sleep 0.6
 "$TRACEBOX" trigger_perfetto snap >>"$D/trig.log" 2>&1 || e2e_fail "trigger failed"
 feat_wait_log "$D/perfetto_clone.log" "Wrote .*/snap\.0" 60 ||
     e2e_fail "no snapshot after a CLONE_SNAPSHOT trigger"
@@ -82,7 +88,10 @@ for k in 0 1; do
 done
 n0=$(sed -n 's/^test_packets //p' "$D/snap0.dump")
 n1=$(sed -n 's/^test_packets //p' "$D/snap1.dump")
-[ "${n0:-0}" -gt 0 ] && [ "${n1:-0}" -gt "$n0" ] ||
+[ "${n0:-0}" -ge 100 ] ||
+    e2e_fail "the first snapshot should hold the ~180 packets written" \
+        "before it ($n0): the flush before the clone is missing"
+[ "${n1:-0}" -gt "$n0" ] ||
     e2e_fail "snapshots should grow while tracing continues ($n0, $n1)"
 # The snapshot's clone stats as trace processor reads them, and the
 # inspector agrees (when both can run here).
