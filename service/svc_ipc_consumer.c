@@ -482,21 +482,6 @@ void svc__op_clone_flush_done(void *ctx, uint64_t token, bool source_gone)
     }
 }
 
-/* A copy of the request that outlives the call's arguments. */
-static Perfetto__Protos__CloneSessionRequest *copy_clone_request(
-        const Perfetto__Protos__CloneSessionRequest *req)
-{
-    size_t n = perfetto__protos__clone_session_request__get_packed_size(req);
-    uint8_t *buf = malloc(n ? n : 1);
-    if (!buf)
-        return NULL;
-    perfetto__protos__clone_session_request__pack(req, buf);
-    Perfetto__Protos__CloneSessionRequest *c =
-        perfetto__protos__clone_session_request__unpack(NULL, n, buf);
-    free(buf);
-    return c;
-}
-
 static void c_clone(ipc_call *call, const ProtobufCMessage *args, void *vd)
 {
     svc_daemon *d = vd;
@@ -528,7 +513,8 @@ static void c_clone(ipc_call *call, const ProtobufCMessage *args, void *vd)
             return;
         }
     }
-    Perfetto__Protos__CloneSessionRequest *copy = copy_clone_request(req);
+    /* the request outlives the call's arguments while the flush runs */
+    Perfetto__Protos__CloneSessionRequest *copy = svc_pb_copy(&req->base);
     svc_cconn **g = copy ? realloc(d->clones, (d->nclones + 1) *
                                    sizeof(*g)) : NULL;
     if (!g) {

@@ -229,6 +229,12 @@ int svc_session_change_config(svc_service *, svc_session *,
 /* The started session with the highest bugreport_score > 0 (lowest id on
  * a tie), for CloneSession(for_bugreport, id 0xFFFF...); 0 if none. */
 uint64_t svc_bugreport_session_id(const svc_service *);
+
+/* A deep copy of a protobuf-c message through its wire format, for one
+ * that must outlive its owner (free with protobuf_c_message_free_unpacked
+ * or the type's free_unpacked); NULL when out of memory. */
+void *svc_pb_copy(const ProtobufCMessage *msg);
+
 /* After svc_session_clone with the consumer's fd (owned from now on, -1
  * ok): if the source writes into a file, its file so far is copied into
  * fd and the clone's buffers appended (returns 1, was_write_into_file);

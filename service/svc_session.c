@@ -137,19 +137,24 @@ static int check_config(const svc_service *svc, uid_t uid,
     return 0;
 }
 
-/* Deep copy through the wire format: the session owns its config. */
-static Perfetto__Protos__TraceConfig *copy_config(
-        const Perfetto__Protos__TraceConfig *cfg)
+void *svc_pb_copy(const ProtobufCMessage *msg)
 {
-    size_t n = perfetto__protos__trace_config__get_packed_size(cfg);
+    size_t n = protobuf_c_message_get_packed_size(msg);
     uint8_t *tmp = malloc(n ? n : 1);
     if (!tmp)
         return NULL;
-    perfetto__protos__trace_config__pack(cfg, tmp);
-    Perfetto__Protos__TraceConfig *c =
-        perfetto__protos__trace_config__unpack(NULL, n, tmp);
+    protobuf_c_message_pack(msg, tmp);
+    ProtobufCMessage *c = protobuf_c_message_unpack(msg->descriptor, NULL,
+                                                    n, tmp);
     free(tmp);
     return c;
+}
+
+/* The session owns its config: a deep copy. */
+static Perfetto__Protos__TraceConfig *copy_config(
+        const Perfetto__Protos__TraceConfig *cfg)
+{
+    return svc_pb_copy(&cfg->base);
 }
 
 /* ---------------------------------------------------------------- matching */
