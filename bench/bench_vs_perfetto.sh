@@ -11,7 +11,8 @@
 # record the case once through each service, alternating which goes first
 # (bench_vs_run.sh, timed by hyperfine --runs 1). Then Perfetto's C SDK
 # producer refgen (REFGEN_PERIOD_US=0, its drop policy) for REFGEN_MS
-# through both services, and dd / cat of each case's trace file (the
+# through both services, twice: with the SMB each service picks, and with
+# one named in the config for both; and dd / cat of each case's trace file (the
 # page-cache ceiling for the same bytes) with the CPU that write()s of
 # those bytes cost (bench_fwrite: the floor for a service that writes the
 # file). Figures per cell, summed over the rounds:
@@ -169,13 +170,14 @@ svc_ns() {
         }' "$1" "$2"
 }
 
-config() { # FILE DATA_SOURCE DURATION_MS
+config() { # FILE DATA_SOURCE DURATION_MS [LINE]: LINE added to the config
     {
         echo 'buffers { size_kb: 131072 fill_policy: RING_BUFFER }'
         echo "data_sources { config { name: \"$2\" } }"
         echo 'write_into_file: true'
         echo 'file_write_period_ms: 100'
         [ "$3" -gt 0 ] && echo "duration_ms: $3"
+        [ -n "${4:-}" ] && echo "$4"
         :
     } >"$1"
 }
@@ -326,22 +328,34 @@ for c in $CASES; do
     rows="$rows $cell:$SIZE:$PRODUCERS:$mb"
 done
 
+# refgen twice: the config naming no SMB size (each service picks refgen's
+# SMB: traced 256 KiB, shmtraced 1/64 of the session's buffers, 2 MiB here,
+# service/svc_commit.c), then naming the same one for both (2 MiB of 4 KiB
+# pages), so that the service's work and its sizing show apart.
+REFGEN_SMB='producers { producer_name: "refgen" shm_size_kb: 2048 page_size_kb: 4 }'
 if [ "$REFGEN_MS" -gt 0 ]; then
-    export WORKLOAD=refgen CFG="$DIR/refgen.cfg" PRODUCERS=1 SIZE=64 COUNT=0
+    export WORKLOAD=refgen PRODUCERS=1 SIZE=64 COUNT=0
     WARM_MB=512
-    config "$CFG" dev.refgen.test_packets "$REFGEN_MS"
-    r=0
-    while [ $r -lt "$RUNS" ]; do
-        order=$SERVICES
-        [ $((r % 2)) -eq 1 ] && order="traced shmtraced"
-        for cons in $CONSUMERS; do
-            for svc in $order; do
-                run_cell refgen "$svc" "$cons"
+    for cell in refgen refgensmb; do
+        export CFG="$DIR/$cell.cfg"
+        if [ $cell = refgen ]; then
+            config "$CFG" dev.refgen.test_packets "$REFGEN_MS"
+        else
+            config "$CFG" dev.refgen.test_packets "$REFGEN_MS" "$REFGEN_SMB"
+        fi
+        r=0
+        while [ $r -lt "$RUNS" ]; do
+            order=$SERVICES
+            [ $((r % 2)) -eq 1 ] && order="traced shmtraced"
+            for cons in $CONSUMERS; do
+                for svc in $order; do
+                    run_cell $cell "$svc" "$cons"
+                done
             done
+            r=$((r + 1))
         done
-        r=$((r + 1))
+        rm -f "$DIR"/$cell.*.pftrace
     done
-    rm -f "$DIR"/refgen.*.pftrace
 fi
 
 echo
@@ -383,15 +397,21 @@ if [ "$REFGEN_MS" -gt 0 ]; then
     for cons in $CONSUMERS; do
         report refgen "refgen (C SDK)" "$cons"
     done
-    echo "(refgen: Perfetto's C SDK, drop policy, ${REFGEN_MS} ms per" \
-        "recording; lost = gaps in its seq_value, the SDK's own SMB-full" \
-        "drops)"
+    for cons in $CONSUMERS; do
+        report refgensmb "refgen same SMB" "$cons"
+    done
+    echo "(refgen: Perfetto's C SDK, 2 threads, drop policy, ${REFGEN_MS} ms" \
+        "per recording; lost = gaps in its seq_value, the SDK's own" \
+        "SMB-full drops. Its SMB: each service's choice (traced 256 KiB," \
+        "shmtraced 2 MiB: 1/64 of the buffers), then 2 MiB of 4 KiB pages" \
+        "for both, named in the config)"
 fi
 # The sums above hide a cell whose recordings differ (in the 64 KiB cells
 # of full runs one recording has cost 3-4x the others, cause not found):
 # such cells are listed with each recording's service CPU per packet.
 spread=""
-for cell in cold $(for row in $rows; do echo "${row%%:*}"; done) refgen; do
+for cell in cold $(for row in $rows; do echo "${row%%:*}"; done) refgen \
+        refgensmb; do
     for svc in shmtraced traced; do
         for cons in $CONSUMERS; do
             f="$DIR/$cell.$svc.$cons"

@@ -7,13 +7,26 @@
  * unlinked POSIX shm object), sized per smb-abi.md §1: TraceConfig
  * producers[name] > InitializeConnection hints > defaults (4 KiB pages,
  * 256 KiB); page a power-of-two multiple of 4 KiB up to 32 KiB, size a
- * multiple of the page up to 32 MiB, else both defaults. One departure from
- * Perfetto's traced: when nobody names a page size and the SMB is at least
- * SVC_SMB_LARGE_PAGE_FROM (2 MiB), the pages are 32 KiB (64 pages or more):
- * every chunk costs the same on both sides (a commit entry, a copy, a ring
- * record, a fragment split), so 8x fewer chunks per byte took a third of
- * the service's CPU off 1 KiB packets (bench-vs-perfetto). Producers
- * accept the page size the service sets (SetupTracing).
+ * multiple of the page up to 32 MiB, else both defaults. Two departures
+ * from Perfetto's traced, which producers cannot tell from a config's
+ * choice (they accept the sizes the service sets, SetupTracing):
+ *   - the default size follows the session that sets the SMB up: 1/64 of
+ *     its buffers, a power of two from 256 KiB (buffers of 16 MiB or less,
+ *     as before) to 2 MiB (128 MiB or more). An SMB absorbs what a producer
+ *     writes while the service is not draining it; at 256 KiB a busy
+ *     producer fills it in under a millisecond, and one without a size
+ *     hint (Perfetto's C SDK sends none) then drops. Perfetto's refgen
+ *     (2 threads, no sleep, drop policy) through a 128 MiB session on the
+ *     2-core bench machine, 2 s recordings: 2.0-4.4 M packets kept at
+ *     256 KiB, 4.4-6.4 M at 1 MiB, 6.4-9.3 M at 2 MiB (2026-12-04). The
+ *     memory is the producer's, bounded by 1/64 of what the session
+ *     already holds for its buffers;
+ *   - when nobody names a page size and the SMB is at least
+ *     SVC_SMB_LARGE_PAGE_FROM (2 MiB), the pages are 32 KiB (64 pages or
+ *     more): every chunk costs the same on both sides (a commit entry, a
+ *     copy, a ring record, a fragment split), so 8x fewer chunks per byte
+ *     took a third of the service's CPU off 1 KiB packets
+ *     (bench-vs-perfetto).
  *
  * CommitData (smb-abi.md §8): the reader bounds page/chunk indices, checks
  * states and copies; the resolve callback here does the service's checks
@@ -51,6 +64,20 @@ static bool page_ok(uint64_t page)
     return (k & (k - 1)) == 0;
 }
 
+/* The default SMB size for a session with config cfg (above). */
+static uint64_t default_size(const Perfetto__Protos__TraceConfig *cfg)
+{
+    uint64_t kb = 0;
+    for (size_t i = 0; cfg && i < cfg->n_buffers; i++)
+        if (cfg->buffers[i]->has_size_kb)
+            kb += cfg->buffers[i]->size_kb;
+    uint64_t want = kb * 1024 / SVC_SMB_BUFFER_SHARE, size;
+    for (size = SVC_SMB_SIZE_DEFAULT;
+         size < SVC_SMB_SIZE_SCALED_MAX && size * 2 <= want; size *= 2) {
+    }
+    return size;
+}
+
 void svc__smb_sizes(const svc_producer *p,
                     const Perfetto__Protos__TraceConfig *cfg,
                     size_t *page_out, size_t *size_out)
@@ -71,7 +98,7 @@ void svc__smb_sizes(const svc_producer *p,
     if (!size)
         size = p->size_hint_bytes;
     if (!size)
-        size = SVC_SMB_SIZE_DEFAULT;
+        size = default_size(cfg);
     if (size > SVC_SMB_SIZE_MAX)
         size = SVC_SMB_SIZE_MAX;
     if (!page)

@@ -56,6 +56,11 @@
 /* SMBs this large get SVC_SMB_PAGE_MAX pages unless a page size is asked
  * for (svc_commit.c). */
 #define SVC_SMB_LARGE_PAGE_FROM     (2u * 1024 * 1024)
+/* Nobody asks for a size: 1/SVC_SMB_BUFFER_SHARE of the session's
+ * buffers, a power of two from SVC_SMB_SIZE_DEFAULT up to
+ * SVC_SMB_SIZE_SCALED_MAX (svc_commit.c). */
+#define SVC_SMB_BUFFER_SHARE        64u
+#define SVC_SMB_SIZE_SCALED_MAX     (2u * 1024 * 1024)
 
 /* Session defaults and guardrails (svc_session.c, svc_flush.c). */
 #define SVC_DEFAULT_FLUSH_TIMEOUT_MS 5000u

@@ -1458,12 +1458,68 @@ START_TEST(test_smb_sizes_clamped)
 }
 END_TEST
 
+/* Nobody asks for a size: 1/64 of the session's buffers, a power of two
+ * from 256 KiB to 2 MiB (svc_commit.c). */
+START_TEST(test_smb_sizes_follow_buffers)
+{
+    static const struct {
+        uint32_t kb[2];
+        size_t want_size, want_page;
+    } cases[] = {
+        {{4096, 0}, 256u << 10, 4096},        /* 64 KiB share: the floor */
+        {{16384, 0}, 256u << 10, 4096},       /* exactly the floor */
+        {{32768, 0}, 512u << 10, 4096},
+        {{49152, 49152}, 1u << 20, 4096},     /* 1.5 MiB share: down to 1 */
+        {{131072, 0}, 2u << 20, 32768},       /* 2 MiB: 32 KiB pages */
+        {{1048576, 0}, 2u << 20, 32768},      /* capped */
+    };
+    svc_service *svc = svf_new();
+    svc_producer_params pp = { .name = "one" };
+    svc_producer *p = svc_producer_connect(svc, NULL, 0, 1, &pp);
+    size_t page, size;
+    svf_cfg c;
+    svc__smb_sizes(p, NULL, &page, &size);
+    ck_assert_uint_eq(size, 256u << 10);
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        svf_cfg_init(&c, cases[i].kb[0], 0);
+        if (cases[i].kb[1]) {
+            c.buf[1].size_kb = cases[i].kb[1];
+            c.cfg.n_buffers = 2;
+        }
+        svc__smb_sizes(p, &c.cfg, &page, &size);
+        ck_assert_msg(size == cases[i].want_size &&
+                      page == cases[i].want_page,
+                      "buffers %u + %u KiB: SMB %zu, page %zu (want %zu, "
+                      "%zu)", cases[i].kb[0], cases[i].kb[1], size, page,
+                      cases[i].want_size, cases[i].want_page);
+    }
+    /* A size asked for wins: the producer's hint, then the config's. */
+    svf_cfg_init(&c, 131072, 0);
+    p->size_hint_bytes = 512u << 10;
+    svc__smb_sizes(p, &c.cfg, &page, &size);
+    ck_assert_uint_eq(size, 512u << 10);
+    ck_assert_uint_eq(page, 4096);
+    Perfetto__Protos__TraceConfig__ProducerConfig pc =
+        PERFETTO__PROTOS__TRACE_CONFIG__PRODUCER_CONFIG__INIT;
+    Perfetto__Protos__TraceConfig__ProducerConfig *pcp = &pc;
+    pc.producer_name = "one";
+    pc.has_shm_size_kb = true;
+    pc.shm_size_kb = 8192;
+    c.cfg.n_producers = 1;
+    c.cfg.producers = &pcp;
+    svc__smb_sizes(p, &c.cfg, &page, &size);
+    ck_assert_uint_eq(size, 8u << 20);
+    ck_assert_uint_eq(page, 32768);
+    svc_destroy(svc);
+}
+END_TEST
+
 static Suite *svc_session_suite(void)
 {
     Suite *s = suite_create("svc_session");
     TCK_CASE(s, "config", test_config_rejects_bad_buffers,
              test_config_creates_buffers_with_global_ids,
-             test_smb_sizes_clamped);
+             test_smb_sizes_clamped, test_smb_sizes_follow_buffers);
     TCK_CASE(s, "matching", test_match_all_producers_and_late_registration,
              test_deferred_start_waits_for_start_tracing,
              test_match_producer_name_filter,

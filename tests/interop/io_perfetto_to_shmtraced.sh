@@ -90,6 +90,40 @@ io_trace_ok "$E2E_DIR/bg.pftrace"
 io_stop "$REFGEN"
 [ "$E2E_RC" -eq 0 ] || e2e_fail "refgen exit status $E2E_RC"
 
+# A producer that names no SMB size gets 1/64 of the buffers of the session
+# that sets its SMB up, from 256 KiB up to 2 MiB (service/svc_commit.c), and
+# from 2 MiB on 32 KiB pages: a fresh refgen whose first session holds
+# 128 MiB maps a 2 MiB SMB, and its data comes through the SDK's writers on
+# those pages intact.
+REFGEN_PERIOD_US=200 e2e_spawn refgen_big "$P_REFGEN"
+REFGEN=$E2E_LAST_PID
+io_wait_ds dev.refgen.test_packets
+sed -e 's/size_kb: 16384/size_kb: 131072/' -e 's/duration_ms: 3000/duration_ms: 1500/' \
+    -e 's/io_refgen/io_bigsmb/' "$E2E_DIR/refgen.pbtxt" >"$E2E_DIR/big.pbtxt"
+"$P_PERFETTO" --txt -c "$E2E_DIR/big.pbtxt" -o "$E2E_DIR/big.pftrace" \
+    >>"$E2E_DIR/perfetto.log" 2>&1 &
+PMAIN=$!
+E2E_PIDS="$E2E_PIDS $PMAIN"
+sleep 0.7
+smb=0
+while read -r range _ _ _ _ path; do
+    case "$path" in
+    *shmtrace_smb*)
+        kb=$(( (0x${range#*-} - 0x${range%-*}) / 1024 ))
+        [ "$kb" -gt "$smb" ] && smb=$kb ;;
+    esac
+done <"/proc/$REFGEN/maps"
+e2e_wait_pid "$PMAIN" 60 || e2e_fail "perfetto did not finish"
+[ "$E2E_RC" -eq 0 ] || e2e_fail "perfetto exit status $E2E_RC"
+[ "$smb" = 2048 ] ||
+    e2e_fail "refgen's SMB in a 128 MiB session: $smb KiB, want 2048"
+io_refgen_content "$E2E_DIR/big.pftrace" "refgen on a 2 MiB SMB"
+io_expect flagged -eq 0 "refgen on a 2 MiB SMB"
+io_no_loss "$E2E_DIR/big.pftrace"
+io_stop "$REFGEN"
+[ "$E2E_RC" -eq 0 ] || e2e_fail "refgen exit status $E2E_RC"
+echo "refgen on a 2 MiB SMB: $(io_value test_packets) test packets"
+
 # The SDK examples (track_event with every category, a custom data source).
 if [ -x "$PERFETTO_BIN/example_shlib_track_event" ] &&
    [ -x "$PERFETTO_BIN/example_shlib_data_source" ]; then
