@@ -19,8 +19,8 @@
  *     (2 threads, no sleep, drop policy) through a 128 MiB session on the
  *     2-core bench machine, 2 s recordings: 2.0-4.4 M packets kept at
  *     256 KiB, 4.4-6.4 M at 1 MiB, 6.4-9.3 M at 2 MiB (2026-12-04). The
- *     memory is the producer's, bounded by 1/64 of what the session
- *     already holds for its buffers;
+ *     cost is memory, per producer: at most 1/64 of what the session
+ *     already holds for its buffers (README);
  *   - when nobody names a page size and the SMB is at least
  *     SVC_SMB_LARGE_PAGE_FROM (2 MiB), the pages are 32 KiB (64 pages or
  *     more): every chunk costs the same on both sides (a commit entry, a

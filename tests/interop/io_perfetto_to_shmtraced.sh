@@ -98,7 +98,8 @@ io_stop "$REFGEN"
 REFGEN_PERIOD_US=200 e2e_spawn refgen_big "$P_REFGEN"
 REFGEN=$E2E_LAST_PID
 io_wait_ds dev.refgen.test_packets
-sed -e 's/size_kb: 16384/size_kb: 131072/' -e 's/duration_ms: 3000/duration_ms: 1500/' \
+sed -e 's/size_kb: 16384/size_kb: 131072/' \
+    -e 's/duration_ms: 3000/duration_ms: 1500/' \
     -e 's/io_refgen/io_bigsmb/' "$E2E_DIR/refgen.pbtxt" >"$E2E_DIR/big.pbtxt"
 "$P_PERFETTO" --txt -c "$E2E_DIR/big.pbtxt" -o "$E2E_DIR/big.pftrace" \
     >>"$E2E_DIR/perfetto.log" 2>&1 &
