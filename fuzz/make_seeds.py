@@ -184,3 +184,23 @@ write('svc_ipc', 'misuse',
       inv(1, 5, b'', 0x10) + inv(2, 3, b'') + inv(2, 6, b'') +
       bytes([3 | (3 << 3), 6]) + b'\xff\xff\xff\x7f\x00\x00' + pump() +
       hangup(1) + pump())
+
+# ---- scan: a trace file (fuzz_scan); records of every top-level field
+# kind (varint, fixed64, fixed32, bytes, a TraceStats, a bad wire type),
+# whole and with its last record cut. ok_v2-cut and truncated are copies of
+# the inspect seeds.
+def rec(pk):
+    return b'\x0a' + varint(len(pk)) + pk
+
+stats = field(8, 0, 77) + field(5999, 2, b'x' * 300)
+kinds = b''.join(rec(p) for p in [
+    field(8, 0, 1700000000000000000) + field(900, 2, b'y' * 1000) +
+    field(42, 0, 1),
+    field(42, 0, 1) + field(900, 2, b'z' * 500) + field(42, 0, 0),
+    varint(9 << 3 | 1) + b'\xff' * 8 + varint(10 << 3 | 5) + b'\xff' * 4 +
+    field(900, 2, b'w' * 700),
+    field(900, 2, b'v' * 200) + field(35, 2, stats),
+    field(900, 2, b'u' * 100) + bytes([3 << 3 | 7]),
+])
+write('scan', 'kinds.pftrace', kinds)
+write('scan', 'kinds-cut.pftrace', kinds[:-7])

@@ -108,10 +108,11 @@ void cons_out_fini(cons_out *o);
  * flagged_packets, malformed, last_stats; from o->scanned on (what
  * cons_out_scan_follow counted already; 0: from the start, counts reset).
  * -EBADMSG if a record is broken or cut (counting stops there), -EIO if
- * the file shrank while being scanned, or the read error. Maps the file
- * when that is faster (cons_scan.c). */
+ * the file shrank while being scanned, or the read error. A file of
+ * large records is walked by its headers, its bodies unread (cons_scan.c).
+ */
 int cons_out_scan_fd(cons_out *o, int fd);
-/* The same with read() only (small or unmappable files; tests). */
+/* The same with read() of every byte (small records; tests). */
 int cons_out_scan_fd_read(cons_out *o, int fd);
 /* The same on a file still being written: counts the whole records up to
  * its end of the moment and leaves an incomplete last one for the next

@@ -55,9 +55,14 @@ void cons__ext_free(cons_client *c);
 /* Counts one packet's flag (42) / malformed state and keeps its
  * TraceStats (35) into o (cons_scan.c, for cons_out_packet). */
 void cons__scan_packet(cons_out *o, const uint8_t *p, size_t len);
-/* Test hooks of cons_out_scan_fd: called once the file is mapped (NULL in
- * the product); the window it walks and unmaps by (64 MiB). */
-extern void (*cons__scan_mapped_hook)(int fd);
+/* Test hooks of cons_out_scan_fd: called when a file of large records is
+ * walked by its headers (NULL in the product); the bytes read per pread()
+ * of that walk (4 KiB). */
+extern void (*cons__scan_sparse_hook)(int fd);
 extern size_t cons__scan_window;
+/* cons_out_scan_fd's walk by headers, whatever the file, with a window of
+ * `window` bytes (0: the product's), for fuzz_scan to hold against
+ * cons_out_scan_fd_read. */
+int cons__scan_fd_sparse(cons_out *o, int fd, size_t window);
 
 #endif /* SHMTRACE_CONSUMER_INT_H */
