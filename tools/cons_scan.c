@@ -261,6 +261,7 @@ int cons_out_scan_fd_read(cons_out *o, int fd)
 typedef struct {
     int fd;
     uint8_t *buf;
+    size_t window;             /* bytes per pread(), at least */
     size_t cap, len;           /* buf holds the file's [at, at + len) */
     uint64_t at;
     uint64_t end;              /* the file's end when the walk began */
@@ -269,9 +270,10 @@ typedef struct {
 
 /* Pointer to the file's bytes from pos: at least min(need, end - pos) of
  * them, *avail in all (up to the window's end, never past end); NULL with
- * w->err set if they cannot be had. Refills the window from pos (growing
- * it for a need larger than it, a TraceStats body) when they are not all
- * in it. */
+ * w->err set if they cannot be had. Refills the window from pos when they
+ * are not all in it: w->window bytes, or need if more (a TraceStats body;
+ * the buffer grows for it, later reads are w->window again, so that one
+ * huge body cannot make every later read huge). */
 static const uint8_t *win_get(scan_win *w, uint64_t pos, size_t need,
                               size_t *avail)
 {
@@ -287,7 +289,7 @@ static const uint8_t *win_get(scan_win *w, uint64_t pos, size_t need,
             w->buf = nb;
             w->cap = need;
         }
-        size_t want = w->cap;
+        size_t want = need > w->window ? need : w->window;
         if (want > w->end - pos)
             want = (size_t)(w->end - pos);
         size_t got = 0;
@@ -316,7 +318,7 @@ static const uint8_t *win_get(scan_win *w, uint64_t pos, size_t need,
 }
 
 /* scan_packet for a packet of the file at [pos, pos + len), larger than
- * the window: the same answers, from its field headers only (and the
+ * a window: the same answers, from its field headers only (and the
  * bodies of TraceStats). false if the file could not be read (w->err). */
 static bool scan_packet_sparse(cons_out *o, scan_win *w, uint64_t pos,
                                uint64_t len)
@@ -411,7 +413,7 @@ static int scan_sparse(cons_out *o, scan_win *w, bool final)
         uint64_t body = pos + (uint64_t)(p - h);
         if (plen > w->end - body)
             return final ? -EBADMSG : 0;    /* truncated record */
-        if (plen <= w->cap) {
+        if (plen <= w->window) {
             const uint8_t *pk = win_get(w, body, (size_t)plen, &avail);
             if (!pk)
                 return w->err;
@@ -462,8 +464,8 @@ static int scan_file(cons_out *o, int fd, bool final)
         return -EIO;                 /* shrank under what was counted */
     if ((uint64_t)st.st_size - o->scanned < SCAN_SPARSE_MIN)
         return scan_read(o, fd, final);
-    scan_win w = { .fd = fd, .cap = cons__scan_window,
-                   .end = (uint64_t)st.st_size };
+    scan_win w = { .fd = fd, .window = cons__scan_window,
+                   .cap = cons__scan_window, .end = (uint64_t)st.st_size };
     w.buf = malloc(w.cap);
     if (!w.buf)
         return scan_read(o, fd, final);
@@ -489,7 +491,9 @@ int cons__scan_fd_sparse(cons_out *o, int fd, size_t window)
         return -errno;
     if ((uint64_t)st.st_size < o->scanned)
         return -EIO;
-    scan_win w = { .fd = fd, .cap = window ? window : SCAN_WINDOW,
+    if (!window)
+        window = SCAN_WINDOW;
+    scan_win w = { .fd = fd, .window = window, .cap = window,
                    .end = (uint64_t)st.st_size };
     w.buf = malloc(w.cap);
     if (!w.buf)
