@@ -16,7 +16,6 @@
  */
 #include "config.h"
 
-#define _GNU_SOURCE 1
 #include <errno.h>
 #include <sys/mman.h>
 #include <unistd.h>
