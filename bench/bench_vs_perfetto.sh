@@ -12,8 +12,8 @@
 # (bench_vs_run.sh, timed by hyperfine --runs 1). Then Perfetto's C SDK
 # producer refgen (REFGEN_PERIOD_US=0, its drop policy) for REFGEN_MS
 # through both services, twice: with the SMB each service picks, and with
-# one named in the config for both; and dd / cat of each case's trace file (the
-# page-cache ceiling for the same bytes) with the CPU that write()s of
+# one named in the config for both; and dd / cat of each case's trace file
+# (the page-cache ceiling for the same bytes) with the CPU that write()s of
 # those bytes cost (bench_fwrite: the floor for a service that writes the
 # file). Figures per cell, summed over the rounds:
 #   MB/s      trace file bytes / wall time of the recording (hyperfine's
@@ -332,7 +332,8 @@ done
 # SMB: traced 256 KiB, shmtraced 1/64 of the session's buffers, 2 MiB here,
 # service/svc_commit.c), then naming the same one for both (2 MiB of 4 KiB
 # pages), so that the service's work and its sizing show apart.
-REFGEN_SMB='producers { producer_name: "refgen" shm_size_kb: 2048 page_size_kb: 4 }'
+REFGEN_SMB='producers { producer_name: "refgen" shm_size_kb: 2048'
+REFGEN_SMB="$REFGEN_SMB page_size_kb: 4 }"
 if [ "$REFGEN_MS" -gt 0 ]; then
     export WORKLOAD=refgen PRODUCERS=1 SIZE=64 COUNT=0
     WARM_MB=512
