@@ -409,6 +409,14 @@ static void clone_now(svc_daemon *d, svc_cconn *cc, ipc_call *call, int fd,
     ipc_call_reply(call, &r.base, false);
 }
 
+/* The unique_session_name a CloneSession names, or NULL. */
+static const char *clone_name(const Perfetto__Protos__CloneSessionRequest *r)
+{
+    return r->selector_case ==
+        PERFETTO__PROTOS__CLONE_SESSION_REQUEST__SELECTOR_UNIQUE_SESSION_NAME
+        ? r->unique_session_name : NULL;
+}
+
 /* Forgets cc's pending clone (its timer, fd and request); the call is
  * neither answered nor failed here. */
 static void clone_drop(svc_cconn *cc)
@@ -456,10 +464,7 @@ static void clone_finish(void *vcc)
                           : "the session ended while it was being flushed "
                             "for the clone");
     } else {
-        const char *name = req->selector_case ==
-            PERFETTO__PROTOS__CLONE_SESSION_REQUEST__SELECTOR_UNIQUE_SESSION_NAME
-            ? req->unique_session_name : NULL;
-        clone_now(d, cc, call, fd, req, id, name);
+        clone_now(d, cc, call, fd, req, id, clone_name(req));
     }
     if (req)
         perfetto__protos__clone_session_request__free_unpacked(req, NULL);
@@ -499,9 +504,7 @@ static void c_clone(ipc_call *call, const ProtobufCMessage *args, void *vd)
     uint64_t id = req->selector_case ==
         PERFETTO__PROTOS__CLONE_SESSION_REQUEST__SELECTOR_SESSION_ID ?
         req->session_id : UINT64_MAX;
-    const char *name = req->selector_case ==
-        PERFETTO__PROTOS__CLONE_SESSION_REQUEST__SELECTOR_UNIQUE_SESSION_NAME ?
-        req->unique_session_name : NULL;
+    const char *name = clone_name(req);
     if (req->has_for_bugreport && req->for_bugreport && id == UINT64_MAX) {
         /* perfetto --save-for-bugreport: the best bugreport session only. */
         id = svc_bugreport_session_id(d->svc);

@@ -17,6 +17,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "bstr.h"
 #include "cli_parse.h"
 #include "consumer_client.h"
 #include "consumer_int.h"
@@ -611,24 +612,13 @@ static void count_sparse(int fd)
  * kept), fixed-size fields are stepped over, and a bad wire type, a
  * length past the packet's end or a varint cut by it make the packet
  * malformed. */
-static size_t put_varint(uint8_t *p, uint64_t v)
+/* A length-delimited field of `len` bytes of 'x'. */
+static void bs_xfield(bstr *b, uint32_t field, size_t len)
 {
-    size_t k = 0;
-    while (v >= 0x80) {
-        p[k++] = (uint8_t)(v | 0x80);
-        v >>= 7;
-    }
-    p[k++] = (uint8_t)v;
-    return k;
-}
-
-/* A length-delimited field of `len` bytes of 'x' at p. */
-static size_t put_bytes_field(uint8_t *p, uint32_t field, size_t len)
-{
-    size_t k = put_varint(p, (uint64_t)field << 3 | 2);
-    k += put_varint(p + k, len);
-    memset(p + k, 'x', len);
-    return k + len;
+    bs_tag(b, field, 2);
+    bs_varint(b, len);
+    for (size_t i = 0; i < len; i++)
+        bs_put(b, "x", 1);
 }
 
 START_TEST(test_out_scan_sparse_fields)
@@ -636,79 +626,74 @@ START_TEST(test_out_scan_sparse_fields)
     int fd = tmp_fd();
     cons_out o;
     ck_assert_int_eq(cons_out_init(&o, fd), 0);
-    size_t cap = 20000, n = 0;
-    uint8_t *pk = malloc(cap);
+    size_t n = 0;
     uint64_t want_flagged = 0, want_malformed = 0, last_discarded = 0;
     for (int i = 0; i < 120; i++) {
-        size_t k = 0, body = 9000 + (size_t)i;
+        bstr pk = {0};
+        size_t body = 9000 + (size_t)i;
         switch (i % 7) {
         case 0: /* timestamp, body, 42 = 1 */
-            k += put_varint(pk + k, 8 << 3);
-            k += put_varint(pk + k, 1700000000000000000ull + (uint64_t)i);
-            k += put_bytes_field(pk + k, 900, body);
-            k += put_varint(pk + k, 42 << 3);
-            k += put_varint(pk + k, 1);
+            bs_tag(&pk, 8, 0);
+            bs_varint(&pk, 1700000000000000000ull + (uint64_t)i);
+            bs_xfield(&pk, 900, body);
+            bs_tag(&pk, 42, 0);
+            bs_varint(&pk, 1);
             want_flagged++;
             break;
         case 1: /* 42 = 1, body, 42 = 0: the last one wins */
-            k += put_varint(pk + k, 42 << 3);
-            k += put_varint(pk + k, 1);
-            k += put_bytes_field(pk + k, 900, body);
-            k += put_varint(pk + k, 42 << 3);
-            k += put_varint(pk + k, 0);
+            bs_tag(&pk, 42, 0);
+            bs_varint(&pk, 1);
+            bs_xfield(&pk, 900, body);
+            bs_tag(&pk, 42, 0);
+            bs_varint(&pk, 0);
             break;
         case 2: /* fixed64, fixed32, body, 42 = 1 */
-            k += put_varint(pk + k, 9 << 3 | 1);
-            memset(pk + k, 0xff, 8);
-            k += 8;
-            k += put_varint(pk + k, 10 << 3 | 5);
-            memset(pk + k, 0xff, 4);
-            k += 4;
-            k += put_bytes_field(pk + k, 900, body);
-            k += put_varint(pk + k, 42 << 3);
-            k += put_varint(pk + k, 1);
+            bs_tag(&pk, 9, 1);
+            bs_put(&pk, "\xff\xff\xff\xff\xff\xff\xff\xff", 8);
+            bs_tag(&pk, 10, 5);
+            bs_put(&pk, "\xff\xff\xff\xff", 4);
+            bs_xfield(&pk, 900, body);
+            bs_tag(&pk, 42, 0);
+            bs_varint(&pk, 1);
             want_flagged++;
             break;
         case 3: { /* body, then a TraceStats of ~6000 bytes */
-            uint8_t st[7000];
-            size_t sk = 0;
-            sk += put_varint(st + sk, 8 << 3);      /* chunks_discarded */
-            sk += put_varint(st + sk, 77 + (uint64_t)i);
-            sk += put_bytes_field(st + sk, 5999, 6000 + (size_t)i);
-            k += put_bytes_field(pk + k, 900, body);
-            k += put_varint(pk + k, 35 << 3 | 2);
-            k += put_varint(pk + k, sk);
-            memcpy(pk + k, st, sk);
-            k += sk;
+            bstr st = {0};
+            bs_tag(&st, 8, 0);                  /* chunks_discarded */
+            bs_varint(&st, 77 + (uint64_t)i);
+            bs_xfield(&st, 5999, 6000 + (size_t)i);
+            bs_xfield(&pk, 900, body);
+            bs_tag(&pk, 35, 2);
+            bs_varint(&pk, st.n);
+            bs_put(&pk, st.d, st.n);
+            free(st.d);
             last_discarded = 77 + (uint64_t)i;
             break;
         }
         case 4: /* body, then wire type 7 */
-            k += put_bytes_field(pk + k, 900, body);
-            pk[k++] = 3 << 3 | 7;
+            bs_xfield(&pk, 900, body);
+            bs_put(&pk, (const uint8_t[]){ 3 << 3 | 7 }, 1);
             want_malformed++;
             break;
         case 5: /* a body declared one byte longer than the packet */
-            k += put_bytes_field(pk + k, 900, body);
-            k += put_varint(pk + k, 42 << 3);
-            k += put_varint(pk + k, 1);
-            pk[2] = (uint8_t)(pk[2] + 1);  /* its length's low byte */
+            bs_xfield(&pk, 900, body);
+            bs_tag(&pk, 42, 0);
+            bs_varint(&pk, 1);
+            pk.d[2] = (uint8_t)(pk.d[2] + 1);  /* its length's low byte */
             want_malformed++;
             break;
         default: /* body, 42 = 1, then a varint cut by the packet's end */
-            k += put_bytes_field(pk + k, 900, body);
-            k += put_varint(pk + k, 42 << 3);
-            k += put_varint(pk + k, 1);
-            pk[k++] = 8 << 3;
-            pk[k++] = 0xff;
+            bs_xfield(&pk, 900, body);
+            bs_tag(&pk, 42, 0);
+            bs_varint(&pk, 1);
+            bs_put(&pk, (const uint8_t[]){ 8 << 3, 0xff }, 2);
             want_malformed++;
             break;
         }
-        ck_assert_uint_le(k, cap);
-        cons_out_packet(pk, k, &o);
+        cons_out_packet(pk.d, pk.n, &o);
+        free(pk.d);
         n++;
     }
-    free(pk);
     ck_assert_int_eq(cons_out_flush(&o), 0);
     uint64_t bytes = o.bytes;
     cons_out_fini(&o);
@@ -755,59 +740,51 @@ static uint64_t xs(void)
 
 START_TEST(test_out_scan_sparse_mutated)
 {
-    /* at most 5 fields of at most 9100 bytes (+ headers) per packet */
-    enum { PK_MAX = 5 * 9200, NPK = 40 };
-    uint8_t *file = malloc((size_t)NPK * (PK_MAX + 16));
-    uint8_t *pk = malloc(PK_MAX);
-    size_t n = 0;
-    for (int i = 0; i < NPK; i++) {
-        size_t k = 0;
+    bstr file = {0};
+    for (int i = 0; i < 40; i++) {
+        bstr pk = {0};
         int nf = 1 + (int)(xs() % 5);
         for (int f = 0; f < nf; f++) {
             switch (xs() % 6) {
             case 0:
-                k += put_varint(pk + k, 42 << 3);
-                k += put_varint(pk + k, xs() % 2);
+                bs_tag(&pk, 42, 0);
+                bs_varint(&pk, xs() % 2);
                 break;
             case 4:
-                k += put_varint(pk + k, 10 << 3 | 5);
-                memset(pk + k, 0xa5, 4);
-                k += 4;
+                bs_tag(&pk, 10, 5);
+                bs_put(&pk, "\xa5\xa5\xa5\xa5", 4);
                 break;
             case 1:
-                k += put_varint(pk + k, 8 << 3);
-                k += put_varint(pk + k, xs());
+                bs_tag(&pk, 8, 0);
+                bs_varint(&pk, xs());
                 break;
             case 2:
-                k += put_varint(pk + k, 9 << 3 | 1);
-                memset(pk + k, 0x5a, 8);
-                k += 8;
+                bs_tag(&pk, 9, 1);
+                bs_put(&pk, "ZZZZZZZZ", 8);             /* 0x5a */
                 break;
             case 3: {
-                uint8_t st[600];
-                size_t sk = put_varint(st, 8 << 3);
-                sk += put_varint(st + sk, xs() % 1000);
-                sk += put_bytes_field(st + sk, 5999, xs() % 500);
-                k += put_varint(pk + k, 35 << 3 | 2);
-                k += put_varint(pk + k, sk);
-                memcpy(pk + k, st, sk);
-                k += sk;
+                bstr st = {0};
+                bs_tag(&st, 8, 0);
+                bs_varint(&st, xs() % 1000);
+                bs_xfield(&st, 5999, xs() % 500);
+                bs_tag(&pk, 35, 2);
+                bs_varint(&pk, st.n);
+                bs_put(&pk, st.d, st.n);
+                free(st.d);
                 break;
             }
             default:
-                k += put_bytes_field(pk + k, 900, 100 + xs() % 9000);
+                bs_xfield(&pk, 900, 100 + xs() % 9000);
                 break;
             }
         }
-        ck_assert_uint_le(k, PK_MAX);
-        file[n++] = 0x0a;
-        n += put_varint(file + n, k);
-        memcpy(file + n, pk, k);
-        n += k;
+        bs_record(&file, &pk);
+        free(pk.d);
     }
+    size_t n = file.n;
     uint8_t *copy = malloc(n);
     for (int it = 0; it < 400; it++) {
-        memcpy(copy, file, n);
+        memcpy(copy, file.d, n);
         size_t len = n;
         int flips = (int)(xs() % 4);
         for (int f = 0; f < flips; f++)
@@ -845,8 +822,7 @@ START_TEST(test_out_scan_sparse_mutated)
         close(fd);
     }
     free(copy);
-    free(pk);
-    free(file);
+    free(file.d);
 }
 END_TEST
 

@@ -91,60 +91,70 @@ static inline bool skip_varint(const uint8_t **p, const uint8_t *end)
     return get_varint(p, end, &v);
 }
 
+/* One top-level field header at *p (before e), *p moved past it: its
+ * field number, wire type (returned; -1 if malformed: a bad wire type, or
+ * a varint cut by e or overlong) and the bytes of body that follow (*body:
+ * 8, 4, the length, or 0 for a varint, whose value is read into *v for
+ * field 42 and skipped otherwise). The callers check *body against what is
+ * left of the packet. */
+static inline int field_head(const uint8_t **p, const uint8_t *e,
+                             uint32_t *field, uint64_t *body, uint64_t *v)
+{
+    uint64_t tag;
+    if (!get_varint(p, e, &tag))
+        return -1;
+    *field = (uint32_t)(tag >> 3);
+    *body = 0;
+    switch (tag & 7) {
+    case 0:
+        if (*field == 42)
+            return get_varint(p, e, v) ? 0 : -1;
+        return skip_varint(p, e) ? 0 : -1;
+    case 1:
+        *body = 8;
+        return 1;
+    case 5:
+        *body = 4;
+        return 5;
+    case 2:
+        return get_varint(p, e, body) ? 2 : -1;
+    default:
+        return -1;
+    }
+}
+
+/* A TraceStats body (field 35): kept if it parses, the last one wins. */
+static void keep_stats(cons_out *o, const uint8_t *p, size_t len)
+{
+    Perfetto__Protos__TraceStats *st =
+        perfetto__protos__trace_stats__unpack(NULL, len, p);
+    if (st) {
+        perfetto__protos__trace_stats__free_unpacked(o->last_stats, NULL);
+        o->last_stats = st;
+    }
+}
+
 /* Top-level scan: previous_packet_dropped (42) and trace_stats (35). */
 static inline void scan_packet(cons_out *o, const uint8_t *p, size_t len)
 {
     const uint8_t *end = p + len;
     bool flagged = false;
     while (p < end) {
-        uint64_t tag, v;
-        if (!get_varint(&p, end, &tag))
-            goto bad;
-        uint32_t field = (uint32_t)(tag >> 3);
-        switch (tag & 7) {
-        case 0:
-            if (field != 42) {
-                if (!skip_varint(&p, end))
-                    goto bad;
-                break;
-            }
-            if (!get_varint(&p, end, &v))
-                goto bad;
-            flagged = v != 0; /* last one wins */
-            break;
-        case 1:
-            if (end - p < 8)
-                goto bad;
-            p += 8;
-            break;
-        case 5:
-            if (end - p < 4)
-                goto bad;
-            p += 4;
-            break;
-        case 2:
-            if (!get_varint(&p, end, &v) || v > (uint64_t)(end - p))
-                goto bad;
-            if (field == 35) {
-                Perfetto__Protos__TraceStats *st =
-                    perfetto__protos__trace_stats__unpack(NULL, (size_t)v, p);
-                if (st) {
-                    perfetto__protos__trace_stats__free_unpacked(
-                        o->last_stats, NULL);
-                    o->last_stats = st;
-                }
-            }
-            p += v;
-            break;
-        default:
-            goto bad;
+        uint32_t field;
+        uint64_t body, v;
+        int wt = field_head(&p, end, &field, &body, &v);
+        if (wt < 0 || body > (uint64_t)(end - p)) {
+            o->malformed++;
+            return;
         }
+        if (wt == 0 && field == 42)
+            flagged = v != 0; /* last one wins */
+        else if (wt == 2 && field == 35)
+            keep_stats(o, p, (size_t)body);
+        p += body;
     }
     if (flagged)
         o->flagged_packets++;
-    return;
-bad:
-    o->malformed++;
 }
 
 void cons__scan_packet(cons_out *o, const uint8_t *p, size_t len)
@@ -268,6 +278,17 @@ typedef struct {
     int err;                   /* -EIO: it shrank; -errno: pread failed */
 } scan_win;
 
+/* A window of `window` bytes over fd's first `end` bytes; -ENOMEM. */
+static int win_init(scan_win *w, int fd, uint64_t end, size_t window)
+{
+    memset(w, 0, sizeof(*w));
+    w->fd = fd;
+    w->window = w->cap = window;
+    w->end = end;
+    w->buf = malloc(window);
+    return w->buf ? 0 : -ENOMEM;
+}
+
 /* Pointer to the file's bytes from pos: at least min(need, end - pos) of
  * them, *avail in all (up to the window's end, never past end); NULL with
  * w->err set if they cannot be had. Refills the window from pos when they
@@ -333,58 +354,28 @@ static bool scan_packet_sparse(cons_out *o, scan_win *w, uint64_t pos,
             return false;
         if (avail > end - pos)
             avail = (size_t)(end - pos);
-        const uint8_t *p = h, *e = h + avail;
-        uint64_t tag, v;
-        if (!get_varint(&p, e, &tag))
-            goto bad;
-        uint32_t field = (uint32_t)(tag >> 3);
-        switch (tag & 7) {
-        case 0:
-            if (!get_varint(&p, e, &v))
-                goto bad;
-            if (field == 42)
-                flagged = v != 0; /* last one wins */
+        const uint8_t *p = h;
+        uint32_t field;
+        uint64_t body, v;
+        int wt = field_head(&p, h + avail, &field, &body, &v);
+        if (wt >= 0)
             pos += (uint64_t)(p - h);
-            break;
-        case 1:
-        case 5: {
-            uint64_t k = (tag & 7) == 1 ? 8 : 4;
-            pos += (uint64_t)(p - h);
-            if (end - pos < k)
-                goto bad;
-            pos += k;
-            break;
+        if (wt < 0 || body > end - pos) {
+            o->malformed++;
+            return true;
         }
-        case 2:
-            if (!get_varint(&p, e, &v))
-                goto bad;
-            pos += (uint64_t)(p - h);
-            if (v > end - pos)
-                goto bad;
-            if (field == 35) {
-                const uint8_t *body = win_get(w, pos, (size_t)v, &avail);
-                if (!body)
-                    return false;
-                Perfetto__Protos__TraceStats *st =
-                    perfetto__protos__trace_stats__unpack(NULL, (size_t)v,
-                                                          body);
-                if (st) {
-                    perfetto__protos__trace_stats__free_unpacked(
-                        o->last_stats, NULL);
-                    o->last_stats = st;
-                }
-            }
-            pos += v;
-            break;
-        default:
-            goto bad;
+        if (wt == 0 && field == 42) {
+            flagged = v != 0; /* last one wins */
+        } else if (wt == 2 && field == 35) {
+            const uint8_t *b = win_get(w, pos, (size_t)body, &avail);
+            if (!b)
+                return false;
+            keep_stats(o, b, (size_t)body);
         }
+        pos += body;
     }
     if (flagged)
         o->flagged_packets++;
-    return true;
-bad:
-    o->malformed++;
     return true;
 }
 
@@ -464,10 +455,8 @@ static int scan_file(cons_out *o, int fd, bool final)
         return -EIO;                 /* shrank under what was counted */
     if ((uint64_t)st.st_size - o->scanned < SCAN_SPARSE_MIN)
         return scan_read(o, fd, final);
-    scan_win w = { .fd = fd, .window = cons__scan_window,
-                   .cap = cons__scan_window, .end = (uint64_t)st.st_size };
-    w.buf = malloc(w.cap);
-    if (!w.buf)
+    scan_win w;
+    if (win_init(&w, fd, (uint64_t)st.st_size, cons__scan_window) < 0)
         return scan_read(o, fd, final);
     int rc;
     /* Small records: every byte is read anyway, and one read() of many
@@ -491,12 +480,9 @@ int cons__scan_fd_sparse(cons_out *o, int fd, size_t window)
         return -errno;
     if ((uint64_t)st.st_size < o->scanned)
         return -EIO;
-    if (!window)
-        window = SCAN_WINDOW;
-    scan_win w = { .fd = fd, .window = window, .cap = window,
-                   .end = (uint64_t)st.st_size };
-    w.buf = malloc(w.cap);
-    if (!w.buf)
+    scan_win w;
+    if (win_init(&w, fd, (uint64_t)st.st_size,
+                 window ? window : SCAN_WINDOW) < 0)
         return -ENOMEM;
     scan_start(o);
     int rc = scan_sparse(o, &w, true);
