@@ -6,8 +6,21 @@
  * count and the layout read ONCE from the live page word, (2) wins the chunk
  * with the ABI's CAS (Complete -> BeingRead), (3) reads the header fields
  * once into locals, (4) copies the payload into scratch so that libbuf
- * tokenizes bytes the producer can no longer change, (5) frees the chunk.
+ * tokenizes bytes the producer can no longer change (of a complete chunk
+ * only its fragments when they end in the first system page, copy_into),
+ * (5) frees the chunk.
  * A scrape does (1), (3), (4) without touching states.
+ *
+ * A scrape visits only the pages whose header lies in data of the object
+ * behind the mapping (smb_reader_set_fd; lseek SEEK_DATA / SEEK_HOLE): a
+ * page the producer never wrote is a hole and reads as zeros, nothing to
+ * scrape, and reading it through the mapping would make the kernel
+ * allocate it. So a producer that used a few pages of its SMB does not get
+ * the rest allocated by the service's first flush (the whole SMB with
+ * 4 KiB pages, a header page per page with larger ones), nor cost the
+ * service a page fault per page at each scrape. Holes come and go only by
+ * the producer's own writes (or a hole punch, which zeroes): what it
+ * writes after the lseek is as good as written after the scrape.
  *
  * What counts as an ABI violation here (the fragment-level checks are
  * libbuf's): reserved bit 31 of a page word set, state bits set for chunk
@@ -19,6 +32,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <shmtrace/smb_abi.h>
 
@@ -29,6 +43,8 @@ _Static_assert(offsetof(smb_patch, data) == offsetof(tb_patch, data),
                "patch layouts");
 
 #define MAX_PATCHES_PER_GROUP 1024u
+#define SMB_READER_SYS_PAGE 4096u   /* the smallest page the kernel maps */
+#define SMB_READER_PROBE_MIN 256u   /* a first copy at least this long */
 
 struct smb_reader {
     uint8_t *base;            /* borrowed mapping (untrusted contents) */
@@ -37,6 +53,7 @@ struct smb_reader {
     uint16_t producer_id;     /* trusted identity of the peer */
     uint32_t uid;
     int32_t pid;
+    int fd;                   /* the object behind base, or -1 */
     smb_reader_stats stats;
     uint8_t scratch[SMB_MAX_CHUNK_SIZE];  /* private copy of one payload */
 };
@@ -59,6 +76,7 @@ smb_reader *smb_reader_create(uint8_t *base, size_t size, uint32_t page_size,
     r->producer_id = producer_id;
     r->uid = uid;
     r->pid = pid;
+    r->fd = -1;
     return r;
 }
 
@@ -126,16 +144,63 @@ smb_reader_copy_from_producer(uint8_t *dst, const void *src, size_t n)
     memcpy(dst, src, n);
 }
 
-/* Copy the payload out of shared memory and hand it to libbuf. */
+/* Where the payload's first `count` fragments end, when they end within
+ * the first `avail` bytes (p: the private copy) and parse as libbuf
+ * parses them, or by stricter rules (size varints of at most 4 bytes, so
+ * never the drop marker); SIZE_MAX otherwise. */
+static size_t frags_end_within(const uint8_t *p, size_t avail, uint32_t count)
+{
+    size_t pos = 0;
+    for (uint32_t i = 0; i < count; i++) {
+        uint32_t size = 0;
+        unsigned k = 0;
+        uint8_t b;
+        do {
+            if (pos >= avail || k == 4)
+                return SIZE_MAX;
+            b = p[pos++];
+            size |= (uint32_t)(b & 0x7f) << (7 * k++);
+        } while (b & 0x80);
+        if (size > avail - pos)
+            return SIZE_MAX;
+        pos += size;
+    }
+    return pos;
+}
+
+/* Copy the payload out of shared memory and hand it to libbuf. A complete
+ * chunk larger than the rest of the system page its payload starts in
+ * (pages of 8 KiB and more) is copied that far first: if its fragments
+ * end there (a chunk a flush committed part-full), libbuf gets just them.
+ * For a complete chunk it reads nothing past its fragments, so this
+ * changes nothing for it, but the pages behind are neither read nor, if
+ * the producer never wrote them, allocated by the kernel for our read.
+ * Otherwise, and for incomplete (scraped) chunks, whose reserved size is
+ * the whole payload, the whole payload is copied. */
 static void copy_into(smb_reader *r, tb_buffer *buf, smb_chunk_header *c,
                       uint32_t chunk_size, const header_copy *h,
                       bool complete)
 {
-    size_t payload = chunk_size - SMB_CHUNK_HEADER_SIZE;
-    smb_reader_copy_from_producer(r->scratch, smb_chunk_payload(c), payload);
+    size_t payload = chunk_size - SMB_CHUNK_HEADER_SIZE, len = payload;
+    const uint8_t *src = smb_chunk_payload(c);
+    size_t probe = SMB_READER_SYS_PAGE -
+                   ((uintptr_t)src & (SMB_READER_SYS_PAGE - 1));
+    if (probe < SMB_READER_PROBE_MIN)
+        probe += SMB_READER_SYS_PAGE;
+    if (complete && probe < payload) {
+        smb_reader_copy_from_producer(r->scratch, src, probe);
+        len = frags_end_within(r->scratch, probe, h->count);
+        if (len == SIZE_MAX) {
+            len = payload;
+            smb_reader_copy_from_producer(r->scratch + probe, src + probe,
+                                          payload - probe);
+        }
+    } else {
+        smb_reader_copy_from_producer(r->scratch, src, payload);
+    }
     tb_copy_chunk_untrusted(buf, r->producer_id, r->uid, r->pid,
                             h->writer_id, h->chunk_id, h->count, h->flags,
-                            complete, r->scratch, payload);
+                            complete, r->scratch, len);
 }
 
 int smb_reader_commit_chunk(smb_reader *r, uint32_t page, uint32_t chunk,
@@ -259,45 +324,90 @@ size_t smb_reader_commit_batch(smb_reader *r, const smb_commit_batch *b,
     return moved;
 }
 
+void smb_reader_set_fd(smb_reader *r, int fd)
+{
+    r->fd = fd;
+}
+
+/* Pages p.. to scrape next: returns the first page at or after p whose
+ * header lies in data of r->fd (SEEK_DATA), with *end the first page after
+ * it whose header lies in the hole after that data (SEEK_HOLE);
+ * r->num_pages when no data is left. Without an fd, or if lseek fails
+ * otherwise than "no more data" (ENXIO), every page from p on. */
+static size_t data_pages(const smb_reader *r, size_t p, size_t *end)
+{
+    const off_t ps = (off_t)r->page_size;
+    *end = r->num_pages;
+    while (r->fd >= 0 && p < r->num_pages) {
+        off_t data = lseek(r->fd, (off_t)p * ps, SEEK_DATA);
+        if (data < 0)
+            return errno == ENXIO ? r->num_pages : p;
+        off_t hole = lseek(r->fd, data, SEEK_HOLE);
+        if (hole < 0)
+            return p;
+        size_t first = (size_t)((data + ps - 1) / ps);
+        size_t after = (size_t)((hole + ps - 1) / ps);
+        if (after > r->num_pages)
+            after = r->num_pages;
+        if (first < after) {
+            *end = after;
+            return first;
+        }
+        /* the data holds no page header: on (even if a racing hole punch
+         * made lseek's answers disagree) */
+        p = after > p ? after : p + 1;
+    }
+    return p;
+}
+
+/* Scrape one page (every chunk not Free). Returns chunks copied. */
+static size_t scrape_page(smb_reader *r, size_t p, smb_resolve_fn resolve,
+                          void *ctx)
+{
+    smb_page_header *ph = smb_page_at(r->base, r->page_size, p);
+    uint32_t word = atomic_load_explicit(&ph->header_bitmap,
+                                         memory_order_acquire);
+    uint32_t layout = smb_word_layout(word);
+    uint32_t n = smb_layout_num_chunks(layout);
+    uint32_t chunk_size = smb_chunk_size(r->page_size, layout);
+    size_t copied = 0;
+
+    if (word == 0)
+        return 0;
+    if (check_word(word) != 0)
+        r->stats.abi_violations++;
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t state = smb_word_chunk_state(word, i);
+        smb_chunk_header *c;
+        header_copy h;
+        tb_buffer *buf;
+        bool complete;
+
+        if (state == SMB_CHUNK_FREE || state == SMB_CHUNK_BEING_READ)
+            continue;
+        complete = state == SMB_CHUNK_COMPLETE;
+        c = smb_chunk_at(ph, r->page_size, layout, i);
+        if (read_header(c, memory_order_acquire, &h) != 0) {
+            r->stats.abi_violations++;
+            continue;
+        }
+        if (!complete && h.count < 2)
+            continue;
+        buf = resolve(ctx, 0, h.writer_id);
+        if (buf == NULL)
+            continue;
+        copy_into(r, buf, c, chunk_size, &h, complete);
+        r->stats.chunks_scraped++;
+        copied++;
+    }
+    return copied;
+}
+
 size_t smb_reader_scrape(smb_reader *r, smb_resolve_fn resolve, void *ctx)
 {
-    size_t copied = 0;
-    for (size_t p = 0; p < r->num_pages; p++) {
-        smb_page_header *ph = smb_page_at(r->base, r->page_size, p);
-        uint32_t word = atomic_load_explicit(&ph->header_bitmap,
-                                             memory_order_acquire);
-        uint32_t layout = smb_word_layout(word);
-        uint32_t n = smb_layout_num_chunks(layout);
-        uint32_t chunk_size = smb_chunk_size(r->page_size, layout);
-
-        if (word == 0)
-            continue;
-        if (check_word(word) != 0)
-            r->stats.abi_violations++;
-        for (uint32_t i = 0; i < n; i++) {
-            uint32_t state = smb_word_chunk_state(word, i);
-            smb_chunk_header *c;
-            header_copy h;
-            tb_buffer *buf;
-            bool complete;
-
-            if (state == SMB_CHUNK_FREE || state == SMB_CHUNK_BEING_READ)
-                continue;
-            complete = state == SMB_CHUNK_COMPLETE;
-            c = smb_chunk_at(ph, r->page_size, layout, i);
-            if (read_header(c, memory_order_acquire, &h) != 0) {
-                r->stats.abi_violations++;
-                continue;
-            }
-            if (!complete && h.count < 2)
-                continue;
-            buf = resolve(ctx, 0, h.writer_id);
-            if (buf == NULL)
-                continue;
-            copy_into(r, buf, c, chunk_size, &h, complete);
-            r->stats.chunks_scraped++;
-            copied++;
-        }
-    }
+    size_t copied = 0, p = 0, end;
+    while ((p = data_pages(r, p, &end)) < r->num_pages)
+        for (; p < end; p++)
+            copied += scrape_page(r, p, resolve, ctx);
     return copied;
 }

@@ -17,15 +17,16 @@
  *   page < num_pages, chunk < num_chunks(live layout), state Complete
  *   (CAS Complete -> BeingRead); header writer_id in 1..32767; the caller's
  *   resolve callback picks the tb_buffer (or NULL: discarded); the payload
- *   (chunk_size - 8 bytes) is copied out and handed to
+ *   (chunk_size - 8 bytes, or just its fragments when they end in the
+ *   system page it starts in: smb_reader.c) is copied out and handed to
  *   tb_copy_chunk_untrusted(..., count, flags, complete=true, ...); the
  *   chunk is then released BeingRead -> Free (the service frees chunks).
  * Emulation (smb_reader_commit_data): the chunk came inside the IPC
  *   message; only its length and header are checked, then libbuf.
  * Patches (smb_reader_apply_patches): writer_id 1..32767, 1..1024 patches,
  *   then tb_try_patch_chunk.
- * Scrape (smb_reader_scrape), per smb-abi.md §7: every page, every chunk
- *   not Free: complete = (state == Complete); skip if !complete and
+ * Scrape (smb_reader_scrape), per smb-abi.md §7: every page (that is not
+ *   a hole of the fd given with smb_reader_set_fd), every chunk not Free: complete = (state == Complete); skip if !complete and
  *   count < 2; resolve by writer_id; copy with chunk_complete = complete.
  *   Chunk states are never changed by a scrape.
  *
@@ -106,6 +107,12 @@ int smb_reader_apply_patches(smb_reader *r, const smb_chunk_patches *group,
  * chunks moved. */
 size_t smb_reader_commit_batch(smb_reader *r, const smb_commit_batch *batch,
                                smb_resolve_fn resolve, void *ctx);
+
+/* The object behind the mapping (the service's own memfd; kept open by
+ * the caller while the reader lives): scrapes then skip its holes, pages
+ * never written (smb_reader.c). Without it (-1, the default) a scrape
+ * reads every page's header. */
+void smb_reader_set_fd(smb_reader *r, int fd);
 
 /* Scrape every written-but-uncommitted chunk. Returns chunks copied. */
 size_t smb_reader_scrape(smb_reader *r, smb_resolve_fn resolve, void *ctx);

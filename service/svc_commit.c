@@ -149,6 +149,7 @@ int svc__smb_setup(svc_producer *p, const Perfetto__Protos__TraceConfig *cfg)
         smb_shm_unmap(&shm);
         return e;
     }
+    smb_reader_set_fd(r, shm.fd);
     p->smb_fd = shm.fd;
     p->smb_base = shm.base;
     p->smb_size = size;

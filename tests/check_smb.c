@@ -692,6 +692,137 @@ START_TEST(test_reader_lying_page_words)
 }
 END_TEST
 
+/* Blocks the object behind f's SMB holds (512-byte units). */
+static long shm_blocks(const rfix *f)
+{
+    struct stat st;
+    ck_assert_int_eq(fstat(f->shm.fd, &st), 0);
+    return (long)st.st_blocks;
+}
+
+/* With the SMB's fd, a scrape visits only the pages the producer wrote:
+ * it finds the same chunks as the full walk, and leaves the pages never
+ * written unallocated (the full walk's reads of their headers make the
+ * kernel allocate them, which shows the test measures something). */
+START_TEST(test_reader_scrape_skips_holes)
+{
+    static const uint32_t pages[] = {4096, 32768};
+    for (size_t ps = 0; ps < 2; ps++) {
+        rfix f;
+        rfix_init(&f, 64 * (size_t)pages[ps], pages[ps]);
+        put_chunk(&f, 5, SMB_LAYOUT_DIV1, 0, 5, 10);
+        put_chunk(&f, 6, SMB_LAYOUT_DIV2, 1, 6, 20);
+        put_chunk(&f, 63, SMB_LAYOUT_DIV1, 0, 7, 30);
+        long written = shm_blocks(&f);
+        ck_assert_int_lt(written, 64 * (long)pages[ps] / 512);
+        smb_reader_set_fd(f.r, f.shm.fd);
+        ck_assert_uint_eq(smb_reader_scrape(f.r, rfix_resolve, &f), 3);
+        ck_assert_int_eq(shm_blocks(&f), written);
+        /* a fd lseek cannot search (a pipe): every page, as without one */
+        int pfd[2];
+        ck_assert_int_eq(pipe(pfd), 0);
+        smb_reader_set_fd(f.r, pfd[0]);
+        ck_assert_uint_eq(smb_reader_scrape(f.r, rfix_resolve, &f), 3);
+        close(pfd[0]);
+        close(pfd[1]);
+        ck_assert_int_gt(shm_blocks(&f), written);
+        /* and without one */
+        smb_reader_set_fd(f.r, -1);
+        ck_assert_uint_eq(smb_reader_scrape(f.r, rfix_resolve, &f), 3);
+        /* the chunks came through once each (libbuf drops the copies) */
+        tb_begin_read(f.buf);
+        tb_packet p;
+        tb_seq_props props;
+        uint32_t writers = 0;
+        while (tb_read_next_packet(f.buf, &p, &props, NULL)) {
+            ck_assert_uint_eq(p.size, 5);
+            writers |= 1u << props.writer_id;
+        }
+        ck_assert_uint_eq(writers, 1u << 5 | 1u << 6 | 1u << 7);
+        rfix_fini(&f);
+    }
+}
+END_TEST
+
+/* A page with data past its header only (the header's system page a
+ * hole) has nothing to scrape: its header reads as zeros. */
+START_TEST(test_reader_scrape_data_without_header)
+{
+    rfix f;
+    rfix_init(&f, 16 * 32768, 32768);
+    memset(f.shm.base + 2 * 32768 + 8192, 0xAB, 4096);
+    put_chunk(&f, 9, SMB_LAYOUT_DIV1, 0, 5, 1);
+    smb_reader_set_fd(f.r, f.shm.fd);
+    long before = shm_blocks(&f);
+    ck_assert_uint_eq(smb_reader_scrape(f.r, rfix_resolve, &f), 1);
+    ck_assert_int_eq(shm_blocks(&f), before);
+    ck_assert_uint_eq(smb_reader_get_stats(f.r)->abi_violations, 0);
+    rfix_fini(&f);
+}
+END_TEST
+
+/* A chunk of fragments bytes[0..n) (count from the caller) in page `page`
+ * (Div1), Complete. */
+static void put_raw_chunk(rfix *f, uint32_t page, uint16_t count,
+                          const uint8_t *bytes, size_t n)
+{
+    smb_page_header *ph = smb_page_at(f->shm.base, f->page_size, page);
+    smb_try_partition_page(ph, SMB_LAYOUT_DIV1);
+    smb_chunk_header *c = smb_try_acquire_chunk_for_writing(ph, f->page_size,
+            0, 5, page, smb_make_packets(count, 0));
+    ck_assert_ptr_nonnull(c);
+    memcpy(smb_chunk_payload(c), bytes, n);
+    ck_assert_int_eq(smb_release_chunk_as_complete(ph, 0), 0);
+}
+
+/* A committed chunk whose fragments end in the system page its payload
+ * starts in is copied that far only: the pages behind, never written,
+ * stay unallocated. Fragments past that point, a malformed size and the
+ * drop marker are judged by libbuf as before, from the whole payload. */
+START_TEST(test_reader_commit_copies_written_part)
+{
+    rfix f;
+    rfix_init(&f, 8 * 32768, 32768);
+    const tb_stats *ts = tb_get_stats(f.buf);
+    static uint8_t big[7000];
+    /* 1: two small fragments (packets of 3 and 5 bytes) */
+    put_raw_chunk(&f, 1, 2, (const uint8_t *)"\x03" "abc" "\x05" "defgh", 10);
+    long before = shm_blocks(&f);
+    ck_assert_int_eq(smb_reader_commit_chunk(f.r, 1, 0, 1, rfix_resolve, &f),
+                     0);
+    ck_assert_int_eq(shm_blocks(&f), before);
+    /* 2: one fragment of 6998 bytes, past the first system page */
+    big[0] = 0xD6;              /* 6998 = 0x1B56: varint D6 36 */
+    big[1] = 0x36;
+    memset(big + 2, 'x', sizeof(big) - 2);
+    put_raw_chunk(&f, 2, 1, big, sizeof(big));
+    ck_assert_int_eq(smb_reader_commit_chunk(f.r, 2, 0, 1, rfix_resolve, &f),
+                     0);
+    /* 3: a second fragment claiming more than the chunk holds */
+    put_raw_chunk(&f, 3, 2, (const uint8_t *)"\x02" "ab" "\xff\xff\x03", 6);
+    ck_assert_int_eq(smb_reader_commit_chunk(f.r, 3, 0, 1, rfix_resolve, &f),
+                     0);
+    ck_assert_uint_eq(ts->abi_violations, 1);
+    /* 4: the drop marker (a writer gave up on its packet) */
+    put_raw_chunk(&f, 4, 2, (const uint8_t *)"\x01z\xff\xff\xff\x7f", 6);
+    ck_assert_int_eq(smb_reader_commit_chunk(f.r, 4, 0, 1, rfix_resolve, &f),
+                     0);
+    ck_assert_uint_eq(ts->trace_writer_packet_loss, 1);
+    ck_assert_uint_eq(ts->abi_violations, 1);
+    static const size_t want[] = {3, 5, 6998, 2, 1};
+    tb_begin_read(f.buf);
+    tb_packet p;
+    size_t n = 0;
+    while (tb_read_next_packet(f.buf, &p, NULL, NULL)) {
+        ck_assert_uint_lt(n, 5);
+        ck_assert_uint_eq(p.size, want[n]);
+        n++;
+    }
+    ck_assert_uint_eq(n, 5);
+    rfix_fini(&f);
+}
+END_TEST
+
 static Suite *smb_suite(void)
 {
     Suite *s = suite_create("smb");
@@ -712,7 +843,10 @@ static Suite *smb_suite(void)
                          test_reader_patch_validation,
                          test_reader_emulation_data,
                          test_reader_garbage_pages_counted_no_crash,
-                         test_reader_lying_page_words);
+                         test_reader_lying_page_words,
+                         test_reader_scrape_skips_holes,
+                         test_reader_scrape_data_without_header,
+                         test_reader_commit_copies_written_part);
     tcase_set_timeout(tc, 120);
     return s;
 }
