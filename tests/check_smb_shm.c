@@ -2,18 +2,21 @@
  * check_smb_shm.c - the POSIX shm_open fallback of smb_shm.c (used when
  * memfd_create is missing or refused), white-box through smb_shm_int.h
  * (linked from the internal libshm_core.la); and the huge-page advice on
- * every SMB mapping, read back from /proc/self/smaps.
+ * every SMB mapping, read back from /proc/self/smaps, and the 2 MiB pages
+ * smb__shm_back_huge gives a fresh SMB.
  */
 #include <check.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/utsname.h>
 #include <unistd.h>
 
 #include "smb_shm_int.h"
@@ -151,12 +154,111 @@ START_TEST(test_smb_mappings_advise_huge_pages)
 }
 END_TEST
 
+/* The kB of `field` (e.g. "ShmemPmdMapped:") in /proc/self/smaps for the
+ * mapping holding addr; -1 if not found. */
+static long smaps_kb(const void *addr, const char *field)
+{
+    FILE *f = fopen("/proc/self/smaps", "r");
+    char line[512];
+    int in_vma = 0;
+    long res = -1;
+    if (f == NULL)
+        return -1;
+    while (fgets(line, sizeof(line), f) != NULL) {
+        unsigned long lo, hi;
+        if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2 &&
+            strchr(line, ':') > strchr(line, ' ')) {
+            unsigned long a = (unsigned long)(uintptr_t)addr;
+            in_vma = lo <= a && a < hi;
+            continue;
+        }
+        if (in_vma && strncmp(line, field, strlen(field)) == 0) {
+            res = strtol(line + strlen(field), NULL, 10);
+            break;
+        }
+    }
+    fclose(f);
+    return res;
+}
+
+/* The word in brackets of shmem_enabled ("never", "advise", ...), or "". */
+static void shmem_thp_mode(char *out, size_t n)
+{
+    char buf[128] = "";
+    FILE *f = fopen("/sys/kernel/mm/transparent_hugepage/shmem_enabled", "r");
+    out[0] = '\0';
+    if (f == NULL)
+        return;
+    if (fgets(buf, sizeof(buf), f) != NULL) {
+        char *a = strchr(buf, '['), *b = a ? strchr(a, ']') : NULL;
+        if (a && b && (size_t)(b - a) < n) {
+            memcpy(out, a + 1, (size_t)(b - a - 1));
+            out[b - a - 1] = '\0';
+        }
+    }
+    fclose(f);
+}
+
+/* SMBs of 2 MiB and more are mapped at 2 MiB boundaries on both sides;
+ * with shmem THP "never" smb__shm_back_huge gives a fresh SMB 2 MiB pages
+ * (the producer's prefault calls it), which both sides then map whole;
+ * with THP on for faults it leaves the SMB to it. The memory stays zero
+ * and shared. */
+START_TEST(test_smb_back_huge)
+{
+    char mode[32];
+    smb_shm a, b, c;
+    shmem_thp_mode(mode, sizeof(mode));
+    ck_assert_int_eq(smb_shm_create(4u << 20, &a), 0);
+    ck_assert_uint_eq((uintptr_t)a.base % SMB_SHM_HUGE, 0);
+    ck_assert_int_eq(smb_shm_map(a.fd, 0, &b), 0);
+    ck_assert_uint_eq((uintptr_t)b.base % SMB_SHM_HUGE, 0);
+    ck_assert_int_eq(smb_shm_create(3u << 20, &c), 0);  /* one 2 MiB page */
+    ck_assert_uint_eq((uintptr_t)c.base % SMB_SHM_HUGE, 0);
+    bool huge = smb__shm_back_huge(&b);
+    bool huge3 = smb__shm_back_huge(&c);
+    if (strcmp(mode, "never") == 0) {
+        if (!huge) {
+            /* MADV_COLLAPSE is Linux 6.1+; an older kernel refuses it */
+            struct utsname u;
+            int major = 0, minor = 0;
+            ck_assert_int_eq(uname(&u), 0);
+            sscanf(u.release, "%d.%d", &major, &minor);
+            fprintf(stderr, "test_smb_back_huge: no collapse on Linux %s\n",
+                    u.release);
+            ck_assert(major < 6 || (major == 6 && minor < 1));
+        } else {
+            ck_assert(huge3);
+            ck_assert_int_eq(smaps_kb(b.base, "ShmemPmdMapped:"), 4096);
+            ck_assert_int_eq(smaps_kb(c.base, "ShmemPmdMapped:"), 2048);
+            /* the creator's mapping, first touched now, maps them whole */
+            volatile uint8_t x = a.base[(2u << 20) + 100];
+            (void)x;
+            ck_assert_int_ge(smaps_kb(a.base, "ShmemPmdMapped:"), 2048);
+        }
+    } else {
+        ck_assert(!huge);   /* "advise" & co.: faults do it; "deny": no */
+        ck_assert(!huge3);
+    }
+    for (size_t i = 0; i < b.size; i += 4096)
+        ck_assert_uint_eq(b.base[i], 0);
+    for (size_t i = 0; i < c.size; i += 4096)
+        ck_assert_uint_eq(c.base[i], 0);
+    b.base[(3u << 20) + 7] = 0x5a;
+    ck_assert_uint_eq(a.base[(3u << 20) + 7], 0x5a);
+    smb_shm_unmap(&c);
+    smb_shm_unmap(&b);
+    smb_shm_unmap(&a);
+}
+END_TEST
+
 static Suite *smb_shm_suite(void)
 {
     Suite *s = suite_create("smb_shm");
     TCK_CASE(s, "posix", test_posix_shm_private_and_unlinked,
              test_posix_shm_many_objects_distinct);
-    TCK_CASE(s, "huge", test_smb_mappings_advise_huge_pages);
+    TCK_CASE(s, "huge", test_smb_mappings_advise_huge_pages,
+             test_smb_back_huge);
     return s;
 }
 
