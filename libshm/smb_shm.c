@@ -58,6 +58,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -125,8 +126,8 @@ static int map_fd(int fd, size_t size, smb_shm *out)
  * (shmem_enabled "always", "within_size", "advise" or "force")? Read once. */
 static bool shmem_thp_on_fault(void)
 {
-    static int known = -1;          /* a race only reads the file twice */
-    if (known < 0) {
+    static _Atomic int known = -1;  /* racing threads both read the file */
+    if (atomic_load_explicit(&known, memory_order_relaxed) < 0) {
         char buf[128] = "";
         int fd = open("/sys/kernel/mm/transparent_hugepage/shmem_enabled",
                       O_RDONLY | O_CLOEXEC);
@@ -135,10 +136,13 @@ static bool shmem_thp_on_fault(void)
             buf[n > 0 ? n : 0] = '\0';
             close(fd);
         }
-        known = strstr(buf, "[always]") || strstr(buf, "[within_size]") ||
-                strstr(buf, "[advise]") || strstr(buf, "[force]");
+        atomic_store_explicit(&known, strstr(buf, "[always]") ||
+                              strstr(buf, "[within_size]") ||
+                              strstr(buf, "[advise]") ||
+                              strstr(buf, "[force]"),
+                              memory_order_relaxed);
     }
-    return known == 1;
+    return atomic_load_explicit(&known, memory_order_relaxed) == 1;
 }
 
 bool smb__shm_back_huge(const smb_shm *shm)
