@@ -2,7 +2,8 @@
  * smb_reader.c - service-side SMB reader (see smb_reader.h for the rules).
  *
  * Design: the reader keeps only trusted geometry plus a 64 KiB scratch
- * buffer. For each chunk it (1) bounds the indices against the trusted page
+ * buffer (malloc'ed, not zeroed: zeroing it cost each new producer's
+ * setup 16 page first-touches). For each chunk it (1) bounds the indices against the trusted page
  * count and the layout read ONCE from the live page word, (2) wins the chunk
  * with the ABI's CAS (Complete -> BeingRead), (3) reads the header fields
  * once into locals, (4) copies the payload into scratch so that libbuf
@@ -55,7 +56,9 @@ struct smb_reader {
     int32_t pid;
     int fd;                   /* the object behind base, or -1 */
     smb_reader_stats stats;
-    uint8_t scratch[SMB_MAX_CHUNK_SIZE];  /* private copy of one payload */
+    uint8_t *scratch;         /* SMB_MAX_CHUNK_SIZE bytes: the private
+                                 copy of one payload (not zeroed: only
+                                 the bytes just copied are ever read) */
 };
 
 smb_reader *smb_reader_create(uint8_t *base, size_t size, uint32_t page_size,
@@ -70,6 +73,11 @@ smb_reader *smb_reader_create(uint8_t *base, size_t size, uint32_t page_size,
     r = calloc(1, sizeof(*r));
     if (r == NULL)
         return NULL;
+    r->scratch = malloc(SMB_MAX_CHUNK_SIZE);
+    if (r->scratch == NULL) {
+        free(r);
+        return NULL;
+    }
     r->base = base;
     r->num_pages = size / page_size;
     r->page_size = page_size;
@@ -82,6 +90,8 @@ smb_reader *smb_reader_create(uint8_t *base, size_t size, uint32_t page_size,
 
 void smb_reader_destroy(smb_reader *r)
 {
+    if (r != NULL)
+        free(r->scratch);
     free(r);
 }
 

@@ -303,8 +303,11 @@ struct svc_producer {
     void *smb_reader;            /* opaque, see svc_commit.c */
     svc_dsreg *ds;
     size_t nds;
-    uint32_t *writer_buf;        /* [32768]: writer_id -> buffer id, 0 =
-                                    unregistered; allocated on first use */
+    uint32_t *writer_buf;        /* [writer_buf_cap]: writer_id -> buffer
+                                    id, 0 = unregistered; grown to cover the
+                                    highest id registered (ids come from 1
+                                    up: a few entries, not 32768) */
+    size_t writer_buf_cap;
     uint32_t *allowed;           /* global buffer ids it may write */
     size_t nallowed;
     uint64_t last_flush_acked;

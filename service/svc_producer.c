@@ -219,10 +219,17 @@ int svc_producer_register_writer(svc_service *svc, svc_producer *p,
     (void)svc;
     if (writer_id == 0 || writer_id > SVC_MAX_WRITER_ID)
         return -EINVAL;
-    if (!p->writer_buf) {
-        p->writer_buf = calloc(SVC_MAX_WRITER_ID + 1, sizeof(uint32_t));
-        if (!p->writer_buf)
+    if (writer_id >= p->writer_buf_cap) {
+        size_t cap = p->writer_buf_cap ? p->writer_buf_cap : 64;
+        while (cap <= writer_id)
+            cap *= 2;
+        uint32_t *g = realloc(p->writer_buf, cap * sizeof(*g));
+        if (!g)
             return -ENOMEM;
+        memset(g + p->writer_buf_cap, 0,
+               (cap - p->writer_buf_cap) * sizeof(*g));
+        p->writer_buf = g;
+        p->writer_buf_cap = cap;
     }
     p->writer_buf[writer_id] = buffer_id;
     return 0;
@@ -232,7 +239,7 @@ int svc_producer_unregister_writer(svc_service *svc, svc_producer *p,
                                    uint32_t writer_id)
 {
     (void)svc;
-    if (writer_id == 0 || writer_id > SVC_MAX_WRITER_ID || !p->writer_buf ||
+    if (writer_id == 0 || writer_id >= p->writer_buf_cap ||
         !p->writer_buf[writer_id])
         return -ENOENT;
     p->writer_buf[writer_id] = 0;
@@ -242,9 +249,7 @@ int svc_producer_unregister_writer(svc_service *svc, svc_producer *p,
 /* 0 if the writer is unknown (no constraint), else its registered buffer. */
 uint32_t svc__writer_buffer(const svc_producer *p, uint16_t writer_id)
 {
-    if (!p->writer_buf || writer_id > SVC_MAX_WRITER_ID)
-        return 0;
-    return p->writer_buf[writer_id];
+    return writer_id < p->writer_buf_cap ? p->writer_buf[writer_id] : 0;
 }
 
 bool svc__producer_may_write(const svc_producer *p, uint32_t buffer_id)

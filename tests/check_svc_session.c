@@ -152,6 +152,34 @@ SVF_TEST(test_register_ds_rejects_bad_descriptors, 1)
                      -EINVAL);
 }
 
+/* The writer -> buffer table grows to the highest id registered: every id
+ * up to SVC_MAX_WRITER_ID maps, ids never registered read 0 (no
+ * constraint), unregistering is exact. */
+SVF_TEST(test_writer_table_grows, 1)
+{
+    svc_producer *p = f->p[0];
+    static const uint32_t ids[] = {1, 63, 64, 65, 1000, SVC_MAX_WRITER_ID};
+    ck_assert_uint_eq(svc__writer_buffer(p, 1), 0);
+    for (size_t i = 0; i < sizeof(ids) / sizeof(ids[0]); i++)
+        ck_assert_int_eq(svc_producer_register_writer(f->svc, p, ids[i],
+                                                      (uint32_t)(100 + i)),
+                         0);
+    for (size_t i = 0; i < sizeof(ids) / sizeof(ids[0]); i++)
+        ck_assert_uint_eq(svc__writer_buffer(p, (uint16_t)ids[i]), 100 + i);
+    ck_assert_uint_eq(svc__writer_buffer(p, 2), 0);
+    ck_assert_uint_eq(svc__writer_buffer(p, 999), 0);
+    ck_assert_uint_eq(svc__writer_buffer(p, SVC_MAX_WRITER_ID - 1), 0);
+    ck_assert_uint_eq(svc__writer_buffer(p, 40000), 0);
+    ck_assert_uint_eq(svc__writer_buffer(p, UINT16_MAX), 0);
+    ck_assert_int_eq(svc_producer_unregister_writer(f->svc, p, 64), 0);
+    ck_assert_uint_eq(svc__writer_buffer(p, 64), 0);
+    ck_assert_uint_eq(svc__writer_buffer(p, 65), 102 + 1);
+    ck_assert_int_eq(svc_producer_unregister_writer(f->svc, p, 64), -ENOENT);
+    ck_assert_int_eq(svc_producer_unregister_writer(f->svc, p, 40000),
+                     -ENOENT);
+    ck_assert_int_eq(svc_producer_unregister_writer(f->svc, p, 0), -ENOENT);
+}
+
 /* ------------------------------------------------------------ commit+read */
 
 SVF_TEST(test_read_adds_trusted_fields_and_sequences, 2)
@@ -1523,7 +1551,8 @@ static Suite *svc_session_suite(void)
     TCK_CASE(s, "matching", test_match_all_producers_and_late_registration,
              test_deferred_start_waits_for_start_tracing,
              test_match_producer_name_filter,
-             test_register_ds_rejects_bad_descriptors);
+             test_register_ds_rejects_bad_descriptors,
+             test_writer_table_grows);
     TCK_CASE(s, "read", test_read_adds_trusted_fields_and_sequences,
              test_read_in_bounded_batches,
              test_read_drops_invalid_packets_and_flags_next);
