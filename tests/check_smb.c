@@ -706,15 +706,17 @@ static long shm_blocks(const rfix *f)
  * kernel allocate them, which shows the test measures something). */
 START_TEST(test_reader_scrape_skips_holes)
 {
+    /* SMBs under 2 MiB: where shmem THP is on, a larger one could be
+     * backed by a huge page at its first write, and have no holes */
     static const uint32_t pages[] = {4096, 32768};
     for (size_t ps = 0; ps < 2; ps++) {
         rfix f;
-        rfix_init(&f, 64 * (size_t)pages[ps], pages[ps]);
+        rfix_init(&f, 32 * (size_t)pages[ps], pages[ps]);
         put_chunk(&f, 5, SMB_LAYOUT_DIV1, 0, 5, 10);
         put_chunk(&f, 6, SMB_LAYOUT_DIV2, 1, 6, 20);
-        put_chunk(&f, 63, SMB_LAYOUT_DIV1, 0, 7, 30);
+        put_chunk(&f, 31, SMB_LAYOUT_DIV1, 0, 7, 30);
         long written = shm_blocks(&f);
-        ck_assert_int_lt(written, 64 * (long)pages[ps] / 512);
+        ck_assert_int_lt(written, 32 * (long)pages[ps] / 512);
         smb_reader_set_fd(f.r, f.shm.fd);
         ck_assert_uint_eq(smb_reader_scrape(f.r, rfix_resolve, &f), 3);
         ck_assert_int_eq(shm_blocks(&f), written);
