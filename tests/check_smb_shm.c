@@ -215,17 +215,27 @@ START_TEST(test_smb_back_huge)
     ck_assert_uint_eq((uintptr_t)b.base % SMB_SHM_HUGE, 0);
     ck_assert_int_eq(smb_shm_create(3u << 20, &c), 0);  /* one 2 MiB page */
     ck_assert_uint_eq((uintptr_t)c.base % SMB_SHM_HUGE, 0);
+    errno = 0;
     bool huge = smb__shm_back_huge(&b);
+    int err = errno;
+    errno = 0;
     bool huge3 = smb__shm_back_huge(&c);
+    int err3 = errno;
     if (strcmp(mode, "never") == 0) {
-        if (!huge) {
+        /* no free 2 MiB block even after compaction: a busy machine */
+        bool busy = (!huge && (err == EAGAIN || err == ENOMEM)) ||
+                    (!huge3 && (err3 == EAGAIN || err3 == ENOMEM));
+        if (busy) {
+            fprintf(stderr, "test_smb_back_huge: no free 2 MiB pages now "
+                    "(%s); not checked\n", strerror(huge ? err3 : err));
+        } else if (!huge) {
             /* MADV_COLLAPSE is Linux 6.1+; an older kernel refuses it */
             struct utsname u;
             int major = 0, minor = 0;
             ck_assert_int_eq(uname(&u), 0);
             sscanf(u.release, "%d.%d", &major, &minor);
-            fprintf(stderr, "test_smb_back_huge: no collapse on Linux %s\n",
-                    u.release);
+            fprintf(stderr, "test_smb_back_huge: no collapse on Linux %s "
+                    "(%s)\n", u.release, strerror(err));
             ck_assert(major < 6 || (major == 6 && minor < 1));
         } else {
             ck_assert(huge3);
