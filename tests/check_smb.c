@@ -735,11 +735,13 @@ START_TEST(test_reader_scrape_skips_holes)
         tb_begin_read(f.buf);
         tb_packet p;
         tb_seq_props props;
-        uint32_t writers = 0;
+        uint32_t writers = 0, n = 0;
         while (tb_read_next_packet(f.buf, &p, &props, NULL)) {
             ck_assert_uint_eq(p.size, 5);
             writers |= 1u << props.writer_id;
+            n++;
         }
+        ck_assert_uint_eq(n, 3);
         ck_assert_uint_eq(writers, 1u << 5 | 1u << 6 | 1u << 7);
         rfix_fini(&f);
     }
