@@ -79,11 +79,13 @@ START_TEST(test_posix_shm_many_objects_distinct)
 }
 END_TEST
 
-/* Whether the VMA that holds addr lists `flag` in its VmFlags line of
- * /proc/self/smaps: 1 yes, 0 no, -1 no such VMA or no smaps. (Holds, not
- * starts at: the kernel may merge a new anonymous mapping with a
- * neighbour of the same flags.) */
-static int vma_has_flag(const void *addr, const char *flag)
+/* The rest of the line that starts with `field` (e.g. "VmFlags:") in
+ * /proc/self/smaps for the VMA that holds addr, into out (n bytes): 0, or
+ * -1 if there is no such line (no such VMA, no smaps). (Holds, not starts
+ * at: the kernel may merge a new anonymous mapping with a neighbour of
+ * the same flags.) */
+static int smaps_field(const void *addr, const char *field, char *out,
+                       size_t n)
 {
     FILE *f = fopen("/proc/self/smaps", "r");
     char line[512];
@@ -98,19 +100,28 @@ static int vma_has_flag(const void *addr, const char *flag)
             in_vma = lo <= a && a < hi;
             continue;
         }
-        if (in_vma && strncmp(line, "VmFlags:", 8) == 0) {
-            char want[8];
-            snprintf(want, sizeof(want), " %s", flag);
+        if (in_vma && strncmp(line, field, strlen(field)) == 0) {
+            snprintf(out, n, "%s", line + strlen(field));
             res = 0;
-            for (char *p = line + 8; (p = strstr(p, want)) != NULL;
-                 p += strlen(want))
-                if (p[strlen(want)] == ' ' || p[strlen(want)] == '\n')
-                    res = 1;
             break;
         }
     }
     fclose(f);
     return res;
+}
+
+/* Whether the VMA that holds addr lists `flag` in its VmFlags line: 1 yes,
+ * 0 no, -1 no such VMA or no smaps. */
+static int vma_has_flag(const void *addr, const char *flag)
+{
+    char flags[256], want[8];
+    if (smaps_field(addr, "VmFlags:", flags, sizeof(flags)) < 0)
+        return -1;
+    snprintf(want, sizeof(want), " %s", flag);
+    for (char *p = flags; (p = strstr(p, want)) != NULL; p += strlen(want))
+        if (p[strlen(want)] == ' ' || p[strlen(want)] == '\n')
+            return 1;
+    return 0;
 }
 
 START_TEST(test_smb_mappings_advise_huge_pages)
@@ -158,27 +169,9 @@ END_TEST
  * mapping holding addr; -1 if not found. */
 static long smaps_kb(const void *addr, const char *field)
 {
-    FILE *f = fopen("/proc/self/smaps", "r");
-    char line[512];
-    int in_vma = 0;
-    long res = -1;
-    if (f == NULL)
-        return -1;
-    while (fgets(line, sizeof(line), f) != NULL) {
-        unsigned long lo, hi;
-        if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2 &&
-            strchr(line, ':') > strchr(line, ' ')) {
-            unsigned long a = (unsigned long)(uintptr_t)addr;
-            in_vma = lo <= a && a < hi;
-            continue;
-        }
-        if (in_vma && strncmp(line, field, strlen(field)) == 0) {
-            res = strtol(line + strlen(field), NULL, 10);
-            break;
-        }
-    }
-    fclose(f);
-    return res;
+    char v[64];
+    return smaps_field(addr, field, v, sizeof(v)) == 0
+               ? strtol(v, NULL, 10) : -1;
 }
 
 /* The word in brackets of shmem_enabled ("never", "advise", ...), or "". */
