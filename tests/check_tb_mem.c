@@ -13,115 +13,10 @@
  * released ring comes back only for the same size, the limit bounds what
  * is kept, and a limit of 0 keeps nothing.
  */
-#include "tb_testutil.h"
 #include "tb_int.h"
+#include "tb_workload.h"
 
 #define RING 32768u
-
-typedef struct {
-    uint32_t s;
-} rng_t;
-
-static uint32_t next(rng_t *r)
-{
-    r->s ^= r->s << 13;
-    r->s ^= r->s >> 17;
-    r->s ^= r->s << 5;
-    return r->s;
-}
-
-typedef struct {
-    uint64_t hash;
-    size_t packets;
-    size_t flagged;
-} outcome;
-
-static void drain(tb_buffer *b, outcome *o)
-{
-    tb_packet pkt;
-    tb_seq_props props;
-    uint32_t loss;
-    tb_begin_read(b);
-    while (tb_read_next_packet(b, &pkt, &props, &loss)) {
-        uint64_t h = o->hash * 1000003u;
-        for (size_t i = 0; i < pkt.nslices; i++)
-            for (size_t k = 0; k < pkt.slices[i].size; k++)
-                h = (h ^ pkt.slices[i].data[k]) * 1099511628211u;
-        h ^= (uint64_t)props.producer_id << 48 ^
-             (uint64_t)props.writer_id << 32 ^ (uint64_t)props.pid << 8 ^
-             loss;
-        o->hash = h;
-        o->packets++;
-        o->flagged += loss != 0;
-    }
-}
-
-/* The workload: 5 writers of producer 1..2, packets of 1..1800 bytes split
- * over chunks of 64..2047 payload bytes (4-byte varint headers). */
-static void workload(tb_buffer *b, uint32_t seed, outcome *o,
-                     tb_stats *stats)
-{
-    rng_t r = {seed * 2654435761u | 1};
-    uint32_t ids[6] = {0};
-    uint32_t left[6] = {0};          /* bytes of the open packet to go */
-    uint8_t seedb[6] = {0};
-    static tbt_chunk c;
-    for (int step = 0; step < 2500; step++) {
-        uint16_t w = (uint16_t)(1 + next(&r) % 5);
-        uint16_t prod = (uint16_t)(1 + w % 2);
-        uint32_t cap = 64 + next(&r) % 1984;
-        uint8_t flags = left[w] ? TB_F1 : 0;
-        tbt_reset(&c);
-        while (c.size + 5 < cap) {
-            if (!left[w]) {
-                left[w] = 1 + next(&r) % 1800;
-                seedb[w] = (uint8_t)next(&r);
-            }
-            uint32_t room = cap - (uint32_t)c.size - 4;
-            uint32_t n = left[w] < room ? left[w] : room;
-            tbt_frag4(&c, n, seedb[w]);
-            seedb[w] = (uint8_t)(seedb[w] + n);
-            left[w] -= n;
-            if (left[w]) {
-                flags |= TB_F2;
-                break;
-            }
-        }
-        uint32_t id = ids[w]++;
-        uint32_t roll = next(&r) % 16;
-        if (roll == 0) {
-            /* scraped first (incomplete, with trailing garbage) */
-            tb_copy_chunk_untrusted(b, prod, 1000 + prod, 40 + prod, w, id,
-                                    c.nfrags, flags, false, c.data,
-                                    c.size + next(&r) % 32);
-        }
-        if (roll == 1 && (flags & TB_F2) && c.size > 8) {
-            /* needs a patch: the last 4 bytes go in out of band */
-            uint8_t saved[4];
-            memcpy(saved, c.data + c.size - 4, 4);
-            memset(c.data + c.size - 4, 0, 4);
-            tb_copy_chunk_untrusted(b, prod, 1000 + prod, 40 + prod, w, id,
-                                    c.nfrags, flags | TB_F4, true, c.data,
-                                    c.size);
-            tb_patch p = {(uint32_t)c.size - 4, {0}};
-            memcpy(p.data, saved, 4);
-            tb_try_patch_chunk(b, prod, w, id, &p, 1, false);
-        } else {
-            tb_copy_chunk_untrusted(b, prod, 1000 + prod, 40 + prod, w, id,
-                                    c.nfrags, flags, true, c.data, c.size);
-        }
-        if (next(&r) % 30 == 0)
-            drain(b, o);
-    }
-    tb_buffer *clone = tb_clone_readonly(b);
-    ck_assert_ptr_nonnull(clone);
-    outcome oc = {0, 0, 0};
-    drain(clone, &oc);
-    tb_destroy(clone);
-    drain(b, o);
-    o->hash ^= oc.hash * 31u + oc.packets;
-    *stats = *tb_get_stats(b);
-}
 
 /* Garbage: random bytes, or headers naming live sequences with plausible
  * sizes (what a ring last used by another session would hold). */
@@ -153,7 +48,7 @@ static void check_reuse(uint32_t seed, bool headers)
     tb_stats s1, s2;
     tb_buffer *b = tb_create(RING, TB_RING_BUFFER);
     ck_assert_ptr_nonnull(b);
-    workload(b, seed, &fresh, &s1);
+    workload(b, seed, 30, &fresh, &s1);
     tb_destroy(b);
     ck_assert_uint_gt(fresh.packets, 200);
     ck_assert_uint_gt(fresh.flagged, 0);          /* the ring wrapped */
@@ -168,7 +63,7 @@ static void check_reuse(uint32_t seed, bool headers)
     b = tb_create(RING, TB_RING_BUFFER);
     ck_assert_ptr_eq(b->mem, mem);                /* the same ring */
     scribble(b->mem, b->size, seed + 1, headers); /* MADV_FREE may zero */
-    workload(b, seed, &reused, &s2);
+    workload(b, seed, 30, &reused, &s2);
     tb_destroy(b);
     tb_set_ring_cache_limit(0);
 
