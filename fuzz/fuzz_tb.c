@@ -4,7 +4,9 @@
  * (tb_read_next_packet, tb_clone_readonly, the eviction callback).
  *
  * The input is a tape of operations on one small buffer (4 KiB..256 KiB,
- * ring or discard, so wraps and fills happen). A hostile producer
+ * ring or discard, so wraps and fills happen; with header bit 0x40 it
+ * rewinds once a quarter in and drained, tb_rewind.c, which the default
+ * keeps for rings of 16 MiB and more). A hostile producer
  * (producer 1) commits chunks whose header fields and payload bytes come
  * straight from the tape, and patches them; an honest producer
  * (producer 2, writer 1) commits well-formed chunks built by the target,
@@ -30,6 +32,7 @@
 #include <shmtrace/trace_buffer.h>
 
 #include "fuzz_honest.h"
+#include "tb_int.h"
 
 #define HOSTILE 1
 #define HONEST 2
@@ -108,6 +111,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     size_t bsize = 4096u * (1u + (hdr & 63u));
     z.b = tb_create(bsize, (hdr & 0x80) ? TB_DISCARD : TB_RING_BUFFER);
     FZ_CHECK(z.b != NULL, "tb_create(%zu)", bsize);
+    if (hdr & 0x40)
+        tb__set_rewind_at(z.b, bsize / 4);
     fzh_init(&z.h, HONEST, HOSTILE, size);
     tb_set_evict_callback(z.b, fzh_on_evict, &z.h);
 

@@ -40,6 +40,7 @@ static tb_buffer *alloc_buffer(size_t size, tb_fill_policy policy)
     b->size = size;
     b->policy = policy;
     b->generation = 1;
+    b->rewind_at = tb__default_rewind_at(size);
     b->stats.buffer_size = size;
     return b;
 }

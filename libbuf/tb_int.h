@@ -179,6 +179,11 @@ struct tb_buffer {
     size_t rd_floor;
     bool rd_floor_valid;
     bool rd_contig;
+    /* Rewind (tb_rewind.c): from this write offset on, a drained ring
+     * starts again at 0 (0: never); the read generation of the last
+     * refusal. */
+    size_t rewind_at;
+    uint64_t rewind_refused_gen;
     tb_fill_policy policy;
     bool read_only;
     bool discard_stop;
@@ -423,6 +428,19 @@ __attribute__((always_inline)) static inline void tb__seq_prefetch_head(
         __builtin_prefetch(&e->lost_bytes[TB_CAUSE_OVERWRITE], 1);
     }
 }
+
+/* tb_rewind.c: the rewind threshold of a new ring of `size` bytes: half
+ * the ring, at most TB__REWIND_AT; none under TB__REWIND_MIN_RING. */
+#define TB__REWIND_AT ((size_t)16 << 20)
+#define TB__REWIND_MIN_RING ((size_t)16 << 20)
+static inline size_t tb__default_rewind_at(size_t size)
+{
+    if (size < TB__REWIND_MIN_RING)
+        return 0;
+    return size / 2 < TB__REWIND_AT ? size / 2 : TB__REWIND_AT;
+}
+bool tb__maybe_rewind(tb_buffer *b);
+void tb__set_rewind_at(tb_buffer *b, size_t bytes); /* tests */
 
 /* tb_walk.c */
 void tb__walk_start(tb_buffer *b, tb__walk *w, uint32_t seq_idx,

@@ -433,6 +433,7 @@ SHMTRACE_API void tb_copy_chunk_untrusted(tb_buffer *b, uint16_t producer_id,
     if (skip)  /* re-admit / relocation: the first bytes were delivered */
         npk = tb__count_starts(src, frags_size, UINT32_MAX, flags, skip,
                                NULL);
+    tb__maybe_rewind(b); /* a drained ring goes on from offset 0 */
     if (outer > b->size - b->wr) {
         if (b->policy == TB_DISCARD) {
             b->discard_stop = true;

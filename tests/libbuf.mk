@@ -60,10 +60,16 @@ TESTS += tests/check_tb_random
 
 
 check_PROGRAMS += tests/check_tb_mem
-tests_check_tb_mem_SOURCES = tests/check_tb_mem.c
+tests_check_tb_mem_SOURCES = tests/check_tb_mem.c tests/tb_workload.h
 tests_check_tb_mem_CFLAGS = $(libbuf_test_cflags)
 tests_check_tb_mem_LDADD = $(libbuf_test_ldadd)
 TESTS += tests/check_tb_mem
+
+check_PROGRAMS += tests/check_tb_rewind
+tests_check_tb_rewind_SOURCES = tests/check_tb_rewind.c tests/tb_workload.h
+tests_check_tb_rewind_CFLAGS = $(libbuf_test_cflags)
+tests_check_tb_rewind_LDADD = $(libbuf_test_ldadd)
+TESTS += tests/check_tb_rewind
 
 # The installed libraries export only their contracts (nm / readelf).
 dist_check_SCRIPTS += tests/check_exports.sh

@@ -1,0 +1,339 @@
+/*
+ * check_tb_rewind.c - libbuf: a drained ring starts again at offset 0
+ * (tb_rewind.c).
+ *
+ * What must hold: a ring that rewinds delivers exactly what a ring that
+ * never had to evict anything delivers (packets, properties, loss flags,
+ * stats but the wrap count, per-writer loss accounting), seeded workloads
+ * with scraped chunks, patches and reads at random moments; the records
+ * still unread when it rewinds (a packet waiting for its continuation, a
+ * scraped chunk) move to the start, and their continuation, re-commit and
+ * patches still find them; the write fence sees the moved-over bytes
+ * before they change; no rewind in DISCARD buffers, in rings nobody
+ * drained, after a writer lapped up to the read floor, or with too much
+ * unread; the default threshold by ring size.
+ */
+#include "tb_int.h"
+#include "tb_workload.h"
+
+#define KIB ((size_t)1024)
+#define MIB ((size_t)1 << 20)
+
+/* --- same packets as a ring that never evicts ----------------------------- */
+
+static void check_same(uint32_t seed, uint32_t drain_every)
+{
+    outcome plain = {0, 0, 0}, rewound = {0, 0, 0};
+    tb_stats s1, s2;
+    tb_buffer *a = tb_create(8 * MIB, TB_RING_BUFFER);
+    tb_buffer *b = tb_create(8 * MIB, TB_RING_BUFFER);
+    ck_assert_ptr_nonnull(a);
+    ck_assert_ptr_nonnull(b);
+    tb__set_rewind_at(a, 0);
+    tb__set_rewind_at(b, 128 * KIB);
+    workload(a, seed, drain_every, &plain, &s1);
+    workload(b, seed, drain_every, &rewound, &s2);
+
+    ck_assert_uint_gt(plain.packets, 1000);
+    ck_assert_uint_eq(s1.write_wrap_count, 0);   /* a never wrapped */
+    ck_assert_uint_eq(s1.chunks_overwritten, 0);
+    ck_assert_uint_gt(s2.write_wrap_count, 5);   /* b rewound, often */
+    ck_assert_uint_gt(tb_used_size(a), 1 * MIB);
+    ck_assert_uint_lt(tb_used_size(b), 1 * MIB);
+
+    ck_assert_uint_eq(plain.packets, rewound.packets);
+    ck_assert_uint_eq(plain.flagged, rewound.flagged);
+    ck_assert(plain.hash == rewound.hash);
+    s2.write_wrap_count = s1.write_wrap_count;
+    ck_assert_mem_eq(&s1, &s2, sizeof(s1));
+
+    size_t n1, n2;
+    const tb_seq_loss *l1 = tb_get_seq_loss(a, &n1);
+    const tb_seq_loss *l2 = tb_get_seq_loss(b, &n2);
+    ck_assert_uint_eq(n1, n2);
+    ck_assert_uint_gt(n1, 0);
+    ck_assert_mem_eq(l1, l2, n1 * sizeof(*l1));
+    tb_destroy(a);
+    tb_destroy(b);
+}
+
+START_TEST(test_rewind_delivers_the_same)
+{
+    check_same((uint32_t)_i + 1, 30);
+}
+END_TEST
+
+START_TEST(test_rewind_delivers_the_same_rare_reads)
+{
+    check_same((uint32_t)_i + 50, 90); /* more unread: more refusals */
+}
+END_TEST
+
+/* --- what moves, and what finds it afterwards ----------------------------- */
+
+typedef struct {
+    const uint8_t *mem;
+    uint8_t before[4096];  /* the first bytes of the ring before the write */
+    size_t calls_at_0;     /* fence calls starting at offset 0 */
+    size_t covered;        /* the longest of them */
+    bool intact;           /* those bytes were unchanged at the call */
+} fence_log;
+
+static void on_fence(void *ctx, const uint8_t *p, size_t n)
+{
+    fence_log *l = ctx;
+    if (p != l->mem)
+        return;
+    l->calls_at_0++;
+    if (n > l->covered)
+        l->covered = n;
+    size_t k = n < sizeof(l->before) ? n : sizeof(l->before);
+    l->intact = memcmp(l->mem, l->before, k) == 0;
+}
+
+/* Writer 2 fills the ring with whole packets of 4000 bytes (chunk ids from
+ * *id) until the write cursor is at least `to`. */
+static void fill(tb_buffer *b, uint32_t *id, size_t to)
+{
+    for (; b->wr < to; (*id)++)
+        tbt_put1(b, 1, 2, *id, 0, 4000, (uint8_t)*id);
+}
+
+static const tbt_pkt *find(const tbt_pkts *ps, size_t size)
+{
+    for (size_t i = 0; i < ps->n; i++)
+        if (ps->p[i].size == size)
+            return &ps->p[i];
+    return NULL;
+}
+
+START_TEST(test_rewind_moves_unread_records)
+{
+    tb_buffer *b = tb_create(1 * MIB, TB_RING_BUFFER);
+    ck_assert_ptr_nonnull(b);
+    tb__set_rewind_at(b, 64 * KIB);
+    uint32_t id2 = 0;
+    fill(b, &id2, 64 * KIB);
+    size_t w1_off = b->wr;
+    /* writer 1: a whole packet, then one that continues in chunk 1 */
+    tbt_put(b, 1, 1, 0, TB_F2, (uint32_t[]){1000, 500}, "ab");
+    /* writer 3: scraped, its last fragment still being written */
+    tbt_put_ex(b, 1, 3, 0, 0, false, 1024, (uint32_t[]){300, 200}, "cd");
+    size_t moved = b->wr - w1_off, w3_off = w1_off + tb__outer(4 + 1000 + 4 + 500);
+    tbt_pkts ps = tbt_read_all(b);
+    ck_assert_uint_eq(ps.n, id2 + 2);               /* all but b and d */
+    ck_assert_ptr_nonnull(find(&ps, 1000));
+    ck_assert_ptr_nonnull(find(&ps, 300));
+    tbt_free(&ps);
+    ck_assert(b->rd_floor_valid);
+    ck_assert_uint_eq(b->rd_floor, w1_off);        /* both still unread */
+
+    fence_log log = {.mem = b->mem, .intact = false};
+    memcpy(log.before, b->mem, sizeof(log.before));
+    tb_set_write_fence(b, on_fence, &log);
+    tbt_put1(b, 1, 2, id2++, 0, 100, 0x42);        /* rewinds first */
+    ck_assert_uint_eq(TBT_STAT(b, write_wrap_count), 1);
+    ck_assert_uint_eq(tb_used_size(b), moved + tb__outer(1 + 100));
+    ck_assert_uint_eq(log.calls_at_0, 1);
+    ck_assert_uint_ge(log.covered, moved);
+    ck_assert(log.intact);
+    /* the waiting records lead, in their order */
+    ck_assert_uint_eq(tb__rec_at(b, 0)->pri_wri_id, (1u << 16) | 1u);
+    ck_assert_uint_eq(tb__rec_at(b, w3_off - w1_off)->pri_wri_id,
+                      (1u << 16) | 3u);
+
+    /* a patch finds writer 1's chunk where it is now: the first 4 bytes of
+     * packet b (after 4 + 1000 bytes of packet a and b's 4-byte header) */
+    tb_patch p = {4 + 1000 + 4, {'W', 'X', 'Y', 'Z'}};
+    ck_assert(tb_try_patch_chunk(b, 1, 1, 0, &p, 1, false));
+    /* b's continuation, then writer 3's real commit of its chunk */
+    tbt_put(b, 1, 1, 1, TB_F1, (uint32_t[]){300, 10},
+            (char[]){(char)(('b' + 500) % 256), 'e', 0});
+    tbt_put(b, 1, 3, 0, 0, (uint32_t[]){300, 200}, "cd");
+    ps = tbt_read_all(b);
+    ck_assert_uint_eq(ps.n, 4);                     /* b, d, 100, e */
+    const tbt_pkt *pb = find(&ps, 800), *pd = find(&ps, 200);
+    ck_assert_ptr_nonnull(pb);
+    ck_assert_ptr_nonnull(pd);
+    ck_assert_ptr_nonnull(find(&ps, 10));
+    ck_assert_ptr_nonnull(find(&ps, 100));
+    ck_assert_mem_eq(pb->data, "WXYZ", 4);
+    ck_assert(tbt_pattern_ok(pb->data + 4, 796, (uint8_t)('b' + 4)));
+    ck_assert(tbt_pattern_ok(pd->data, 200, 'd'));
+    for (size_t i = 0; i < ps.n; i++)
+        ck_assert_uint_eq(ps.p[i].loss, 0);
+    tbt_free(&ps);
+    ck_assert_uint_eq(TBT_STAT(b, chunks_overwritten), 0);
+    ck_assert_uint_eq(TBT_STAT(b, abi_violations), 0);
+    ck_assert_uint_eq(TBT_STAT(b, chunks_relocated), 1); /* writer 3's */
+    size_t n;
+    const tb_seq_loss *l = tb_get_seq_loss(b, &n);
+    ck_assert_uint_eq(n, 3);
+    for (size_t i = 0; i < n; i++) {
+        ck_assert_uint_eq(l[i].packets_read, l[i].packets_offered);
+        for (int c = 0; c < TB_NUM_CAUSES; c++)
+            ck_assert_uint_eq(l[i].lost_packets[c], 0);
+    }
+    tb_destroy(b);
+}
+END_TEST
+
+/* --- when it must not happen --------------------------------------------- */
+
+START_TEST(test_rewind_never_in_discard)
+{
+    tb_buffer *b = tb_create(256 * KIB, TB_DISCARD);
+    tb__set_rewind_at(b, 64 * KIB);
+    uint32_t id = 0;
+    for (int i = 0; i < 200 && !b->discard_stop; i++) {
+        tbt_put1(b, 1, 1, id++, 0, 4000, (uint8_t)i);
+        /* always drained, up to the chunk that stopped it */
+        ck_assert_uint_eq(tbt_read_count(b), b->discard_stop ? 0 : 1);
+    }
+    ck_assert(b->discard_stop);                    /* it still stopped */
+    ck_assert_uint_eq(TBT_STAT(b, write_wrap_count), 0);
+    ck_assert_uint_gt(TBT_STAT(b, chunks_discarded), 0);
+    tb_destroy(b);
+}
+END_TEST
+
+START_TEST(test_rewind_not_while_unread)
+{
+    tb_buffer *b = tb_create(256 * KIB, TB_RING_BUFFER);
+    tb__set_rewind_at(b, 64 * KIB);
+    uint32_t id = 0;
+    fill(b, &id, 128 * KIB);                       /* nothing read */
+    ck_assert_uint_eq(TBT_STAT(b, write_wrap_count), 0);
+    ck_assert_uint_ge(tb_used_size(b), 128 * KIB);
+    /* a read of all but the newest half, in steps, is not enough either:
+     * the floor is more than rewind_at / 2 behind the writer */
+    tb_begin_read(b);
+    tb_packet pkt;
+    for (int i = 0; i < 10; i++)
+        ck_assert(tb_read_next_packet(b, &pkt, NULL, NULL));
+    fill(b, &id, 200 * KIB);
+    ck_assert_uint_eq(TBT_STAT(b, write_wrap_count), 0);
+    /* and left alone it wraps at the end and overwrites, as any ring */
+    fill(b, &id, 256 * KIB - 4096);
+    for (int i = 0; i < 14; i++) /* past the 10 read records at the start */
+        tbt_put1(b, 1, 2, id++, 0, 4000, 0);
+    ck_assert_uint_eq(TBT_STAT(b, write_wrap_count), 1);
+    ck_assert_uint_gt(TBT_STAT(b, chunks_overwritten), 0);
+    tb_destroy(b);
+}
+END_TEST
+
+/* A partial read after the ring wrapped leaves the floor ahead of the
+ * writer; a writer that then lands exactly on it has lapped everything
+ * unread since, which must stay (found by fuzz_tb). */
+START_TEST(test_rewind_not_after_lapping_to_the_floor)
+{
+    tb_buffer *b = tb_create(128 * KIB, TB_RING_BUFFER);
+    tb__set_rewind_at(b, 8 * KIB);
+    uint32_t id = 0;
+    for (int i = 0; i < 40; i++)                   /* 32 fit: it wraps */
+        tbt_put1(b, 1, 2, id++, 0, 4000, (uint8_t)i);
+    ck_assert_uint_eq(TBT_STAT(b, write_wrap_count), 1);
+    tb_begin_read(b);                              /* the 3 oldest */
+    tb_packet pkt;
+    for (int i = 0; i < 3; i++)
+        ck_assert(tb_read_next_packet(b, &pkt, NULL, NULL));
+    tbt_put1(b, 1, 2, id++, 0, 4000, 0);           /* over 2 read ones */
+    tbt_put1(b, 1, 2, id++, 0, 4000, 0);
+    ck_assert(b->rd_floor_valid);
+    ck_assert_uint_eq(b->rd_floor, b->wr);         /* on the floor */
+    ck_assert_uint_lt(b->wr, tb_used_size(b));
+    tbt_put1(b, 1, 2, id++, 0, 4000, 0);           /* over the 3rd */
+    ck_assert_uint_eq(TBT_STAT(b, write_wrap_count), 1);
+    ck_assert_uint_eq(tbt_read_count(b), 43 - 8 - 3);
+    ck_assert_uint_eq(TBT_STAT(b, chunks_overwritten), 8);
+    tb_destroy(b);
+}
+END_TEST
+
+START_TEST(test_rewind_refused_with_too_much_unread)
+{
+    tb_buffer *b = tb_create(1 * MIB, TB_RING_BUFFER);
+    tb__set_rewind_at(b, 64 * KIB);                /* moves <= 8 KiB */
+    const char cont[] = {(char)(('x' + 3000) % 256), 0};   /* seeds of the rest */
+    uint32_t id = 0;
+    fill(b, &id, 64 * KIB);
+    for (uint16_t w = 3; w < 6; w++)               /* 3 x ~3 KiB waiting */
+        tbt_put(b, 1, w, 0, TB_F2, (uint32_t[]){3000}, "x");
+    ck_assert_uint_eq(tbt_read_count(b), id);
+    tbt_put1(b, 1, 2, id++, 0, 100, 0);
+    ck_assert_uint_eq(TBT_STAT(b, write_wrap_count), 0);
+    ck_assert_uint_eq(b->rewind_refused_gen, b->generation);
+    /* one of them completes and is read: 6 KiB left to move, it rewinds */
+    tbt_put(b, 1, 3, 1, TB_F1, (uint32_t[]){10}, cont);
+    ck_assert_uint_eq(tbt_read_count(b), 2);       /* 100, then x3 */
+    tbt_put1(b, 1, 2, id++, 0, 100, 0);
+    ck_assert_uint_eq(TBT_STAT(b, write_wrap_count), 1);
+    /* writers 4 and 5 still get their packets whole */
+    tbt_put(b, 1, 4, 1, TB_F1, (uint32_t[]){10}, cont);
+    tbt_put(b, 1, 5, 1, TB_F1, (uint32_t[]){10}, cont);
+    tbt_pkts ps = tbt_read_all(b);
+    ck_assert_uint_eq(ps.n, 3);
+    ck_assert_ptr_nonnull(find(&ps, 100));
+    for (size_t i = 0; i < ps.n; i++) {
+        ck_assert_uint_eq(ps.p[i].loss, 0);
+        if (ps.p[i].size == 3010)
+            ck_assert(tbt_pattern_ok(ps.p[i].data, 3010, 'x'));
+        else
+            ck_assert_uint_eq(ps.p[i].size, 100);
+    }
+    tbt_free(&ps);
+    ck_assert_uint_eq(TBT_STAT(b, chunks_overwritten), 0);
+    tb_destroy(b);
+}
+END_TEST
+
+/* --- the default --------------------------------------------------------- */
+
+START_TEST(test_rewind_default_by_ring_size)
+{
+    tb_buffer *small = tb_create(16 * MIB - 4096, TB_RING_BUFFER);
+    ck_assert_uint_eq(small->rewind_at, 0);
+    tb_destroy(small);
+    /* a 32 MiB ring drained every 64 chunks stays within its first half */
+    tb_buffer *b = tb_create(32 * MIB, TB_RING_BUFFER);
+    ck_assert_uint_eq(b->rewind_at, 16 * MIB);
+    uint32_t id = 0;
+    size_t read = 0, most = 0;
+    for (int i = 0; i < 16384; i++) {
+        tbt_put1(b, 1, 1, id++, 0, 4000, (uint8_t)i);
+        if (i % 64 == 63)
+            read += tbt_read_count(b);
+        if (tb_used_size(b) > most)
+            most = tb_used_size(b);
+    }
+    read += tbt_read_count(b);
+    ck_assert_uint_eq(read, 16384);                /* 64 MiB through it */
+    ck_assert_uint_ge(TBT_STAT(b, write_wrap_count), 3);
+    ck_assert_uint_eq(TBT_STAT(b, chunks_overwritten), 0);
+    ck_assert_uint_le(most, 16 * MIB + 64 * 4096);
+    tb_destroy(b);
+    tb_buffer *big = tb_create(128 * MIB, TB_RING_BUFFER);
+    ck_assert_uint_eq(big->rewind_at, 16 * MIB);
+    tb_destroy(big);
+}
+END_TEST
+
+static Suite *tb_rewind_suite(void)
+{
+    Suite *s = suite_create("tb_rewind");
+    TCase *tc = tcase_create("rewind");
+    tcase_set_timeout(tc, 60);
+    tcase_add_loop_test(tc, test_rewind_delivers_the_same, 0, 8);
+    tcase_add_loop_test(tc, test_rewind_delivers_the_same_rare_reads, 0, 4);
+    tcase_add_test(tc, test_rewind_moves_unread_records);
+    tcase_add_test(tc, test_rewind_never_in_discard);
+    tcase_add_test(tc, test_rewind_not_while_unread);
+    tcase_add_test(tc, test_rewind_not_after_lapping_to_the_floor);
+    tcase_add_test(tc, test_rewind_refused_with_too_much_unread);
+    tcase_add_test(tc, test_rewind_default_by_ring_size);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+TBT_MAIN(tb_rewind_suite)
