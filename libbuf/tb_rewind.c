@@ -104,7 +104,8 @@ bool tb__maybe_rewind(tb_buffer *b)
         b->rewind_refused_gen = b->generation;
         return false;
     }
-    tb__fence(b, 0, need);
+    if (need)
+        tb__fence(b, 0, need);
     size_t to = 0;
     for (size_t off = floor; off < wr;) {
         tb__rec *r = tb__rec_at(b, off);
