@@ -8,7 +8,12 @@
  * first lap into memory the kernel has to fault in and zero. Measured
  * through shmtraced (bench-vs-perfetto's 1 KiB x1 recording, 256 MB),
  * the service spent 425-514 ns per packet with a 128 MiB ring and 323-366
- * ns with an 8 MiB one, while nothing was lost with either.
+ * ns with an 8 MiB one, while nothing was lost with either. With this
+ * file, 128 MiB rings, three rounds alternating with the code before: a
+ * daemon's first session 363-501 ns per packet against 969-1280 (64 KiB
+ * packets: 17-25 against 54-102 us); later sessions, whose rings were
+ * faulted in already, the same within the noise (369-449 against
+ * 327-516 ns).
  *
  * What: before a chunk is stored, if the writer is at least rewind_at
  * bytes into the ring and everything before the last few records was

@@ -129,7 +129,9 @@ CREATE TABLE trace_info (
 -- buffer: one row per buffer idx seen in the stats, from the last
 -- TraceStats, with the config's policy. used_bytes = the part of the buffer
 -- that ever held data (bytes_written + padding, capped at size: a ring that
--- wrapped is 100 % used).
+-- wrapped is 100 % used). An upper bound for a shmtraced ring that was
+-- drained while written: it goes back to offset 0 early (each time counted
+-- in write_wrap_count) and may have used far less.
 CREATE VIEW buffer AS
 SELECT s.idx AS idx,
   max(CASE s.name WHEN 'traced_buf_buffer_size' THEN s.value END) AS size,
