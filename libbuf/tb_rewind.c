@@ -41,11 +41,15 @@
  * to 4 MiB of slices in flight to the file (svc_read.c) a rewind at 8 MiB
  * made the write fence wait for the file writer (15-36 waits in four
  * 256 MB recordings, none at 16 MiB and none without rewinds).
+ * A first session's ring is fresh memory, which this VM's host backs at
+ * ~20 ms per 2 MiB page (perf: clear_page_erms under the copy's faults);
+ * rewinds at 4 or 8 MiB did not make it cheaper beyond the noise.
  * When not: DISCARD buffers (they stop at the end of the ring, read or
  * not), rings under TB__REWIND_MIN_RING (rewind_at = 0), a floor ahead
  * of the writer or more than rewind_at / 2 behind it, or more than
- * rewind_at / 8 bytes to move. A refusal is not tried again before the next read pass
- * (generation), so a buffer nobody drains pays one comparison per chunk.
+ * rewind_at / 8 bytes to move. A refusal is not tried again before the
+ * next read pass (generation), so a buffer nobody drains pays a few
+ * comparisons per chunk.
  * Stats: each rewind is a wrap to offset 0 (write_wrap_count); the moved
  * records are not new (bytes_written unchanged) and nothing is evicted.
  */
