@@ -119,7 +119,8 @@ START_TEST(test_rewind_moves_unread_records)
     tbt_put(b, 1, 1, 0, TB_F2, (uint32_t[]){1000, 500}, "ab");
     /* writer 3: scraped, its last fragment still being written */
     tbt_put_ex(b, 1, 3, 0, 0, false, 1024, (uint32_t[]){300, 200}, "cd");
-    size_t moved = b->wr - w1_off, w3_off = w1_off + tb__outer(4 + 1000 + 4 + 500);
+    size_t moved = b->wr - w1_off;
+    size_t w3_off = w1_off + tb__outer(4 + 1000 + 4 + 500);
     tbt_pkts ps = tbt_read_all(b);
     ck_assert_uint_eq(ps.n, id2 + 2);               /* all but b and d */
     ck_assert_ptr_nonnull(find(&ps, 1000));
@@ -205,8 +206,8 @@ START_TEST(test_rewind_not_while_unread)
     fill(b, &id, 128 * KIB);                       /* nothing read */
     ck_assert_uint_eq(TBT_STAT(b, write_wrap_count), 0);
     ck_assert_uint_ge(tb_used_size(b), 128 * KIB);
-    /* a read of all but the newest half, in steps, is not enough either:
-     * the floor is more than rewind_at / 2 behind the writer */
+    /* a read of the 10 oldest is not enough either: the floor stays
+     * more than rewind_at / 2 behind the writer */
     tb_begin_read(b);
     tb_packet pkt;
     for (int i = 0; i < 10; i++)
@@ -255,7 +256,7 @@ START_TEST(test_rewind_refused_with_too_much_unread)
 {
     tb_buffer *b = tb_create(1 * MIB, TB_RING_BUFFER);
     tb__set_rewind_at(b, 64 * KIB);                /* moves <= 8 KiB */
-    const char cont[] = {(char)(('x' + 3000) % 256), 0};   /* seeds of the rest */
+    const char cont[] = {(char)(('x' + 3000) % 256), 0}; /* the rest */
     uint32_t id = 0;
     fill(b, &id, 64 * KIB);
     for (uint16_t w = 3; w < 6; w++)               /* 3 x ~3 KiB waiting */
