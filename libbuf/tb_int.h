@@ -429,18 +429,12 @@ __attribute__((always_inline)) static inline void tb__seq_prefetch_head(
     }
 }
 
-/* tb_rewind.c: the rewind threshold of a new ring of `size` bytes: half
- * the ring, at most TB__REWIND_AT; none under TB__REWIND_MIN_RING. */
-#define TB__REWIND_AT ((size_t)16 << 20)
-#define TB__REWIND_MIN_RING ((size_t)16 << 20)
-static inline size_t tb__default_rewind_at(size_t size)
-{
-    if (size < TB__REWIND_MIN_RING)
-        return 0;
-    return size / 2 < TB__REWIND_AT ? size / 2 : TB__REWIND_AT;
-}
-bool tb__maybe_rewind(tb_buffer *b);
-void tb__set_rewind_at(tb_buffer *b, size_t bytes); /* tests */
+/* tb_rewind.c: the rewind threshold of a new ring of `size` bytes (0:
+ * never); the rewind itself, before a chunk is stored; a threshold of
+ * one's own (tests, fuzz_tb). */
+size_t tb__default_rewind_at(size_t size);
+void tb__maybe_rewind(tb_buffer *b);
+void tb__set_rewind_at(tb_buffer *b, size_t bytes);
 
 /* tb_walk.c */
 void tb__walk_start(tb_buffer *b, tb__walk *w, uint32_t seq_idx,

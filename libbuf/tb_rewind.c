@@ -57,6 +57,16 @@
 
 #include "tb_int.h"
 
+#define TB__REWIND_AT ((size_t)16 << 20)       /* at most */
+#define TB__REWIND_MIN_RING ((size_t)16 << 20) /* none in smaller rings */
+
+size_t tb__default_rewind_at(size_t size)
+{
+    if (size < TB__REWIND_MIN_RING)
+        return 0;
+    return size / 2 < TB__REWIND_AT ? size / 2 : TB__REWIND_AT;
+}
+
 /* The ring entry of the live record at offset off, or NULL if its
  * sequence does not know it there (never, short of a bug: then no
  * rewind). */
@@ -91,11 +101,11 @@ static size_t live_bytes(const tb_buffer *b, size_t from, size_t to,
     return need;
 }
 
-bool tb__maybe_rewind(tb_buffer *b)
+void tb__maybe_rewind(tb_buffer *b)
 {
     size_t wr = b->wr, floor = b->rd_floor;
     if (b->rewind_at == 0 || wr < b->rewind_at || b->policy != TB_RING_BUFFER)
-        return false;
+        return;
     /* The floor vouches for [oldest, floor) in ring order, the oldest
      * record being at wr unless wr == used_size (then at 0). A floor ahead
      * of wr, or at wr in a ring that wrapped, vouches for nothing before
@@ -104,14 +114,14 @@ bool tb__maybe_rewind(tb_buffer *b)
         (floor == wr && wr != b->used_size) ||
         wr - floor > b->rewind_at / 2 ||
         b->rewind_refused_gen == b->generation)
-        return false;
+        return;
     size_t limit = b->rewind_at / 8;
     if (limit > floor)
         limit = floor; /* the moved records must not overlap their copies */
     size_t need = live_bytes(b, floor, wr, limit);
     if (need == SIZE_MAX) {
         b->rewind_refused_gen = b->generation;
-        return false;
+        return;
     }
     if (need)
         tb__fence(b, 0, need);
@@ -131,7 +141,6 @@ bool tb__maybe_rewind(tb_buffer *b)
     b->rd = 0;
     b->rd_floor_valid = false;
     b->stats.write_wrap_count++;
-    return true;
 }
 
 void tb__set_rewind_at(tb_buffer *b, size_t bytes)

@@ -22,22 +22,23 @@
  * sizes (what a ring last used by another session would hold). */
 static void scribble(uint8_t *mem, size_t size, uint32_t seed, bool headers)
 {
-    rng_t r = {seed | 1};
+    uint32_t r = seed | 1;
     for (size_t i = 0; i + 4 <= size; i += 4) {
-        uint32_t v = next(&r);
+        uint32_t v = trng_next32(&r);
         memcpy(mem + i, &v, 4);
     }
     if (!headers)
         return;
     for (size_t off = 0; off + 16 <= size; off += 16) {
         tb__rec *h = (tb__rec *)(void *)(mem + off);
-        h->chunk_id = next(&r) % 64;
-        h->pri_wri_id = ((1u + next(&r) % 2) << 16) | (1u + next(&r) % 5);
-        h->size = (uint16_t)(next(&r) % 2048);
-        h->payload_size = (uint16_t)(next(&r) % (h->size + 1u));
+        h->chunk_id = trng_next32(&r) % 64;
+        h->pri_wri_id = ((1u + trng_next32(&r) % 2) << 16) |
+                        (1u + trng_next32(&r) % 5);
+        h->size = (uint16_t)(trng_next32(&r) % 2048);
+        h->payload_size = (uint16_t)(trng_next32(&r) % (h->size + 1u));
         h->payload_avail = h->payload_size;
-        h->flags = (uint8_t)(next(&r) & 0x87u);
-        h->facts = (uint8_t)next(&r);
+        h->flags = (uint8_t)(trng_next32(&r) & 0x87u);
+        h->facts = (uint8_t)trng_next32(&r);
     }
 }
 

@@ -20,6 +20,7 @@
  */
 #include "tb_testutil.h"
 #include "tb_int.h"
+#include "trng.h"
 
 #define NWRITERS 6
 #define MAX_PKT 1500
@@ -30,10 +31,7 @@ typedef struct {
 
 static uint32_t next(rng_t *r)
 {
-    r->rng ^= r->rng << 13;
-    r->rng ^= r->rng >> 17;
-    r->rng ^= r->rng << 5;
-    return r->rng;
+    return trng_next32(&r->rng);
 }
 
 typedef struct {

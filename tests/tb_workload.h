@@ -15,18 +15,7 @@
 #define TESTS_TB_WORKLOAD_H
 
 #include "tb_testutil.h"
-
-typedef struct {
-    uint32_t s;
-} rng_t;
-
-static inline uint32_t next(rng_t *r)
-{
-    r->s ^= r->s << 13;
-    r->s ^= r->s >> 17;
-    r->s ^= r->s << 5;
-    return r->s;
-}
+#include "trng.h"
 
 typedef struct {
     uint64_t hash;
@@ -57,21 +46,21 @@ static inline void drain(tb_buffer *b, outcome *o)
 static inline void workload(tb_buffer *b, uint32_t seed, uint32_t drain_every,
                             outcome *o, tb_stats *stats)
 {
-    rng_t r = {seed * 2654435761u | 1};
+    uint32_t r = seed * 2654435761u | 1;   /* trng_next32 state */
     uint32_t ids[6] = {0};
     uint32_t left[6] = {0};          /* bytes of the open packet to go */
     uint8_t seedb[6] = {0};
     static tbt_chunk c;
     for (int step = 0; step < 2500; step++) {
-        uint16_t w = (uint16_t)(1 + next(&r) % 5);
+        uint16_t w = (uint16_t)(1 + trng_next32(&r) % 5);
         uint16_t prod = (uint16_t)(1 + w % 2);
-        uint32_t cap = 64 + next(&r) % 1984;
+        uint32_t cap = 64 + trng_next32(&r) % 1984;
         uint8_t flags = left[w] ? TB_F1 : 0;
         tbt_reset(&c);
         while (c.size + 5 < cap) {
             if (!left[w]) {
-                left[w] = 1 + next(&r) % 1800;
-                seedb[w] = (uint8_t)next(&r);
+                left[w] = 1 + trng_next32(&r) % 1800;
+                seedb[w] = (uint8_t)trng_next32(&r);
             }
             uint32_t room = cap - (uint32_t)c.size - 4;
             uint32_t n = left[w] < room ? left[w] : room;
@@ -84,12 +73,12 @@ static inline void workload(tb_buffer *b, uint32_t seed, uint32_t drain_every,
             }
         }
         uint32_t id = ids[w]++;
-        uint32_t roll = next(&r) % 16;
+        uint32_t roll = trng_next32(&r) % 16;
         if (roll == 0) {
             /* scraped first (incomplete, with trailing garbage) */
             tb_copy_chunk_untrusted(b, prod, 1000 + prod, 40 + prod, w, id,
                                     c.nfrags, flags, false, c.data,
-                                    c.size + next(&r) % 32);
+                                    c.size + trng_next32(&r) % 32);
         }
         if (roll == 1 && (flags & TB_F2) && c.size > 8) {
             /* needs a patch: the last 4 bytes go in out of band */
@@ -106,7 +95,7 @@ static inline void workload(tb_buffer *b, uint32_t seed, uint32_t drain_every,
             tb_copy_chunk_untrusted(b, prod, 1000 + prod, 40 + prod, w, id,
                                     c.nfrags, flags, true, c.data, c.size);
         }
-        if (next(&r) % drain_every == 0)
+        if (trng_next32(&r) % drain_every == 0)
             drain(b, o);
     }
     tb_buffer *clone = tb_clone_readonly(b);
