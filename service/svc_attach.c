@@ -321,30 +321,49 @@ static svc_session *session_by_id(svc_service *svc, uint64_t id)
     return NULL;
 }
 
-/* Copies what src wrote so far (bytes_written_to_file of its file) into
- * fd, reading the file through /proc (our fd may be write-only). */
-static int copy_file(const svc_session *src, int fd, char *err,
-                     size_t errlen)
+/* Copies what src wrote so far into fd: bytes_written_to_file bytes from
+ * out_base, where its first byte went. They are read back through src's
+ * own descriptor, so with the access its consumer opened the file with,
+ * never by opening the file again: the daemon, often root, reopening it
+ * (/proc/self/fd) could read a file the consumer may only write, and an
+ * fd positioned after someone's data would have handed that data to the
+ * clone. A file passed write-only cannot be cloned: the error says so. */
+static int copy_file(svc_service *svc, const svc_session *src, int fd,
+                     char *err, size_t errlen)
 {
-    char path[64];
-    snprintf(path, sizeof(path), "/proc/self/fd/%d", src->out_fd);
-    int in = open(path, O_RDONLY | O_CLOEXEC);
-    if (in < 0) {
+    /* batches in flight reach the file first (their errors stay theirs) */
+    if (svc->fw)
+        svc_fw_drain(svc->fw);
+    int fl = fcntl(src->out_fd, F_GETFL);
+    if (fl < 0 || (fl & O_ACCMODE) == O_WRONLY) {
         if (err && errlen)
-            snprintf(err, errlen, "cannot read the session's trace file: %s",
-                     strerror(errno));
-        return -errno;
+            snprintf(err, errlen, "cannot clone this write_into_file "
+                     "session: its trace file was passed write-only, so "
+                     "the service cannot read back what it wrote (open it "
+                     "read-write, as perfetto -o and shmtrace record do)");
+        return -EBADF;
     }
     uint8_t buf[65536];
-    uint64_t left = src->bytes_written_to_file;
-    off_t off = 0;
+    uint64_t left = src->bytes_written_to_file, done = 0;
     int rc = 0;
     while (left) {
-        ssize_t n = pread(in, buf, left < sizeof(buf) ? left : sizeof(buf),
-                          off);
+        ssize_t n = pread(src->out_fd, buf,
+                          left < sizeof(buf) ? left : sizeof(buf),
+                          (off_t)(src->out_base + (int64_t)done));
+        if (n < 0 && errno == EINTR)
+            continue;
         if (n <= 0) {
             rc = n < 0 ? -errno : -EIO;
-            break;
+            if (n == 0 && err && errlen)
+                snprintf(err, errlen, "cannot clone this write_into_file "
+                         "session: its trace file holds %llu of the %llu "
+                         "bytes the service wrote to it (truncated since, "
+                         "or not a regular file)", (unsigned long long)done,
+                         (unsigned long long)src->bytes_written_to_file);
+            else if (err && errlen)
+                snprintf(err, errlen, "cannot read the session's trace "
+                         "file: %s", strerror(-rc));
+            return rc;
         }
         for (ssize_t w = 0; w < n;) {
             ssize_t k = write(fd, buf + w, (size_t)(n - w));
@@ -358,10 +377,9 @@ static int copy_file(const svc_session *src, int fd, char *err,
         }
         if (rc < 0)
             break;
-        off += n;
+        done += (uint64_t)n;
         left -= (uint64_t)n;
     }
-    close(in);
     if (rc < 0 && err && errlen)
         snprintf(err, errlen, "cannot copy the session's trace file: %s",
                  strerror(-rc));
@@ -383,7 +401,7 @@ int svc_session_clone_file(svc_service *svc, svc_session *clone, int fd,
                 "without an output file descriptor%.0llu%.0llu", 0, 0);
         return -EINVAL;
     }
-    int rc = copy_file(src, fd, err, errlen);
+    int rc = copy_file(svc, src, fd, err, errlen);
     if (rc < 0) {
         close(fd);
         return rc;

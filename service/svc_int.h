@@ -232,6 +232,8 @@ struct svc_session {
     uint32_t flush_period_ms;    /* 0 = no periodic flush */
     /* write_into_file */
     int out_fd;                  /* -1 unless write_into_file; owned */
+    int64_t out_base;            /* offset of its first byte in the file
+                                    (svc__file_base) */
     uint32_t file_write_period_ms;
     uint64_t max_file_size_bytes;
     uint64_t bytes_written_to_file;
@@ -371,6 +373,9 @@ int svc__file_wait(svc_service *, svc_session *);
 /* Is the batch its next step fills still in flight? */
 bool svc__file_waiting(svc_service *, svc_session *);
 void svc__file_batches_free(svc_session *);
+/* Where the next byte written through fd lands: its offset, or with
+ * O_APPEND the file's end (0 if neither can be known). */
+int64_t svc__file_base(int fd);
 
 /* svc_flush.c: flush acks, scraping a session, a producer going away */
 void svc__flush_ack(svc_service *, svc_producer *, uint64_t flush_id);

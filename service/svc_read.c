@@ -53,9 +53,11 @@
  * behind a one-entry cache (consecutive packets mostly share a sequence).
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/stat.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -977,6 +979,17 @@ int svc__file_wait(svc_service *svc, svc_session *s)
             rc = e;
     }
     return rc;
+}
+
+int64_t svc__file_base(int fd)
+{
+    int fl = fcntl(fd, F_GETFL);
+    if (fl >= 0 && (fl & O_APPEND)) {
+        struct stat st;
+        return fstat(fd, &st) == 0 ? (int64_t)st.st_size : 0;
+    }
+    off_t at = lseek(fd, 0, SEEK_CUR);
+    return at < 0 ? 0 : (int64_t)at;
 }
 
 void svc__file_batches_free(svc_session *s)

@@ -236,8 +236,10 @@ uint64_t svc_bugreport_session_id(const svc_service *);
 void *svc_pb_copy(const ProtobufCMessage *msg);
 
 /* After svc_session_clone with the consumer's fd (owned from now on, -1
- * ok): if the source writes into a file, its file so far is copied into
- * fd and the clone's buffers appended (returns 1, was_write_into_file);
+ * ok): if the source writes into a file, what it wrote so far is copied
+ * into fd, read back through the source's own descriptor (refused when
+ * that one is write-only), and the clone's buffers appended (returns 1,
+ * was_write_into_file);
  * otherwise fd is closed and 0 returned (read the clone as usual). <0 with
  * err on failure (the clone should be freed). */
 int svc_session_clone_file(svc_service *, svc_session *clone, int fd,

@@ -450,6 +450,8 @@ svc_session *svc_session_enable_uid(svc_service *svc, void *consumer,
         return NULL;
     }
     s->out_fd = out_fd;
+    if (out_fd >= 0)
+        s->out_base = svc__file_base(out_fd);
     for (size_t i = 0; i < cfg->n_buffers; i++) {
         const Perfetto__Protos__TraceConfig__BufferConfig *b = cfg->buffers[i];
         tb_fill_policy pol = b->has_fill_policy && b->fill_policy == 2 ?

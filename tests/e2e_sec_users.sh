@@ -6,6 +6,8 @@
 #   - GetTraceStats: the second uid sees none of root's sessions/buffers;
 #   - write_into_file + output_path from the second uid: refused, nothing
 #     created or truncated in a directory it cannot write;
+#   - a session of the second uid appending to a file it may write but not
+#     read, then cloned: refused (write-only), root's data not copied;
 # and the legitimate paths: root clones its own session and the user's
 # (root's documented right), the user records, clones and sees its own
 # session, writes a file through the fd shmtrace record passes, takes a
@@ -142,6 +144,34 @@ e2e_check "$E2E_DIR/rclone" --min-total 1 >/dev/null
     --duration-ms 300 >"$E2E_DIR/rf.log" 2>&1 ||
     e2e_fail "root's output_path refused: $(cat "$E2E_DIR/rf.log")"
 e2e_check "$VICTIM/rootfile" --require-stats >/dev/null
+
+# --- attack: a write_into_file session after root's data, then cloned ---
+# A file the second uid may write but not read (0622, like a drop box):
+# it appends a session's trace to it, then clones that session. The
+# clone must not copy the file's start (root's data) with the daemon's
+# rights: the service reads back only through the session's own fd, and
+# that one is write-only, so the clone is refused and says why.
+printf 'root-only secret\n' >"$VICTIM/dropbox"
+chmod 0622 "$VICTIM/dropbox"
+e2e_spawn wo "${SEC_AS[@]}" "$CONSUMER" record --out "$VICTIM/dropbox" \
+    --append --name wo --file-period-ms 100 --duration-ms 60000
+WOREC=$E2E_LAST_PID
+i=0
+until [ "$(stat -c %s "$VICTIM/dropbox")" -gt 17 ]; do
+    i=$((i + 1)); [ $i -gt 600 ] && e2e_fail "the appending session wrote nothing"
+    sleep 0.05
+done
+sec_as_user "$CONSUMER" clone --name wo --pass-fd --out "$ATT/wo_clone" \
+    >"$E2E_DIR/wo.log" 2>&1 &&
+    e2e_fail "a clone of a session with a write-only file worked"
+grep -q "write-only" "$E2E_DIR/wo.log" ||
+    e2e_fail "unclear error for the write-only file: $(cat "$E2E_DIR/wo.log")"
+grep -q "root-only secret" "$ATT/wo_clone" 2>/dev/null &&
+    e2e_fail "the clone copied root's data out of $VICTIM/dropbox"
+kill -INT "$WOREC"
+e2e_wait_pid "$WOREC" 30 || e2e_fail "the appending record hung"
+[ "$(head -c 17 "$VICTIM/dropbox")" = "root-only secret" ] ||
+    e2e_fail "root's data in $VICTIM/dropbox changed"
 
 kill -INT "$USERREC" "$ROOTREC"
 e2e_wait_pid "$USERREC" 30 || e2e_fail "user record hung"

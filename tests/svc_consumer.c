@@ -6,7 +6,11 @@
  *       duration (the service stops the session) or SIGINT/SIGTERM
  *       (DisableTracing), then ReadBuffers into FILE, or let the service
  *       write FILE itself (--file-period-ms: write_into_file, fd passed).
- *   svc_consumer clone --out FILE [--session ID]   CloneSession + read.
+ *   svc_consumer clone --out FILE [--session ID] [--pass-fd]
+ *       CloneSession + read (--pass-fd: FILE's fd goes with the request,
+ *       as perfetto --clone passes it; a write_into_file session's clone
+ *       is then written into it by the service; --name NAME: the session
+ *       by its unique_session_name).
  *   svc_consumer stats                          GetTraceStats, key=value.
  *
  * Options: --buffer-kb N (default 4096), --fill ring|discard, --duration-ms
@@ -14,7 +18,10 @@
  * N, --wait-data-sources N (poll GetTraceStats until that many data sources
  * are registered before enabling), --file-period-ms N, --output-path PATH
  * (write_into_file with the config's output_path and no fd: the service is
- * asked to create PATH itself; e2e_sec_users.sh uses it as an attacker).
+ * asked to create PATH itself; e2e_sec_users.sh uses it as an attacker),
+ * --append (record: open FILE write-only for appending, not truncated;
+ * e2e_sec_users.sh writes a session after another user's data with it),
+ * --name NAME (record: the config's unique_session_name).
  * Exit: 0 ok, 1 service error, 2 usage.
  */
 #include <errno.h>
@@ -137,7 +144,10 @@ static void on_stats(ipc_client *cl, int st, const ProtobufCMessage *m,
     c->got_stats = true;
 }
 
-static bool clone_ok;
+#define CLONE_BY_NAME \
+    PERFETTO__PROTOS__CLONE_SESSION_REQUEST__SELECTOR_UNIQUE_SESSION_NAME
+
+static bool clone_ok, clone_into_file;
 static void on_clone(ipc_client *cl, int st, const ProtobufCMessage *m,
                      bool more, void *ctx)
 {
@@ -148,6 +158,7 @@ static void on_clone(ipc_client *cl, int st, const ProtobufCMessage *m,
         snprintf(c->error, sizeof(c->error), "CloneSession: %s",
                  r && r->error ? r->error : "failed");
     }
+    clone_into_file = r && r->was_write_into_file;
     clone_ok = true;
 }
 
@@ -197,10 +208,15 @@ int main(int argc, char **argv)
         {"file-period-ms", required_argument, NULL, 'p'},
         {"session", required_argument, NULL, 's'},
         {"output-path", required_argument, NULL, 'P'},
+        {"append", no_argument, NULL, 'A'},
+        {"name", required_argument, NULL, 'N'},
+        {"pass-fd", no_argument, NULL, 'F'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     const char *out = NULL, *ds = "shmtrace.synthetic", *opath = NULL;
+    const char *name = NULL;
+    bool append = false, pass_clone_fd = false;
     uint32_t buffer_kb = 4096, duration = 2000, flush_timeout = 0,
              wait_ds = 0, period = 0;
     int fill = 1;
@@ -224,12 +240,16 @@ int main(int argc, char **argv)
         case 'p': period = (uint32_t)atol(optarg); break;
         case 's': session = strtoull(optarg, NULL, 0); break;
         case 'P': opath = optarg; break;
+        case 'A': append = true; break;
+        case 'N': name = optarg; break;
+        case 'F': pass_clone_fd = true; break;
         case 'h':
             printf("usage: svc_consumer record|clone|stats [--out FILE] "
                    "[--buffer-kb N] [--fill ring|discard] [--duration-ms N]\n"
                    "  [--ds NAME] [--flush-timeout-ms N] "
                    "[--wait-data-sources N] [--file-period-ms N] "
-                   "[--session ID] [--output-path PATH]\n");
+                   "[--session ID] [--output-path PATH]\n"
+                   "  [--append] [--name NAME] [--pass-fd]\n");
             return 0;
         default: return 2;
         }
@@ -276,7 +296,8 @@ int main(int argc, char **argv)
         fprintf(stderr, "svc_consumer: --out FILE is required\n");
         return finish(&c, 2);
     }
-    int fd = open(out, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    int fd = open(out, O_WRONLY | O_CREAT | O_CLOEXEC |
+                  (append ? O_APPEND : O_TRUNC), 0644);
     if (fd < 0) {
         perror(out);
         return finish(&c, 1);
@@ -284,10 +305,16 @@ int main(int argc, char **argv)
     if (strcmp(cmd, "clone") == 0) {
         Perfetto__Protos__CloneSessionRequest req =
             PERFETTO__PROTOS__CLONE_SESSION_REQUEST__INIT;
-        req.selector_case =
-            PERFETTO__PROTOS__CLONE_SESSION_REQUEST__SELECTOR_SESSION_ID;
-        req.session_id = session;
-        ipc_client_invoke(c.c, "CloneSession", &req.base, -1,
+        if (name) {
+            req.selector_case = CLONE_BY_NAME;
+            req.unique_session_name = (char *)name;
+        } else {
+            req.selector_case =
+                PERFETTO__PROTOS__CLONE_SESSION_REQUEST__SELECTOR_SESSION_ID;
+            req.session_id = session;
+        }
+        ipc_client_invoke(c.c, "CloneSession", &req.base,
+                          pass_clone_fd ? fd : -1,
                           &perfetto__protos__clone_session_response__descriptor,
                           on_clone, &c);
         run_until(&c, &clone_ok, 5000);
@@ -295,6 +322,12 @@ int main(int argc, char **argv)
             fprintf(stderr, "svc_consumer: %s\n", c.error);
             close(fd);
             return finish(&c, 1);
+        }
+        if (clone_into_file) {
+            fprintf(stderr, "svc_consumer: the service wrote the clone into "
+                    "%s\n", out);
+            close(fd);
+            return finish(&c, 0);
         }
         c.out = fdopen(fd, "wb");
         rc = read_buffers(&c);
@@ -339,6 +372,8 @@ int main(int argc, char **argv)
         cfg.has_duration_ms = true;
         cfg.duration_ms = duration;
     }
+    if (name)
+        cfg.unique_session_name = (char *)name;
     if (flush_timeout) {
         cfg.has_flush_timeout_ms = true;
         cfg.flush_timeout_ms = flush_timeout;

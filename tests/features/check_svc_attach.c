@@ -265,6 +265,122 @@ START_TEST(test_clone_of_file_session_goes_into_fd)
 }
 END_TEST
 
+/* A file session's fd positioned after another user's data (written
+ * by this test): the session writes after it, and a clone copies only
+ * what the session wrote, read back through the session's own fd. */
+static const char SECRET[] = "not the session's: must never reach a clone";
+
+static int file_with_secret(char *path, int flags)
+{
+    int fd = mkstemp(path);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(write(fd, SECRET, sizeof(SECRET)), (ssize_t)sizeof(SECRET));
+    close(fd);
+    fd = open(path, flags);
+    ck_assert_int_ge(fd, 0);
+    unlink(path);
+    if (!(flags & O_APPEND))
+        ck_assert_int_eq(lseek(fd, 0, SEEK_END), (off_t)sizeof(SECRET));
+    return fd;
+}
+
+static bool holds_secret(int fd)
+{
+    size_t n = file_size(fd);
+    char *x = malloc(n + 1);
+    ck_assert_int_eq(pread(fd, x, n, 0), (ssize_t)n);
+    x[n] = 0;
+    bool hit = memmem(x, n, SECRET, sizeof(SECRET) - 1) != NULL;
+    free(x);
+    return hit;
+}
+
+START_TEST(test_clone_reads_back_only_what_the_session_wrote)
+{
+    /* 0: O_RDWR at the end; 1: O_RDWR | O_APPEND at offset 0; 2: O_WRONLY
+     * at the end (cannot be read back: refused, nothing copied) */
+    static const int flags[3] = {O_RDWR, O_RDWR | O_APPEND, O_WRONLY};
+    for (int k = 0; k < 3; k++) {
+        svc_service *svc = fh_service();
+        ck_assert_int_eq(svc_set_file_writer_thread(svc, k != 1), 0);
+        char a[] = "/tmp/feat_cloneS.XXXXXX", b[] = "/tmp/feat_cloneT.XXXXXX";
+        int fa = file_with_secret(a, flags[k]);
+        int fb = mkstemp(b);
+        ck_assert_int_ge(fb, 0);
+        unlink(b);
+        fh_cfg c;
+        fh_cfg_init(&c);
+        c.cfg.has_write_into_file = true;
+        c.cfg.write_into_file = true;
+        svc_session *s = svc_session_enable(svc, NULL, &c.cfg, dup(fa), NULL,
+                                            0);
+        ck_assert_ptr_nonnull(s);
+        ck_assert_int_eq(svc_session_write_file(svc, s), 0);
+        size_t na = file_size(fa) - sizeof(SECRET);
+        ck_assert_uint_gt(na, 0);
+        svc_session *clone = svc_session_clone(svc, NULL, svc_session_id(s),
+                                               NULL, NULL, 0);
+        ck_assert_ptr_nonnull(clone);
+        char err[300] = "";
+        int rc = svc_session_clone_file(svc, clone, dup(fb), err,
+                                        sizeof(err));
+        ck_assert(!holds_secret(fb));
+        if (k == 2) {
+            ck_assert_int_eq(rc, -EBADF);
+            ck_assert_msg(strstr(err, "write-only") != NULL, "%s", err);
+            ck_assert_uint_eq(file_size(fb), 0);
+        } else {
+            ck_assert_msg(rc == 1, "case %d: %d %s", k, rc, err);
+            /* the session's bytes, as they are in its file after the
+             * other data, then the clone's own */
+            ck_assert_uint_gt(file_size(fb), na);
+            uint8_t *x = malloc(na), *y = malloc(na);
+            ck_assert_int_eq(pread(fa, x, na, sizeof(SECRET)), (ssize_t)na);
+            ck_assert_int_eq(pread(fb, y, na, 0), (ssize_t)na);
+            ck_assert_mem_eq(x, y, na);
+            free(x);
+            free(y);
+        }
+        close(fa);
+        close(fb);
+        svc_destroy(svc);
+    }
+}
+END_TEST
+
+/* The source's file cut short after it was written: a clear error. */
+START_TEST(test_clone_of_a_truncated_file_says_so)
+{
+    svc_service *svc = fh_service();
+    char a[] = "/tmp/feat_cloneU.XXXXXX", b[] = "/tmp/feat_cloneV.XXXXXX";
+    int fa = mkstemp(a), fb = mkstemp(b);
+    ck_assert_int_ge(fa, 0);
+    ck_assert_int_ge(fb, 0);
+    unlink(a);
+    unlink(b);
+    fh_cfg c;
+    fh_cfg_init(&c);
+    c.cfg.has_write_into_file = true;
+    c.cfg.write_into_file = true;
+    svc_session *s = svc_session_enable(svc, NULL, &c.cfg, dup(fa), NULL, 0);
+    ck_assert_ptr_nonnull(s);
+    ck_assert_int_eq(svc_session_write_file(svc, s), 0);
+    size_t na = file_size(fa);
+    ck_assert_int_eq(ftruncate(fa, (off_t)(na / 2)), 0);
+    svc_session *clone = svc_session_clone(svc, NULL, svc_session_id(s),
+                                           NULL, NULL, 0);
+    ck_assert_ptr_nonnull(clone);
+    char err[300] = "", want[300];
+    ck_assert_int_eq(svc_session_clone_file(svc, clone, dup(fb), err,
+                                            sizeof(err)), -EIO);
+    snprintf(want, sizeof(want), "holds %zu of the %zu bytes", na / 2, na);
+    ck_assert_msg(strstr(err, want) != NULL, "%s", err);
+    close(fa);
+    close(fb);
+    svc_destroy(svc);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("svc_attach");
@@ -274,6 +390,8 @@ static Suite *suite(void)
     tcase_add_test(tc, test_change_config_widens_producer_filter);
     tcase_add_test(tc, test_query_state);
     tcase_add_test(tc, test_clone_of_file_session_goes_into_fd);
+    tcase_add_test(tc, test_clone_reads_back_only_what_the_session_wrote);
+    tcase_add_test(tc, test_clone_of_a_truncated_file_says_so);
     tcase_add_test(tc, test_bugreport_session_choice);
     suite_add_tcase(s, tc);
     return s;
