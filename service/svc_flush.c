@@ -247,6 +247,9 @@ static void finalize_disable(svc_service *svc, svc_session *s)
         if (svc_session_write_file(svc, s) < 0)
             error = "writing the trace file failed";
         s->next_file_write_ms = 0;
+        /* the last write (all of it waited for): what was reserved past
+         * the end goes back before the consumer hears the session ended */
+        svc_prealloc_trim(&s->prealloc, s->out_fd);
     }
     if (!s->notified_disabled) {
         s->notified_disabled = true;

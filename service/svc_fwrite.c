@@ -75,6 +75,8 @@ static void *writer_main(void *arg)
             break;
         svc_fw_batch *b = fw->head;
         pthread_mutex_unlock(&fw->mu);
+        if (b->pa)
+            svc_prealloc_ahead(b->pa, b->fd, b->len + b->slice_bytes);
         int err = svc_fw_writev_all(b->fd, b->iov, b->niov);
         pthread_mutex_lock(&fw->mu);
         b->err = err;

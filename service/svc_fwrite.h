@@ -41,6 +41,8 @@
 #include <stdint.h>
 #include <sys/uio.h>
 
+#include "svc_prealloc.h"
+
 #define SVC_FW_SPANS 8
 
 typedef struct {
@@ -53,6 +55,7 @@ typedef struct svc_fw_batch {
     struct iovec *iov;           /* SVC_FILE_IOV entries (svc_read.c) */
     int niov;
     int fd;                      /* where the batch goes */
+    svc_prealloc *pa;            /* its file's reservation, or NULL */
     svc_fw_span span[SVC_FW_SPANS];
     int nspans;
     size_t slice_bytes;          /* bytes of the slices (not in buf) */

@@ -234,6 +234,7 @@ struct svc_session {
     int out_fd;                  /* -1 unless write_into_file; owned */
     int64_t out_base;            /* offset of its first byte in the file
                                     (svc__file_base) */
+    svc_prealloc prealloc;       /* space reserved ahead (not for clones) */
     uint32_t file_write_period_ms;
     uint64_t max_file_size_bytes;
     uint64_t bytes_written_to_file;

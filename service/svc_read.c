@@ -729,6 +729,7 @@ static int filew_flush(svc_filew *w)
     int rc = 0;
     if (b->niov > 0) {
         b->fd = s->out_fd;
+        b->pa = &s->prealloc;
         s->file_slice_bytes += b->slice_bytes;
         s->file_staged_bytes += b->len;
         /* Slices of large packets go to the thread. Batches of small
@@ -750,6 +751,7 @@ static int filew_flush(svc_filew *w)
             /* the file gets the batches in flight first */
             if (w->svc->fw)
                 rc = svc__file_wait(w->svc, s);
+            svc_prealloc_ahead(b->pa, b->fd, b->len + b->slice_bytes);
             int e = svc_fw_writev_all(b->fd, b->iov, b->niov);
             if (rc == 0)
                 rc = e;

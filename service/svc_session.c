@@ -317,8 +317,10 @@ static void session_destroy(svc_service *svc, svc_session *s)
     free(s->scratch);
     svc__file_wait(svc, s);      /* nothing in flight to its file */
     svc__file_batches_free(s);
-    if (s->out_fd >= 0)
+    if (s->out_fd >= 0) {
+        svc_prealloc_trim(&s->prealloc, s->out_fd);
         close(s->out_fd);
+    }
     perfetto__protos__trace_config__free_unpacked(s->cfg, NULL);
     free(s);
 }
@@ -450,8 +452,12 @@ svc_session *svc_session_enable_uid(svc_service *svc, void *consumer,
         return NULL;
     }
     s->out_fd = out_fd;
-    if (out_fd >= 0)
+    if (out_fd >= 0) {
         s->out_base = svc__file_base(out_fd);
+        svc_prealloc_init(&s->prealloc, s->out_base,
+                          cfg->has_max_file_size_bytes ?
+                          cfg->max_file_size_bytes : 0);
+    }
     for (size_t i = 0; i < cfg->n_buffers; i++) {
         const Perfetto__Protos__TraceConfig__BufferConfig *b = cfg->buffers[i];
         tb_fill_policy pol = b->has_fill_policy && b->fill_policy == 2 ?

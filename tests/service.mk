@@ -22,6 +22,12 @@ tests_check_svc_ipc_LDADD = $(svc_test_ldadd)
 
 TESTS += tests/check_svc_packet tests/check_svc_session tests/check_svc_ipc
 
+check_PROGRAMS += tests/check_svc_prealloc
+tests_check_svc_prealloc_SOURCES = tests/check_svc_prealloc.c
+tests_check_svc_prealloc_CFLAGS = $(svc_test_cflags)
+tests_check_svc_prealloc_LDADD = $(svc_test_ldadd)
+TESTS += tests/check_svc_prealloc
+
 # Trace file checker used by the e2e scripts (and handy by hand).
 check_PROGRAMS += tests/svc_tracecheck
 tests_svc_tracecheck_SOURCES = tests/svc_tracecheck.c

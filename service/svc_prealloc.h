@@ -1,0 +1,55 @@
+/*
+ * svc_prealloc.h - disk space reserved ahead of a write_into_file
+ * session's writes.
+ *
+ * Before each batch is written (svc_fwrite.c's thread, or svc_read.c when
+ * there is none), the file gets its next SVC_PREALLOC_STEP bytes reserved
+ * past where the batch ends, with fallocate(FALLOC_FL_KEEP_SIZE): the file's
+ * size does not change, so readers see nothing, but the page-cache writes
+ * that follow land in blocks the filesystem has already allocated. On ext4
+ * that takes the per-page delayed-allocation work (space reservation,
+ * extent-status tree) out of the kernel's copy: measured 2026-12-05 on this
+ * machine's ext4, 512 MiB written in 1 MiB write() calls, alternating:
+ * 138-140 ns of CPU per KiB written without, 112-115 with (fallocate's own
+ * cost included); with the fsync that writes it out, 168-174 against
+ * 144-151, and the whole machine's busy time did not go up.
+ *
+ * What is reserved past the end is given back when the session's file is
+ * done (svc_prealloc_trim: ftruncate to the file's own size, which frees
+ * blocks past the end on ext4 and XFS). So only a daemon killed in the
+ * middle of a session leaves up to one step reserved past the end. (A
+ * process appending to the same file between the trim's fstat and its
+ * ftruncate would lose those bytes; nothing but the service writes a
+ * trace file while its session runs.)
+ * Reservation stops for good on the first error (a pipe or /dev/null:
+ * ENODEV/ESPIPE; a filesystem without it: EOPNOTSUPP; a full disk:
+ * ENOSPC, where the writes report their own errors), never past
+ * max_file_size_bytes, and never on the file of a clone. It goes through
+ * the consumer's own descriptor, so with the consumer's rights.
+ */
+#ifndef SHMTRACE_SVC_PREALLOC_H
+#define SHMTRACE_SVC_PREALLOC_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define SVC_PREALLOC_STEP (8u << 20)
+
+typedef struct {
+    bool on;           /* false: nothing more is reserved (zeroed = off) */
+    bool reserved;     /* a reservation succeeded: trim at the end */
+    int64_t next;      /* where the next batch's first byte lands */
+    int64_t end;       /* reserved up to here */
+    int64_t limit;     /* never past here; 0 = no limit */
+} svc_prealloc;
+
+/* A file whose next byte lands at `base`; limit_bytes > 0: the session
+ * writes at most that many bytes. */
+void svc_prealloc_init(svc_prealloc *, int64_t base, uint64_t limit_bytes);
+/* Before `bytes` are written through fd: reserve ahead if needed. */
+void svc_prealloc_ahead(svc_prealloc *, int fd, size_t bytes);
+/* After the last write: give back what lies past the file's end. */
+void svc_prealloc_trim(svc_prealloc *, int fd);
+
+#endif
