@@ -17,11 +17,17 @@
  * + system time (getrusage RUSAGE_SELF) spent in them. No fsync: neither
  * service syncs its trace file. This is a floor for the service CPU per
  * packet in bench_vs_perfetto's table: a service that writes the file
- * itself spends at least this much, whatever it does before.
+ * itself spends at least this much, whatever it does before. So the timed
+ * writes reserve the file's space ahead as shmtraced does (its own
+ * service/svc_prealloc.c, compiled in: 8 MiB past each write, given back
+ * at the end, inside the timing), which takes ext4's per-page delayed
+ * allocation out of the kernel's copy; --no-reserve writes without
+ * (Perfetto's traced does not reserve).
  *
- * Usage: bench_fwrite SRC DST LOG [BATCH_BYTES]
+ * Usage: bench_fwrite [--no-reserve] SRC DST LOG [BATCH_BYTES]
  */
 #include <errno.h>
+#include <stdbool.h>
 #include <fcntl.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -31,6 +37,8 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "svc_prealloc.h"
 
 static double now_s(void)
 {
@@ -47,12 +55,15 @@ static double cpu_s(void)
            (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
 }
 
-/* All of buf[0, size) to fd in write()s of at most batch bytes; -1 with
- * errno on error. */
-static int write_all(int fd, const uint8_t *buf, size_t size, size_t batch)
+/* All of buf[0, size) to fd in write()s of at most batch bytes, each
+ * after its reservation (pa NULL: none); -1 with errno on error. */
+static int write_all(int fd, const uint8_t *buf, size_t size, size_t batch,
+                     svc_prealloc *pa)
 {
     for (size_t off = 0; off < size;) {
         size_t len = size - off < batch ? size - off : batch;
+        if (pa)
+            svc_prealloc_ahead(pa, fd, len);
         ssize_t n = write(fd, buf + off, len);
         if (n < 0 && errno == EINTR)
             continue;
@@ -71,12 +82,20 @@ static int fail(const char *what, const char *path)
 
 int main(int argc, char **argv)
 {
+    bool reserve = true;
+    if (argc > 1 && strcmp(argv[1], "--no-reserve") == 0) {
+        reserve = false;
+        argv++;
+        argc--;
+    }
     if (argc < 4 || argc > 5 || strcmp(argv[1], "--help") == 0) {
-        fprintf(stderr, "usage: bench_fwrite SRC DST LOG [BATCH_BYTES]\n"
+        fprintf(stderr, "usage: bench_fwrite [--no-reserve] SRC DST LOG "
+                "[BATCH_BYTES]\n"
                 "writes SRC's bytes to DST in BATCH_BYTES write()s (default"
                 " 4194304), twice\n(the first pass truncated away) and "
                 "appends \"wall_s cpu_s bytes\" of the second\npass's "
-                "writes alone to LOG\n");
+                "writes alone to LOG; the space is reserved ahead as "
+                "shmtraced does,\nunless --no-reserve\n");
         return 2;
     }
     size_t batch = 4u << 20;
@@ -121,12 +140,16 @@ int main(int argc, char **argv)
     /* An untimed pass first, truncated away: the timed one then gets page
      * cache pages just freed, as the recordings do after their warm-up
      * (reading SRC above took the pages that warm-up had freed). */
-    if (write_all(out, buf, size, batch) < 0 || ftruncate(out, 0) != 0 ||
-        lseek(out, 0, SEEK_SET) != 0)
+    if (write_all(out, buf, size, batch, NULL) < 0 ||
+        ftruncate(out, 0) != 0 || lseek(out, 0, SEEK_SET) != 0)
         return fail("cannot write", argv[2]);
+    svc_prealloc pa = {0};
+    if (reserve)
+        svc_prealloc_init(&pa, 0, 0);
     double w0 = now_s(), c0 = cpu_s();
-    if (write_all(out, buf, size, batch) < 0)
+    if (write_all(out, buf, size, batch, &pa) < 0)
         return fail("cannot write", argv[2]);
+    svc_prealloc_trim(&pa, out);
     double w1 = now_s(), c1 = cpu_s();
 
     if (close(out) != 0)

@@ -15,7 +15,8 @@
 # one named in the config for both; and dd / cat of each case's trace file
 # (the page-cache ceiling for the same bytes) with the CPU that write()s of
 # those bytes cost (bench_fwrite: the floor for a service that writes the
-# file). Figures per cell, summed over the rounds:
+# file, reserving its space ahead as shmtraced does). Figures per cell,
+# summed over the rounds:
 #   MB/s      trace file bytes / wall time of the recording (hyperfine's
 #             wall clock: CLOCK_MONOTONIC), consumer start to consumer exit
 #   svc ns/p  the CPU time of the daemon's threads, per packet in the
@@ -452,9 +453,9 @@ fi
 echo
 echo "page-cache ceiling, same bytes (the case's shmtraced trace), same run;"
 echo "write() ns/p: CPU of write()s of 4 MiB putting those bytes in the page"
-echo "cache (bench_fwrite, rusage), per packet, least of $RUNS runs: a floor for"
-echo "a service that writes the file itself; svc ns/p: shmtraced's, from the"
-echo "table above"
+echo "cache, the space reserved 8 MiB ahead as shmtraced does (bench_fwrite,"
+echo "rusage), per packet, least of $RUNS runs: a floor for a service that"
+echo "writes the file itself; svc ns/p: shmtraced's, from the table above"
 printf "%-14s %8s %8s %9s %9s %12s %9s %9s\n" case "dd MB/s" "cat MB/s" \
     "ours/dd" "ours/cat" "write() ns/p" "svc ns/p" "svc/write"
 for row in $rows; do
