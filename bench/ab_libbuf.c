@@ -18,7 +18,8 @@
  * Usage: ab_libbuf WORKLOAD ROUNDS, WORKLOAD one of write1, write1000,
  * read (bench_tb's: fresh 128 MiB buffers), read_cached (a 1 MiB buffer
  * filled and read again and again: the reader's CPU cost), read64 (a
- * 64 MiB buffer filled and read 40 times), memcpy.
+ * 64 MiB buffer filled and read 40 times), svc1k (reading the service's
+ * 1 KiB packets out of 32 KiB chunks, 4 MiB behind the writer), memcpy.
  */
 #include <shmtrace/trace_buffer.h>
 
@@ -103,6 +104,45 @@ static double read_again(size_t size, int reps)
     return bytes / busy;
 }
 
+/* The service's shape for 1 KiB packets (shmtraced: SMBs of 2 MiB and
+ * more have 32 KiB pages): 32752-byte chunk payloads of 31 whole packets
+ * of 1024 bytes (2-byte headers), written into a 128 MiB ring 4 MiB at a
+ * time and drained after each step, as a file pass does
+ * (SVC_FILE_EAGER_BYTES); two laps. Packet bytes read per CPU-second of
+ * reading (props and loss flags asked for, as the service does). */
+static double read_svc1k(void)
+{
+    static uint8_t chunk[32752];
+    size_t n = 0;
+    for (int i = 0; i < 31; i++) {
+        chunk[n++] = 0x80 | (1024 & 0x7f);
+        chunk[n++] = 1024 >> 7;
+        memset(chunk + n, 'a' + i, 1024);
+        n += 1024;
+    }
+    tb_buffer *b = tb_create(128 * MIB, TB_RING_BUFFER);
+    if (!b) {
+        perror("tb_create");
+        exit(1);
+    }
+    uint32_t id = 0, dropped;
+    double busy = 0, bytes = 0;
+    tb_packet pkt;
+    tb_seq_props props;
+    for (int step = 0; step < 64; step++) {
+        for (size_t w = 0; w < 4 * MIB; w += n)
+            tb_copy_chunk_untrusted(b, 1, 1000, 100, 1, id++, 31, 0, true,
+                                    chunk, n);
+        double t0 = now_s();
+        tb_begin_read(b);
+        while (tb_read_next_packet(b, &pkt, &props, &dropped))
+            bytes += (double)pkt.size;
+        busy += now_s() - t0;
+    }
+    tb_destroy(b);
+    return bytes / busy;
+}
+
 static double run(const char *w)
 {
     double unused;
@@ -116,6 +156,8 @@ static double run(const char *w)
         return read_again(MIB, 4000);
     if (!strcmp(w, "read64"))
         return read_again(64 * MIB, 40);
+    if (!strcmp(w, "svc1k"))
+        return read_svc1k();
     if (!strcmp(w, "memcpy"))
         return bench_memcpy(0.25);
     fprintf(stderr, "ab_libbuf: unknown workload '%s'\n", w);
@@ -145,7 +187,7 @@ int main(int argc, char **argv)
         fprintf(argc == 2 ? stdout : stderr,
                 "usage: ab_libbuf WORKLOAD ROUNDS (built by "
                 "bench/ab_libbuf.sh)\nWORKLOAD: write1 write1000 read "
-                "read_cached read64 memcpy\n");
+                "read_cached read64 svc1k memcpy\n");
         return argc == 2 ? 0 : 2;
     }
     int rounds = atoi(argv[2]);

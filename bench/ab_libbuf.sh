@@ -16,7 +16,8 @@
 #   bench/ab_libbuf.sh [-w WORKLOAD] [-n ROUNDS] VERSION VERSION...
 #   e.g.  bench/ab_libbuf.sh -w read_cached HEAD .
 #
-# WORKLOAD: write1, write1000 (default), read, read_cached, read64, memcpy.
+# WORKLOAD: write1, write1000 (default), read, read_cached, read64, svc1k,
+# memcpy.
 set -eu
 
 usage() {
