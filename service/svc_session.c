@@ -408,7 +408,8 @@ static int session_file(svc_service *svc, uid_t uid,
                      (unsigned long)uid);
         return -2;
     }
-    int fd = ipc_file_open_output(cfg->output_path, false, msg, sizeof msg);
+    /* read-write: a clone reads the session's file back through it */
+    int fd = ipc_file_open_output(cfg->output_path, true, msg, sizeof msg);
     if (fd < 0) {
         if (err && errlen)
             snprintf(err, errlen, "output_path: %s", msg);

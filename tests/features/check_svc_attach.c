@@ -348,6 +348,52 @@ START_TEST(test_clone_reads_back_only_what_the_session_wrote)
 }
 END_TEST
 
+/* A session whose file the service opened itself (output_path, the
+ * daemon's own uid): it opens it read-write, so the clone can read it. */
+START_TEST(test_clone_of_an_output_path_session)
+{
+    svc_service *svc = fh_service();
+    char dir[] = "/tmp/feat_opath.XXXXXX", path[96];
+    char b[] = "/tmp/feat_cloneW.XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    snprintf(path, sizeof(path), "%s/out.pftrace", dir);
+    int fb = mkstemp(b);
+    ck_assert_int_ge(fb, 0);
+    unlink(b);
+    fh_cfg c;
+    fh_cfg_init(&c);
+    c.cfg.has_write_into_file = true;
+    c.cfg.write_into_file = true;
+    c.cfg.output_path = path;
+    char err[300] = "";
+    svc_session *s = svc_session_enable(svc, NULL, &c.cfg, -1, err,
+                                        sizeof(err));
+    ck_assert_msg(s != NULL, "%s", err);
+    ck_assert_int_eq(svc_session_write_file(svc, s), 0);
+    int fa = open(path, O_RDONLY);
+    ck_assert_int_ge(fa, 0);
+    size_t na = file_size(fa);
+    ck_assert_uint_gt(na, 0);
+    svc_session *clone = svc_session_clone(svc, NULL, svc_session_id(s),
+                                           NULL, NULL, 0);
+    ck_assert_ptr_nonnull(clone);
+    ck_assert_msg(svc_session_clone_file(svc, clone, dup(fb), err,
+                                         sizeof(err)) == 1, "%s", err);
+    ck_assert_uint_gt(file_size(fb), na);
+    uint8_t *x = malloc(na), *y = malloc(na);
+    ck_assert_int_eq(pread(fa, x, na, 0), (ssize_t)na);
+    ck_assert_int_eq(pread(fb, y, na, 0), (ssize_t)na);
+    ck_assert_mem_eq(x, y, na);
+    free(x);
+    free(y);
+    close(fa);
+    close(fb);
+    svc_destroy(svc);
+    ck_assert_int_eq(unlink(path), 0);
+    ck_assert_int_eq(rmdir(dir), 0);
+}
+END_TEST
+
 /* The source's file cut short after it was written: a clear error. */
 START_TEST(test_clone_of_a_truncated_file_says_so)
 {
@@ -392,6 +438,7 @@ static Suite *suite(void)
     tcase_add_test(tc, test_clone_of_file_session_goes_into_fd);
     tcase_add_test(tc, test_clone_reads_back_only_what_the_session_wrote);
     tcase_add_test(tc, test_clone_of_a_truncated_file_says_so);
+    tcase_add_test(tc, test_clone_of_an_output_path_session);
     tcase_add_test(tc, test_bugreport_session_choice);
     suite_add_tcase(s, tc);
     return s;
