@@ -210,22 +210,49 @@ static size_t file_size(int fd)
     return (size_t)sb.st_size;
 }
 
-START_TEST(test_clone_of_file_session_goes_into_fd)
+/* An unlinked temporary file, read-write. */
+static int temp_file(void)
 {
-    svc_service *svc = fh_service();
-    char a[] = "/tmp/feat_cloneA.XXXXXX", b[] = "/tmp/feat_cloneB.XXXXXX";
-    int fa = mkstemp(a), fb = mkstemp(b);
-    ck_assert_int_ge(fa, 0);
-    ck_assert_int_ge(fb, 0);
-    unlink(a);
-    unlink(b);
+    char path[] = "/tmp/feat_clone.XXXXXX";
+    int fd = mkstemp(path);
+    ck_assert_int_ge(fd, 0);
+    unlink(path);
+    return fd;
+}
+
+/* A write_into_file session writing into fd (owned by it), or with fd -1
+ * into output_path; its buffers written to the file once. */
+static svc_session *file_session(svc_service *svc, int fd, char *output_path)
+{
     fh_cfg c;
     fh_cfg_init(&c);
     c.cfg.has_write_into_file = true;
     c.cfg.write_into_file = true;
-    svc_session *s = svc_session_enable(svc, NULL, &c.cfg, dup(fa), NULL, 0);
-    ck_assert_ptr_nonnull(s);
+    c.cfg.output_path = output_path;
+    char err[300] = "";
+    svc_session *s = svc_session_enable(svc, NULL, &c.cfg, fd, err,
+                                        sizeof(err));
+    ck_assert_msg(s != NULL, "%s", err);
     ck_assert_int_eq(svc_session_write_file(svc, s), 0);
+    return s;
+}
+
+/* The n bytes at offset ao of fa are those at offset bo of fb. */
+static void assert_same_bytes(int fa, off_t ao, int fb, off_t bo, size_t n)
+{
+    uint8_t *x = malloc(n), *y = malloc(n);
+    ck_assert_int_eq(pread(fa, x, n, ao), (ssize_t)n);
+    ck_assert_int_eq(pread(fb, y, n, bo), (ssize_t)n);
+    ck_assert_mem_eq(x, y, n);
+    free(x);
+    free(y);
+}
+
+START_TEST(test_clone_of_file_session_goes_into_fd)
+{
+    svc_service *svc = fh_service();
+    int fa = temp_file(), fb = temp_file();
+    svc_session *s = file_session(svc, dup(fa), NULL);
     size_t na = file_size(fa);
     ck_assert_uint_gt(na, 0);
     svc_session *k = svc_session_clone(svc, NULL, svc_session_id(s), NULL,
@@ -236,12 +263,7 @@ START_TEST(test_clone_of_file_session_goes_into_fd)
                                             sizeof(err)), 1);
     size_t nb = file_size(fb);
     ck_assert_uint_gt(nb, na);           /* the source's file, then more */
-    uint8_t *x = malloc(na), *y = malloc(na);
-    ck_assert_int_eq(pread(fa, x, na, 0), (ssize_t)na);
-    ck_assert_int_eq(pread(fb, y, na, 0), (ssize_t)na);
-    ck_assert_mem_eq(x, y, na);
-    free(x);
-    free(y);
+    assert_same_bytes(fa, 0, fb, 0, na);
     /* A source without a file: the fd is closed, read over IPC (0). */
     fh_cfg c2;
     fh_cfg_init(&c2);
@@ -303,19 +325,10 @@ START_TEST(test_clone_reads_back_only_what_the_session_wrote)
     for (int k = 0; k < 3; k++) {
         svc_service *svc = fh_service();
         ck_assert_int_eq(svc_set_file_writer_thread(svc, k != 1), 0);
-        char a[] = "/tmp/feat_cloneS.XXXXXX", b[] = "/tmp/feat_cloneT.XXXXXX";
+        char a[] = "/tmp/feat_cloneS.XXXXXX";
         int fa = file_with_secret(a, flags[k]);
-        int fb = mkstemp(b);
-        ck_assert_int_ge(fb, 0);
-        unlink(b);
-        fh_cfg c;
-        fh_cfg_init(&c);
-        c.cfg.has_write_into_file = true;
-        c.cfg.write_into_file = true;
-        svc_session *s = svc_session_enable(svc, NULL, &c.cfg, dup(fa), NULL,
-                                            0);
-        ck_assert_ptr_nonnull(s);
-        ck_assert_int_eq(svc_session_write_file(svc, s), 0);
+        int fb = temp_file();
+        svc_session *s = file_session(svc, dup(fa), NULL);
         size_t na = file_size(fa) - sizeof(SECRET);
         ck_assert_uint_gt(na, 0);
         svc_session *clone = svc_session_clone(svc, NULL, svc_session_id(s),
@@ -334,12 +347,7 @@ START_TEST(test_clone_reads_back_only_what_the_session_wrote)
             /* the session's bytes, as they are in its file after the
              * other data, then the clone's own */
             ck_assert_uint_gt(file_size(fb), na);
-            uint8_t *x = malloc(na), *y = malloc(na);
-            ck_assert_int_eq(pread(fa, x, na, sizeof(SECRET)), (ssize_t)na);
-            ck_assert_int_eq(pread(fb, y, na, 0), (ssize_t)na);
-            ck_assert_mem_eq(x, y, na);
-            free(x);
-            free(y);
+            assert_same_bytes(fa, sizeof(SECRET), fb, 0, na);
         }
         close(fa);
         close(fb);
@@ -353,23 +361,11 @@ END_TEST
 START_TEST(test_clone_of_an_output_path_session)
 {
     svc_service *svc = fh_service();
-    char dir[] = "/tmp/feat_opath.XXXXXX", path[96];
-    char b[] = "/tmp/feat_cloneW.XXXXXX";
+    char dir[] = "/tmp/feat_opath.XXXXXX", path[96], err[300] = "";
     ck_assert_ptr_nonnull(mkdtemp(dir));
     snprintf(path, sizeof(path), "%s/out.pftrace", dir);
-    int fb = mkstemp(b);
-    ck_assert_int_ge(fb, 0);
-    unlink(b);
-    fh_cfg c;
-    fh_cfg_init(&c);
-    c.cfg.has_write_into_file = true;
-    c.cfg.write_into_file = true;
-    c.cfg.output_path = path;
-    char err[300] = "";
-    svc_session *s = svc_session_enable(svc, NULL, &c.cfg, -1, err,
-                                        sizeof(err));
-    ck_assert_msg(s != NULL, "%s", err);
-    ck_assert_int_eq(svc_session_write_file(svc, s), 0);
+    int fb = temp_file();
+    svc_session *s = file_session(svc, -1, path);
     int fa = open(path, O_RDONLY);
     ck_assert_int_ge(fa, 0);
     size_t na = file_size(fa);
@@ -380,12 +376,7 @@ START_TEST(test_clone_of_an_output_path_session)
     ck_assert_msg(svc_session_clone_file(svc, clone, dup(fb), err,
                                          sizeof(err)) == 1, "%s", err);
     ck_assert_uint_gt(file_size(fb), na);
-    uint8_t *x = malloc(na), *y = malloc(na);
-    ck_assert_int_eq(pread(fa, x, na, 0), (ssize_t)na);
-    ck_assert_int_eq(pread(fb, y, na, 0), (ssize_t)na);
-    ck_assert_mem_eq(x, y, na);
-    free(x);
-    free(y);
+    assert_same_bytes(fa, 0, fb, 0, na);
     close(fa);
     close(fb);
     svc_destroy(svc);
@@ -398,19 +389,8 @@ END_TEST
 START_TEST(test_clone_of_a_truncated_file_says_so)
 {
     svc_service *svc = fh_service();
-    char a[] = "/tmp/feat_cloneU.XXXXXX", b[] = "/tmp/feat_cloneV.XXXXXX";
-    int fa = mkstemp(a), fb = mkstemp(b);
-    ck_assert_int_ge(fa, 0);
-    ck_assert_int_ge(fb, 0);
-    unlink(a);
-    unlink(b);
-    fh_cfg c;
-    fh_cfg_init(&c);
-    c.cfg.has_write_into_file = true;
-    c.cfg.write_into_file = true;
-    svc_session *s = svc_session_enable(svc, NULL, &c.cfg, dup(fa), NULL, 0);
-    ck_assert_ptr_nonnull(s);
-    ck_assert_int_eq(svc_session_write_file(svc, s), 0);
+    int fa = temp_file(), fb = temp_file();
+    svc_session *s = file_session(svc, dup(fa), NULL);
     size_t na = file_size(fa);
     ck_assert_int_eq(ftruncate(fa, (off_t)(na / 2)), 0);
     svc_session *clone = svc_session_clone(svc, NULL, svc_session_id(s),
