@@ -158,7 +158,8 @@ e2e_spawn wo "${SEC_AS[@]}" "$CONSUMER" record --out "$VICTIM/dropbox" \
 WOREC=$E2E_LAST_PID
 i=0
 until [ "$(stat -c %s "$VICTIM/dropbox")" -gt 17 ]; do
-    i=$((i + 1)); [ $i -gt 600 ] && e2e_fail "the appending session wrote nothing"
+    i=$((i + 1))
+    [ $i -gt 600 ] && e2e_fail "the appending session wrote nothing"
     sleep 0.05
 done
 sec_as_user "$CONSUMER" clone --name wo --pass-fd --out "$ATT/wo_clone" \

@@ -296,7 +296,8 @@ static int file_with_secret(char *path, int flags)
 {
     int fd = mkstemp(path);
     ck_assert_int_ge(fd, 0);
-    ck_assert_int_eq(write(fd, SECRET, sizeof(SECRET)), (ssize_t)sizeof(SECRET));
+    ck_assert_int_eq(write(fd, SECRET, sizeof(SECRET)),
+                     (ssize_t)sizeof(SECRET));
     close(fd);
     fd = open(path, flags);
     ck_assert_int_ge(fd, 0);
