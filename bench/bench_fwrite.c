@@ -27,8 +27,8 @@
  * Usage: bench_fwrite [--no-reserve] SRC DST LOG [BATCH_BYTES]
  */
 #include <errno.h>
-#include <stdbool.h>
 #include <fcntl.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
