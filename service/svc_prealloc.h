@@ -16,8 +16,8 @@
  *
  * What is reserved past the end is given back when the session's file is
  * done (svc_prealloc_trim: ftruncate to the file's own size, which frees
- * blocks past the end on ext4 and XFS). So only a daemon killed in the
- * middle of a session leaves up to one step reserved past the end. (A
+ * blocks past the end: checked on ext4 and tmpfs). So only a daemon killed
+ * in the middle of a session leaves up to one step reserved past the end. (A
  * process appending to the same file between the trim's fstat and its
  * ftruncate would lose those bytes; nothing but the service writes a
  * trace file while its session runs.)
