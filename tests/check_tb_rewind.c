@@ -19,18 +19,23 @@
 #define KIB ((size_t)1024)
 #define MIB ((size_t)1 << 20)
 
+/* A new buffer that rewinds from `rewind_at` on (0: never). */
+static tb_buffer *ring(size_t size, tb_fill_policy policy, size_t rewind_at)
+{
+    tb_buffer *b = tb_create(size, policy);
+    ck_assert_ptr_nonnull(b);
+    tb__set_rewind_at(b, rewind_at);
+    return b;
+}
+
 /* --- same packets as a ring that never evicts ----------------------------- */
 
 static void check_same(uint32_t seed, uint32_t drain_every)
 {
     outcome plain = {0, 0, 0}, rewound = {0, 0, 0};
     tb_stats s1, s2;
-    tb_buffer *a = tb_create(8 * MIB, TB_RING_BUFFER);
-    tb_buffer *b = tb_create(8 * MIB, TB_RING_BUFFER);
-    ck_assert_ptr_nonnull(a);
-    ck_assert_ptr_nonnull(b);
-    tb__set_rewind_at(a, 0);
-    tb__set_rewind_at(b, 128 * KIB);
+    tb_buffer *a = ring(8 * MIB, TB_RING_BUFFER, 0);
+    tb_buffer *b = ring(8 * MIB, TB_RING_BUFFER, 128 * KIB);
     workload(a, seed, drain_every, &plain, &s1);
     workload(b, seed, drain_every, &rewound, &s2);
 
@@ -109,9 +114,7 @@ static const tbt_pkt *find(const tbt_pkts *ps, size_t size)
 
 START_TEST(test_rewind_moves_unread_records)
 {
-    tb_buffer *b = tb_create(1 * MIB, TB_RING_BUFFER);
-    ck_assert_ptr_nonnull(b);
-    tb__set_rewind_at(b, 64 * KIB);
+    tb_buffer *b = ring(1 * MIB, TB_RING_BUFFER, 64 * KIB);
     uint32_t id2 = 0;
     fill(b, &id2, 64 * KIB);
     size_t w1_off = b->wr;
@@ -183,8 +186,7 @@ END_TEST
 
 START_TEST(test_rewind_never_in_discard)
 {
-    tb_buffer *b = tb_create(256 * KIB, TB_DISCARD);
-    tb__set_rewind_at(b, 64 * KIB);
+    tb_buffer *b = ring(256 * KIB, TB_DISCARD, 64 * KIB);
     uint32_t id = 0;
     for (int i = 0; i < 200 && !b->discard_stop; i++) {
         tbt_put1(b, 1, 1, id++, 0, 4000, (uint8_t)i);
@@ -200,8 +202,7 @@ END_TEST
 
 START_TEST(test_rewind_not_while_unread)
 {
-    tb_buffer *b = tb_create(256 * KIB, TB_RING_BUFFER);
-    tb__set_rewind_at(b, 64 * KIB);
+    tb_buffer *b = ring(256 * KIB, TB_RING_BUFFER, 64 * KIB);
     uint32_t id = 0;
     fill(b, &id, 128 * KIB);                       /* nothing read */
     ck_assert_uint_eq(TBT_STAT(b, write_wrap_count), 0);
@@ -229,8 +230,7 @@ END_TEST
  * unread since, which must stay (found by fuzz_tb). */
 START_TEST(test_rewind_not_after_lapping_to_the_floor)
 {
-    tb_buffer *b = tb_create(128 * KIB, TB_RING_BUFFER);
-    tb__set_rewind_at(b, 8 * KIB);
+    tb_buffer *b = ring(128 * KIB, TB_RING_BUFFER, 8 * KIB);
     uint32_t id = 0;
     for (int i = 0; i < 40; i++)                   /* 32 fit: it wraps */
         tbt_put1(b, 1, 2, id++, 0, 4000, (uint8_t)i);
@@ -254,8 +254,7 @@ END_TEST
 
 START_TEST(test_rewind_refused_with_too_much_unread)
 {
-    tb_buffer *b = tb_create(1 * MIB, TB_RING_BUFFER);
-    tb__set_rewind_at(b, 64 * KIB);                /* moves <= 8 KiB */
+    tb_buffer *b = ring(1 * MIB, TB_RING_BUFFER, 64 * KIB); /* moves <= 8 KiB */
     const char cont[] = {(char)(('x' + 3000) % 256), 0}; /* the rest */
     uint32_t id = 0;
     fill(b, &id, 64 * KIB);
