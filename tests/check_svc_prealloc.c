@@ -21,6 +21,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "svc_fixture.h"
 #include "svc_prealloc.h"
 #include "tck_main.h"
 
@@ -29,19 +30,10 @@
 
 static int temp_file(void)
 {
-    char path[] = "/tmp/svcpreXXXXXX";
-    int fd = mkstemp(path);
-    ck_assert_int_ge(fd, 0);
-    unlink(path);
+    int mine;
+    int fd = svf_temp_file(&mine);
+    close(mine);
     return fd;
-}
-
-/* Bytes the filesystem allocated to fd. */
-static long long allocated(int fd)
-{
-    struct stat st;
-    ck_assert_int_eq(fstat(fd, &st), 0);
-    return (long long)st.st_blocks * 512;
 }
 
 static long long size_of(int fd)
@@ -64,21 +56,9 @@ static void write_batch(svc_prealloc *p, int fd, size_t n)
     }
 }
 
-/* Can /tmp reserve at all? (tmpfs and ext4 can.) */
-static bool can_reserve(void)
-{
-    int fd = temp_file();
-    bool ok = fallocate(fd, FALLOC_FL_KEEP_SIZE, 0, 4096) == 0;
-    close(fd);
-    if (!ok)
-        fprintf(stderr, "check_svc_prealloc: /tmp cannot fallocate "
-                "(%s): reservation not checked\n", strerror(errno));
-    return ok;
-}
-
 START_TEST(test_reserves_ahead_without_changing_the_size)
 {
-    if (!can_reserve())
+    if (!svf_can_reserve("check_svc_prealloc"))
         return;
     int fd = temp_file();
     /* the file's first bytes are someone else's: the session starts after */
@@ -88,7 +68,7 @@ START_TEST(test_reserves_ahead_without_changing_the_size)
     write_batch(&p, fd, 100 * KIB);
     ck_assert_int_eq(size_of(fd), 6 + 100 * KIB);
     ck_assert_int_eq(p.end, 6 + 100 * KIB + SVC_PREALLOC_STEP);
-    ck_assert_int_ge(allocated(fd), p.end - 4096);
+    ck_assert_int_ge(svf_allocated(fd), p.end - 4096);
     /* more than half a step left: nothing new */
     int64_t end = p.end;
     write_batch(&p, fd, SVC_PREALLOC_STEP / 2 - 200 * KIB);
@@ -97,29 +77,29 @@ START_TEST(test_reserves_ahead_without_changing_the_size)
     write_batch(&p, fd, 300 * KIB);
     ck_assert_int_eq(p.end, p.next + SVC_PREALLOC_STEP);
     ck_assert_int_eq(size_of(fd), p.next);
-    ck_assert_int_ge(allocated(fd), p.end - 4096);
+    ck_assert_int_ge(svf_allocated(fd), p.end - 4096);
     svc_prealloc_trim(&p, fd);
     ck_assert_int_eq(size_of(fd), 6 + 200 * KIB + SVC_PREALLOC_STEP / 2);
     /* given back: what is left is the data, to the block */
-    ck_assert_int_lt(allocated(fd), size_of(fd) + 64 * KIB);
+    ck_assert_int_lt(svf_allocated(fd), size_of(fd) + 64 * KIB);
     ck_assert(!p.on);
     /* after the trim nothing more is reserved */
     write_batch(&p, fd, 4 * KIB);
-    ck_assert_int_lt(allocated(fd), size_of(fd) + 64 * KIB);
+    ck_assert_int_lt(svf_allocated(fd), size_of(fd) + 64 * KIB);
     close(fd);
 }
 END_TEST
 
 START_TEST(test_never_past_the_size_limit)
 {
-    if (!can_reserve())
+    if (!svf_can_reserve("check_svc_prealloc"))
         return;
     int fd = temp_file();
     svc_prealloc p;
     svc_prealloc_init(&p, 0, 1 * MIB);
     write_batch(&p, fd, 100 * KIB);
     ck_assert_int_eq(p.end, 1 * MIB);
-    ck_assert_int_le(allocated(fd), 1 * MIB + 64 * KIB);
+    ck_assert_int_le(svf_allocated(fd), 1 * MIB + 64 * KIB);
     write_batch(&p, fd, 924 * KIB);          /* up to the limit */
     ck_assert_int_eq(p.end, 1 * MIB);
     svc_prealloc_trim(&p, fd);
@@ -130,7 +110,7 @@ END_TEST
 
 START_TEST(test_trim_keeps_every_written_byte)
 {
-    if (!can_reserve())
+    if (!svf_can_reserve("check_svc_prealloc"))
         return;
     int fd = temp_file();
     svc_prealloc p;
@@ -173,7 +153,7 @@ START_TEST(test_turns_off_where_it_cannot_reserve)
     svc_prealloc z = {0};
     int fd = temp_file();
     svc_prealloc_ahead(&z, fd, 4096);
-    ck_assert_int_eq(allocated(fd), 0);
+    ck_assert_int_eq(svf_allocated(fd), 0);
     close(fd);
 }
 END_TEST

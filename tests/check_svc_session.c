@@ -18,7 +18,6 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "svc_fixture.h"
@@ -1366,14 +1365,6 @@ static void put_big_until(svf_fx *f, const tb_stats *st, uint32_t *id,
     }
 }
 
-/* Bytes the filesystem allocated to fd. */
-static long long file_allocated(int fd)
-{
-    struct stat st;
-    ck_assert_int_eq(fstat(fd, &st), 0);
-    return (long long)st.st_blocks * 512;
-}
-
 /* svc_prealloc.c through the service: while a write_into_file session runs
  * its file has space reserved past its end, written by the inline path
  * (small packets) and by the writer thread (large ones); once the session
@@ -1381,17 +1372,8 @@ static long long file_allocated(int fd)
  * the file is whole records. Where /tmp cannot fallocate: said, and passed. */
 SVF_TEST(test_file_space_reserved_while_running_and_trimmed_at_stop, 1)
 {
-    char probe[] = "/tmp/svcfallocXXXXXX";
-    int pf = mkstemp(probe);
-    ck_assert_int_ge(pf, 0);
-    unlink(probe);
-    bool can = fallocate(pf, FALLOC_FL_KEEP_SIZE, 0, 4096) == 0;
-    close(pf);
-    if (!can) {
-        fprintf(stderr, "test_file_space_reserved...: /tmp cannot "
-                "fallocate; not checked\n");
+    if (!svf_can_reserve("test_file_space_reserved_while_running..."))
         return;
-    }
     for (int big = 0; big <= 1; big++) {
         ck_assert_int_eq(svc_set_file_writer_thread(f->svc, true), 0);
         int mine;
@@ -1422,7 +1404,7 @@ SVF_TEST(test_file_space_reserved_while_running_and_trimmed_at_stop, 1)
             ck_assert_uint_gt(s->file_slice_bytes, 1024 * 1024);
         else
             ck_assert_uint_eq(s->file_slice_bytes, 0);
-        ck_assert_int_gt(file_allocated(mine),
+        ck_assert_int_gt(svf_allocated(mine),
                          svf_file_size(mine) + 1024 * 1024);
         ck_assert_int_eq(svc_session_disable(f->svc, s), 0);
         Perfetto__Protos__CommitDataRequest req =
@@ -1432,7 +1414,7 @@ SVF_TEST(test_file_space_reserved_while_running_and_trimmed_at_stop, 1)
         ck_assert_int_eq(svc_producer_commit(f->svc, f->p[0], &req), 0);
         ck_assert(svc_session_is_disabled(s));
         long size = svf_file_size(mine);
-        ck_assert_int_lt(file_allocated(mine), size + 64 * 1024);
+        ck_assert_int_lt(svf_allocated(mine), size + 64 * 1024);
         svf_readout r;
         svf_read_file_records(mine, &r);
         ck_assert_int_gt(r.n, 0);

@@ -19,9 +19,14 @@
 #define TESTS_SVC_FIXTURE_H
 
 #include <check.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "svc_int.h"
@@ -361,6 +366,31 @@ static inline int svf_temp_file(int *mine)
     *mine = dup(fd);
     ck_assert_int_ge(*mine, 0);
     return fd;
+}
+
+/* Bytes the filesystem allocated to fd. */
+static inline long long svf_allocated(int fd)
+{
+    struct stat st;
+    ck_assert_int_eq(fstat(fd, &st), 0);
+    return (long long)st.st_blocks * 512;
+}
+
+/* Can /tmp reserve space ahead (fallocate FALLOC_FL_KEEP_SIZE; tmpfs and
+ * ext4 can)? If not, says so on stderr for `who`, whose checks of the
+ * reservation then pass unchecked (svc_prealloc.c turns itself off). */
+static inline bool svf_can_reserve(const char *who)
+{
+    int mine;
+    int fd = svf_temp_file(&mine);
+    bool ok = fallocate(fd, FALLOC_FL_KEEP_SIZE, 0, 4096) == 0;
+    int e = errno;
+    close(fd);
+    close(mine);
+    if (!ok)
+        fprintf(stderr, "%s: /tmp cannot fallocate (%s): reservation not "
+                "checked\n", who, strerror(e));
+    return ok;
 }
 
 /* Parses a file of Trace.packet records (tag 0x0A, varint length, packet)
