@@ -32,9 +32,10 @@
  * 39-46 ns of CPU per KiB against 112-245 buffered), but the packets must
  * first be copied into an aligned staging area, and the writer thread then
  * waits for the disk: per 1 KiB packet (1 producer, 256 MB, perfetto
- * consumer, two builds alternating, 4 recordings each, twice) the service
- * took 457-672 ns of CPU against 340-546, at 463-599 MB/s against 697-880.
- * Holding writes back to 4 MiB did not make it cheaper (325-692 against
+ * consumer, two builds alternating, 4 recordings each, twice; each
+ * daemon's first recording, on a cold ring, left out) the service took
+ * 457-672 ns of CPU against 340-546, at 463-599 MB/s against 697-880.
+ * Holding writes back to 4 MiB did not make it cheaper (325-484 against
  * 300-453 ns).
  */
 #ifndef SHMTRACE_SVC_PREALLOC_H
