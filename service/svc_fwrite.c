@@ -38,7 +38,8 @@ struct svc_fwriter {
     int efd;                     /* written after each batch; -1: none */
 };
 
-int svc_fw_writev_all(int fd, struct iovec *v, int n)
+/* writev() until all of v[0..n) is out (short writes, EINTR); -errno. */
+static int writev_all(int fd, struct iovec *v, int n)
 {
     while (n > 0) {
         ssize_t done = writev(fd, v, n);
@@ -61,6 +62,13 @@ int svc_fw_writev_all(int fd, struct iovec *v, int n)
     return 0;
 }
 
+int svc_fw_write_batch(svc_fw_batch *b)
+{
+    if (b->pa)
+        svc_prealloc_ahead(b->pa, b->fd, b->len + b->slice_bytes);
+    return writev_all(b->fd, b->iov, b->niov);
+}
+
 static void *writer_main(void *arg)
 {
     svc_fwriter *fw = arg;
@@ -75,9 +83,7 @@ static void *writer_main(void *arg)
             break;
         svc_fw_batch *b = fw->head;
         pthread_mutex_unlock(&fw->mu);
-        if (b->pa)
-            svc_prealloc_ahead(b->pa, b->fd, b->len + b->slice_bytes);
-        int err = svc_fw_writev_all(b->fd, b->iov, b->niov);
+        int err = svc_fw_write_batch(b);
         pthread_mutex_lock(&fw->mu);
         b->err = err;
         b->busy = false;

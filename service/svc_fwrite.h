@@ -75,7 +75,7 @@ int svc_fw_event_fd(const svc_fwriter *);
 /* Waits for every batch, stops the thread. */
 void svc_fw_destroy(svc_fwriter *);
 /* Queues b (b->fd, b->iov, b->niov) to be written. < 0: the thread could
- * not start; the caller writes b itself (svc_fw_writev_all). */
+ * not start; the caller writes b itself (svc_fw_write_batch). */
 int svc_fw_submit(svc_fwriter *, svc_fw_batch *b);
 /* Waits until b is written (at once if it is not in flight); returns and
  * clears its error. */
@@ -91,7 +91,9 @@ void svc_fw_drain(svc_fwriter *);
 void svc_fw_fence(void *fwriter, const uint8_t *p, size_t n);
 /* A slice [p, p + n) of b that points outside b->buf. */
 void svc_fw_note_span(svc_fw_batch *b, const uint8_t *p, size_t n);
-/* writev() until all of v[0..n) is out (short writes, EINTR); -errno. */
-int svc_fw_writev_all(int fd, struct iovec *v, int n);
+/* Writes b (b->fd, b->iov, b->niov) whole, short writes and EINTR
+ * resumed, after reserving its file's space ahead (b->pa, if set:
+ * svc_prealloc.h); -errno. The thread's way and the caller's. */
+int svc_fw_write_batch(svc_fw_batch *b);
 
 #endif

@@ -751,8 +751,7 @@ static int filew_flush(svc_filew *w)
             /* the file gets the batches in flight first */
             if (w->svc->fw)
                 rc = svc__file_wait(w->svc, s);
-            svc_prealloc_ahead(b->pa, b->fd, b->len + b->slice_bytes);
-            int e = svc_fw_writev_all(b->fd, b->iov, b->niov);
+            int e = svc_fw_write_batch(b);
             if (rc == 0)
                 rc = e;
         }
