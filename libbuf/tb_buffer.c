@@ -102,20 +102,29 @@ SHMTRACE_API tb_buffer *tb_clone_readonly(const tb_buffer *src)
 }
 
 /* Reading is a chase through fragment headers written long ago (not
- * cached): while the packets of one record are returned, fetch the lines of
- * the record after next (records are about 4 KiB in practice). Into L2
- * (locality 2), as the copy path does (tb_write.c): to L1 the 64 lines held
- * the miss buffers the header chase needs (read 1.35x faster in L2). */
-#define TB__PREFETCH_DISTANCE 4096u
-#define TB__PREFETCH_BYTES 4096u
-static void prefetch_ahead(const tb_buffer *b, size_t next_rec)
+ * cached): as each record's walk starts, ask for the lines up to 8 KiB past
+ * its end, each line once (b->rd_pf_end remembers how far earlier calls
+ * got). Into L2 (locality 2), as the copy path does (tb_write.c): to L1
+ * the lines held the miss buffers the header chase needs (read 1.35x
+ * faster in L2). bench_tb --quick, read of 128 MiB against memcpy in the
+ * same run (2026-12-05): the 4 KiB after the next record, as until then,
+ * 0.63-0.74x; up to 4 KiB past the record's end 0.86-0.94x, 8 KiB
+ * 0.90-0.93x, 16 KiB 0.83-0.92x. */
+#ifndef TB__READ_PREFETCH_AHEAD
+#define TB__READ_PREFETCH_AHEAD 8192u
+#endif
+static void prefetch_ahead(tb_buffer *b, size_t next_rec)
 {
-    size_t from = next_rec + TB__PREFETCH_DISTANCE;
-    size_t end = from + TB__PREFETCH_BYTES;
+    size_t from = b->rd_pf_end;
+    size_t end = (next_rec + TB__READ_PREFETCH_AHEAD) & ~(size_t)63;
     if (end > b->used_size)
         end = b->used_size;
+    if (from < next_rec || from > end)
+        from = next_rec & ~(size_t)63;
     for (size_t a = from; a < end; a += 64)
         __builtin_prefetch(b->mem + a, 1, 2);
+    if (end > from)
+        b->rd_pf_end = end;
 }
 
 SHMTRACE_API void tb_begin_read(tb_buffer *b)

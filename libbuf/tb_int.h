@@ -184,6 +184,10 @@ struct tb_buffer {
      * refusal. */
     size_t rewind_at;
     uint64_t rewind_refused_gen;
+    /* Write-side prefetch (tb_write.c): the lines below this offset, from
+     * the write cursor on, have been asked for already. */
+    size_t pf_end;
+    size_t rd_pf_end;       /* the same for reading (tb_buffer.c) */
     tb_fill_policy policy;
     bool read_only;
     bool discard_stop;

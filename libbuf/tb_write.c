@@ -21,9 +21,10 @@
  * eviction takes the fast erase path (tb_walk.c), the sequence is found by
  * hash, its ring appends at the tail. What remains is memory latency, hidden
  * by prefetching: the source lines (to L1) before tokenizing them, and
- * after each copy the destination lines of the next record (to L2: where
- * the next eviction also reads the old headers), so that traffic overlaps
- * the next call without holding the L1 miss buffers the tokenizer needs.
+ * after each copy the destination lines of the next 16 KiB of the ring (to
+ * L2: where the next evictions also read the old headers), so that traffic
+ * overlaps the next calls without holding the L1 miss buffers the
+ * tokenizer needs (prefetch_write_ahead).
  * With many writers the sequences' metadata is not cached either (the
  * ring's stream evicts it between two chunks of one writer), so it is
  * prefetched in two steps (tb__seq_prefetch, tb__seq_prefetch_head): at
@@ -40,6 +41,36 @@
 #include <string.h>
 
 #include "tb_int.h"
+
+/* After each copy: ask for the ring's lines up to 16 KiB past the write
+ * cursor (the next records most likely go there), each line once (b->pf_end
+ * remembers how far earlier calls got), so the memory traffic of the next
+ * copies overlaps this call's bookkeeping and the next calls' tokenizing
+ * instead of stalling their memcpy. Into L2 (locality 2, prefetcht1), not
+ * L1: lines fetched to L1 hold its miss buffers until they arrive from
+ * DRAM, and the tokenizer, a chain of dependent loads through the source's
+ * fragment headers, then waits behind them (prefetcht0: -22% / -35% with 1
+ * / 1000 writers). How far ahead (bench_tb --quick, Perfetto's workload,
+ * ratios to memcpy in the same run, 2026-12-05): the next 4 KiB only, as
+ * until then, 0.73-0.82x / 0.72-0.77x; 4 KiB to 8 KiB ahead 0.96-1.0x /
+ * 0.82-0.86x; up to 16 KiB, each line once, 1.05-1.10x / 0.90x; 32 and 64
+ * KiB no better. */
+#ifndef TB__WRITE_PREFETCH_AHEAD
+#define TB__WRITE_PREFETCH_AHEAD 16384u
+#endif
+static void prefetch_write_ahead(tb_buffer *b)
+{
+    size_t from = b->pf_end;
+    size_t end = (b->wr + TB__WRITE_PREFETCH_AHEAD) & ~(size_t)63;
+    if (end > b->size)
+        end = b->size;
+    if (from < b->wr || from > end) /* first call, wrapped or rewound */
+        from = b->wr & ~(size_t)63;
+    for (size_t a = from; a < end; a += 64)
+        __builtin_prefetch(b->mem + a, 1, 2);
+    if (end > from)
+        b->pf_end = end;
+}
 
 static void evict(tb_buffer *b, size_t start, size_t n)
 {
@@ -494,17 +525,7 @@ SHMTRACE_API void tb_copy_chunk_untrusted(tb_buffer *b, uint16_t producer_id,
         b->empty_seqs--;
     }
     b->wr += outer;
-    /* The next record most likely goes right here: start owning its lines
-     * now so the memory traffic overlaps the next call's bookkeeping
-     * instead of stalling its copy. Into L2 (locality 2, prefetcht1), not
-     * L1: 64 lines fetched to L1 hold its miss buffers until they arrive
-     * from DRAM, and the next call's tokenizer, a chain of dependent loads
-     * through the source's fragment headers, then waited behind them
-     * (prefetcht0 here: write 0.75x / 0.6x memcpy with 1 / 1000 writers;
-     * prefetcht1: +28% / +54%, same run). */
-    for (size_t a = b->wr, end = b->wr + 4096; a < end && a < b->size;
-         a += 64)
-        __builtin_prefetch(b->mem + a, 1, 2);
+    prefetch_write_ahead(b);
     /* And the sequence of the record the next eviction starts with (its
      * header is in a line prefetched by the previous call). */
     if (b->wr + TB__REC_HDR_BYTES <= b->used_size) {
