@@ -109,10 +109,16 @@ SHMTRACE_API tb_buffer *tb_clone_readonly(const tb_buffer *src)
  * faster in L2). bench_tb --quick, read of 128 MiB against memcpy in the
  * same run (2026-12-05): the 4 KiB after the next record, as until then,
  * 0.63-0.74x; up to 4 KiB past the record's end 0.86-0.94x, 8 KiB
- * 0.90-0.93x, 16 KiB 0.83-0.92x. */
+ * 0.90-0.93x, 16 KiB 0.83-0.92x. At most 4 KiB of lines per record
+ * (TB__READ_PREFETCH_MAX): records of 32 KiB (the service's, read soon
+ * after they were written, still cached) otherwise had every line
+ * prefetched, which read them at 0.91x the speed of the fixed window
+ * (bench/ab_libbuf.sh -w svc1k); capped 1.00x, and bench_tb's read at
+ * 0.96x of uncapped. */
 #ifndef TB__READ_PREFETCH_AHEAD
 #define TB__READ_PREFETCH_AHEAD 8192u
 #endif
+#define TB__READ_PREFETCH_MAX 4096u
 static void prefetch_ahead(tb_buffer *b, size_t next_rec)
 {
     size_t from = b->rd_pf_end;
@@ -121,6 +127,8 @@ static void prefetch_ahead(tb_buffer *b, size_t next_rec)
         end = b->used_size;
     if (from < next_rec || from > end)
         from = next_rec & ~(size_t)63;
+    if (end > from + TB__READ_PREFETCH_MAX)
+        end = from + TB__READ_PREFETCH_MAX;
     for (size_t a = from; a < end; a += 64)
         __builtin_prefetch(b->mem + a, 1, 2);
     if (end > from)
