@@ -11,10 +11,11 @@
  *                           the write cursor wraps: every page faulted in)
  *   write, 1000 writers  -> same, round-robin over 1000 sequences
  *   write cold           -> tb_create then four laps (1 and 1000
- *                           writers): lap 1 with tb_create in its time
+ *                           writers): the four laps with tb_create
+ *                           together (the target's figure: issue #11's
+ *                           cold), lap 1 with tb_create in its time
  *                           (the kernel zeroes the fresh ring then), and
- *                           laps 2-4 (first laps with eviction), and the
- *                           four laps with tb_create together, in thread
+ *                           laps 2-4 (first laps with eviction), in thread
  *                           CPU time and wall clock, with the share of the
  *                           ring on huge pages; means over the
  *                           repetitions after the first, the run's first
@@ -340,22 +341,23 @@ static cold_t bench_write_cold(unsigned nwriters, int reps)
     return r;
 }
 
+/* The target goes with the first four laps and tb_create together: what
+ * issue #11 measured as cold ("the first 4 laps after tb_create"). Lap 1
+ * alone, which the kernel's zeroing of the fresh ring dominates, is
+ * printed below it. */
 static void print_cold(const char *name, const cold_t *c, double base)
 {
     printf("%-28s %8.2f GB/s   %.2fx memcpy (target >= 0.70x; reps 2-n, "
-           "lap 1 with tb_create, CPU)\n", name, c->lap1_cpu / 1e9,
-           c->lap1_cpu / base);
-    printf("%-28s %8.2f GB/s   %.2fx memcpy (lap 1 with tb_create, wall; "
-           "first ring of the run %.2fx CPU %.2fx wall)\n", "",
-           c->lap1_wall / 1e9, c->lap1_wall / base, c->first_cpu / base,
-           c->first_wall / base);
+           "tb_create + laps 1-4, CPU; wall %.2fx)\n", name,
+           c->all_cpu / 1e9, c->all_cpu / base, c->all_wall / base);
+    printf("%-28s %8.2f GB/s   %.2fx memcpy (lap 1 with tb_create, CPU; "
+           "wall %.2fx; first ring of the run %.2fx CPU %.2fx wall)\n", "",
+           c->lap1_cpu / 1e9, c->lap1_cpu / base, c->lap1_wall / base,
+           c->first_cpu / base, c->first_wall / base);
     printf("%-28s %8.2f GB/s   %.2fx memcpy (laps 2-4, CPU; wall %.2fx; "
            "huge pages %.0f%%; tb_destroy %.2f ms)\n", "",
            c->next_cpu / 1e9, c->next_cpu / base, c->next_wall / base,
            100 * c->huge_frac, c->destroy_ms);
-    printf("%-28s %8.2f GB/s   %.2fx memcpy (tb_create + laps 1-4, CPU; "
-           "wall %.2fx)\n", "", c->all_cpu / 1e9, c->all_cpu / base,
-           c->all_wall / base);
 }
 
 static void fill_one_writer(tb_buffer *b, size_t size)
@@ -463,12 +465,13 @@ static void usage(FILE *f)
         "blocks into a 64 MiB area, measured in the same run.\n"
         "  --quick  shorter measurements (about 4 s instead of 12 s)\n"
         "  --only W run one workload: memcpy, write1, write1000, read,\n"
-        "           cold1, cold1000 (cold: lap 1 with tb_create, CPU)\n"
+        "           cold1, cold1000 (cold: tb_create + 4 laps, CPU)\n"
         "  --no-warm  skip touching 512 MiB of memory before measuring\n"
         "  --verbose  each cold repetition's figures on stderr\n"
         "  --help   this text\n"
         "Targets: steady write >= 0.9x memcpy (1 and 1000 writers), cold\n"
-        "write >= 0.7x, read >= 0.8x, each patch case < 100 ns.\n");
+        "write (tb_create + 4 laps) >= 0.7x, read >= 0.8x, each patch case\n"
+        "< 100 ns.\n");
 }
 
 int main(int argc, char **argv)
@@ -508,9 +511,9 @@ int main(int argc, char **argv)
         else if (!strcmp(only, "read"))
             x = bench_read(reps, &x);
         else if (!strcmp(only, "cold1"))
-            x = bench_write_cold(1, reps).lap1_cpu;
+            x = bench_write_cold(1, reps).all_cpu;
         else if (!strcmp(only, "cold1000"))
-            x = bench_write_cold(1000, reps).lap1_cpu;
+            x = bench_write_cold(1000, reps).all_cpu;
         else
             x = bench_memcpy(secs);
         printf("%s %.2f GB/s\n", only, x / 1e9);
