@@ -49,12 +49,14 @@
  * instead of stalling their memcpy. Into L2 (locality 2, prefetcht1), not
  * L1: lines fetched to L1 hold its miss buffers until they arrive from
  * DRAM, and the tokenizer, a chain of dependent loads through the source's
- * fragment headers, then waits behind them (prefetcht0: -22% / -35% with 1
- * / 1000 writers). How far ahead (bench_tb --quick, Perfetto's workload,
- * ratios to memcpy in the same run, 2026-12-05): the next 4 KiB only, as
- * until then, 0.73-0.82x / 0.72-0.77x; 4 KiB to 8 KiB ahead 0.96-1.0x /
- * 0.82-0.86x; up to 16 KiB, each line once, 1.05-1.10x / 0.90x; 32 and 64
- * KiB no better. */
+ * fragment headers, then waits behind them (with the earlier 4 KiB
+ * window, prefetcht0 instead: -22% / -35% with 1 / 1000 writers).
+ * How far ahead (bench_tb --quick, Perfetto's workload, ratios to memcpy
+ * in the same run, 2026-12-05): the next 4 KiB only, as until then,
+ * 0.73-0.82x / 0.72-0.77x; up to 16 KiB, each line once, 1.05-1.10x /
+ * 0.90x. Against a memcpy run a minute apart: 4 KiB to 8 KiB ahead
+ * 0.90-1.00x / 0.70-0.86x; 24, 32 and 64 KiB no better than 16; no
+ * prefetch 0.40-0.46x. */
 #ifndef TB__WRITE_PREFETCH_AHEAD
 #define TB__WRITE_PREFETCH_AHEAD 16384u
 #endif
