@@ -33,13 +33,13 @@
  * writes to the buffers during a pass, so the slices stay good until the
  * writev(). A smaller packet is copied once, from the buffer straight
  * behind its header in the batch, validated there, and dropped if invalid.
- * What the kernel's side costs (2026-12-05, ext4, CPU per KiB written,
- * three rounds, a micro outside the tree): pieces as a 1 KiB packet makes
- * them (1024 bytes from the buffer, 20 staged: trailer and next header)
- * 168-174 ns; 1024 pieces of 1 KiB 154-157 ns; one 4 MiB write() 123-143
- * ns. Copying each packet into the batch and writing it in one piece
- * instead cost 161-167 ns with the copy: no better, so packets stay in
- * place.
+ * What the kernel's side costs (2026-12-05, ext4, CPU per KiB written by
+ * a micro outside the tree, 256 MB per round): pieces as a 1 KiB packet
+ * makes them (1024 bytes from the buffer, 20 staged: trailer and next
+ * header) 168-174 ns over six rounds; in three rounds each, 1024 pieces of
+ * 1 KiB 154-157 ns and one 4 MiB write() 123-143 ns. Copying each packet
+ * into the batch and writing 1 MiB in one piece cost 161-167 ns with the
+ * copy (three rounds): no better, so packets stay in place.
  * With the service's writer thread (svc_set_file_writer_thread, on in
  * shmtraced) a full batch is handed to that thread and the session fills
  * its next batch meanwhile; the slices then stay good through later
