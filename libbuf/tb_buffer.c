@@ -121,18 +121,8 @@ SHMTRACE_API tb_buffer *tb_clone_readonly(const tb_buffer *src)
 #define TB__READ_PREFETCH_MAX 4096u
 static void prefetch_ahead(tb_buffer *b, size_t next_rec)
 {
-    size_t from = b->rd_pf_end;
-    size_t end = (next_rec + TB__READ_PREFETCH_AHEAD) & ~(size_t)63;
-    if (end > b->used_size)
-        end = b->used_size;
-    if (from < next_rec || from > end)
-        from = next_rec & ~(size_t)63;
-    if (end > from + TB__READ_PREFETCH_MAX)
-        end = from + TB__READ_PREFETCH_MAX;
-    for (size_t a = from; a < end; a += 64)
-        __builtin_prefetch(b->mem + a, 1, 2);
-    if (end > from)
-        b->rd_pf_end = end;
+    tb__prefetch_ahead(b, &b->rd_pf_end, next_rec, TB__READ_PREFETCH_AHEAD,
+                       b->used_size, TB__READ_PREFETCH_MAX);
 }
 
 SHMTRACE_API void tb_begin_read(tb_buffer *b)

@@ -62,16 +62,9 @@
 #endif
 static void prefetch_write_ahead(tb_buffer *b)
 {
-    size_t from = b->pf_end;
-    size_t end = (b->wr + TB__WRITE_PREFETCH_AHEAD) & ~(size_t)63;
-    if (end > b->size)
-        end = b->size;
-    if (from < b->wr || from > end) /* first call, wrapped or rewound */
-        from = b->wr & ~(size_t)63;
-    for (size_t a = from; a < end; a += 64)
-        __builtin_prefetch(b->mem + a, 1, 2);
-    if (end > from)
-        b->pf_end = end;
+    /* no cap of its own: a call asks for at most its window */
+    tb__prefetch_ahead(b, &b->pf_end, b->wr, TB__WRITE_PREFETCH_AHEAD,
+                       b->size, TB__WRITE_PREFETCH_AHEAD);
 }
 
 static void evict(tb_buffer *b, size_t start, size_t n)
