@@ -16,8 +16,9 @@
  *      tb_read_next_packet, bytes/s of packets read back.
  *
  * In 1-3 the "service" is a stand-in: the commit callback frees each
- * chunk (Complete -> BeingRead -> Free with the ABI helpers, two CASes)
- * without copying. It runs on the writer's thread, inside the writer's
+ * chunk (Complete -> BeingRead -> Free, made as the service makes them:
+ * smb_reader_acquire_for_reading and smb_reader_release_as_free, plain
+ * stores on one-chunk pages) without copying. It runs on the writer's thread, inside the writer's
  * time, where a real service (another process) does not: figure 3 also
  * prints the ratio with the stand-in's own time (TSC ticks around the
  * callback, converted with a rate measured against CLOCK_MONOTONIC) taken
@@ -92,9 +93,11 @@ static int instant_commit(void *ctx, const smb_commit_batch *b)
     for (size_t i = 0; i < b->nchunks; i++) {
         smb_page_header *ph = smb_page_at(s->base, s->page_size,
                                           b->chunks[i].page);
-        if (smb_try_acquire_chunk_for_reading(ph, s->page_size,
-                                              b->chunks[i].chunk, NULL))
-            smb_release_chunk_as_free(ph, s->page_size, b->chunks[i].chunk);
+        uint32_t word = atomic_load_explicit(&ph->header_bitmap,
+                                             memory_order_acquire);
+        if (smb_reader_acquire_for_reading(ph, s->page_size,
+                                           b->chunks[i].chunk, word, NULL))
+            smb_reader_release_as_free(ph, s->page_size, b->chunks[i].chunk);
     }
     s->ticks += ticks() - t0;
     return 0;

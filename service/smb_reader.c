@@ -5,7 +5,8 @@
  * buffer (malloc'ed, not zeroed: zeroing it cost each new producer's
  * setup 16 page first-touches). For each chunk it (1) bounds the indices against the trusted page
  * count and the layout read ONCE from the live page word, (2) wins the chunk
- * with the ABI's CAS (Complete -> BeingRead), (3) reads the header fields
+ * (Complete -> BeingRead: a store on a one-chunk page, else the ABI's CAS;
+ * smb_reader_acquire_for_reading), (3) reads the header fields
  * once into locals, (4) copies the payload into scratch so that libbuf
  * tokenizes bytes the producer can no longer change (of a complete chunk
  * only its fragments when they end in the first system page, copy_into),
@@ -213,6 +214,62 @@ static void copy_into(smb_reader *r, tb_buffer *buf, smb_chunk_header *c,
                             complete, r->scratch, len);
 }
 
+/* The service's chunk transitions. The ABI's helpers make each with a
+ * locked CAS, which guards against another party changing the page word
+ * between the load and the store. On a one-chunk (Div1) page no other party
+ * may write the word in these two states: a producer takes only Free
+ * chunks (partitioning only a word-0 page), and turns its chunk Complete
+ * before the service may touch it; this service reads each SMB from one
+ * thread. Perfetto's producers follow the same rules (TryAcquireChunk and
+ * TryPartitionPage only act on Free chunks / word 0). So when the word is
+ * exactly {Div1, Complete} (then {Div1, BeingRead}) a store is the same
+ * transition: the producer's arbiter does the mirror image for its own
+ * two (libshm/arbiter.c, complete_chunk). The locked CAS costs the service
+ * a drained store buffer per chunk, and waits for the page word's line to
+ * come from the producer's core where a store need not wait.
+ * A hostile producer can still write the word at any time; it then only
+ * confuses its own SMB: we copy the payload out before libbuf reads it,
+ * whatever the state says. A word that is not exactly the expected one
+ * (another layout, reserved bits) takes the ABI's CAS as before. */
+#define SMB_READER_DIV1 (SMB_LAYOUT_DIV1 << SMB_LAYOUT_SHIFT)
+
+smb_chunk_header *smb_reader_acquire_for_reading(smb_page_header *ph,
+                                                 uint32_t page_size,
+                                                 uint32_t idx, uint32_t word,
+                                                 uint32_t *chunk_size)
+{
+    if (idx == 0 && word == (SMB_READER_DIV1 | SMB_CHUNK_COMPLETE)) {
+        /* The caller's acquire load of `word` ordered our reads of the
+         * chunk after the producer's writes. */
+        atomic_store_explicit(&ph->header_bitmap,
+                              SMB_READER_DIV1 | SMB_CHUNK_BEING_READ,
+                              memory_order_relaxed);
+        if (chunk_size != NULL)
+            *chunk_size = smb_chunk_size(page_size, SMB_LAYOUT_DIV1);
+        return smb_chunk_at(ph, page_size, SMB_LAYOUT_DIV1, 0);
+    }
+    return smb_try_acquire_chunk_for_reading(ph, page_size, idx, chunk_size);
+}
+
+int smb_reader_release_as_free(smb_page_header *ph, uint32_t page_size,
+                               uint32_t idx)
+{
+    if (idx == 0 && atomic_load_explicit(&ph->header_bitmap,
+                                         memory_order_relaxed) ==
+                        (SMB_READER_DIV1 | SMB_CHUNK_BEING_READ)) {
+        smb_chunk_header *c = smb_chunk_at(ph, page_size, SMB_LAYOUT_DIV1, 0);
+        atomic_store_explicit(&c->writer_id, 0, memory_order_relaxed);
+        atomic_store_explicit(&c->chunk_id, 0, memory_order_relaxed);
+        atomic_store_explicit(&c->packets, 0, memory_order_relaxed);
+        /* Release: our reads of the chunk and the zeroed header come
+         * before the producer's acquire load that finds the page free (its
+         * only chunk Free: word 0, as the ABI's release makes it). */
+        atomic_store_explicit(&ph->header_bitmap, 0, memory_order_release);
+        return 0;
+    }
+    return smb_release_chunk_as_free(ph, page_size, idx);
+}
+
 int smb_reader_commit_chunk(smb_reader *r, uint32_t page, uint32_t chunk,
                             uint32_t target_buffer, smb_resolve_fn resolve,
                             void *ctx)
@@ -237,8 +294,8 @@ int smb_reader_commit_chunk(smb_reader *r, uint32_t page, uint32_t chunk,
     }
     if (check_word(word) != 0)
         r->stats.abi_violations++;      /* counted; the chunk may be fine */
-    c = smb_try_acquire_chunk_for_reading(ph, r->page_size, chunk,
-                                          &chunk_size);
+    c = smb_reader_acquire_for_reading(ph, r->page_size, chunk, word,
+                                       &chunk_size);
     if (c == NULL) {
         r->stats.not_complete++;
         return -EAGAIN;
@@ -253,7 +310,7 @@ int smb_reader_commit_chunk(smb_reader *r, uint32_t page, uint32_t chunk,
         copy_into(r, buf, c, chunk_size, &h, true);
         r->stats.chunks_moved++;
     }
-    if (smb_release_chunk_as_free(ph, r->page_size, chunk) != 0)
+    if (smb_reader_release_as_free(ph, r->page_size, chunk) != 0)
         r->stats.abi_violations++;      /* someone changed our chunk */
     return rc;
 }

@@ -15,7 +15,7 @@
  *
  * Commit (smb_reader_commit_chunk), per smb-abi.md §8:
  *   page < num_pages, chunk < num_chunks(live layout), state Complete
- *   (CAS Complete -> BeingRead); header writer_id in 1..32767; the caller's
+ *   (Complete -> BeingRead: smb_reader_acquire_for_reading); header writer_id in 1..32767; the caller's
  *   resolve callback picks the tb_buffer (or NULL: discarded); the payload
  *   (chunk_size - 8 bytes, or just its fragments when they end in the
  *   system page it starts in: smb_reader.c) is copied out and handed to
@@ -53,6 +53,7 @@
 #include <stdint.h>
 
 #include <shmtrace/arbiter.h>
+#include <shmtrace/smb_abi.h>
 #include <shmtrace/trace_buffer.h>
 
 typedef struct smb_reader smb_reader;
@@ -89,6 +90,23 @@ void smb_reader_destroy(smb_reader *r);
 int smb_reader_commit_chunk(smb_reader *r, uint32_t page, uint32_t chunk,
                             uint32_t target_buffer, smb_resolve_fn resolve,
                             void *ctx);
+
+/* The service's two transitions of a committed chunk, as
+ * smb_reader_commit_chunk makes them (exported so that a benchmark standing
+ * in for the service makes the same ones). `word` is the page word the
+ * caller read (acquire). Complete -> BeingRead returns the chunk and its
+ * size, or NULL if chunk `idx` is not Complete; BeingRead -> Free zeroes
+ * the header first and returns 0, or -EINVAL / -EBUSY if the chunk is no
+ * longer BeingRead. On a one-chunk page (Div1) whose word is exactly
+ * {Div1, chunk 0 Complete} / {Div1, chunk 0 BeingRead} each is a plain
+ * store, not the ABI helpers' CAS (smb_reader.c says why that is the same
+ * transition); any other word takes the CAS. */
+smb_chunk_header *smb_reader_acquire_for_reading(smb_page_header *ph,
+                                                 uint32_t page_size,
+                                                 uint32_t idx, uint32_t word,
+                                                 uint32_t *chunk_size);
+int smb_reader_release_as_free(smb_page_header *ph, uint32_t page_size,
+                               uint32_t idx);
 
 /* Emulation mode (ChunksToMove.data: the chunk, header included, carried
  * inside the IPC message instead of shared memory). len must be 8..65535

@@ -692,6 +692,120 @@ START_TEST(test_reader_lying_page_words)
 }
 END_TEST
 
+/* The service's own transitions (smb_reader_acquire_for_reading /
+ * smb_reader_release_as_free): plain stores on a Div1 page, the ABI's CAS
+ * on any other; both leave the words the ABI's helpers leave. */
+START_TEST(test_reader_service_transitions)
+{
+    rfix f;
+    rfix_init(&f, 2 * 4096, 4096);
+    smb_page_header *ph = smb_page_at(f.shm.base, 4096, 0);
+    const uint32_t div1 = SMB_LAYOUT_DIV1 << SMB_LAYOUT_SHIFT;
+    uint32_t size = 0, word;
+
+    put_chunk(&f, 0, SMB_LAYOUT_DIV1, 0, 5, 7);
+    word = atomic_load(&ph->header_bitmap);
+    ck_assert_uint_eq(word, div1 | SMB_CHUNK_COMPLETE);
+    /* chunk 1 does not exist on a Div1 page */
+    ck_assert_ptr_null(smb_reader_acquire_for_reading(ph, 4096, 1, word,
+                                                      &size));
+    smb_chunk_header *c = smb_reader_acquire_for_reading(ph, 4096, 0, word,
+                                                         &size);
+    ck_assert_ptr_eq(c, (void *)(f.shm.base + SMB_PAGE_HEADER_SIZE));
+    ck_assert_uint_eq(size, 4096 - SMB_PAGE_HEADER_SIZE);
+    ck_assert_uint_eq(atomic_load(&ph->header_bitmap),
+                      div1 | SMB_CHUNK_BEING_READ);
+    ck_assert_uint_eq(atomic_load(&c->chunk_id), 7);
+    /* not Complete any more: a second acquisition is refused */
+    ck_assert_ptr_null(smb_reader_acquire_for_reading(ph, 4096, 0,
+            atomic_load(&ph->header_bitmap), NULL));
+    ck_assert_int_eq(smb_reader_release_as_free(ph, 4096, 0), 0);
+    ck_assert_uint_eq(atomic_load(&ph->header_bitmap), 0);
+    ck_assert_uint_eq(atomic_load(&c->chunk_id), 0);
+    ck_assert_uint_eq(atomic_load(&c->writer_id), 0);
+    ck_assert_uint_eq(atomic_load(&c->packets), 0);
+    /* released twice: refused, the word stays free */
+    ck_assert_int_eq(smb_reader_release_as_free(ph, 4096, 0), -EINVAL);
+    ck_assert_uint_eq(atomic_load(&ph->header_bitmap), 0);
+
+    /* A BeingWritten Div1 chunk is the producer's: nothing changes. */
+    smb_try_partition_page(ph, SMB_LAYOUT_DIV1);
+    ck_assert_ptr_nonnull(smb_try_acquire_chunk_for_writing(ph, 4096, 0, 5,
+            8, smb_make_packets(1, 0)));
+    word = atomic_load(&ph->header_bitmap);
+    ck_assert_ptr_null(smb_reader_acquire_for_reading(ph, 4096, 0, word,
+                                                      NULL));
+    ck_assert_uint_eq(atomic_load(&ph->header_bitmap), word);
+    ck_assert_int_eq(smb_reader_release_as_free(ph, 4096, 0), -EINVAL);
+    ck_assert_uint_eq(atomic_load(&ph->header_bitmap), word);
+
+    /* Div4: chunk 2 Complete beside a BeingWritten chunk 0 goes through
+     * the CAS and leaves chunk 0 and the layout alone. */
+    atomic_store(&ph->header_bitmap, 0);
+    put_chunk(&f, 0, SMB_LAYOUT_DIV4, 2, 5, 9);
+    ck_assert_ptr_nonnull(smb_try_acquire_chunk_for_writing(ph, 4096, 0, 6,
+            1, smb_make_packets(1, 0)));
+    word = atomic_load(&ph->header_bitmap);
+    c = smb_reader_acquire_for_reading(ph, 4096, 2, word, &size);
+    ck_assert_ptr_nonnull(c);
+    ck_assert_uint_eq(size, smb_chunk_size(4096, SMB_LAYOUT_DIV4));
+    ck_assert_uint_eq(atomic_load(&c->chunk_id), 9);
+    ck_assert_uint_eq(smb_word_chunk_state(atomic_load(&ph->header_bitmap),
+                                           2), SMB_CHUNK_BEING_READ);
+    ck_assert_int_eq(smb_reader_release_as_free(ph, 4096, 2), 0);
+    word = atomic_load(&ph->header_bitmap);
+    ck_assert_uint_eq(smb_word_layout(word), SMB_LAYOUT_DIV4);
+    ck_assert_uint_eq(smb_word_chunk_state(word, 2), SMB_CHUNK_FREE);
+    ck_assert_uint_eq(smb_word_chunk_state(word, 0), SMB_CHUNK_BEING_WRITTEN);
+    rfix_fini(&f);
+}
+END_TEST
+
+/* A producer that rewrites its page word while the service reads the
+ * chunk (here: from the resolve callback, between the two transitions). */
+typedef struct {
+    rfix f;
+    uint32_t page, new_word;
+} hostile_fix;
+
+static tb_buffer *hostile_resolve(void *ctx, uint32_t target, uint16_t wid)
+{
+    hostile_fix *h = ctx;
+    atomic_store(&smb_page_at(h->f.shm.base, 4096, h->page)->header_bitmap,
+                 h->new_word);
+    return rfix_resolve(&h->f, target, wid);
+}
+
+START_TEST(test_reader_word_changed_while_reading)
+{
+    hostile_fix h;
+    const uint32_t div1 = SMB_LAYOUT_DIV1 << SMB_LAYOUT_SHIFT;
+    const uint32_t words[] = {
+        div1 | SMB_CHUNK_BEING_WRITTEN,       /* taken back */
+        div1 | SMB_CHUNK_FREE,                /* freed by the producer */
+        (SMB_LAYOUT_DIV2 << SMB_LAYOUT_SHIFT) | SMB_CHUNK_BEING_READ << 2,
+        0x9000000Fu,                          /* reserved bits */
+    };
+    rfix_init(&h.f, 4 * 4096, 4096);
+    const smb_reader_stats *st = smb_reader_get_stats(h.f.r);
+    for (uint32_t i = 0; i < 4; i++) {
+        uint64_t before = st->abi_violations;
+        h.page = i;
+        h.new_word = words[i];
+        put_chunk(&h.f, i, SMB_LAYOUT_DIV1, 0, 5, i);
+        /* moved all the same (from the private copy), counted */
+        ck_assert_int_eq(smb_reader_commit_chunk(h.f.r, i, 0, 1,
+                                                 hostile_resolve, &h), 0);
+        ck_assert_uint_eq(st->abi_violations, before + 1);
+        /* the service did not free what it no longer held */
+        ck_assert_uint_eq(atomic_load(&smb_page_at(h.f.shm.base, 4096, i)
+                                       ->header_bitmap), words[i]);
+    }
+    ck_assert_uint_eq(st->chunks_moved, 4);
+    rfix_fini(&h.f);
+}
+END_TEST
+
 /* Blocks the object behind f's SMB holds (512-byte units). */
 static long shm_blocks(const rfix *f)
 {
@@ -848,6 +962,8 @@ static Suite *smb_suite(void)
                          test_reader_emulation_data,
                          test_reader_garbage_pages_counted_no_crash,
                          test_reader_lying_page_words,
+                         test_reader_service_transitions,
+                         test_reader_word_changed_while_reading,
                          test_reader_scrape_skips_holes,
                          test_reader_scrape_data_without_header,
                          test_reader_commit_copies_written_part);
