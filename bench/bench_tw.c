@@ -18,12 +18,13 @@
  * In 1-3 the "service" is a stand-in: the commit callback frees each
  * chunk (Complete -> BeingRead -> Free, made as the service makes them:
  * smb_reader_acquire_for_reading and smb_reader_release_as_free, plain
- * stores on one-chunk pages) without copying. It runs on the writer's thread, inside the writer's
- * time, where a real service (another process) does not: figure 3 also
- * prints the ratio with the stand-in's own time (TSC ticks around the
- * callback, converted with a rate measured against CLOCK_MONOTONIC) taken
- * out, which is the producer's own cost, less the cross-core cache traffic
- * a real service causes. Usage: bench_tw [--quick] [--large] [--help].
+ * stores on one-chunk pages) without copying. It runs on the writer's
+ * thread, inside the writer's time, where a real service (another
+ * process) does not: figure 3 also prints the ratio with the stand-in's
+ * own time (TSC ticks around the callback, converted with a rate measured
+ * against CLOCK_MONOTONIC) taken out, which is the producer's own cost,
+ * less the cross-core cache traffic a real service causes.
+ * Usage: bench_tw [--quick] [--large] [--help].
  */
 #include "config.h"
 

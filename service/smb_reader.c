@@ -3,14 +3,15 @@
  *
  * Design: the reader keeps only trusted geometry plus a 64 KiB scratch
  * buffer (malloc'ed, not zeroed: zeroing it cost each new producer's
- * setup 16 page first-touches). For each chunk it (1) bounds the indices against the trusted page
- * count and the layout read ONCE from the live page word, (2) wins the chunk
- * (Complete -> BeingRead: a store on a one-chunk page, else the ABI's CAS;
- * smb_reader_acquire_for_reading), (3) reads the header fields
- * once into locals, (4) copies the payload into scratch so that libbuf
- * tokenizes bytes the producer can no longer change (of a complete chunk
- * only its fragments when they end in the first system page, copy_into),
- * (5) frees the chunk.
+ * setup 16 page first-touches). For each chunk it (1) bounds the indices
+ * against the trusted page count and the layout read ONCE from the live
+ * page word, (2) wins the chunk (Complete -> BeingRead: a store on a
+ * one-chunk page, else the ABI's CAS; smb_reader_acquire_for_reading),
+ * (3) reads the header fields once into locals, (4) copies the payload
+ * into scratch so that libbuf tokenizes bytes the producer can no longer
+ * change (of a complete chunk only its fragments when they end in the
+ * first system page, copy_into), (5) frees the chunk (BeingRead -> Free,
+ * smb_reader_release_as_free).
  * A scrape does (1), (3), (4) without touching states.
  *
  * A scrape visits only the pages whose header lies in data of the object

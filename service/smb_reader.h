@@ -15,10 +15,11 @@
  *
  * Commit (smb_reader_commit_chunk), per smb-abi.md §8:
  *   page < num_pages, chunk < num_chunks(live layout), state Complete
- *   (Complete -> BeingRead: smb_reader_acquire_for_reading); header writer_id in 1..32767; the caller's
- *   resolve callback picks the tb_buffer (or NULL: discarded); the payload
- *   (chunk_size - 8 bytes, or just its fragments when they end in the
- *   system page it starts in: smb_reader.c) is copied out and handed to
+ *   (Complete -> BeingRead: smb_reader_acquire_for_reading); header
+ *   writer_id in 1..32767; the caller's resolve callback picks the
+ *   tb_buffer (or NULL: discarded); the payload (chunk_size - 8 bytes, or
+ *   just its fragments when they end in the system page it starts in:
+ *   smb_reader.c) is copied out and handed to
  *   tb_copy_chunk_untrusted(..., count, flags, complete=true, ...); the
  *   chunk is then released BeingRead -> Free (the service frees chunks).
  * Emulation (smb_reader_commit_data): the chunk came inside the IPC
@@ -26,8 +27,9 @@
  * Patches (smb_reader_apply_patches): writer_id 1..32767, 1..1024 patches,
  *   then tb_try_patch_chunk.
  * Scrape (smb_reader_scrape), per smb-abi.md §7: every page (that is not
- *   a hole of the fd given with smb_reader_set_fd), every chunk not Free: complete = (state == Complete); skip if !complete and
- *   count < 2; resolve by writer_id; copy with chunk_complete = complete.
+ *   a hole of the fd given with smb_reader_set_fd), every chunk not Free:
+ *   complete = (state == Complete); skip if !complete and count < 2;
+ *   resolve by writer_id; copy with chunk_complete = complete.
  *   Chunk states are never changed by a scrape.
  *
  * Chunks move only when the producer names them (CommitData) or on a
