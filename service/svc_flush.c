@@ -402,7 +402,10 @@ void svc__file_pass_mark(svc_service *svc, svc_session *s)
  * daemons alternating). Sessions of large packets keep 4 MiB: with 1 MiB
  * passes 1 KiB x1 took 0.171 s against 0.169, 64 KiB x4 0.157 against
  * 0.154 (more passes, each ending with a TraceStats packet); 1 KiB x4
- * 0.186 against 0.197, within the noise of 8 recordings. */
+ * 0.186 against 0.197, within the noise of 8 recordings. (1 KiB packets
+ * were large then, written in place; since 2026-12-05 packets under
+ * SVC_FILE_IN_PLACE_MIN, 8 KiB, are copied, which makes such a session
+ * one of small packets: svc_read.c says what that bought.) */
 static bool file_behind(svc_service *svc, const svc_session *s)
 {
     if (s->file_pass_open || !s->file_early_bytes)

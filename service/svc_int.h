@@ -77,6 +77,9 @@
  * written since the last one began (svc_flush.c), not half a buffer;
  * once a session's file is known to be mostly small packets (copied into
  * the batches, not sliced), once SVC_FILE_EAGER_SMALL_BYTES are in. */
+/* With the writer thread, packets this large are written from where they
+ * lie in the buffer, smaller ones copied into the batch (svc_read.c). */
+#define SVC_FILE_IN_PLACE_MIN        (8u << 10)
 #define SVC_FILE_EAGER_BYTES         (4u << 20)
 #define SVC_FILE_EAGER_SMALL_BYTES   (1u << 20)
 /* File batches per session: one is filled while the others are written;
@@ -323,6 +326,7 @@ struct svc_service {
     uid_t uid;                   /* the daemon's own uid */
     bool root_access;            /* uid 0 consumers may use any session */
     size_t file_step_bytes;      /* per step of a file pass (svc_flush.c) */
+    size_t file_in_place_min;    /* packets written in place (svc_read.c) */
     uint64_t file_passes_hurried; /* passes finished in one go (ibid.) */
     uint64_t last_commit_ms;     /* when the last CommitData came in */
     svc_producer **producers;

@@ -25,13 +25,14 @@
  * the same pass, each packet framed as
  * Trace.packet (0x0A, varint length) and written with one writev() per
  * ~1 MiB of staged bytes or 1024 pieces; max_file_size_bytes stops at the
- * first packet that would reach it. A packet of >= 512 bytes is validated
- * where it lies in its trace buffer (svc_packet_validate_slices) and its
- * slices are handed to writev() as they are, between its header and its
- * trailer staged in the batch: the page cache copy is the only one. Reads
- * never change the bytes behind a slice (trace_buffer.h), and nothing
- * writes to the buffers during a pass, so the slices stay good until the
- * writev(). A smaller packet is copied once, from the buffer straight
+ * first packet that would reach it. With the writer thread, a packet of
+ * >= SVC_FILE_IN_PLACE_MIN bytes (8 KiB; svc_set_file_in_place_min) is
+ * validated where it lies in its trace buffer (svc_packet_validate_slices)
+ * and its slices are handed to writev() as they are, between its header
+ * and its trailer staged in the batch: the page cache copy is the only
+ * one. Reads never change the bytes behind a slice (trace_buffer.h), and
+ * nothing writes to the buffers during a pass, so the slices stay good
+ * until the writev(). A smaller packet is copied once, from the buffer straight
  * behind its header in the batch, validated there, and dropped if invalid.
  * What the kernel's side costs (2026-12-05, ext4, CPU per KiB written by
  * a micro outside the tree, 256 MB per round): pieces as a 1 KiB packet
@@ -39,7 +40,18 @@
  * header) 168-174 ns, and one 4 MiB write() 123-143 ns, over six rounds;
  * 1024 pieces of 1 KiB 154-157 ns in three. Copying each packet
  * into the batch and writing 1 MiB in one piece cost 161-167 ns with the
- * copy (three rounds): no better, so packets stay in place.
+ * copy (three rounds): no better in that micro. In the daemon it is: the
+ * threshold was 512 bytes until 2026-12-05, when copying packets under
+ * 8 KiB instead made the session one of small packets (its batches
+ * written on this thread, from a ring read within the last megabyte:
+ * svc_flush.c) and took 1 KiB packets from 463-572 to 355-436 ns of
+ * service CPU each (bench-vs-perfetto's 1 KiB rows, two runs of each
+ * build alternating, both consumers, x1 and x4), with the same or more
+ * MB/s. Per packet size (x1, `/tmp` daemon runs of 256 MB, 4-5
+ * recordings each, two rounds alternating): 2 KiB 555-831 ns copied
+ * against 630-979 in place, 4 KiB 1100-1583 against 1181-1688, 8 KiB
+ * 1969-2845 against 2040-4440 (no clear difference), 16 KiB 4291-6350
+ * against 4018-7199 (in place no worse).
  * With the service's writer thread (svc_set_file_writer_thread, on in
  * shmtraced) a full batch is handed to that thread and the session fills
  * its next batch meanwhile; the slices then stay good through later
@@ -73,7 +85,6 @@
 
 #define SVC_FILE_BATCH (1u << 20)   /* staging bytes per writev() */
 #define SVC_FILE_IOV 1024           /* pieces per writev() (IOV_MAX) */
-#define SVC_FILE_IN_PLACE_MIN 512   /* packets this large: from the buffer */
 #define SVC_FILE_IN_PLACE_SLICE 128 /* their slices this small: copied */
 
 #define SVC_EV(x) PERFETTO__PROTOS__TRACING_SERVICE_EVENT__EVENT_TYPE_##x
@@ -564,7 +575,7 @@ static int session_read(svc_service *svc, svc_session *s, size_t max_bytes,
                 }
             }
             size_t total = pkt.size + tlen;
-            if (fw && pkt.size >= SVC_FILE_IN_PLACE_MIN) {
+            if (fw && pkt.size >= svc->file_in_place_min) {
                 /* Large packet: validated where it lies in the buffer and
                  * written from there (writev), no copy of ours. */
                 if (!svc_packet_validate_slices(pkt.slices, pkt.nslices)) {

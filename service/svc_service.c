@@ -43,12 +43,18 @@ svc_service *svc_create(const svc_ops *ops, void *ops_ctx, uid_t uid)
     svc->uid = uid;
     svc->root_access = true;
     svc->file_step_bytes = SVC_FILE_STEP_BYTES;
+    svc->file_in_place_min = SVC_FILE_IN_PLACE_MIN;
     return svc;
 }
 
 void svc_set_file_step_bytes(svc_service *svc, size_t bytes)
 {
     svc->file_step_bytes = bytes ? bytes : SVC_FILE_STEP_BYTES;
+}
+
+void svc_set_file_in_place_min(svc_service *svc, size_t bytes)
+{
+    svc->file_in_place_min = bytes ? bytes : SVC_FILE_IN_PLACE_MIN;
 }
 
 int svc_set_file_writer_thread(svc_service *svc, bool on)

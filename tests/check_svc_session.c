@@ -814,6 +814,7 @@ static svc_session *held_up_session(svf_fx *f, uint32_t size_kb,
                                     slow_reader *r, pthread_t *th)
 {
     ck_assert_int_eq(svc_set_file_writer_thread(f->svc, true), 0);
+    svc_set_file_in_place_min(f->svc, 512);    /* big packets in place */
     int mine;
     int fd = svf_temp_file(&mine);
     close(mine);
@@ -995,6 +996,7 @@ SVF_TEST(test_file_writer_thread_keeps_several_batches_in_flight, 1)
 SVF_TEST(test_file_writer_thread_reports_write_errors, 1)
 {
     ck_assert_int_eq(svc_set_file_writer_thread(f->svc, true), 0);
+    svc_set_file_in_place_min(f->svc, 512);    /* big packets in place */
     int mine;
     int fd = svf_temp_file(&mine);
     close(mine);
@@ -1031,6 +1033,7 @@ SVF_TEST(test_file_writer_thread_reports_write_errors, 1)
 SVF_TEST(test_file_writer_thread_writes_what_inline_writes, 1)
 {
     ck_assert_int_eq(svc_set_file_writer_thread(f->svc, true), 0);
+    svc_set_file_in_place_min(f->svc, 512);    /* big packets in place */
     int mine;
     int fd = svf_temp_file(&mine);
     svf_cfg_init(&f->c, 4096, 0);
@@ -1050,6 +1053,57 @@ SVF_TEST(test_file_writer_thread_writes_what_inline_writes, 1)
     ck_assert_int_eq((long)s->bytes_written_to_file, svf_file_size(mine));
     ck_assert_uint_gt(s->file_slice_bytes, s->file_staged_bytes);
     close(mine);
+}
+
+/* With the writer thread, a packet of at least svc_set_file_in_place_min
+ * bytes is written from where it lies in its buffer (its bytes counted in
+ * file_slice_bytes), a smaller one copied into the file batch. The file is
+ * the same either way. 200 of the fixture's big packets (500-3500 bytes),
+ * one chunk each. */
+static void in_place_threshold(svf_fx *f, size_t min)
+{
+    static uint8_t pk[8192];
+    uint64_t sliced = 0, copied = 0;
+    ck_assert_int_eq(svc_set_file_writer_thread(f->svc, true), 0);
+    svc_set_file_in_place_min(f->svc, min);
+    int mine;
+    int fd = svf_temp_file(&mine);
+    svf_cfg_init(&f->c, 4096, 0);
+    svf_cfg_file(&f->c);
+    svc_session *s = svf_enable_fd(f, fd);
+    put_big_range(f, 0, 0, 200);
+    ck_assert_int_eq(svc_session_write_file(f->svc, s), 0);
+    for (uint32_t v = 0; v < 200; v++) {
+        size_t len = big_packet(pk, v, 500 + (v * 37) % 3000, false);
+        if (len >= (min ? min : SVC_FILE_IN_PLACE_MIN))
+            sliced += len;
+        else
+            copied += len;
+    }
+    ck_assert_uint_gt(copied, 0);
+    if (min)
+        ck_assert_uint_gt(sliced, 0);        /* both kinds */
+    uint32_t flag = 0;
+    ck_assert_int_eq(check_big_file(mine, 200, UINT32_MAX, &flag), 200);
+    ck_assert_int_eq((long)s->bytes_written_to_file, svf_file_size(mine));
+    ck_assert_uint_eq(s->file_slice_bytes, sliced);
+    ck_assert_uint_ge(s->file_staged_bytes, copied);
+    close(mine);
+}
+
+/* 2000: the packets of 2000 bytes or more are written in place, and only
+ * those; the others copied. */
+SVF_TEST(test_file_in_place_from_the_threshold, 1)
+{
+    in_place_threshold(f, 2000);
+}
+
+/* The default, 8 KiB: all of these are copied (in the daemon that made
+ * 1 KiB packets cheaper: svc_read.c). */
+SVF_TEST(test_file_in_place_default_copies_under_8k, 1)
+{
+    ck_assert_uint_eq(SVC_FILE_IN_PLACE_MIN, 8192);
+    in_place_threshold(f, 0);
 }
 
 /* Small packets are copied into the file batch without a library call
@@ -1322,6 +1376,7 @@ SVF_TEST(test_file_pass_starts_eagerly_with_the_writer_thread, 1)
 {
     for (int thread = 1; thread >= 0; thread--) {
         ck_assert_int_eq(svc_set_file_writer_thread(f->svc, thread), 0);
+        svc_set_file_in_place_min(f->svc, 512);    /* big packets in place */
         const tb_stats *st;
         int mine = never_due_file_session(f, &st);
         svc_session *s = f->s;
@@ -1376,6 +1431,7 @@ SVF_TEST(test_file_space_reserved_while_running_and_trimmed_at_stop, 1)
         return;
     for (int big = 0; big <= 1; big++) {
         ck_assert_int_eq(svc_set_file_writer_thread(f->svc, true), 0);
+        svc_set_file_in_place_min(f->svc, 512);    /* big packets in place */
         int mine;
         int fd = svf_temp_file(&mine);
         svf_cfg_init(&f->c, 8192, 0);
@@ -1429,6 +1485,7 @@ SVF_TEST(test_file_space_reserved_while_running_and_trimmed_at_stop, 1)
 SVF_TEST(test_file_pass_of_large_packets_waits_for_more, 1)
 {
     ck_assert_int_eq(svc_set_file_writer_thread(f->svc, true), 0);
+    svc_set_file_in_place_min(f->svc, 512);    /* big packets in place */
     const tb_stats *st;
     int mine = never_due_file_session(f, &st);
     svc_session *s = f->s;
@@ -1631,6 +1688,8 @@ static Suite *svc_session_suite(void)
              test_file_mode_large_packets_in_place,
              test_file_writer_thread_keeps_slices_until_written,
              test_file_writer_thread_writes_what_inline_writes,
+             test_file_in_place_from_the_threshold,
+             test_file_in_place_default_copies_under_8k,
              test_file_inline_batch_waits_for_the_thread_batch,
              test_file_writer_thread_keeps_several_batches_in_flight,
              test_file_writer_thread_reports_write_errors,
