@@ -73,13 +73,13 @@
  * after a burst (an early pass), any amount. */
 #define SVC_FILE_IDLE_MS             5u
 #define SVC_FILE_IDLE_BYTES          (1u << 20)
+/* With the writer thread, packets this large are written from where they
+ * lie in the buffer, smaller ones copied into the batch (svc_read.c). */
+#define SVC_FILE_IN_PLACE_MIN        (8u << 10)
 /* With the writer thread, a file pass starts once this much has been
  * written since the last one began (svc_flush.c), not half a buffer;
  * once a session's file is known to be mostly small packets (copied into
  * the batches, not sliced), once SVC_FILE_EAGER_SMALL_BYTES are in. */
-/* With the writer thread, packets this large are written from where they
- * lie in the buffer, smaller ones copied into the batch (svc_read.c). */
-#define SVC_FILE_IN_PLACE_MIN        (8u << 10)
 #define SVC_FILE_EAGER_BYTES         (4u << 20)
 #define SVC_FILE_EAGER_SMALL_BYTES   (1u << 20)
 /* File batches per session: one is filled while the others are written;
