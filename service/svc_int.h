@@ -73,8 +73,8 @@
  * after a burst (an early pass), any amount. */
 #define SVC_FILE_IDLE_MS             5u
 #define SVC_FILE_IDLE_BYTES          (1u << 20)
-/* With the writer thread, packets this large are written from where they
- * lie in the buffer, smaller ones copied into the batch (svc_read.c). */
+/* In file mode, packets this large are written from where they lie in the
+ * buffer, smaller ones copied into the file batch (svc_read.c). */
 #define SVC_FILE_IN_PLACE_MIN        (8u << 10)
 /* With the writer thread, a file pass starts once this much has been
  * written since the last one began (svc_flush.c), not half a buffer;

@@ -25,15 +25,15 @@
  * the same pass, each packet framed as
  * Trace.packet (0x0A, varint length) and written with one writev() per
  * ~1 MiB of staged bytes or 1024 pieces; max_file_size_bytes stops at the
- * first packet that would reach it. With the writer thread, a packet of
- * >= SVC_FILE_IN_PLACE_MIN bytes (8 KiB; svc_set_file_in_place_min) is
- * validated where it lies in its trace buffer (svc_packet_validate_slices)
- * and its slices are handed to writev() as they are, between its header
- * and its trailer staged in the batch: the page cache copy is the only
- * one. Reads never change the bytes behind a slice (trace_buffer.h), and
- * nothing writes to the buffers during a pass, so the slices stay good
- * until the writev(). A smaller packet is copied once, from the buffer straight
- * behind its header in the batch, validated there, and dropped if invalid.
+ * first packet that would reach it. A packet of >= SVC_FILE_IN_PLACE_MIN
+ * bytes (8 KiB; svc_set_file_in_place_min) is validated where it lies in
+ * its trace buffer (svc_packet_validate_slices) and its slices are handed
+ * to writev() as they are, between its header and its trailer staged in
+ * the batch: the page cache copy is the only one. Reads never change the
+ * bytes behind a slice (trace_buffer.h), and nothing writes to the buffers
+ * during a pass, so the slices stay good until the writev(). A smaller
+ * packet is copied once, from the buffer straight behind its header in the
+ * batch, validated there, and dropped if invalid.
  * What the kernel's side costs (2026-12-05, ext4, CPU per KiB written by
  * a micro outside the tree, 256 MB per round): pieces as a 1 KiB packet
  * makes them (1024 bytes from the buffer, 20 staged: trailer and next

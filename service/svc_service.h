@@ -93,9 +93,9 @@ void svc_set_root_access(svc_service *, bool root_may_access_all);
 /* Bytes of packets per step of a periodic file pass (svc_flush.c);
  * 0 restores the default SVC_FILE_STEP_BYTES. */
 void svc_set_file_step_bytes(svc_service *, size_t bytes);
-/* With the writer thread: packets of at least this many bytes are written
- * to the file from where they lie in their buffer, smaller ones copied
- * into the file batch (svc_read.c); 0 restores the default
+/* File mode: packets of at least this many bytes are written to the file
+ * from where they lie in their buffer, smaller ones copied into the file
+ * batch (svc_read.c); 0 restores the default
  * SVC_FILE_IN_PLACE_MIN (8 KiB). */
 void svc_set_file_in_place_min(svc_service *, size_t bytes);
 /* write_into_file through a writer thread (svc_fwrite.h): the page cache

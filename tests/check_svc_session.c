@@ -722,6 +722,7 @@ static int check_big_file(int fd, uint32_t n, uint32_t skip,
  * behind and flags the next. */
 SVF_TEST(test_file_mode_large_packets_in_place, 1)
 {
+    svc_set_file_in_place_min(f->svc, 512);    /* big packets in place */
     int mine;
     int fd = svf_temp_file(&mine);
     svf_cfg_init(&f->c, 4096, 0);
@@ -760,6 +761,7 @@ SVF_TEST(test_file_mode_large_packets_in_place, 1)
     ck_assert_uint_ne(flag, 0);                      /* not silent */
     ck_assert_uint_eq(s->invalid_packets, 1);
     ck_assert_int_eq((long)s->bytes_written_to_file, svf_file_size(mine));
+    ck_assert_uint_gt(s->file_slice_bytes, s->file_staged_bytes);
     close(mine);
 }
 
@@ -1055,10 +1057,10 @@ SVF_TEST(test_file_writer_thread_writes_what_inline_writes, 1)
     close(mine);
 }
 
-/* With the writer thread, a packet of at least svc_set_file_in_place_min
- * bytes is written from where it lies in its buffer (its bytes counted in
- * file_slice_bytes), a smaller one copied into the file batch. The file is
- * the same either way. 200 of the fixture's big packets (500-3500 bytes),
+/* In file mode a packet of at least svc_set_file_in_place_min bytes is
+ * written from where it lies in its buffer (its bytes counted in
+ * file_slice_bytes), a smaller one copied into the file batch; here with
+ * the writer thread, as in shmtraced. The file is the same either way. 200 of the fixture's big packets (500-3500 bytes),
  * one chunk each. */
 static void in_place_threshold(svf_fx *f, size_t min)
 {
