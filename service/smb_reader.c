@@ -258,10 +258,8 @@ int smb_reader_release_as_free(smb_page_header *ph, uint32_t page_size,
     if (idx == 0 && atomic_load_explicit(&ph->header_bitmap,
                                          memory_order_relaxed) ==
                         (SMB_READER_DIV1 | SMB_CHUNK_BEING_READ)) {
-        smb_chunk_header *c = smb_chunk_at(ph, page_size, SMB_LAYOUT_DIV1, 0);
-        atomic_store_explicit(&c->writer_id, 0, memory_order_relaxed);
-        atomic_store_explicit(&c->chunk_id, 0, memory_order_relaxed);
-        atomic_store_explicit(&c->packets, 0, memory_order_relaxed);
+        smb__clear_chunk_header(smb_chunk_at(ph, page_size,
+                                             SMB_LAYOUT_DIV1, 0));
         /* Release: our reads of the chunk and the zeroed header come
          * before the producer's acquire load that finds the page free (its
          * only chunk Free: word 0, as the ABI's release makes it). */

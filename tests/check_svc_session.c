@@ -634,6 +634,9 @@ static void write_raw_chunk(svc_producer *p, uint32_t page, uint16_t writer,
     atomic_store((_Atomic uint32_t *)(void *)pg, (1u << 28) | 3u);
 }
 
+/* The str length of big packet v: 500-3499 bytes, varied. */
+#define BIG_STR_LEN(v) (500 + ((v) * 37) % 3000)
+
 /* TracePacket { for_testing { seq_value: v, str: L letters } } (or with a
  * top-level field 10 the service alone may write, if bad). */
 static size_t big_packet(uint8_t *out, uint32_t v, size_t L, bool bad)
@@ -697,7 +700,7 @@ static int check_big_file(int fd, uint32_t n, uint32_t skip,
             ck_assert_uint_eq(p->for_testing->seq_value, want);
             ck_assert_ptr_nonnull(p->for_testing->str);
             size_t L = strlen(p->for_testing->str);
-            ck_assert_uint_eq(L, 500 + (want * 37) % 3000);
+            ck_assert_uint_eq(L, BIG_STR_LEN(want));
             bool intact = true;
             for (size_t i = 0; i < L; i++)
                 intact &= p->for_testing->str[i] ==
@@ -733,7 +736,7 @@ SVF_TEST(test_file_mode_large_packets_in_place, 1)
     const uint32_t n = 1300, bad = 17;
     uint32_t id = 0;
     for (uint32_t v = 0; v < n; v++) {
-        size_t L = 500 + (v * 37) % 3000;
+        size_t L = BIG_STR_LEN(v);
         size_t len = big_packet(pk, v, L, v == bad);
         if (v % 5 == 4) {
             /* in two chunks: begin fragment, then end fragment */
@@ -771,7 +774,7 @@ static uint32_t put_big_range(svf_fx *f, uint32_t id, uint32_t from,
 {
     static uint8_t pk[8192], fr[8192];
     for (uint32_t v = from; v < to; v++) {
-        size_t len = big_packet(pk, v, 500 + (v * 37) % 3000, false);
+        size_t len = big_packet(pk, v, BIG_STR_LEN(v), false);
         size_t k = svc_varint(fr, len);
         memcpy(fr + k, pk, len);
         write_raw_chunk(f->p[0], 0, 1, id, fr, k + len, 1, 0);
@@ -932,7 +935,7 @@ SVF_TEST(test_file_inline_batch_waits_for_the_thread_batch, 1)
         ck_assert_ptr_nonnull(p);
         if (p->trusted_packet_sequence_id != 1 && p->for_testing) {
             ck_assert_uint_eq(p->for_testing->seq_value, want);
-            size_t L = want < big ? 500 + (want * 37) % 3000 : 20;
+            size_t L = want < big ? BIG_STR_LEN(want) : 20;
             ck_assert_uint_eq(strlen(p->for_testing->str), L);
             for (size_t i = 0; i < L; i++)
                 ck_assert_int_eq(p->for_testing->str[i],
@@ -1076,7 +1079,7 @@ static void in_place_threshold(svf_fx *f, size_t min)
     put_big_range(f, 0, 0, 200);
     ck_assert_int_eq(svc_session_write_file(f->svc, s), 0);
     for (uint32_t v = 0; v < 200; v++) {
-        size_t len = big_packet(pk, v, 500 + (v * 37) % 3000, false);
+        size_t len = big_packet(pk, v, BIG_STR_LEN(v), false);
         if (len >= (min ? min : SVC_FILE_IN_PLACE_MIN))
             sliced += len;
         else

@@ -318,6 +318,15 @@ static inline smb_chunk_header *smb_try_acquire_chunk_for_reading(
     return NULL;
 }
 
+/* A released chunk's header is zeroed before its state says Free (the
+ * release store of `packets` orders it after the reads of the chunk). */
+static inline void smb__clear_chunk_header(smb_chunk_header *c)
+{
+    atomic_store_explicit(&c->writer_id, 0, memory_order_relaxed);
+    atomic_store_explicit(&c->chunk_id, 0, memory_order_relaxed);
+    atomic_store_explicit(&c->packets, 0, memory_order_release);
+}
+
 /* Shared tail of the two "-> Free" releases: zero the header, then CAS the
  * state from `from` to Free; an all-Free page becomes word 0. */
 static inline int smb__release_chunk_to_free(smb_page_header *page,
@@ -333,10 +342,8 @@ static inline int smb__release_chunk_to_free(smb_page_header *page,
             smb_word_chunk_state(word, idx) != from)
             return -EINVAL;
         if (!zeroed) {
-            smb_chunk_header *c = smb_chunk_at(page, page_size, layout, idx);
-            atomic_store_explicit(&c->writer_id, 0, memory_order_relaxed);
-            atomic_store_explicit(&c->chunk_id, 0, memory_order_relaxed);
-            atomic_store_explicit(&c->packets, 0, memory_order_release);
+            smb__clear_chunk_header(smb_chunk_at(page, page_size, layout,
+                                                 idx));
             zeroed = 1;
         }
         next = smb_word_set_chunk_state(word, idx, SMB_CHUNK_FREE);
