@@ -114,7 +114,9 @@ SHMTRACE_API tb_buffer *tb_clone_readonly(const tb_buffer *src)
  * after they were written, still cached) otherwise had every line
  * prefetched, which read them at 0.91x the speed of the fixed window
  * (bench/ab_libbuf.sh -w svc1k); capped 1.00x, and bench_tb's read at
- * 0.96x of uncapped. */
+ * 0.96x of uncapped. In an hour when this host ran slow (bench_tb's read
+ * 0.69x), 16 and 32 KiB ahead with 8 KiB per record read at 0.98x and
+ * 0.96x of this (bench/ab_libbuf.sh -w read, 8 rounds). */
 #ifndef TB__READ_PREFETCH_AHEAD
 #define TB__READ_PREFETCH_AHEAD 8192u
 #endif

@@ -56,7 +56,19 @@
  * 0.73-0.82x / 0.72-0.77x; up to 16 KiB, each line once, 1.05-1.10x /
  * 0.90x. Against a memcpy run a minute apart: 4 KiB to 8 KiB ahead
  * 0.90-1.00x / 0.70-0.86x; 24, 32 and 64 KiB no better than 16; no
- * prefetch 0.40-0.46x. */
+ * prefetch 0.40-0.46x. In shmtraced too (1 KiB packets, 1 producer,
+ * 256 MB, three rounds of 4 recordings alternating, 2026-12-05): without
+ * it the service took 397 ns of CPU per packet (median) against 342.
+ * Tried and not kept (2026-12-05): non-temporal stores for the payload's
+ * full lines (SSE2 movntdq; the first and last line cached), with the
+ * write-ahead prefetch replaced by one of the next victim's header. On
+ * their own such stores wrote 4 KiB pieces into a 64 MiB ring at 1.6-1.8x
+ * memcpy's speed, but here write1 ran at 0.67x and write1000 at 0.68x of
+ * this code (bench/ab_libbuf.sh, 8 rounds each): eviction's header reads
+ * lost their prefetch, and a prefetch issued amid the streaming stores
+ * stalled (perf: 16% of the copy's samples on each). An sfence after each
+ * copy, which another thread reading the ring would need, alone took a
+ * micro from 35 to 15 GB/s. */
 #ifndef TB__WRITE_PREFETCH_AHEAD
 #define TB__WRITE_PREFETCH_AHEAD 16384u
 #endif
