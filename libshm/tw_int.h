@@ -41,6 +41,9 @@
 #define TW_MAX_PACKETS_PER_CHUNK 1022u  /* 1023 - 1 for the inflated slot */
 #define TW_MARKER_BUDGET_US     64000u  /* max stall for a loss marker */
 #define TW_BULK_CHUNKS          16u     /* chunks per arbiter call, bulk */
+#define TW_PREFETCH_MIN         256u    /* fields this large prefetch */
+#define TW_PREFETCH_AHEAD       2048u   /* ... this far past their end */
+#define TW_PREFETCH_MAX         4096u   /* ... at most this much per call */
 
 enum { SF_CHUNK = 0, SF_PATCH = 1, SF_DETACHED = 2 };
 
@@ -92,10 +95,12 @@ struct tw_writer {
                                     the SMB: reported at its end */
     bool loss_noted;             /* a loss report may still be queued */
     uint32_t depth;              /* open nested messages (stack size) */
-    uint32_t overflow_depth;     /* nested beyond TW_MAX_NESTING (ignored) */
+    uint32_t overflow_depth;     /* nested beyond TW_MAX_NESTING (ignored);
+                                    > 0 only while depth == TW_MAX_NESTING */
     uint32_t patches_head;       /* FIFO of patch entries */
     uint32_t patches_n;
     uint32_t patches_base_seq;   /* sequence number of patches[0] */
+    uint8_t *pf;                 /* lines below asked for, for writing */
 
     /* --- cold --- */
     smb_arbiter *arb;

@@ -295,6 +295,126 @@ START_TEST(test_encode_misuse_is_counted_not_fatal)
 }
 END_TEST
 
+/* Nesting beyond TW_MAX_NESTING is ignored, and the packet's end closes
+ * it all (tw_packet_end tests depth alone: overflow_depth only grows at
+ * TW_MAX_NESTING): the next packets nest as usual and decode. */
+START_TEST(test_packet_end_closes_overflowed_nesting)
+{
+    hb h;
+    hb_init(&h, 64 * KiB, 4096, MiB);
+    tw_writer *w = tw_writer_create(h.arb, HB_TARGET, TW_POLICY_DROP);
+    tw_writer_stats st;
+    const char *s = "nested";
+    for (uint32_t k = 0; k < 4; k++) {
+        tw_packet_begin(w);
+        tw_begin_nested(w, 900);
+        tw_add_varint(w, 2, k);
+        if (k % 2 == 0) {
+            /* with 900 one level (k = 0) or two (k = 2) too deep */
+            for (uint32_t i = 0; i < TW_MAX_NESTING + k / 2; i++)
+                tw_begin_nested(w, 5);
+            tw_add_varint(w, 3, 7);
+            if (k == 2)              /* closed by hand, then the end */
+                for (uint32_t i = 0; i < TW_MAX_NESTING + 2; i++)
+                    tw_end_nested(w);
+        } else {
+            tw_begin_nested(w, 5);
+            write_nested(w, 3, strlen(s), s);
+            tw_end_nested(w);
+            tw_end_nested(w);
+        }
+        tw_packet_end(w);
+    }
+    ck_assert_int_eq(tw_writer_flush(w), 0);
+    tw_writer_get_stats(w, &st);
+    ck_assert_uint_eq(st.misuse, 1 + 2);
+    hb_pkts ps = hb_read_all(&h);
+    ck_assert_uint_eq(ps.n, 4);
+    for (uint32_t k = 1; k < 4; k += 2) {
+        Perfetto__Protos__TracePacket *tp = unpack(&ps.v[k]);
+        ck_assert_ptr_nonnull(tp->for_testing);
+        ck_assert_uint_eq(tp->for_testing->seq_value, k);
+        check_nested(tp->for_testing->payload, 3, strlen(s), s);
+        free_tp(tp);
+    }
+    hb_pkts_free(&ps);
+    tw_writer_destroy(w);
+    hb_fini(&h);
+}
+END_TEST
+
+/* The writer asks ahead for the lines of large fields' chunk (prefetch_for)
+ * only inside the chunk it holds: after every packet, the prefetch mark
+ * lies within the held chunk's payload; and the packets (fields of 200 B
+ * to 3 KiB, some straddling chunks, some written raw) decode intact. */
+START_TEST(test_prefetch_stays_inside_the_held_chunk)
+{
+    hb h;
+    static uint8_t blob[3072], raw[1100];
+    for (size_t i = 0; i < sizeof(blob); i++)
+        blob[i] = (uint8_t)('a' + i % 26);
+    hb_init(&h, 256 * KiB, 4096, 4 * MiB);
+    tw_writer *w = tw_writer_create(h.arb, HB_TARGET, TW_POLICY_DROP);
+    size_t asked = 0;
+    for (uint32_t k = 0; k < 400; k++) {
+        size_t len = 200 + (k * 977u) % 2873u;
+        tw_packet_begin(w);
+        tw_add_varint(w, 8, k);
+        if (k % 5 == 4) {            /* the same, encoded here, raw */
+            size_t n = len % 1000 + 64;  /* 2-byte lengths: 128..16383 */
+            uint8_t *p = raw;
+            *p++ = 0xa2, *p++ = 0x38;    /* for_testing (900), 2 + n + 4 */
+            *p++ = (uint8_t)(0x80 | ((n + 6) & 0x7f));
+            *p++ = (uint8_t)((n + 6) >> 7);
+            *p++ = 0x2a;                 /* payload (5), n + 3 */
+            *p++ = (uint8_t)(0x80 | ((n + 3) & 0x7f));
+            *p++ = (uint8_t)((n + 3) >> 7);
+            *p++ = 0x0a;                 /* str (1), n */
+            *p++ = (uint8_t)(0x80 | (n & 0x7f));
+            *p++ = (uint8_t)(n >> 7);
+            memcpy(p, blob, n);
+            tw_append_raw(w, raw, (size_t)(p + n - raw));
+        } else {
+            tw_begin_nested(w, 900);
+            tw_add_varint(w, 2, k);
+            tw_begin_nested(w, 5);
+            tw_add_bytes(w, 1, blob, len);
+            tw_end_nested(w);
+            tw_end_nested(w);
+        }
+        tw_packet_end(w);
+        if (w->hdr != NULL && w->pf != w->loc.payload) {
+            asked++;
+            ck_assert_uint_ge((uintptr_t)w->pf, (uintptr_t)w->loc.payload);
+            ck_assert_uint_le((uintptr_t)w->pf, (uintptr_t)w->loc.payload +
+                                                w->loc.payload_size);
+        }
+    }
+    ck_assert_uint_gt(asked, 0);     /* the case was exercised */
+    ck_assert_int_eq(tw_writer_flush(w), 0);
+    hb_pkts ps = hb_read_all(&h);
+    ck_assert_uint_eq(ps.n, 400);
+    for (uint32_t k = 0; k < 400; k++) {
+        Perfetto__Protos__TracePacket *tp = unpack(&ps.v[k]);
+        ck_assert_uint_eq(tp->timestamp, k);
+        size_t len = 200 + (k * 977u) % 2873u;
+        if (k % 5 == 4)
+            len = len % 1000 + 64;
+        ck_assert_ptr_nonnull(tp->for_testing);
+        ck_assert_ptr_nonnull(tp->for_testing->payload);
+        ck_assert_uint_eq(tp->for_testing->payload->n_str, 1);
+        ck_assert_uint_eq(strlen(tp->for_testing->payload->str[0]), len);
+        ck_assert_mem_eq(tp->for_testing->payload->str[0], blob, len);
+        if (k % 5 != 4)
+            ck_assert_uint_eq(tp->for_testing->seq_value, k);
+        free_tp(tp);
+    }
+    hb_pkts_free(&ps);
+    tw_writer_destroy(w);
+    hb_fini(&h);
+}
+END_TEST
+
 /* --- chunk bytes --------------------------------------------------------- */
 
 static smb_chunk_header *chunk_of_page(hb *h, uint32_t page)
@@ -1298,7 +1418,9 @@ static Suite *tw_suite(void)
     TCK_CASE(s, "encode", test_encode_small_packets_match_protobuf_c,
              test_encode_field_types, test_encode_nested_messages,
              test_encode_varint_lengths_and_small_bytes,
-             test_encode_misuse_is_counted_not_fatal);
+             test_encode_misuse_is_counted_not_fatal,
+             test_packet_end_closes_overflowed_nesting,
+             test_prefetch_stays_inside_the_held_chunk);
     TCK_CASE(s, "chunk", test_chunk_header_and_framing_bytes,
              test_chunk_size_field_widths, test_chunk_spec_worked_example);
     TCase *tc = TCK_CASE(s, "fragment", test_fragment_sizes_1B_to_8MiB,
