@@ -82,9 +82,11 @@
  * bump; no lock, no atomic RMW, no allocation, no indirect call. Packet
  * begin and end have a frameless common case (a short size field, nothing
  * pending) and a full version for everything else (packet_begin_slow,
- * packet_end_slow). A field of 256 bytes or more asks ahead for the held
- * chunk's lines, for writing (prefetch_for): the service on another core
- * touched them last.
+ * packet_end_slow). The writer asks ahead for the held chunk's lines, for
+ * writing, since the service on another core touched them last: at packet
+ * begin, 2 KiB past pos once pos is within 1 KiB of what was asked for
+ * (tw_packet_begin's limit test covers it: begin_limit), and for a field
+ * of 256 bytes or more, 2 KiB past its end (prefetch_for).
  */
 #include "config.h"
 
@@ -456,6 +458,81 @@ static bool acquire_bounded(tw_writer *w, smb__chunk_loc *loc)
     }
 }
 
+/* w->begin_limit for the held chunk and w->pf (see tw_int.h). */
+static void set_begin_limit(tw_writer *w)
+{
+    uintptr_t cend = (uintptr_t)w->loc.payload + w->loc.payload_size;
+    uintptr_t lim = cend - (uintptr_t)w->loc.payload > 130 ? cend - 130 : 0;
+    uintptr_t pf = (uintptr_t)w->pf;
+    if (pf < cend) {
+        uintptr_t want = pf > (uintptr_t)w->loc.payload + TW_PREFETCH_AHEAD / 2
+                         ? pf - TW_PREFETCH_AHEAD / 2
+                         : (uintptr_t)w->loc.payload;
+        if (want < lim)
+            lim = want;
+    }
+    w->begin_limit = lim;
+}
+
+/* Ask for the held chunk's lines for writing, from where earlier calls
+ * stopped (w->pf) up to TW_PREFETCH_AHEAD past pos + n, at most
+ * TW_PREFETCH_MAX bytes of lines per call, never past the chunk: at packet
+ * begin (n = 0, packet_begin_slow, once pos reaches begin_limit) and for a
+ * field of TW_PREFETCH_MIN bytes or more that fits in the chunk
+ * (prefetch_for). Those lines were last touched by the service on another
+ * core, which read the chunk out and cleared its header: each store into
+ * one waits for the line to come back, and the copy's stores filled the store
+ * buffer, so that the writer's next store, or a load the buffer could not
+ * forward, waited for all of them. shmtrace-producer through shmtraced
+ * (perfetto consumer, builds alternating, 2026-12-05), producer CPU per
+ * packet: with fields alone, 1 KiB packets 312 ns against 421 with 1
+ * producer (medians of 16 recordings of 256 MB), 398 against 460 with 4
+ * (12); adding packet begin, 64 B packets 81.5 against 112.5 (16
+ * recordings of 64 MB; fields alone 118) and 98.5 against 130 with 4
+ * (12), 1 KiB the same as with fields alone (267 against 270.5). bench_tw,
+ * where the stand-in service runs on the writer's thread: small packets
+ * 9.6 against 8.9 ns (11 rounds alternating; 3.8 more instructions per
+ * packet), 64 KiB packets on 4 KiB pages unchanged (70.9 against 71.1 ns
+ * per page with fields alone). Not for fields that do not fit (they fill
+ * chunk after chunk in put_bulk): asking for the rest of the chunk first
+ * was 3% slower in bench_tw on 4 KiB pages, and asking ahead inside
+ * put_bulk's copies made 64 KiB packets slower end to end (10.5 against
+ * 8.3 us of producer CPU per packet). */
+static __attribute__((noinline)) void prefetch_chunk(tw_writer *w,
+                                                      size_t n)
+{
+    uintptr_t pos = (uintptr_t)w->pos;
+    uintptr_t cend = (uintptr_t)w->loc.payload + w->loc.payload_size;
+    uintptr_t from = (uintptr_t)w->pf > pos ? (uintptr_t)w->pf : pos;
+    uintptr_t lim = cend - pos > n + TW_PREFETCH_AHEAD
+                    ? pos + n + TW_PREFETCH_AHEAD : cend;
+    from &= ~(uintptr_t)63;
+    if (lim > from && lim - from > TW_PREFETCH_MAX)
+        lim = from + TW_PREFETCH_MAX;
+    for (uintptr_t a = from; a < lim; a += 64) {
+#if defined(__x86_64__) || defined(__i386__)
+        /* 0F 0D /1: a no-op where the CPU lacks it */
+        __asm__ __volatile__("prefetchw %0"
+                             : : "m"(*(const uint8_t *)a));
+#else
+        __builtin_prefetch((const void *)a, 1, 3);
+#endif
+    }
+    if (lim > from) {
+        w->pf = (uint8_t *)lim;
+        set_begin_limit(w);
+    }
+}
+
+static inline void prefetch_for(tw_writer *w, size_t n)
+{
+    if (n >= TW_PREFETCH_MIN && w->hdr != NULL && !w->dropping &&
+        (uintptr_t)w->loc.payload + w->loc.payload_size -
+            (uintptr_t)w->pos >= n &&
+        (uintptr_t)w->pf < (uintptr_t)w->pos + n + TW_PREFETCH_AHEAD / 2)
+        prefetch_chunk(w, n);
+}
+
 /* Hold the chunk just acquired as chunk next_chunk_id (which moves on:
  * ids wrap at 2^32). */
 static void adopt_chunk(tw_writer *w, const smb__chunk_loc *loc,
@@ -471,6 +548,7 @@ static void adopt_chunk(tw_writer *w, const smb__chunk_loc *loc,
     w->pos = loc->payload;
     w->end = loc->payload + loc->payload_size;
     w->pf = loc->payload;
+    set_begin_limit(w);
 }
 
 static void drop_chunk_state(tw_writer *w)
@@ -478,6 +556,7 @@ static void drop_chunk_state(tw_writer *w)
     w->hdr = NULL;
     w->loc.hdr = NULL;
     w->pos = w->end = w->garbage;
+    w->begin_limit = 0;
 }
 
 /* Return the held chunk (inflated: append the empty fragment first). */
@@ -510,6 +589,7 @@ static void to_garbage(tw_writer *w)
 {
     w->pos = w->garbage;
     w->end = w->garbage + TW_GARBAGE_SIZE;
+    w->begin_limit = 0;
 }
 
 static void enter_drop(tw_writer *w)
@@ -839,6 +919,12 @@ static __attribute__((noinline)) void packet_begin_slow(tw_writer *w)
     }
     if (UNLIKELY(patch_ready(w)) && !w->dropping)
         hand_back(w, false);
+    /* Ask for the next lines of the chunk, TW_PREFETCH_AHEAD past pos,
+     * once pos is within TW_PREFETCH_AHEAD / 2 of what was asked for. */
+    if (LIKELY(!w->dropping) && w->hdr != NULL &&
+        (uintptr_t)w->pos >= w->begin_limit &&
+        (uintptr_t)w->pf < (uintptr_t)w->loc.payload + w->loc.payload_size)
+        prefetch_chunk(w, 0);
 
     open_fragment(w, !w->dropping && w->end - w->pos > 130, false, 0);
     w->in_packet = true;             /* depth and overflow_depth are 0:
@@ -872,14 +958,15 @@ static __attribute__((noinline)) void packet_begin_slow(tw_writer *w)
 }
 
 /* The common case, with no stack frame: a chunk with room for a short
- * size field and for another packet, nothing to signal or hand back. In
- * that state packet_begin_slow does exactly this. (No chunk held means
- * pos == end, room 0, except before the first packet: first_done.) */
+ * size field and for another packet (pos below begin_limit: more than 130
+ * bytes left), its next lines asked for already, nothing to signal or
+ * hand back. In that state packet_begin_slow does exactly this. (No chunk
+ * held means begin_limit 0.) */
 void tw_packet_begin(tw_writer *w)
 {
     if (UNLIKELY(w->in_packet || w->dropping || w->signal_loss ||
                  !w->first_done || w->packet_cleared ||
-                 w->end - w->pos <= 130 ||
+                 (uintptr_t)w->pos >= w->begin_limit ||
                  w->count >= TW_MAX_PACKETS_PER_CHUNK ||
                  w->patches_head != w->patches_n ||
                  atomic_load_explicit(&w->clear_req,
@@ -1025,58 +1112,6 @@ void tw_add_double(tw_writer *w, uint32_t field, double v)
     uint64_t bits;
     memcpy(&bits, &v, sizeof(bits));
     add_fixed(w, field, WT_FIXED64, bits, 8);
-}
-
-/* A field of TW_PREFETCH_MIN bytes or more that fits in the held chunk
- * (prefetch_for) asks for the chunk's lines for writing, from where
- * earlier calls stopped (w->pf) up to TW_PREFETCH_AHEAD past the field's
- * end, at most TW_PREFETCH_MAX bytes of lines per call, never past the
- * chunk. Those lines were last touched by the service on another core,
- * which read the chunk out and cleared its header: each store into one
- * waits for the line to come back, and the copy's stores filled the store
- * buffer, so that the writer's next store, or a load the buffer could not
- * forward, waited for all of them. shmtrace-producer through shmtraced
- * (perfetto consumer, 256 MB, builds alternating, 2026-12-05): CPU per
- * 1 KiB packet 312 ns against 421 with 1 producer (medians of 16
- * recordings), 398 against 460 with 4 (12); bench_tw, where the stand-in
- * service runs on the writer's thread, unchanged (small packets 10.2
- * against 10.5 ns, 64 KiB packets on 4 KiB pages 70.9 against 71.1 ns per
- * page, 11 rounds alternating). Not for fields that do not fit (they fill
- * chunk after chunk in put_bulk): asking for the rest of the chunk first
- * was 3% slower in bench_tw on 4 KiB pages, and asking ahead inside
- * put_bulk's copies made 64 KiB packets slower end to end (10.5 against
- * 8.3 us of producer CPU per packet). */
-static __attribute__((noinline)) void prefetch_chunk(tw_writer *w,
-                                                      size_t n)
-{
-    uintptr_t pos = (uintptr_t)w->pos;
-    uintptr_t cend = (uintptr_t)w->loc.payload + w->loc.payload_size;
-    uintptr_t from = (uintptr_t)w->pf > pos ? (uintptr_t)w->pf : pos;
-    uintptr_t lim = cend - pos > n + TW_PREFETCH_AHEAD
-                    ? pos + n + TW_PREFETCH_AHEAD : cend;
-    from &= ~(uintptr_t)63;
-    if (lim > from && lim - from > TW_PREFETCH_MAX)
-        lim = from + TW_PREFETCH_MAX;
-    for (uintptr_t a = from; a < lim; a += 64) {
-#if defined(__x86_64__) || defined(__i386__)
-        /* 0F 0D /1: a no-op where the CPU lacks it */
-        __asm__ __volatile__("prefetchw %0"
-                             : : "m"(*(const uint8_t *)a));
-#else
-        __builtin_prefetch((const void *)a, 1, 3);
-#endif
-    }
-    if (lim > from)
-        w->pf = (uint8_t *)lim;
-}
-
-static inline void prefetch_for(tw_writer *w, size_t n)
-{
-    if (n >= TW_PREFETCH_MIN && w->hdr != NULL && !w->dropping &&
-        (uintptr_t)w->loc.payload + w->loc.payload_size -
-            (uintptr_t)w->pos >= n &&
-        (uintptr_t)w->pf < (uintptr_t)w->pos + n + TW_PREFETCH_AHEAD / 2)
-        prefetch_chunk(w, n);
 }
 
 void tw_add_bytes(tw_writer *w, uint32_t field, const void *data,

@@ -101,6 +101,10 @@ struct tw_writer {
     uint32_t patches_n;
     uint32_t patches_base_seq;   /* sequence number of patches[0] */
     uint8_t *pf;                 /* lines below asked for, for writing */
+    /* tw_packet_begin's common case needs pos below this: 130 bytes
+     * before the held chunk's end, or, while the chunk's lines are not all
+     * asked for, TW_PREFETCH_AHEAD / 2 before pf (0: no chunk held). */
+    uintptr_t begin_limit;
 
     /* --- cold --- */
     smb_arbiter *arb;

@@ -343,6 +343,59 @@ START_TEST(test_packet_end_closes_overflowed_nesting)
 }
 END_TEST
 
+/* Where the writer has asked for its chunk's lines (w->pf): inside the
+ * held chunk, with begin_limit at least 130 bytes before its end; and,
+ * once a small packet has begun (`small`), ahead of pos (packet_begin_slow
+ * asks once pos nears pf) by at most TW_PREFETCH_AHEAD and a line. */
+static void check_prefetch_mark(const tw_writer *w, bool small)
+{
+    if (w->hdr == NULL)
+        return;
+    uintptr_t pay = (uintptr_t)w->loc.payload;
+    uintptr_t cend = pay + w->loc.payload_size;
+    uintptr_t pf = (uintptr_t)w->pf, pos = (uintptr_t)w->pos;
+    ck_assert_uint_ge(pf, pay);
+    ck_assert_uint_le(pf, cend);
+    ck_assert_uint_le(w->begin_limit, cend - 130);
+    if (small) {
+        ck_assert_uint_ge(pf, pos);
+        ck_assert_uint_le(pf, pos + TW_PREFETCH_AHEAD + 64);
+    }
+}
+
+/* Small packets: the mark stays ahead of the writer, chunk after chunk,
+ * and the packets decode. */
+START_TEST(test_prefetch_ahead_of_small_packets)
+{
+    hb h;
+    hb_init(&h, 256 * KiB, 4096, 4 * MiB);
+    tw_writer *w = tw_writer_create(h.arb, HB_TARGET, TW_POLICY_DROP);
+    uint32_t chunks0 = 0;
+    for (uint32_t k = 0; k < 2000; k++) {
+        tw_packet_begin(w);
+        check_prefetch_mark(w, true);
+        tw_add_varint(w, 8, k);
+        tw_add_bytes(w, 1, "0123456789abcdef0123456789ABCDEF", 1 + k % 32);
+        tw_packet_end(w);            /* may have moved to the next chunk */
+        check_prefetch_mark(w, false);
+        if (k == 0)
+            chunks0 = (uint32_t)w->stats.chunks_used;
+    }
+    ck_assert_uint_gt(w->stats.chunks_used, chunks0 + 5);
+    ck_assert_int_eq(tw_writer_flush(w), 0);
+    hb_pkts ps = hb_read_all(&h);
+    ck_assert_uint_eq(ps.n, 2000);
+    for (uint32_t k = 0; k < 2000; k++) {
+        Perfetto__Protos__TracePacket *tp = unpack(&ps.v[k]);
+        ck_assert_uint_eq(tp->timestamp, k);
+        free_tp(tp);
+    }
+    hb_pkts_free(&ps);
+    tw_writer_destroy(w);
+    hb_fini(&h);
+}
+END_TEST
+
 /* The writer asks ahead for the lines of large fields' chunk (prefetch_for)
  * only inside the chunk it holds: after every packet, the prefetch mark
  * lies within the held chunk's payload; and the packets (fields of 200 B
@@ -383,12 +436,9 @@ START_TEST(test_prefetch_stays_inside_the_held_chunk)
             tw_end_nested(w);
         }
         tw_packet_end(w);
-        if (w->hdr != NULL && w->pf != w->loc.payload) {
+        if (w->hdr != NULL && w->pf != w->loc.payload)
             asked++;
-            ck_assert_uint_ge((uintptr_t)w->pf, (uintptr_t)w->loc.payload);
-            ck_assert_uint_le((uintptr_t)w->pf, (uintptr_t)w->loc.payload +
-                                                w->loc.payload_size);
-        }
+        check_prefetch_mark(w, false);
     }
     ck_assert_uint_gt(asked, 0);     /* the case was exercised */
     ck_assert_int_eq(tw_writer_flush(w), 0);
@@ -1420,6 +1470,7 @@ static Suite *tw_suite(void)
              test_encode_varint_lengths_and_small_bytes,
              test_encode_misuse_is_counted_not_fatal,
              test_packet_end_closes_overflowed_nesting,
+             test_prefetch_ahead_of_small_packets,
              test_prefetch_stays_inside_the_held_chunk);
     TCK_CASE(s, "chunk", test_chunk_header_and_framing_bytes,
              test_chunk_size_field_widths, test_chunk_spec_worked_example);
