@@ -414,9 +414,9 @@ START_TEST(test_prefetch_stays_inside_the_held_chunk)
         tw_packet_begin(w);
         tw_add_varint(w, 8, k);
         if (k % 5 == 4) {            /* the same, encoded here, raw */
-            size_t n = len % 1000 + 64;  /* 2-byte lengths: 128..16383 */
-            uint8_t *p = raw;
-            *p++ = 0xa2, *p++ = 0x38;    /* for_testing (900), 2 + n + 4 */
+            size_t n = len % 1000 + 64;  /* lengths as 2-byte varints */
+            uint8_t *p = raw;            /* (redundant ones under 128) */
+            *p++ = 0xa2, *p++ = 0x38;    /* for_testing (900), n + 6 */
             *p++ = (uint8_t)(0x80 | ((n + 6) & 0x7f));
             *p++ = (uint8_t)((n + 6) >> 7);
             *p++ = 0x2a;                 /* payload (5), n + 3 */
