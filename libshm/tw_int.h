@@ -41,9 +41,10 @@
 #define TW_MAX_PACKETS_PER_CHUNK 1022u  /* 1023 - 1 for the inflated slot */
 #define TW_MARKER_BUDGET_US     64000u  /* max stall for a loss marker */
 #define TW_BULK_CHUNKS          16u     /* chunks per arbiter call, bulk */
-#define TW_PREFETCH_MIN         256u    /* fields this large prefetch */
-#define TW_PREFETCH_AHEAD       2048u   /* ... this far past their end */
-#define TW_PREFETCH_MAX         4096u   /* ... at most this much per call */
+#define TW_PREFETCH_MIN         256u    /* fields this large ask ahead */
+#define TW_PREFETCH_AHEAD       2048u   /* SMB bytes asked for past pos
+                                           (past a large field's end) */
+#define TW_PREFETCH_MAX         4096u   /* at most this much per call */
 
 enum { SF_CHUNK = 0, SF_PATCH = 1, SF_DETACHED = 2 };
 

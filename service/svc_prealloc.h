@@ -42,7 +42,7 @@
  * 256 MiB in 1 MiB write() calls from offset 0 against after a first
  * write of 1000 bytes cost the same within the noise, 107-199 against
  * 113-196 ns of CPU per KiB, with the space reserved or not (2026-12-05
- * 11:55 UTC, three rounds of each; the first write of each set, ~1500 ns
+ * 10:20 UTC, three rounds of each; the first write of each set, ~1500 ns
  * per KiB while the host backed fresh pages, left out).
  */
 #ifndef SHMTRACE_SVC_PREALLOC_H
