@@ -458,10 +458,16 @@ static bool acquire_bounded(tw_writer *w, smb__chunk_loc *loc)
     }
 }
 
+/* Address one past the held chunk's payload. */
+static inline uintptr_t held_chunk_end(const tw_writer *w)
+{
+    return (uintptr_t)w->loc.payload + w->loc.payload_size;
+}
+
 /* w->begin_limit for the held chunk and w->pf (see tw_int.h). */
 static void set_begin_limit(tw_writer *w)
 {
-    uintptr_t cend = (uintptr_t)w->loc.payload + w->loc.payload_size;
+    uintptr_t cend = held_chunk_end(w);
     uintptr_t lim = cend - (uintptr_t)w->loc.payload > 130 ? cend - 130 : 0;
     uintptr_t pf = (uintptr_t)w->pf;
     if (pf < cend) {
@@ -502,7 +508,7 @@ static __attribute__((noinline)) void prefetch_chunk(tw_writer *w,
                                                       size_t n)
 {
     uintptr_t pos = (uintptr_t)w->pos;
-    uintptr_t cend = (uintptr_t)w->loc.payload + w->loc.payload_size;
+    uintptr_t cend = held_chunk_end(w);
     uintptr_t from = (uintptr_t)w->pf > pos ? (uintptr_t)w->pf : pos;
     uintptr_t lim = cend - pos > n + TW_PREFETCH_AHEAD
                     ? pos + n + TW_PREFETCH_AHEAD : cend;
@@ -527,8 +533,7 @@ static __attribute__((noinline)) void prefetch_chunk(tw_writer *w,
 static inline void prefetch_for(tw_writer *w, size_t n)
 {
     if (n >= TW_PREFETCH_MIN && w->hdr != NULL && !w->dropping &&
-        (uintptr_t)w->loc.payload + w->loc.payload_size -
-            (uintptr_t)w->pos >= n &&
+        held_chunk_end(w) - (uintptr_t)w->pos >= n &&
         (uintptr_t)w->pf < (uintptr_t)w->pos + n + TW_PREFETCH_AHEAD / 2)
         prefetch_chunk(w, n);
 }
@@ -923,7 +928,7 @@ static __attribute__((noinline)) void packet_begin_slow(tw_writer *w)
      * once pos is within TW_PREFETCH_AHEAD / 2 of what was asked for. */
     if (LIKELY(!w->dropping) && w->hdr != NULL &&
         (uintptr_t)w->pos >= w->begin_limit &&
-        (uintptr_t)w->pf < (uintptr_t)w->loc.payload + w->loc.payload_size)
+        (uintptr_t)w->pf < held_chunk_end(w))
         prefetch_chunk(w, 0);
 
     open_fragment(w, !w->dropping && w->end - w->pos > 130, false, 0);

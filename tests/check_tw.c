@@ -363,6 +363,21 @@ static void check_prefetch_mark(const tw_writer *w, bool small)
     }
 }
 
+/* Flush, then read every packet back: exactly n, the k-th stamped k
+ * (timestamp field 8). The caller frees the packets. */
+static hb_pkts read_stamped(hb *h, tw_writer *w, uint32_t n)
+{
+    ck_assert_int_eq(tw_writer_flush(w), 0);
+    hb_pkts ps = hb_read_all(h);
+    ck_assert_uint_eq(ps.n, n);
+    for (uint32_t k = 0; k < n; k++) {
+        Perfetto__Protos__TracePacket *tp = unpack(&ps.v[k]);
+        ck_assert_uint_eq(tp->timestamp, k);
+        free_tp(tp);
+    }
+    return ps;
+}
+
 /* Small packets: the mark stays ahead of the writer, chunk after chunk,
  * and the packets decode. */
 START_TEST(test_prefetch_ahead_of_small_packets)
@@ -382,19 +397,21 @@ START_TEST(test_prefetch_ahead_of_small_packets)
             chunks0 = (uint32_t)w->stats.chunks_used;
     }
     ck_assert_uint_gt(w->stats.chunks_used, chunks0 + 5);
-    ck_assert_int_eq(tw_writer_flush(w), 0);
-    hb_pkts ps = hb_read_all(&h);
-    ck_assert_uint_eq(ps.n, 2000);
-    for (uint32_t k = 0; k < 2000; k++) {
-        Perfetto__Protos__TracePacket *tp = unpack(&ps.v[k]);
-        ck_assert_uint_eq(tp->timestamp, k);
-        free_tp(tp);
-    }
+    hb_pkts ps = read_stamped(&h, w, 2000);
     hb_pkts_free(&ps);
     tw_writer_destroy(w);
     hb_fini(&h);
 }
 END_TEST
+
+/* test_prefetch_stays_inside_the_held_chunk's string length for packet k:
+ * 200 B to 3 KiB, or 64 B to 1063 B for the raw-encoded ones (k % 5 == 4,
+ * 2-byte length varints). */
+static size_t big_field_len(uint32_t k)
+{
+    size_t len = 200 + (k * 977u) % 2873u;
+    return k % 5 == 4 ? len % 1000 + 64 : len;
+}
 
 /* The writer asks ahead for the lines of large fields' chunk (prefetch_for)
  * only inside the chunk it holds: after every packet, the prefetch mark
@@ -410,23 +427,23 @@ START_TEST(test_prefetch_stays_inside_the_held_chunk)
     tw_writer *w = tw_writer_create(h.arb, HB_TARGET, TW_POLICY_DROP);
     size_t asked = 0;
     for (uint32_t k = 0; k < 400; k++) {
-        size_t len = 200 + (k * 977u) % 2873u;
+        size_t len = big_field_len(k);
         tw_packet_begin(w);
         tw_add_varint(w, 8, k);
         if (k % 5 == 4) {            /* the same, encoded here, raw */
-            size_t n = len % 1000 + 64;  /* lengths as 2-byte varints */
-            uint8_t *p = raw;            /* (redundant ones under 128) */
-            *p++ = 0xa2, *p++ = 0x38;    /* for_testing (900), n + 6 */
-            *p++ = (uint8_t)(0x80 | ((n + 6) & 0x7f));
-            *p++ = (uint8_t)((n + 6) >> 7);
-            *p++ = 0x2a;                 /* payload (5), n + 3 */
-            *p++ = (uint8_t)(0x80 | ((n + 3) & 0x7f));
-            *p++ = (uint8_t)((n + 3) >> 7);
-            *p++ = 0x0a;                 /* str (1), n */
-            *p++ = (uint8_t)(0x80 | (n & 0x7f));
-            *p++ = (uint8_t)(n >> 7);
-            memcpy(p, blob, n);
-            tw_append_raw(w, raw, (size_t)(p + n - raw));
+            uint8_t *p = raw;            /* lengths as 2-byte varints,
+                                            redundant ones under 128 */
+            *p++ = 0xa2, *p++ = 0x38;    /* for_testing (900), len + 6 */
+            *p++ = (uint8_t)(0x80 | ((len + 6) & 0x7f));
+            *p++ = (uint8_t)((len + 6) >> 7);
+            *p++ = 0x2a;                 /* payload (5), len + 3 */
+            *p++ = (uint8_t)(0x80 | ((len + 3) & 0x7f));
+            *p++ = (uint8_t)((len + 3) >> 7);
+            *p++ = 0x0a;                 /* str (1), len */
+            *p++ = (uint8_t)(0x80 | (len & 0x7f));
+            *p++ = (uint8_t)(len >> 7);
+            memcpy(p, blob, len);
+            tw_append_raw(w, raw, (size_t)(p + len - raw));
         } else {
             tw_begin_nested(w, 900);
             tw_add_varint(w, 2, k);
@@ -441,15 +458,10 @@ START_TEST(test_prefetch_stays_inside_the_held_chunk)
         check_prefetch_mark(w, false);
     }
     ck_assert_uint_gt(asked, 0);     /* the case was exercised */
-    ck_assert_int_eq(tw_writer_flush(w), 0);
-    hb_pkts ps = hb_read_all(&h);
-    ck_assert_uint_eq(ps.n, 400);
+    hb_pkts ps = read_stamped(&h, w, 400);
     for (uint32_t k = 0; k < 400; k++) {
         Perfetto__Protos__TracePacket *tp = unpack(&ps.v[k]);
-        ck_assert_uint_eq(tp->timestamp, k);
-        size_t len = 200 + (k * 977u) % 2873u;
-        if (k % 5 == 4)
-            len = len % 1000 + 64;
+        size_t len = big_field_len(k);
         ck_assert_ptr_nonnull(tp->for_testing);
         ck_assert_ptr_nonnull(tp->for_testing->payload);
         ck_assert_uint_eq(tp->for_testing->payload->n_str, 1);
