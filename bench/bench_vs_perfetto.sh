@@ -34,10 +34,11 @@
 #   prod ns/p the producers' user + sys CPU (wait4 rusage, bench_cputime)
 #             per packet
 #   lost      packets written but not in the trace: gaps in each writer's
-#             seq_value before its last packet in the trace (svc_tracecheck
-#             on every recording; must be 0 with the stall policy). The
-#             run stops when the file holds about every packet, so a writer
-#             may not have written its last few yet: those are not lost.
+#             seq_value, and the packets missing before its first and after
+#             its last packet in the trace (svc_tracecheck on every
+#             recording; must be 0 with the stall policy). The run stops
+#             only once every producer has written and flushed all of its
+#             packets (bench_vs_run.sh), so none is still to come.
 # and the ratio ours : traced, oriented so that > 1 means shmtraced is
 # better (throughput ours/theirs, CPU theirs/ours). Below the table, cells
 # whose recordings differ by 1.5x or more in service CPU per packet are
@@ -240,9 +241,10 @@ NS
         lead=$(sed -n 's/^lost_leading=//p' "$DIR/check.txt")
         lost=$((lost + lead))
         trail=$(sed -n 's/^lost_trailing=//p' "$DIR/check.txt")
+        lost=$((lost + ${trail:-0}))
         [ "${trail:-0}" -gt 0 ] && echo "$cell through $svc with $cons:" \
-            "$trail packet(s) after the last one in the trace (not yet" \
-            "written when the run stopped, or lost)" >>"$DIR/notes"
+            "$trail packet(s) after the last one in the trace (written" \
+            "and flushed before the session stopped: lost)" >>"$DIR/notes"
     fi
     echo "$wall $bytes $ns $pcpu $packets $lost" \
         >>"$DIR/$cell.$svc.$cons"

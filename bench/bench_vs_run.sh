@@ -5,7 +5,8 @@
 # PERFETTO_*_SOCK_NAME; then the producers start:
 #   WORKLOAD=synthetic  PRODUCERS shmtrace-producer processes, COUNT packets
 #                       of SIZE payload bytes each, stall policy; the run
-#                       ends when OUT holds about every packet, then the
+#                       ends when OUT holds about every packet and every
+#                       producer has written all of its own, then the
 #                       consumer is stopped with SIGTERM (the service flushes
 #                       what is still in flight and finishes the file);
 #   WORKLOAD=refgen     Perfetto's C SDK producer refgen (REFGEN_PERIOD_US=0)
@@ -52,13 +53,16 @@ else
     # Each record is the payload plus about 30 bytes (Trace.packet framing,
     # timestamp, TestEvent fields, trusted fields; 29.96 in shmtraced's
     # 64 B x4 traces, whose smaller seq_values make it just under 30): stop
-    # when the file holds about every packet, at SIZE + 29 per packet;
-    # stopping the session flushes the rest.
+    # when the file holds about every packet, at SIZE + 29 per packet, and
+    # every producer has said on stderr (LOG) that its COUNT packets are
+    # written and flushed; stopping the session flushes the rest into the
+    # file. (Without the second condition a 64 B recording stopped with
+    # about 1% of its packets still to be written, left out of the trace.)
     # A file that stops growing short of that (the service lost packets)
     # ends the run after 3 s; the seconds waited go to OUT.idle, which
     # bench_vs_perfetto.sh takes off the wall time.
     "$b/bench/bench_waitsize" "$OUT" $((COUNT * PRODUCERS * (SIZE + 29))) \
-        $cons "$OUT.idle"
+        $cons "$OUT.idle" "$LOG" "$PRODUCERS"
     kill -TERM $cons 2>/dev/null
     wait $cons
     rc=$?

@@ -1,6 +1,15 @@
 /*
  * bench_waitsize.c - helper of bench_vs_perfetto.sh: waits until FILE holds
  * at least BYTES bytes, or process PID is gone, whichever comes first.
+ * With LOG and WRITERS, the size is not enough: LOG (the producers' stderr)
+ * must also hold WRITERS lines "shmtrace-producer: writer N done: ..."
+ * (printed once a writer's --count packets are written and flushed), so
+ * that the run stops only after every packet was handed to the service.
+ * BYTES is an estimate of the finished file (payload plus ~29 bytes of
+ * framing per packet); a file of small packets reaches it while the
+ * producers still have about 1% to write, and stopping the session then
+ * left those packets out of the trace (10^3-10^4 per 64 B recording of
+ * bench-vs-perfetto, 2026-12-05).
  *
  * A shell loop of `stat` + `sleep` forks twice per poll and costs CPU on
  * the machine being measured; this polls stat() every 2 ms for a few
@@ -17,7 +26,7 @@
  * `shmtrace record` writes FILE.partial.XXXXXX and renames it to FILE at
  * the end: until FILE exists, the largest FILE.partial.* counts.
  *
- * Usage: bench_waitsize FILE BYTES PID [IDLEFILE]
+ * Usage: bench_waitsize FILE BYTES PID [IDLEFILE [LOG WRITERS]]
  */
 #include <dirent.h>
 #include <errno.h>
@@ -62,6 +71,28 @@ static unsigned long long file_size(const char *file)
     return best;
 }
 
+/* Lines of the producers' "writer N done:" message in LOG from *off on,
+ * added to *done; *off moves past the last whole line read. */
+static void count_done(const char *log, long *off, unsigned long *done)
+{
+    FILE *f = fopen(log, "r");
+    if (!f)
+        return;
+    if (fseek(f, *off, SEEK_SET) == 0) {
+        char line[1024];
+        while (fgets(line, sizeof(line), f)) {
+            size_t n = strlen(line);
+            if (n == 0 || line[n - 1] != '\n')
+                break;                      /* a line still being written */
+            *off += (long)n;
+            if (strstr(line, "shmtrace-producer: writer ") &&
+                strstr(line, " done: "))
+                (*done)++;
+        }
+    }
+    fclose(f);
+}
+
 /* kill(pid, 0) succeeds on a zombie, and the caller reaps its child only
  * after we return: look at the state in /proc instead. */
 static int alive(long pid)
@@ -82,8 +113,9 @@ static int alive(long pid)
 
 int main(int argc, char **argv)
 {
-    if (argc != 4 && argc != 5) {
-        fprintf(stderr, "usage: bench_waitsize FILE BYTES PID [IDLEFILE]\n");
+    if (argc != 4 && argc != 5 && argc != 7) {
+        fprintf(stderr, "usage: bench_waitsize FILE BYTES PID [IDLEFILE "
+                "[LOG WRITERS]]\n");
         return 2;
     }
     char *end;
@@ -93,13 +125,26 @@ int main(int argc, char **argv)
         fprintf(stderr, "bench_waitsize: bad PID '%s'\n", argv[3]);
         return 2;
     }
+    const char *log = argc == 7 ? argv[5] : NULL;
+    unsigned long writers = 0, done = 0, done_seen = 0;
+    long log_off = 0;
+    if (log) {
+        writers = strtoul(argv[6], &end, 10);
+        if (*end != '\0' || writers == 0) {
+            fprintf(stderr, "bench_waitsize: bad WRITERS '%s'\n", argv[6]);
+            return 2;
+        }
+    }
     const struct timespec nap = {0, 2000000};
     unsigned long long last = 0;            /* size when it last grew */
-    struct timespec grew;                   /* and when */
+    struct timespec grew;                   /* and when (or a writer
+                                               finished) */
     clock_gettime(CLOCK_MONOTONIC, &grew);
     for (;;) {
         unsigned long long size = file_size(argv[1]);
-        if (size >= want)
+        if (log && done < writers)
+            count_done(log, &log_off, &done);
+        if (size >= want && done >= writers)
             return 0;
         if (!alive(pid))
             return 1;
@@ -107,16 +152,26 @@ int main(int argc, char **argv)
         clock_gettime(CLOCK_MONOTONIC, &now);
         double idle = (double)(now.tv_sec - grew.tv_sec) +
                       (double)(now.tv_nsec - grew.tv_nsec) / 1e9;
-        if (size >= last + STALL_MIN_GROWTH || (last == 0 && size > 0)) {
-            last = size;
+        if (size >= last + STALL_MIN_GROWTH || (last == 0 && size > 0) ||
+            done > done_seen) {
+            last = size > last ? size : last;
+            done_seen = done;
             grew = now;
         } else if (last > 0 && idle >= (double)STALL_S) {
-            fprintf(stderr, "bench_waitsize: %s stopped growing at %llu "
-                    "of %llu bytes for %.1f s: stopping the run (%s)\n",
-                    argv[1], size, want, idle,
-                    argc == 5 ? "that wait is taken off its wall time"
-                              : "its wall time includes that wait");
-            if (argc == 5) {
+            if (size >= want)
+                fprintf(stderr, "bench_waitsize: %lu of %lu writers "
+                        "reported done, and %s stopped growing for %.1f s: "
+                        "stopping the run (%s)\n", done, writers, argv[1],
+                        idle, argc >= 5
+                        ? "that wait is taken off its wall time"
+                        : "its wall time includes that wait");
+            else
+                fprintf(stderr, "bench_waitsize: %s stopped growing at %llu "
+                        "of %llu bytes for %.1f s: stopping the run (%s)\n",
+                        argv[1], size, want, idle,
+                        argc >= 5 ? "that wait is taken off its wall time"
+                                  : "its wall time includes that wait");
+            if (argc >= 5) {
                 FILE *f = fopen(argv[4], "w");
                 if (f) {
                     fprintf(f, "%.6f\n", idle);
