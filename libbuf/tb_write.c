@@ -68,7 +68,23 @@
  * lost their prefetch, and a prefetch issued amid the streaming stores
  * stalled (perf: 16% of the copy's samples on each). An sfence after each
  * copy, which another thread reading the ring would need, alone took a
- * micro from 35 to 15 GB/s. */
+ * micro from 35 to 15 GB/s.
+ * Also tried (2026-12-05, AMD EPYC VM, ab_libbuf 10 rounds each), not
+ * kept: asking for these lines four per loop turn instead of one, 0.80x
+ * of this code in write1 (not explained; a guess: prefetcht1s back to
+ * back wait for miss buffers that single ones did not).
+ * Keeping the ChunkID of each sequence's last ring entry in tb__seq, so
+ * that the order check below needs no load from that entry's line (16%
+ * of this function's samples with 1000 writers): write1000 1.000x, the
+ * wait moved to the next miss (tb__erase_target's ring head, 5.5% -> 14%
+ * of all samples); prefetching the entry to append and the loss entry
+ * as well, 0.98x. Two- and four-byte varints decoded without the byte
+ * loop, and the source prefetch four lines per turn: callgrind counts
+ * 1279 -> 922 instructions per chunk (bench_tb write1) with the write
+ * ahead unrolled too, but without that the time moved within the noise
+ * (write1 1.011x, write1000 0.956x, read 0.976x, while HEAD against
+ * itself gave 0.965-0.977x in the same hour): with this workload a
+ * chunk's time is its memory traffic. */
 #ifndef TB__WRITE_PREFETCH_AHEAD
 #define TB__WRITE_PREFETCH_AHEAD 16384u
 #endif

@@ -397,7 +397,8 @@ void svc__file_pass_mark(svc_service *svc, svc_session *s)
  * Once a session's batches held more copied bytes than slices (small
  * packets: its first pass tells), its passes start after
  * SVC_FILE_EAGER_SMALL_BYTES: a pass then reads packets committed within
- * the last megabyte (likely still in the core's 4 MiB L2). 64 B x1 0.106
+ * the last megabyte (likely still in the core's L2: 4 MiB on the VM of
+ * that measurement, 1 MiB on the AMD EPYC ones since). 64 B x1 0.106
  * -> 0.087 s and 64 B x4 0.105 -> 0.096 s per 64 MB (medians of 10, warm
  * daemons alternating). Sessions of large packets keep 4 MiB: with 1 MiB
  * passes 1 KiB x1 took 0.171 s against 0.169, 64 KiB x4 0.157 against
@@ -405,7 +406,17 @@ void svc__file_pass_mark(svc_service *svc, svc_session *s)
  * 0.186 against 0.197, within the noise of 8 recordings. (1 KiB packets
  * were large then, written in place; since 2026-12-05 packets under
  * SVC_FILE_IN_PLACE_MIN, 8 KiB, are copied, which makes such a session
- * one of small packets: svc_read.c says what that bought.) */
+ * one of small packets: svc_read.c says what that bought.)
+ * Smaller passes for such sessions, so that a pass finds its packets in a
+ * 1 MiB L2, were tried on 2026-12-05 (1 KiB x1, 256 MB, `/tmp` daemon
+ * recordings, perfetto consumer, builds alternating, service CPU per
+ * packet, medians): 256 KiB 444 and 512 KiB 446.5 against 418 ns (12
+ * recordings each); 32 KiB 364.5 and 64 KiB 381.5 against 403 (12), but
+ * 32 KiB over 40 recordings 481.5 against 434. A producer's CommitData
+ * holds 256 KiB of chunks (libshm/producer_client.c), so below that a
+ * pass follows every commit. Not kept. Nor was a TraceStats packet at
+ * most once a second instead of at the end of every pass (236 of them in
+ * a 256 MB recording of 1 KiB packets): 402 against 376 ns (12). */
 static bool file_behind(svc_service *svc, const svc_session *s)
 {
     if (s->file_pass_open || !s->file_early_bytes)
