@@ -75,10 +75,10 @@
  * back wait for miss buffers that single ones did not).
  * Keeping the ChunkID of each sequence's last ring entry in tb__seq, so
  * that the order check below needs no load from that entry's line (16%
- * of this function's samples with 1000 writers): write1000 1.000x, the
- * wait moved to the next miss (tb__erase_target's ring head, 5.5% -> 14%
- * of all samples); prefetching the entry to append and the loss entry
- * as well, 0.98x. Two- and four-byte varints decoded without the byte
+ * of this function's samples with 1000 writers): write1000 1.000x, no
+ * time saved (that load's samples went, the function's share stayed:
+ * the wait seems to move to the next miss); prefetching the entry to
+ * append and the loss entry as well, 0.98x. Two- and four-byte varints decoded without the byte
  * loop, and the source prefetch four lines per turn: callgrind counts
  * 1279 -> 922 instructions per chunk (bench_tb write1) with the write
  * ahead unrolled too, but without that the time moved within the noise
