@@ -78,13 +78,13 @@
  * of this function's samples with 1000 writers): write1000 1.000x, no
  * time saved (that load's samples went, the function's share stayed:
  * the wait seems to move to the next miss); prefetching the entry to
- * append and the loss entry as well, 0.98x. Two- and four-byte varints decoded without the byte
- * loop, and the source prefetch four lines per turn: callgrind counts
- * 1279 -> 922 instructions per chunk (bench_tb write1) with the write
- * ahead unrolled too, but without that the time moved within the noise
- * (write1 1.011x, write1000 0.956x, read 0.976x, while HEAD against
- * itself gave 0.965-0.977x in the same hour): with this workload a
- * chunk's time is its memory traffic. */
+ * append and the loss entry as well, 0.98x. Two- and four-byte varints
+ * decoded without the byte loop, and the source prefetch four lines per
+ * turn: callgrind counts 1279 -> 922 instructions per chunk (bench_tb
+ * write1) with the write ahead unrolled too, but without that the time
+ * moved within the noise (write1 1.011x, write1000 0.956x, read 0.976x,
+ * while HEAD against itself gave 0.965-0.977x in the same hour): with
+ * this workload a chunk's time is its memory traffic. */
 #ifndef TB__WRITE_PREFETCH_AHEAD
 #define TB__WRITE_PREFETCH_AHEAD 16384u
 #endif

@@ -441,8 +441,8 @@ static size_t lap_locked(smb_arbiter *arb, uint16_t writer_id,
  * also drain the store buffer the writer's memcpy just filled). Any other
  * word (other layouts, a peer's doing) takes the ABI helper's CAS.
  * The load itself holds 42% of smb__arbiter_exchange's samples in
- * bench_tw (64 KiB packets, 4 KiB pages: it waits behind the copy's
- * stores to the same lines); a store without it was tried (2026-12-05):
+ * bench_tw (64 KiB packets, 4 KiB pages; it seems to wait behind the
+ * copy's stores); a store without it was tried (2026-12-05):
  * 0.66-0.71x memcpy against 0.69-0.71x in three alternating runs, no
  * gain. Not kept: the check is what keeps a page some other party
  * changed out of a plain store. */

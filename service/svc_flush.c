@@ -413,10 +413,11 @@ void svc__file_pass_mark(svc_service *svc, svc_session *s)
  * packet, medians): 256 KiB 444 and 512 KiB 446.5 against 418 ns (12
  * recordings each); 32 KiB 364.5 and 64 KiB 381.5 against 403 (12), but
  * 32 KiB over 40 recordings 481.5 against 434. A producer's CommitData
- * holds 256 KiB of chunks (libshm/producer_client.c), so below that a
- * pass follows every commit. Not kept. Nor was a TraceStats packet at
- * most once a second instead of at the end of every pass (236 of them in
- * a 256 MB recording of 1 KiB packets): 402 against 376 ns (12). */
+ * holds 256 KiB of chunks with a 4 MiB SMB (libshm/producer_client.c),
+ * so below that a pass follows every commit. Not kept. Nor was a
+ * TraceStats packet at most once a second instead of at the end of every
+ * pass (236 of them in a 256 MB recording of 1 KiB packets): 402 against
+ * 376 ns (12). */
 static bool file_behind(svc_service *svc, const svc_session *s)
 {
     if (s->file_pass_open || !s->file_early_bytes)
