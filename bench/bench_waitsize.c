@@ -71,27 +71,28 @@ static unsigned long long file_size(const char *file)
     return best;
 }
 
-/* Lines of the producers' "writer N done:" message in LOG from *off on,
- * added to *done; *off moves past the last whole line read. */
-static void count_done(const char *log, long *off, unsigned long *done)
+/* Lines of the producers' "writer N done:" message in the log from *off
+ * on, added to *done; *off moves past the last whole line read. *f is the
+ * log, opened on the first call that finds it and kept open (one seek and
+ * read per poll, not an open and close). */
+static void count_done(const char *log, FILE **f, long *off,
+                       unsigned long *done)
 {
-    FILE *f = fopen(log, "r");
-    if (!f)
+    if (!*f && !(*f = fopen(log, "r")))
         return;
-    if (fseek(f, *off, SEEK_SET) == 0) {
-        char line[1024];
-        while (fgets(line, sizeof(line), f)) {
-            size_t n = strlen(line);
-            if (n == 0 || (line[n - 1] != '\n' && feof(f)))
-                break;                      /* a line still being written */
-            *off += (long)n;        /* a whole line, or a piece of a long
+    if (fseek(*f, *off, SEEK_SET) != 0)  /* also drops EOF and the buffer */
+        return;
+    char line[1024];
+    while (fgets(line, sizeof(line), *f)) {
+        size_t n = strlen(line);
+        if (n == 0 || (line[n - 1] != '\n' && feof(*f)))
+            break;                          /* a line still being written */
+        *off += (long)n;            /* a whole line, or a piece of a long
                                        one (not the message looked for) */
-            if (strstr(line, "shmtrace-producer: writer ") &&
-                strstr(line, " done: "))
-                (*done)++;
-        }
+        if (strstr(line, "shmtrace-producer: writer ") &&
+            strstr(line, " done: "))
+            (*done)++;
     }
-    fclose(f);
 }
 
 /* kill(pid, 0) succeeds on a zombie, and the caller reaps its child only
@@ -127,6 +128,7 @@ int main(int argc, char **argv)
         return 2;
     }
     const char *log = argc == 7 ? argv[5] : NULL;
+    FILE *log_f = NULL;
     unsigned long writers = 0, done = 0, done_seen = 0;
     long log_off = 0;
     if (log) {
@@ -144,7 +146,7 @@ int main(int argc, char **argv)
     for (;;) {
         unsigned long long size = file_size(argv[1]);
         if (log && done < writers)
-            count_done(log, &log_off, &done);
+            count_done(log, &log_f, &log_off, &done);
         if (size >= want && done >= writers)
             return 0;
         if (!alive(pid))
@@ -159,19 +161,18 @@ int main(int argc, char **argv)
             done_seen = done;
             grew = now;
         } else if (last > 0 && idle >= (double)STALL_S) {
+            const char *wall = argc >= 5
+                               ? "that wait is taken off its wall time"
+                               : "its wall time includes that wait";
             if (size >= want)
                 fprintf(stderr, "bench_waitsize: %lu of %lu writers "
                         "reported done, and %s stopped growing for %.1f s: "
                         "stopping the run (%s)\n", done, writers, argv[1],
-                        idle, argc >= 5
-                        ? "that wait is taken off its wall time"
-                        : "its wall time includes that wait");
+                        idle, wall);
             else
                 fprintf(stderr, "bench_waitsize: %s stopped growing at %llu "
                         "of %llu bytes for %.1f s: stopping the run (%s)\n",
-                        argv[1], size, want, idle,
-                        argc >= 5 ? "that wait is taken off its wall time"
-                                  : "its wall time includes that wait");
+                        argv[1], size, want, idle, wall);
             if (argc >= 5) {
                 FILE *f = fopen(argv[4], "w");
                 if (f) {
