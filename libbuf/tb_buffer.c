@@ -104,27 +104,48 @@ SHMTRACE_API tb_buffer *tb_clone_readonly(const tb_buffer *src)
 /* Reading is a chase through fragment headers written long ago (not
  * cached): as each record's walk starts, ask for the lines up to 8 KiB past
  * its end, each line once (b->rd_pf_end remembers how far earlier calls
- * got). Into L2 (locality 2), as the copy path does (tb_write.c): to L1
- * the lines held the miss buffers the header chase needs (read 1.35x
- * faster in L2). bench_tb --quick, read of 128 MiB against memcpy in the
- * same run (2026-12-05): the 4 KiB after the next record, as until then,
- * 0.63-0.74x; up to 4 KiB past the record's end 0.86-0.94x, 8 KiB
+ * got). bench_tb --quick, read of 128 MiB against memcpy in the same run
+ * (2026-12-05, the earlier host): the 4 KiB after the next record, as until
+ * then, 0.63-0.74x; up to 4 KiB past the record's end 0.86-0.94x, 8 KiB
  * 0.90-0.93x, 16 KiB 0.83-0.92x. At most 4 KiB of lines per record
  * (TB__READ_PREFETCH_MAX): records of 32 KiB (the service's, read soon
  * after they were written, still cached) otherwise had every line
  * prefetched, which read them at 0.91x the speed of the fixed window
  * (bench/ab_libbuf.sh -w svc1k); capped 1.00x, and bench_tb's read at
- * 0.96x of uncapped. In an hour when this host ran slow (bench_tb's read
+ * 0.96x of uncapped. In an hour when that host ran slow (bench_tb's read
  * 0.69x), 16 and 32 KiB ahead with 8 KiB per record read at 0.98x and
- * 0.96x of this (bench/ab_libbuf.sh -w read, 8 rounds). */
+ * 0.96x of this (bench/ab_libbuf.sh -w read, 8 rounds).
+ * Which cache: records more than TB__READ_RECENT_BYTES behind the write
+ * cursor come from memory and are asked into L1 (prefetcht0); newer ones,
+ * likely still in L3, into L2 (prefetcht1). Until 2026-12-05 all went to
+ * L2: on the earlier host (AMD EPYC, 1 MiB L2) L1 had read 1.35x slower,
+ * the lines holding the miss buffers the header chase needs. On its
+ * successor (AMD EPYC family 26, 2 MiB L2, from 2026-12-05 15:54 UTC)
+ * the prefetcht1 loop held 44% of tb_read_next_packet's samples and the
+ * first header load 61% of tb__walk_next's; bench/ab_libbuf.sh, 8-12
+ * rounds against all-L2: all-L1 read 1.09-1.65x (prefetchnta and
+ * prefetchw the same), but svc1k (4 MiB behind) 0.965-0.989x; this split
+ * read 1.76x, svc1k 1.024x, read64 0.998x (10 rounds each). The
+ * 8 MiB is a guess at what of a 32 MiB L3 a reader can count on. */
 #ifndef TB__READ_PREFETCH_AHEAD
 #define TB__READ_PREFETCH_AHEAD 8192u
 #endif
 #define TB__READ_PREFETCH_MAX 4096u
+#define TB__READ_RECENT_BYTES (8u << 20)
 static void prefetch_ahead(tb_buffer *b, size_t next_rec)
 {
-    tb__prefetch_ahead(b, &b->rd_pf_end, next_rec, TB__READ_PREFETCH_AHEAD,
-                       b->used_size, TB__READ_PREFETCH_MAX);
+    size_t from, end = tb__prefetch_window(&b->rd_pf_end, next_rec,
+                                           TB__READ_PREFETCH_AHEAD,
+                                           b->used_size,
+                                           TB__READ_PREFETCH_MAX, &from);
+    size_t behind = next_rec < b->wr ? b->wr - next_rec
+                                     : b->wr + (b->used_size - next_rec);
+    if (behind > TB__READ_RECENT_BYTES)
+        for (size_t a = from; a < end; a += 64)
+            __builtin_prefetch(b->mem + a, 0, 3); /* prefetcht0: to L1 */
+    else
+        for (size_t a = from; a < end; a += 64)
+            __builtin_prefetch(b->mem + a, 0, 2); /* prefetcht1: to L2 */
 }
 
 SHMTRACE_API void tb_begin_read(tb_buffer *b)

@@ -433,28 +433,31 @@ __attribute__((always_inline)) static inline void tb__seq_prefetch_head(
     }
 }
 
-/* Asks (into L2, for writing) for the ring's lines from `start` up to
- * `start + ahead` (within `limit`), each once: *cursor remembers how far
- * earlier calls got, and starts again at `start` when it lies behind it
- * or beyond the window (first call, wrap, rewind, a new read pass). At
- * most `max` bytes of lines per call. The write and read sides each have
- * a cursor (tb_write.c, tb_buffer.c say how far and why). */
-__attribute__((always_inline)) static inline void tb__prefetch_ahead(
-        const tb_buffer *b, size_t *cursor, size_t start, size_t ahead,
-        size_t limit, size_t max)
+/* The window of ring lines to prefetch next: from `start` up to
+ * `start + ahead` (within `limit`), each line once: *cursor remembers how
+ * far earlier calls got, and starts again at `start` when it lies behind
+ * it or beyond the window (first call, wrap, rewind, a new read pass). At
+ * most `max` bytes of lines per call. Returns the window's end, sets
+ * *from to its start (64-byte aligned; empty when *from >= the end). The
+ * write and read sides each have a cursor and issue their own prefetches
+ * (tb_write.c: into L2 for writing; tb_buffer.c: into L1 for reading;
+ * each says how far and why). */
+__attribute__((always_inline)) static inline size_t tb__prefetch_window(
+        size_t *cursor, size_t start, size_t ahead, size_t limit, size_t max,
+        size_t *from)
 {
-    size_t from = *cursor;
+    size_t f = *cursor;
     size_t end = (start + ahead) & ~(size_t)63;
     if (end > limit)
         end = limit;
-    if (from < start || from > end)
-        from = start & ~(size_t)63;
-    if (end > from + max)
-        end = from + max;
-    for (size_t a = from; a < end; a += 64)
-        __builtin_prefetch(b->mem + a, 1, 2);
-    if (end > from)
+    if (f < start || f > end)
+        f = start & ~(size_t)63;
+    if (end > f + max)
+        end = f + max;
+    if (end > f)
         *cursor = end;
+    *from = f;
+    return end;
 }
 
 /* tb_rewind.c: the rewind threshold of a new ring of `size` bytes (0:

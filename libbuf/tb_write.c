@@ -91,8 +91,11 @@
 static void prefetch_write_ahead(tb_buffer *b)
 {
     /* no cap of its own: a call asks for at most its window */
-    tb__prefetch_ahead(b, &b->pf_end, b->wr, TB__WRITE_PREFETCH_AHEAD,
-                       b->size, TB__WRITE_PREFETCH_AHEAD);
+    size_t from, end = tb__prefetch_window(&b->pf_end, b->wr,
+                                           TB__WRITE_PREFETCH_AHEAD, b->size,
+                                           TB__WRITE_PREFETCH_AHEAD, &from);
+    for (size_t a = from; a < end; a += 64)
+        __builtin_prefetch(b->mem + a, 1, 2); /* prefetcht1: into L2 */
 }
 
 static void evict(tb_buffer *b, size_t start, size_t n)
