@@ -50,7 +50,14 @@
  * recording instead of ~17; with 1 producer the service took 354 ns of
  * CPU per packet against 396 (medians of 28 recordings; 4 MiB: 382 of
  * 12), with 4 producers 494 against 437 (12 recordings), each rewind
- * moving four writers' open chunks. Not kept.
+ * moving four writers' open chunks. Not kept. Again on the next host
+ * (AMD EPYC family 26, 2 MiB L2; 2026-12-05 16:14-16:17 UTC, medians of
+ * 12-24 recordings, builds alternating): 1 KiB x1 294 (2 MiB), 316-339
+ * (4 MiB) and 314-324 (8 MiB) against 338-368 ns; 1 KiB x4 342, 337, 387
+ * against 365; but 64 B x1 65 (2 MiB) and 60 (4 MiB) against 56, and
+ * 64 KiB x1 739 and 775 MB/s against 823 (not looked into; a guess:
+ * their slices in flight make the write fence wait, as above). Not kept:
+ * no size was better for every packet size.
  * When not: DISCARD buffers (they stop at the end of the ring, read or
  * not), rings under TB__REWIND_MIN_RING (rewind_at = 0), a floor ahead
  * of the writer or more than rewind_at / 2 behind it, or more than
