@@ -124,7 +124,7 @@ SHMTRACE_API tb_buffer *tb_clone_readonly(const tb_buffer *src)
  * the prefetcht1 loop held 44% of tb_read_next_packet's samples and the
  * first header load 61% of tb__walk_next's; bench/ab_libbuf.sh, 8-12
  * rounds against all-L2: all-L1 read 1.09-1.65x (prefetchnta and
- * prefetchw the same), but svc1k (4 MiB behind) 0.965-0.989x; this split
+ * prefetchw the same), but svc1k (4 MiB behind) 0.939-0.989x; this split
  * read 1.76x, svc1k 1.024x, read64 0.998x (10 rounds each). The
  * 8 MiB is a guess at what of a 32 MiB L3 a reader can count on. */
 #ifndef TB__READ_PREFETCH_AHEAD

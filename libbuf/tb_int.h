@@ -440,8 +440,8 @@ __attribute__((always_inline)) static inline void tb__seq_prefetch_head(
  * most `max` bytes of lines per call. Returns the window's end, sets
  * *from to its start (64-byte aligned; empty when *from >= the end). The
  * write and read sides each have a cursor and issue their own prefetches
- * (tb_write.c: into L2 for writing; tb_buffer.c: into L1 for reading;
- * each says how far and why). */
+ * (tb_write.c: into L2 for writing; tb_buffer.c: into L1 or L2 for
+ * reading, by the record's age; each says how far and why). */
 __attribute__((always_inline)) static inline size_t tb__prefetch_window(
         size_t *cursor, size_t start, size_t ahead, size_t limit, size_t max,
         size_t *from)

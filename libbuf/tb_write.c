@@ -27,10 +27,12 @@
  * tokenizer needs (prefetch_write_ahead).
  * With many writers the sequences' metadata is not cached either (the
  * ring's stream evicts it between two chunks of one writer), so it is
- * prefetched in two steps (tb__seq_prefetch, tb__seq_prefetch_head): at
- * the end of a copy the sequence of the next record to evict, at the start
- * of the next copy the writer's sequence and that victim's ring head and
- * loss entry; the tokenizer's work then hides those misses.
+ * prefetched in steps (tb__seq_prefetch, tb__seq_prefetch_head): at the
+ * end of a copy the sequence of the next record to evict and of the record
+ * behind it, and the next victim's ring head and loss entry (its sequence
+ * line was asked for one copy earlier); at the start of the next copy the
+ * writer's sequence and, again, the victim's ring head and loss entry; the
+ * tokenizer's work then hides those misses.
  *
  * Deviations from Perfetto (none reachable by a well-formed producer): a
  * payload larger than 65535 bytes and pri_wri_id 0 (producer 0, writer 0)
