@@ -86,7 +86,15 @@
  * write1) with the write ahead unrolled too, but without that the time
  * moved within the noise (write1 1.011x, write1000 0.956x, read 0.976x,
  * while HEAD against itself gave 0.965-0.977x in the same hour): with
- * this workload a chunk's time is its memory traffic. */
+ * this workload a chunk's time is its memory traffic.
+ * On the next host (AMD EPYC family 26, 2 MiB L2; 2026-12-05 15:55-16:13
+ * UTC, bench/ab_libbuf.sh, 8-10 rounds against this code), where this
+ * loop holds about a third of this function's samples: 8 / 32 / 64 KiB
+ * ahead write1 1.014 / 0.959 / 0.861x; into L1, prefetchnta, prefetchw:
+ * write1 0.967-1.021x, write1000 1.003-1.034x; the window asked for in
+ * two halves (start and end of a copy) or at the start only: write1
+ * 0.891 / 0.990x, write1000 1.041 / 0.949x. None kept: single rounds
+ * there spread by +-30%. */
 #ifndef TB__WRITE_PREFETCH_AHEAD
 #define TB__WRITE_PREFETCH_AHEAD 16384u
 #endif
