@@ -575,12 +575,15 @@ SHMTRACE_API void tb_copy_chunk_untrusted(tb_buffer *b, uint16_t producer_id,
      * write1000 1.044, 1.048, 1.012, and 1.037-1.061x in a run where the
      * code before against itself gave 1.028x (a small gain, inside the
      * spread of single rounds); write1 1.011-1.031x; svc1k 0.995x.
-     * Without the start's ask for the head too: 0.993x (12 rounds). */
+     * Without the start's ask for the head too: 0.993x (12 rounds).
+     * tb__seq_prefetch_head reads the victim's sequence to find its head,
+     * which fetches that line too: a tb__seq_prefetch of it before, as
+     * until review, changed nothing (write1000 0.977-1.007x, HEAD against
+     * itself 0.959-1.001x, 12 rounds, 2026-12-05 17:50 UTC). */
     if (b->wr + TB__REC_HDR_BYTES <= b->used_size) {
         const tb__rec *vr = tb__rec_at(b, b->wr);
         uint32_t victim = vr->pri_wri_id;
         if (victim) {
-            tb__seq_prefetch(b, victim);
             tb__seq_prefetch_head(b, victim);
             size_t next = b->wr + tb__outer(vr->size);
             if (next + TB__REC_HDR_BYTES <= b->used_size) {
