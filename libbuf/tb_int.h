@@ -188,6 +188,12 @@ struct tb_buffer {
      * the write cursor on, have been asked for already. */
     size_t pf_end;
     size_t rd_pf_end;       /* the same for reading (tb_buffer.c) */
+    /* Victim lookahead (tb_write.c, prefetch_victims): the record headers
+     * below these offsets, from the write cursor on, have had their
+     * sequence line / ring head and loss entry asked for. Hints only: any
+     * value is safe, one outside the window starts again at wr. */
+    size_t vic_seq_pf;
+    size_t vic_head_pf;
     tb_fill_policy policy;
     bool read_only;
     bool discard_stop;

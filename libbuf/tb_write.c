@@ -28,11 +28,11 @@
  * With many writers the sequences' metadata is not cached either (the
  * ring's stream evicts it between two chunks of one writer), so it is
  * prefetched in steps (tb__seq_prefetch, tb__seq_prefetch_head): at the
- * end of a copy the sequence of the next record to evict and of the record
- * behind it, and the next victim's ring head and loss entry (its sequence
- * line was asked for one copy earlier); at the start of the next copy the
- * writer's sequence and, again, the victim's ring head and loss entry; the
- * tokenizer's work then hides those misses.
+ * end of a copy, walking the old record headers ahead of the write cursor,
+ * the sequence lines of the records 5-10 KiB ahead and the ring head and
+ * loss entries of those up to 5 KiB ahead (prefetch_victims); at the start
+ * of the next copy the writer's sequence and, again, the next victim's
+ * ring head and loss entry; the tokenizer's work then hides those misses.
  *
  * Deviations from Perfetto (none reachable by a well-formed producer): a
  * payload larger than 65535 bytes and pri_wri_id 0 (producer 0, writer 0)
@@ -106,6 +106,73 @@ static void prefetch_write_ahead(tb_buffer *b)
                                            TB__WRITE_PREFETCH_AHEAD, &from);
     for (size_t a = from; a < end; a += 64)
         __builtin_prefetch(b->mem + a, 1, 2); /* prefetcht1: into L2 */
+}
+
+/* Victim lookahead. With many writers the metadata of the records that
+ * eviction will erase next is in memory, not in any cache: a record's ring
+ * entry was last touched when the record was appended, a lap of the ring
+ * ago. Its sequence line, its ring head entry and its loss entry are
+ * needed, one behind the other, when eviction erases it (tb__erase_target).
+ * So after each copy two cursors walk the old record headers ahead of the
+ * write cursor (lines the write-ahead prefetch asked for a copy or more
+ * earlier): up to TB__VIC_SEQ_AHEAD bytes ahead, each record's sequence
+ * line is asked for; up to TB__VIC_HEAD_AHEAD, by when that line has come,
+ * its ring head and loss entry (tb__seq_prefetch_head). Each record is
+ * visited once per stage; at most TB__VIC_STEP records per call.
+ * The cursors are hints: the records between wr and a cursor keep their
+ * sizes until wr reaches them (eviction starts at wr and leaves every old
+ * boundary past the new record's end in place; patches, re-commits and
+ * reads change no size), so a cursor stays on a record boundary; one
+ * behind wr or past the window (a wrap, a rewind, the first call) starts
+ * again at wr. Every header read is bounds-checked against used_size, and
+ * a key that is not a live sequence's only fetches a useless line.
+ * Until then only the next victim's metadata was asked for, at the end of
+ * the previous copy: with 1000 writers tb__erase_target still waited on
+ * its ring head entry in 89% of its samples (8% of bench_tb --only
+ * write1000's). Measured (2026-12-05 18:4x UTC, AMD EPYC family 26,
+ * bench/ab_libbuf.sh against the code before, same process): write1000
+ * 1.078x median over 20 rounds (ahead in 17), 1.062 / 1.10 / 1.092x over
+ * 10-12 in other runs, where A/A gave 0.933-1.014x; write1 1.010x (20
+ * rounds), 0.970-0.984x (10); svc1k 1.025x. The distances: 12 / 6 KiB
+ * 1.062-1.100x, 8 / 4 KiB 1.056-1.065x, 6 / 3 KiB 1.067x, 12 / 4 KiB
+ * 1.047x, 12 / 8 KiB 0.995x; 16 KiB and more ahead 0.65-0.82x (the
+ * header reads then outrun the write-ahead prefetch: demand misses). */
+#ifndef TB__VIC_SEQ_AHEAD
+#define TB__VIC_SEQ_AHEAD 10240u
+#endif
+#ifndef TB__VIC_HEAD_AHEAD
+#define TB__VIC_HEAD_AHEAD 5120u
+#endif
+#define TB__VIC_STEP 8
+
+__attribute__((always_inline)) static inline size_t
+prefetch_victims_stage(const tb_buffer *b, size_t cur, size_t ahead,
+                       bool head)
+{
+    size_t end = b->wr + ahead;
+    if (cur < b->wr || cur > end)
+        cur = b->wr;
+    for (int n = 0; n < TB__VIC_STEP && cur < end &&
+                    cur + TB__REC_HDR_BYTES <= b->used_size; n++) {
+        const tb__rec *r = tb__rec_at(b, cur);
+        uint32_t key = r->pri_wri_id;
+        if (key != 0) {
+            if (head)
+                tb__seq_prefetch_head(b, key);
+            else
+                tb__seq_prefetch(b, key);
+        }
+        cur += tb__outer(r->size);
+    }
+    return cur;
+}
+
+static void prefetch_victims(tb_buffer *b)
+{
+    b->vic_seq_pf = prefetch_victims_stage(b, b->vic_seq_pf,
+                                           TB__VIC_SEQ_AHEAD, false);
+    b->vic_head_pf = prefetch_victims_stage(b, b->vic_head_pf,
+                                            TB__VIC_HEAD_AHEAD, true);
 }
 
 static void evict(tb_buffer *b, size_t start, size_t n)
@@ -562,37 +629,12 @@ SHMTRACE_API void tb_copy_chunk_untrusted(tb_buffer *b, uint16_t producer_id,
     }
     b->wr += outer;
     prefetch_write_ahead(b);
-    /* And the metadata of the next evictions, a step deeper than the start
-     * of a copy asks (its header lines were prefetched by earlier calls):
-     * the sequence of the record the next eviction starts with (its line
-     * most likely asked for one call ago, as the record after that one)
-     * and that sequence's ring head and loss entry, then the sequence of
-     * the record behind it. With 1000 writers, tb__erase_target had
-     * waited on the head entry in 76% of its samples (2026-12-05, AMD EPYC
-     * family 26): asked for at the start of a copy only, behind the
-     * sequence line it is found through, it came too late. This deeper
-     * step, bench/ab_libbuf.sh against the code before, 10-12 rounds each:
-     * write1000 1.044, 1.048, 1.012, and 1.037-1.061x in a run where the
-     * code before against itself gave 1.028x (a small gain, inside the
-     * spread of single rounds); write1 1.011-1.031x; svc1k 0.995x.
-     * Without the start's ask for the head too: 0.993x (12 rounds).
-     * tb__seq_prefetch_head reads the victim's sequence to find its head,
-     * which fetches that line too: a tb__seq_prefetch of it before, as
-     * until review, changed nothing (write1000 0.977-1.007x, HEAD against
-     * itself 0.959-1.001x, 12 rounds, 2026-12-05 17:50 UTC). */
-    if (b->wr + TB__REC_HDR_BYTES <= b->used_size) {
-        const tb__rec *vr = tb__rec_at(b, b->wr);
-        uint32_t victim = vr->pri_wri_id;
-        if (victim) {
-            tb__seq_prefetch_head(b, victim);
-            size_t next = b->wr + tb__outer(vr->size);
-            if (next + TB__REC_HDR_BYTES <= b->used_size) {
-                uint32_t after = tb__rec_at(b, next)->pri_wri_id;
-                if (after)
-                    tb__seq_prefetch(b, after);
-            }
-        }
-    }
+    /* The metadata of the next evictions (their headers' lines asked for
+     * by the write-ahead of earlier calls). An end-of-copy ask for the
+     * next victim's ring head and for the sequence of the record behind
+     * it, deeper than the start's (c0e9dfb: write1000 1.01-1.06x), is
+     * subsumed by this walk further ahead. */
+    prefetch_victims(b);
     b->stats.chunks_written++;
     b->stats.bytes_written += outer;
     tb__seq_gc(b);
