@@ -94,7 +94,14 @@
  * write1 0.967-1.021x, write1000 1.003-1.034x; the window asked for in
  * two halves (start and end of a copy) or at the start only: write1
  * 0.891 / 0.990x, write1000 1.041 / 0.949x. None kept: single rounds
- * there spread by +-30%. */
+ * there spread by +-30%.
+ * Also on that host (2026-12-05 19:0x UTC), with the victim lookahead
+ * below: asking at the start of a copy for the writer's ring tail entry,
+ * the slot to append and its histogram lines (through the sequence
+ * fetched a moment before: a demand load the tokenizer overlaps): write1000
+ * 1.072x and 1.022x in two runs of 16 rounds, then 0.990x over 24 (where
+ * A/A gave 0.995x); write1 1.077x over 12. Not kept: no gain beyond the
+ * noise, as on the earlier host. */
 #ifndef TB__WRITE_PREFETCH_AHEAD
 #define TB__WRITE_PREFETCH_AHEAD 16384u
 #endif
