@@ -17,12 +17,20 @@
  * = packets read + packets still pending + lost packets of every cause,
  * and the buffer's packets_offered / packets_read agree with what the
  * test wrote and read.
+ *
+ * The runs use 6 writers, and again 200 (the *_many tests) in a larger
+ * ring: past 64 sequences the copy path walks the old records ahead of
+ * the write cursor to prefetch the victims' metadata (tb_write.c,
+ * prefetch_victims), across the wraps, rewinds, re-commits and patches
+ * these runs make; that walk must change nothing but timing.
  */
 #include "tb_testutil.h"
 #include "tb_int.h"
 #include "trng.h"
 
-#define NWRITERS 6
+#define NWRITERS 6          /* the default runs */
+#define NWRITERS_MANY 200   /* the *_many runs: past the 64 of prefetch_victims */
+#define NWRITERS_MAX NWRITERS_MANY
 #define MAX_PKT 1500
 
 typedef struct {
@@ -114,13 +122,14 @@ static uint8_t fill_chunk(writer_t *w, uint16_t wid, tbt_chunk *c,
  * flags nothing when the next chunk is contiguous with what was consumed,
  * so such a gap is allowed to go unflagged (and only such a gap). */
 #define MAX_SEQNO 16384
-static bool excused[NWRITERS + 1][MAX_SEQNO];
+static bool excused[NWRITERS_MAX + 1][MAX_SEQNO];
 
 typedef struct {
-    uint32_t last[NWRITERS + 1];
-    bool seen_any[NWRITERS + 1];
+    uint32_t last[NWRITERS_MAX + 1];
+    bool seen_any[NWRITERS_MAX + 1];
     size_t packets;
-    size_t per[NWRITERS + 1];
+    size_t per[NWRITERS_MAX + 1];
+    size_t nwriters;
     size_t flagged_gaps;
     uint64_t hash;
 } verdict_t;
@@ -145,7 +154,7 @@ static void drain(tb_buffer *b, verdict_t *v)
                       "corrupt packet from writer %u", props.writer_id);
         ck_assert_uint_eq(wid, props.writer_id);
         ck_assert_uint_ge(wid, 1);
-        ck_assert_uint_le(wid, NWRITERS);
+        ck_assert_uint_le(wid, v->nwriters);
         bool expected_next = v->seen_any[wid] ? seqno == v->last[wid] + 1
                                               : seqno == 0;
         if (v->seen_any[wid])
@@ -193,13 +202,13 @@ static pending_t batch[24];
  * first scraped (incomplete, padded) and committed for real later in the
  * batch; begin fragments may need patching, their 4 first bytes zeroed
  * and patched before the next read. */
-static void messy_batch(tb_buffer *b, writer_t *w, rng_t *r)
+static void messy_batch(tb_buffer *b, writer_t *w, size_t nw, rng_t *r)
 {
     size_t n = 0;
     size_t nchunks = 1 + next(r) % 8;
     for (size_t k = 0; k < nchunks; k++) {
         pending_t *p = &batch[n++];
-        p->wid = (uint16_t)(1 + next(r) % NWRITERS);
+        p->wid = (uint16_t)(1 + next(r) % nw);
         p->id = w[p->wid].next_chunk_id++;
         writer_t *wr = &w[p->wid];
         p->seq_lo = wr->in_packet ? wr->next_pkt - 1 : wr->next_pkt;
@@ -264,11 +273,11 @@ static uint64_t check_loss_identity(const tb_buffer *b, const writer_t *w,
     uint64_t total_lost = 0;
     size_t n = 0;
     const tb_seq_loss *l = tb_get_seq_loss(b, &n);
-    ck_assert_uint_eq(n, NWRITERS);
+    ck_assert_uint_eq(n, v->nwriters);
     for (size_t i = 0; i < n; i++) {
         uint16_t wid = l[i].writer_id;
         ck_assert_uint_ge(wid, 1);
-        ck_assert_uint_le(wid, NWRITERS);
+        ck_assert_uint_le(wid, v->nwriters);
         ck_assert_uint_eq(l[i].producer_id, 1);
         const writer_t *wr = &w[wid];
         uint64_t started = wr->next_pkt -
@@ -304,28 +313,31 @@ static void noop_evict(void *ctx, const tb_packet *p, const tb_seq_props *s)
     (*(size_t *)ctx)++;
 }
 
-/* One seeded run; returns the verdict and copies the stats out. */
-static verdict_t run(uint32_t seed, tb_fill_policy pol, bool callback,
-                     bool messy, tb_stats *stats_out)
+/* One seeded run with nw writers (a ring 4x larger with more than
+ * NWRITERS); returns the verdict and copies the stats out. */
+static verdict_t run_n(uint32_t seed, size_t nw, tb_fill_policy pol,
+                       bool callback, bool messy, tb_stats *stats_out)
 {
     rng_t r = {seed * 2654435761u + 1};
-    tb_buffer *b = tb_create(16384 + 4096 * (next(&r) % 4), pol);
+    size_t scale = nw > NWRITERS ? 4 : 1;
+    tb_buffer *b = tb_create(scale * (16384 + 4096 * (next(&r) % 4)), pol);
     size_t evicted = 0;
     if (callback)
         tb_set_evict_callback(b, noop_evict, &evicted);
-    writer_t w[NWRITERS + 1];
+    static writer_t w[NWRITERS_MAX + 1];
     memset(w, 0, sizeof(w));
     verdict_t v;
     memset(&v, 0, sizeof(v));
+    v.nwriters = nw;
     memset(excused, 0, sizeof(excused));
     static tbt_chunk c;
-    for (int step = 0; messy && step < 600; step++) {
-        messy_batch(b, w, &r);
+    for (int step = 0; messy && step < 600 * (int)scale; step++) {
+        messy_batch(b, w, nw, &r);
         if (next(&r) % 8 == 0)
             drain(b, &v);
     }
-    for (int step = 0; !messy && step < 3000; step++) {
-        uint16_t wid = (uint16_t)(1 + next(&r) % NWRITERS);
+    for (int step = 0; !messy && step < 3000 * (int)scale; step++) {
+        uint16_t wid = (uint16_t)(1 + next(&r) % nw);
         uint32_t cap = 64 + next(&r) % 2000;
         uint8_t flags = fill_chunk(&w[wid], wid, &c, cap, &r);
         tb_copy_chunk_untrusted(b, 1, 1000, 1, wid, w[wid].next_chunk_id++,
@@ -343,6 +355,12 @@ static verdict_t run(uint32_t seed, tb_fill_policy pol, bool callback,
         ck_assert_uint_eq(evicted, 0);
     tb_destroy(b);
     return v;
+}
+
+static verdict_t run(uint32_t seed, tb_fill_policy pol, bool callback,
+                     bool messy, tb_stats *stats_out)
+{
+    return run_n(seed, NWRITERS, pol, callback, messy, stats_out);
 }
 
 START_TEST(test_random_ring_conservation)
@@ -391,6 +409,42 @@ START_TEST(test_random_messy_conservation)
 }
 END_TEST
 
+/* The same with 200 writers (tb_get_seq_loss then has 200 entries, which
+ * check_loss_identity asserts): the victim lookahead runs. */
+START_TEST(test_random_ring_conservation_many)
+{
+    uint32_t seed = (uint32_t)_i + 9000;
+    tb_stats s1, s2;
+    verdict_t a = run_n(seed, NWRITERS_MANY, TB_RING_BUFFER, false, false,
+                        &s1);
+    ck_assert_uint_gt(a.packets, 100);
+    ck_assert_uint_gt(a.flagged_gaps, 0);
+    ck_assert_uint_gt(s1.write_wrap_count, 2);
+    verdict_t bb = run_n(seed, NWRITERS_MANY, TB_RING_BUFFER, true, false,
+                         &s2);
+    ck_assert_uint_eq(a.packets, bb.packets);
+    ck_assert(a.hash == bb.hash);
+    ck_assert_mem_eq(&s1, &s2, sizeof(s1));
+    ck_assert_uint_ge(s1.bytes_written, s1.bytes_read + s1.bytes_overwritten);
+}
+END_TEST
+
+START_TEST(test_random_messy_conservation_many)
+{
+    uint32_t seed = (uint32_t)_i + 13000;
+    tb_stats s1, s2;
+    verdict_t a = run_n(seed, NWRITERS_MANY, TB_RING_BUFFER, false, true,
+                        &s1);
+    ck_assert_uint_gt(a.packets, 100);
+    ck_assert_uint_gt(s1.chunks_committed_out_of_order, 0);
+    ck_assert_uint_gt(s1.patches_succeeded, 0);
+    verdict_t bb = run_n(seed, NWRITERS_MANY, TB_RING_BUFFER, true, true,
+                         &s2);
+    ck_assert(a.hash == bb.hash);
+    ck_assert_mem_eq(&s1, &s2, sizeof(s1));
+}
+END_TEST
+
 static Suite *tb_random_suite(void)
 {
     Suite *s = suite_create("tb_random");
@@ -398,6 +452,8 @@ static Suite *tb_random_suite(void)
     tcase_add_loop_test(tc, test_random_ring_conservation, 1, 21);
     tcase_add_loop_test(tc, test_random_discard_conservation, 1, 6);
     tcase_add_loop_test(tc, test_random_messy_conservation, 1, 21);
+    tcase_add_loop_test(tc, test_random_ring_conservation_many, 1, 6);
+    tcase_add_loop_test(tc, test_random_messy_conservation_many, 1, 6);
     suite_add_tcase(s, tc);
     return s;
 }
