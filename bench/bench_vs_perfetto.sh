@@ -367,7 +367,10 @@ echo "shmtraced vs Perfetto's traced, one run, $RUNS recordings per cell," \
     "alternating; load: $(uptime | sed 's/.*load/load/')"
 echo "ratio > 1: shmtraced better (MB/s ours/traced; CPU traced/ours)." \
     "Wall clock: hyperfine (CLOCK_MONOTONIC);"
-echo "files in $DIR ($(stat -f -c %T "$DIR"));" \
+# The mount's own type (stat -f names ext4 "ext2/ext3": one magic number).
+fstype=$(findmnt -n -o FSTYPE -T "$DIR" 2>/dev/null) ||
+    fstype=$(stat -f -c %T "$DIR")
+echo "files in $DIR ($fstype);" \
     "service CPU: its threads' /proc/PID/task/*/schedstat (ns); producer" \
     "CPU: wait4 rusage (bench_cputime)."
 # shmem THP: in "advise" mode libshm's SMBs of >= 2 MiB (4 MiB here) get
