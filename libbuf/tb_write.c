@@ -159,7 +159,11 @@ static void prefetch_write_ahead(tb_buffer *b)
  * 1.007x with it off up to 64 sequences (write1000 1.058x, svc1k 1.028x,
  * 2026-12-05 19:15 UTC). With few sequences, the end-of-copy ask for the
  * next victim's metadata that the walk replaced (see its call) changed
- * nothing (write1 1.010x, write1000 1.054x): not restored. */
+ * nothing (write1 1.010x, write1000 1.054x): not restored. As kept,
+ * against the code before (19:55-19:58 UTC, runs of 20 rounds, each
+ * followed by an A/A run of the code before against itself): write1000
+ * 1.069 / 1.069 / 1.155x (A/A 0.998 / 0.994 / 0.981x) and 1.010x once,
+ * write1 1.015 / 0.989x (A/A 0.997 / 1.026x), svc1k 0.999x. */
 #define TB__VIC_MIN_SEQS 64u
 
 __attribute__((always_inline)) static inline size_t
