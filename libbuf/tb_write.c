@@ -100,9 +100,10 @@
  * below: asking at the start of a copy for the writer's ring tail entry,
  * the slot to append and its histogram lines (through the sequence
  * fetched a moment before: a demand load the tokenizer overlaps): write1000
- * 1.072x and 1.022x in two runs of 16 rounds, then 0.990x over 24 (where
- * A/A gave 0.995x); write1 1.077x over 12. Not kept: no gain beyond the
- * noise, as on the earlier host. */
+ * 1.072x, then 1.009x (16 rounds each), then 1.028x over 24 where A/A gave
+ * 0.995x; with the tail entry asked for too 1.022x (16), 0.990x (24);
+ * write1 1.005 / 1.077x (12). Not kept: no gain beyond the noise, as on
+ * the earlier host. */
 #ifndef TB__WRITE_PREFETCH_AHEAD
 #define TB__WRITE_PREFETCH_AHEAD 16384u
 #endif
