@@ -139,13 +139,14 @@ static void prefetch_write_ahead(tb_buffer *b)
  * the previous copy: with 1000 writers tb__erase_target still waited on
  * its ring head entry in 89% of its samples (8% of bench_tb --only
  * write1000's). Measured (2026-12-05 18:4x UTC, AMD EPYC family 26,
- * bench/ab_libbuf.sh against the code before, same process): write1000
- * 1.078x median over 20 rounds (ahead in 17), 1.062 / 1.10 / 1.092x over
- * 10-12 in other runs, where A/A gave 0.933-1.014x; write1 1.010x (20
- * rounds), 0.970-0.984x (10); svc1k 1.025x. The distances: 12 / 6 KiB
- * 1.062-1.100x, 8 / 4 KiB 1.056-1.065x, 6 / 3 KiB 1.067x, 12 / 4 KiB
- * 1.047x, 12 / 8 KiB 0.995x; 16 KiB and more ahead 0.65-0.82x (the
- * header reads then outrun the write-ahead prefetch: demand misses). */
+ * bench/ab_libbuf.sh against the code before, same process), 10 / 5 KiB
+ * ahead: write1000 1.078x median over 20 rounds (ahead in 17), 1.092x and
+ * 1.100x over 12 and 10 in other runs, where A/A gave 0.933-1.014x;
+ * write1 1.010x (20 rounds), 0.970-0.984x (10); svc1k 1.025x. Other
+ * distances, write1000: 12 / 6 KiB 1.021-1.100x, 8 / 4 KiB 1.056-1.079x,
+ * 6 / 3 KiB 1.067x, 12 / 4 KiB 1.047x, 12 / 8 KiB 0.995x; 16 KiB and more
+ * ahead 0.65-0.82x (the header reads then outrun the write-ahead
+ * prefetch: demand misses). */
 #ifndef TB__VIC_SEQ_AHEAD
 #define TB__VIC_SEQ_AHEAD 10240u
 #endif
