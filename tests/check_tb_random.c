@@ -357,26 +357,30 @@ static verdict_t run_n(uint32_t seed, size_t nw, tb_fill_policy pol,
     return v;
 }
 
-static verdict_t run(uint32_t seed, tb_fill_policy pol, bool callback,
-                     bool messy, tb_stats *stats_out)
+/* A ring run with nw writers, then the same with an eviction callback,
+ * which forces the full erase walk: the fast eviction path must be
+ * indistinguishable from the walk (same packets, same stats). Returns the
+ * first run's verdict and stats. */
+static verdict_t run_ring_twice(uint32_t seed, size_t nw, bool messy,
+                                tb_stats *s1)
 {
-    return run_n(seed, NWRITERS, pol, callback, messy, stats_out);
+    tb_stats s2;
+    verdict_t a = run_n(seed, nw, TB_RING_BUFFER, false, messy, s1);
+    verdict_t bb = run_n(seed, nw, TB_RING_BUFFER, true, messy, &s2);
+    ck_assert_uint_eq(a.packets, bb.packets);
+    ck_assert(a.hash == bb.hash);
+    ck_assert_mem_eq(s1, &s2, sizeof(s2));
+    return a;
 }
 
 START_TEST(test_random_ring_conservation)
 {
-    uint32_t seed = (uint32_t)_i;
-    tb_stats s1, s2;
-    verdict_t a = run(seed, TB_RING_BUFFER, false, false, &s1);
+    tb_stats s1;
+    verdict_t a = run_ring_twice((uint32_t)_i, NWRITERS, false, &s1);
     ck_assert_uint_gt(a.packets, 100);
     ck_assert_uint_gt(a.flagged_gaps, 0);
     ck_assert_uint_gt(s1.write_wrap_count, 2);
     ck_assert_uint_gt(s1.readaheads_succeeded, 0);
-    /* the fast eviction path must be indistinguishable from the walk */
-    verdict_t bb = run(seed, TB_RING_BUFFER, true, false, &s2);
-    ck_assert_uint_eq(a.packets, bb.packets);
-    ck_assert(a.hash == bb.hash);
-    ck_assert_mem_eq(&s1, &s2, sizeof(s1));
     /* bytes: everything written is read, overwritten or still there */
     ck_assert_uint_ge(s1.bytes_written, s1.bytes_read + s1.bytes_overwritten);
 }
@@ -385,7 +389,8 @@ END_TEST
 START_TEST(test_random_discard_conservation)
 {
     tb_stats s;
-    verdict_t v = run((uint32_t)_i + 1000, TB_DISCARD, false, false, &s);
+    verdict_t v = run_n((uint32_t)_i + 1000, NWRITERS, TB_DISCARD, false,
+                        false, &s);
     ck_assert_uint_gt(v.packets, 10);
     ck_assert_uint_eq(s.chunks_overwritten, 0);
     ck_assert_uint_eq(s.write_wrap_count, 0);
@@ -396,16 +401,12 @@ END_TEST
 
 START_TEST(test_random_messy_conservation)
 {
-    uint32_t seed = (uint32_t)_i + 5000;
-    tb_stats s1, s2;
-    verdict_t a = run(seed, TB_RING_BUFFER, false, true, &s1);
+    tb_stats s1;
+    verdict_t a = run_ring_twice((uint32_t)_i + 5000, NWRITERS, true, &s1);
     ck_assert_uint_gt(a.packets, 100);
     ck_assert_uint_gt(s1.chunks_committed_out_of_order, 0);
     ck_assert_uint_gt(s1.patches_succeeded, 0);
     ck_assert_uint_gt(s1.chunks_rewritten + s1.chunks_relocated, 0);
-    verdict_t bb = run(seed, TB_RING_BUFFER, true, true, &s2);
-    ck_assert(a.hash == bb.hash);
-    ck_assert_mem_eq(&s1, &s2, sizeof(s1));
 }
 END_TEST
 
@@ -413,35 +414,24 @@ END_TEST
  * check_loss_identity asserts): the victim lookahead runs. */
 START_TEST(test_random_ring_conservation_many)
 {
-    uint32_t seed = (uint32_t)_i + 9000;
-    tb_stats s1, s2;
-    verdict_t a = run_n(seed, NWRITERS_MANY, TB_RING_BUFFER, false, false,
-                        &s1);
+    tb_stats s1;
+    verdict_t a = run_ring_twice((uint32_t)_i + 9000, NWRITERS_MANY, false,
+                                 &s1);
     ck_assert_uint_gt(a.packets, 100);
     ck_assert_uint_gt(a.flagged_gaps, 0);
     ck_assert_uint_gt(s1.write_wrap_count, 2);
-    verdict_t bb = run_n(seed, NWRITERS_MANY, TB_RING_BUFFER, true, false,
-                         &s2);
-    ck_assert_uint_eq(a.packets, bb.packets);
-    ck_assert(a.hash == bb.hash);
-    ck_assert_mem_eq(&s1, &s2, sizeof(s1));
     ck_assert_uint_ge(s1.bytes_written, s1.bytes_read + s1.bytes_overwritten);
 }
 END_TEST
 
 START_TEST(test_random_messy_conservation_many)
 {
-    uint32_t seed = (uint32_t)_i + 13000;
-    tb_stats s1, s2;
-    verdict_t a = run_n(seed, NWRITERS_MANY, TB_RING_BUFFER, false, true,
-                        &s1);
+    tb_stats s1;
+    verdict_t a = run_ring_twice((uint32_t)_i + 13000, NWRITERS_MANY, true,
+                                 &s1);
     ck_assert_uint_gt(a.packets, 100);
     ck_assert_uint_gt(s1.chunks_committed_out_of_order, 0);
     ck_assert_uint_gt(s1.patches_succeeded, 0);
-    verdict_t bb = run_n(seed, NWRITERS_MANY, TB_RING_BUFFER, true, true,
-                         &s2);
-    ck_assert(a.hash == bb.hash);
-    ck_assert_mem_eq(&s1, &s2, sizeof(s1));
 }
 END_TEST
 
