@@ -265,3 +265,12 @@ SHMTRACE_API void tb_set_write_fence(tb_buffer *b, tb_write_fence_fn fn,
     b->fence_fn = fn;
     b->fence_ctx = fn ? ctx : NULL;
 }
+
+SHMTRACE_API void tb_set_write_probe(tb_buffer *b, tb_write_probe_fn fn,
+                                     void *ctx)
+{
+    if (!b)
+        return;
+    b->probe_fn = fn;
+    b->probe_ctx = fn ? ctx : NULL;
+}

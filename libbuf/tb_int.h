@@ -181,9 +181,10 @@ struct tb_buffer {
     bool rd_contig;
     /* Rewind (tb_rewind.c): from this write offset on, a drained ring
      * starts again at 0 (0: never); the read generation of the last
-     * refusal. */
+     * refusal; how many the write probe put off (tests, tuning). */
     size_t rewind_at;
     uint64_t rewind_refused_gen;
+    uint64_t rewinds_put_off;
     /* Write-side prefetch (tb_write.c): the lines below this offset, from
      * the write cursor on, have been asked for already. */
     size_t pf_end;
@@ -218,6 +219,8 @@ struct tb_buffer {
     void *evict_ctx;
     tb_write_fence_fn fence_fn;  /* tb_set_write_fence; NULL: none */
     void *fence_ctx;
+    tb_write_probe_fn probe_fn;  /* tb_set_write_probe; NULL: none */
+    void *probe_ctx;
 
     tb_writer_stats *hist;  /* per-writer histograms, first-seen order */
     size_t nhist;

@@ -36,28 +36,31 @@
  * write, as before (trace_buffer.h), and the owner's write fence sees the
  * bytes the move overwrites first.
  *
- * When: from rewind_at = half the ring, at most 16 MiB (TB__REWIND_AT);
- * a shmtraced session reads its buffers in passes of 1-4 MiB, and with up
- * to 4 MiB of slices in flight to the file (svc_read.c) a rewind at 8 MiB
- * made the write fence wait for the file writer (15-36 waits in four
- * 256 MB recordings, none at 16 MiB and none without rewinds).
+ * When: from rewind_at = 2 MiB (TB__REWIND_AT; half the ring if that is
+ * less, which it is not in rings of TB__REWIND_MIN_RING), so that a ring
+ * kept drained stays within a core's L2 (2 MiB on this project's hosts)
+ * and its writes find their lines there instead of in DRAM; and only when
+ * the owner's write probe (tb_set_write_probe) says no slices in flight
+ * lie in [0, rewind_at): else it is put off until after the next read.
+ * History. Until 2026-12-05 it was 16 MiB: a shmtraced session reads its
+ * buffers in passes of 1-4 MiB, and with up to 4 MiB of slices in flight
+ * to the file (svc_read.c) a rewind at 8 MiB made the write fence wait for
+ * the file writer (15-36 waits in four 256 MB recordings, none at 16 MiB).
+ * 2 MiB was tried twice before the probe existed (on a host with 1 MiB L2:
+ * 1 KiB x1 354 against 396 ns of service CPU per packet, x4 494 against
+ * 437; on the current one: 1 KiB x1 294 against 338-368, x4 342 against
+ * 365, 64 B x1 65 against 56, 64 KiB x1 739 against 823 MB/s) and not kept:
+ * no size was better for every packet size. With the probe (the writer
+ * thread's slices, svc_fw_busy), shmtraced against the code before
+ * (2026-12-05 21:3x UTC, AMD EPYC family 26, 256 MB recordings or 128 MB
+ * of 64 B, perfetto consumer, builds alternating, medians of 9-16): 1 KiB
+ * x1 338 against 381 ns per packet; x4 432 against 423; 64 KiB x1 19.6
+ * against 19.6 us (852 against 846 MB/s), x4 24.0 against 24.3 us; 64 B x1
+ * 61 against 65 ns, x4 61 against 65; a daemon's first session (1 KiB x4,
+ * 6 each) 746 against 917 ns.
  * A first session's ring is fresh memory, which this VM's host backs at
  * ~20 ms per 2 MiB page (perf: clear_page_erms under the copy's faults);
- * rewinds at 4 or 8 MiB did not make it cheaper beyond the noise.
- * Sessions of 1 KiB packets (since 2026-12-05 copied into the file batch,
- * nothing in flight) were tried with 2 MiB (2026-12-05, shmtraced, 256 MB
- * recordings, perfetto consumer, builds alternating): 117 rewinds per
- * recording instead of ~17; with 1 producer the service took 354 ns of
- * CPU per packet against 396 (medians of 28 recordings; 4 MiB: 382 of
- * 12), with 4 producers 494 against 437 (12 recordings), each rewind
- * moving four writers' open chunks. Not kept. Again on the next host
- * (AMD EPYC family 26, 2 MiB L2; 2026-12-05 16:14-16:17 UTC, medians of
- * 12-24 recordings, builds alternating): 1 KiB x1 294 (2 MiB), 316-339
- * (4 MiB) and 314-324 (8 MiB) against 338-368 ns; 1 KiB x4 342, 337, 387
- * against 365; but 64 B x1 65 (2 MiB) and 60 (4 MiB) against 56, and
- * 64 KiB x1 739 and 775 MB/s against 823 (not looked into; a guess:
- * their slices in flight make the write fence wait, as above). Not kept:
- * no size was better for every packet size.
+ * a ring kept drained faults in only its first few MiB.
  * When not: DISCARD buffers (they stop at the end of the ring, read or
  * not), rings under TB__REWIND_MIN_RING (rewind_at = 0), a floor ahead
  * of the writer or more than rewind_at / 2 behind it, or more than
@@ -71,7 +74,7 @@
 
 #include "tb_int.h"
 
-#define TB__REWIND_AT ((size_t)16 << 20)       /* at most */
+#define TB__REWIND_AT ((size_t)2 << 20)        /* at most */
 #define TB__REWIND_MIN_RING ((size_t)16 << 20) /* none in smaller rings */
 
 size_t tb__default_rewind_at(size_t size)
@@ -129,6 +132,14 @@ void tb__maybe_rewind(tb_buffer *b)
         wr - floor > b->rewind_at / 2 ||
         b->rewind_refused_gen == b->generation)
         return;
+    /* Not onto bytes the owner still holds (slices in flight to a file):
+     * the writer would wait for them in the fence at once, and again
+     * after every read. Put off like any refusal. */
+    if (b->probe_fn && b->probe_fn(b->probe_ctx, b->mem, b->rewind_at)) {
+        b->rewind_refused_gen = b->generation;
+        b->rewinds_put_off++;
+        return;
+    }
     size_t limit = b->rewind_at / 8;
     if (limit > floor)
         limit = floor; /* the moved records must not overlap their copies */

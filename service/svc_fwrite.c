@@ -237,6 +237,19 @@ void svc_fw_fence(void *fwriter, const uint8_t *p, size_t n)
     pthread_mutex_unlock(&fw->mu);
 }
 
+bool svc_fw_busy(void *fwriter, const uint8_t *p, size_t n)
+{
+    svc_fwriter *fw = fwriter;
+    bool hit = false;
+    if (atomic_load_explicit(&fw->inflight, memory_order_acquire) == 0)
+        return false;
+    pthread_mutex_lock(&fw->mu);
+    for (const svc_fw_batch *b = fw->head; b && !hit; b = b->next)
+        hit = covers(b, p, n);
+    pthread_mutex_unlock(&fw->mu);
+    return hit;
+}
+
 void svc_fw_note_span(svc_fw_batch *b, const uint8_t *p, size_t n)
 {
     const uint8_t *e = p + n;

@@ -89,6 +89,9 @@ uint32_t svc_fw_in_flight(svc_fwriter *, const svc_fw_batch *b, int n,
 void svc_fw_drain(svc_fwriter *);
 /* tb_write_fence_fn: waits while a batch in flight covers [p, p + n). */
 void svc_fw_fence(void *fwriter, const uint8_t *p, size_t n);
+/* tb_write_probe_fn: would svc_fw_fence wait for [p, p + n) now? Never
+ * waits. */
+bool svc_fw_busy(void *fwriter, const uint8_t *p, size_t n);
 /* A slice [p, p + n) of b that points outside b->buf. */
 void svc_fw_note_span(svc_fw_batch *b, const uint8_t *p, size_t n);
 /* Writes b (b->fd, b->iov, b->niov) whole, short writes and EINTR

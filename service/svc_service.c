@@ -57,6 +57,15 @@ void svc_set_file_in_place_min(svc_service *svc, size_t bytes)
     svc->file_in_place_min = bytes ? bytes : SVC_FILE_IN_PLACE_MIN;
 }
 
+/* The writer thread's fence and probe on a buffer (fw NULL: neither): its
+ * writes wait for the slices in flight they would overwrite, and its
+ * rewinds (libbuf/tb_rewind.c) wait for none. */
+static void attach_file_writer(tb_buffer *buf, svc_fwriter *fw)
+{
+    tb_set_write_fence(buf, fw ? svc_fw_fence : NULL, fw);
+    tb_set_write_probe(buf, fw ? svc_fw_busy : NULL, fw);
+}
+
 int svc_set_file_writer_thread(svc_service *svc, bool on)
 {
     if (on && !svc->fw) {
@@ -65,11 +74,11 @@ int svc_set_file_writer_thread(svc_service *svc, bool on)
             return -ENOMEM;
         for (size_t i = 0; i < svc->nbufslots; i++)
             if (svc->bufs[i].id)
-                tb_set_write_fence(svc->bufs[i].buf, svc_fw_fence, svc->fw);
+                attach_file_writer(svc->bufs[i].buf, svc->fw);
     } else if (!on && svc->fw) {
         for (size_t i = 0; i < svc->nbufslots; i++)
             if (svc->bufs[i].id)
-                tb_set_write_fence(svc->bufs[i].buf, NULL, NULL);
+                attach_file_writer(svc->bufs[i].buf, NULL);
         svc_fw_destroy(svc->fw);       /* writes what is in flight */
         svc->fw = NULL;
     }
@@ -211,7 +220,7 @@ uint32_t svc__buffer_add(svc_service *svc, tb_buffer *buf, svc_session *s)
         return 0;
     }
     if (svc->fw)
-        tb_set_write_fence(buf, svc_fw_fence, svc->fw);
+        attach_file_writer(buf, svc->fw);
     svc->bufs[slot].id = id;
     svc->bufs[slot].buf = buf;
     svc->bufs[slot].session = s;

@@ -12,6 +12,7 @@
 #include <check.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -787,15 +788,23 @@ static uint32_t put_big_range(svf_fx *f, uint32_t id, uint32_t from,
 typedef struct {
     int fd;
     int delay_ms;
+    bool gated;         /* start early when a byte comes on gate_fd */
+    int gate_fd;
     uint8_t *data;
     size_t len, cap;
 } slow_reader;
 
-/* Reads the pipe to its end, after delay_ms. */
+/* Reads the pipe to its end, after delay_ms (or, if gated, as soon as
+ * gate_fd is readable, at most delay_ms). */
 static void *slow_read(void *arg)
 {
     slow_reader *r = arg;
-    usleep((useconds_t)r->delay_ms * 1000);
+    if (r->gated) {
+        struct pollfd g = {.fd = r->gate_fd, .events = POLLIN};
+        (void)poll(&g, 1, r->delay_ms);
+    } else {
+        usleep((useconds_t)r->delay_ms * 1000);
+    }
     for (;;) {
         if (r->len == r->cap) {
             r->cap = r->cap ? r->cap * 2 : 65536;
@@ -816,7 +825,8 @@ static void *slow_read(void *arg)
  * that *r reads from only after 300 ms (in *th): the thread's writev is
  * held up meanwhile. */
 static svc_session *held_up_session(svf_fx *f, uint32_t size_kb,
-                                    slow_reader *r, pthread_t *th)
+                                    slow_reader *r, pthread_t *th,
+                                    int gate_fd)
 {
     ck_assert_int_eq(svc_set_file_writer_thread(f->svc, true), 0);
     svc_set_file_in_place_min(f->svc, 512);    /* big packets in place */
@@ -832,6 +842,9 @@ static svc_session *held_up_session(svf_fx *f, uint32_t size_kb,
     close(s->out_fd);
     s->out_fd = pfd[1];
     *r = (slow_reader){ .fd = pfd[0], .delay_ms = 300 };
+    if (gate_fd >= 0)
+        *r = (slow_reader){ .fd = pfd[0], .delay_ms = 2000, .gated = true,
+                            .gate_fd = gate_fd };
     ck_assert_int_eq(pthread_create(th, NULL, slow_read, r), 0);
     return s;
 }
@@ -874,7 +887,7 @@ SVF_TEST(test_file_writer_thread_keeps_slices_until_written, 1)
 {
     slow_reader r;
     pthread_t th;
-    svc_session *s = held_up_session(f, 64, &r, &th);
+    svc_session *s = held_up_session(f, 64, &r, &th, -1);
     /* 30 packets take 32256 bytes of the ring, the next 20 another
      * 40000: the second lot overwrites the first lot's oldest records */
     const uint32_t first = 30, n = 50;
@@ -894,6 +907,52 @@ SVF_TEST(test_file_writer_thread_keeps_slices_until_written, 1)
     ck_assert_uint_eq(s->invalid_packets, 0);
 }
 
+/* A drained ring starts writing again at its start (libbuf/tb_rewind.c:
+ * 2 MiB on in a 16 MiB ring) only where no batch in flight holds slices:
+ * the service's write probe (svc_fw_busy) says so. Here a pass hands the
+ * writer thread slices of the ring's first ~2.3 MiB, whose writev is held
+ * up (a 4 KiB pipe, read when the test opens its gate, at most 2 s on):
+ * the commits that follow do not restart (a restart would wait in the
+ * fence for the held-up batch until the 2 s ran out); once the batch is
+ * written and the next pass read, the next commit restarts, and the file
+ * has every packet, intact. */
+SVF_TEST(test_file_rewind_not_onto_slices_in_flight, 1)
+{
+    slow_reader r;
+    pthread_t th;
+    int gate[2];
+    ck_assert_int_eq(pipe(gate), 0);
+    svc_session *s = held_up_session(f, 16384, &r, &th, gate[0]);
+    tb_buffer *buf = svc__buffer(f->svc, s->buf_ids[0], NULL);
+    const uint32_t first = 1150, n = 1250;
+    uint32_t id = put_big_range(f, 0, 0, first);
+    ck_assert_uint_gt(tb_used_size(buf), 2u << 20);  /* past the threshold */
+    ck_assert_uint_eq(tb_get_stats(buf)->write_wrap_count, 0);
+    bool more = true;
+    ck_assert_int_eq(svc_session_write_file_step(f->svc, s, 1u << 30,
+                                                 &more), 0);
+    ck_assert(!more);                       /* all read, the batch held up */
+    size_t bytes;
+    ck_assert_uint_ne(svc_fw_in_flight(f->svc->fw, s->fwb, SVC_FILE_BATCHES,
+                                       &bytes), 0);
+    id = put_big_range(f, id, first, first + 50);
+    ck_assert_uint_eq(tb_get_stats(buf)->write_wrap_count, 0);
+    ck_assert_uint_ne(svc_fw_in_flight(f->svc->fw, s->fwb, SVC_FILE_BATCHES,
+                                       &bytes), 0);    /* still held up */
+    ck_assert_int_eq(write(gate[1], "", 1), 1);
+    svc_fw_drain(f->svc->fw);
+    ck_assert_int_eq(svc_session_write_file_step(f->svc, s, 1u << 30,
+                                                 &more), 0);
+    put_big_range(f, id, first + 50, n);
+    ck_assert_uint_eq(tb_get_stats(buf)->write_wrap_count, 1);
+    ck_assert_uint_lt(tb_used_size(buf), 1u << 20);
+    held_up_finish(f, s, &r, th);
+    held_up_check_big(s, &r, n);
+    ck_assert_uint_eq(s->invalid_packets, 0);
+    close(gate[0]);
+    close(gate[1]);
+}
+
 /* A session of large and then small packets: the small packets' batch is
  * written on the main thread, but only after the large packets' batch
  * that the writer thread still holds (a 4 KiB pipe read after 300 ms);
@@ -902,7 +961,7 @@ SVF_TEST(test_file_inline_batch_waits_for_the_thread_batch, 1)
 {
     slow_reader r;
     pthread_t th;
-    svc_session *s = held_up_session(f, 4096, &r, &th);
+    svc_session *s = held_up_session(f, 4096, &r, &th, -1);
     const uint32_t big = 30, n = 130;
     uint32_t id = put_big_range(f, 0, 0, big);
     bool more = true;
@@ -962,7 +1021,7 @@ SVF_TEST(test_file_writer_thread_keeps_several_batches_in_flight, 1)
 {
     slow_reader r;
     pthread_t th;
-    svc_session *s = held_up_session(f, 16384, &r, &th);
+    svc_session *s = held_up_session(f, 16384, &r, &th, -1);
     const uint32_t n = 4000;
     put_big_range(f, 0, 0, n);
     int most = 0;
@@ -1692,6 +1751,7 @@ static Suite *svc_session_suite(void)
              test_file_mode_drops_invalid_packets_in_place,
              test_file_mode_large_packets_in_place,
              test_file_writer_thread_keeps_slices_until_written,
+             test_file_rewind_not_onto_slices_in_flight,
              test_file_writer_thread_writes_what_inline_writes,
              test_file_in_place_from_the_threshold,
              test_file_in_place_default_copies_under_8k,
