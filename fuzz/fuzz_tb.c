@@ -6,7 +6,8 @@
  * The input is a tape of operations on one small buffer (4 KiB..256 KiB,
  * ring or discard, so wraps and fills happen; with header bit 0x40 it
  * rewinds once a quarter in and drained, tb_rewind.c, which the default
- * keeps for rings of 16 MiB and more). A hostile producer
+ * keeps for rings of 16 MiB and more, when the write probe lets it: every
+ * third time). A hostile producer
  * (producer 1) commits chunks whose header fields and payload bytes come
  * straight from the tape, and patches them; an honest producer
  * (producer 2, writer 1) commits well-formed chunks built by the target,
@@ -39,6 +40,7 @@
 
 typedef struct fz_tb {
     tb_buffer *b;
+    uint32_t probe_calls;       /* the write probe's: 2 of 3 say busy */
     fz_honest h;
     uint8_t writers[65536 / 8]; /* hostile writer ids used */
     uint32_t n_writers;
@@ -102,6 +104,18 @@ static void hostile_patch(fz_tb *z, fz_in *in)
                 wid, cid, np, more ? " (more)" : "", ok ? "ok" : "refused");
 }
 
+/* The owner's write probe (tb_set_write_probe), asked before a rewind:
+ * busy twice, then free, so rewinds are put off and happen. It must only
+ * be asked about the stretch a rewind writes over: [mem, mem + rewind_at).
+ */
+static bool probe(void *ctx, const uint8_t *p, size_t n)
+{
+    fz_tb *z = ctx;
+    FZ_CHECK(p == z->b->mem && n == z->b->rewind_at,
+             "probe asked for [%td, +%zu)", p - z->b->mem, n);
+    return z->probe_calls++ % 3 != 2;
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     fz_in in = {data, size};
@@ -111,8 +125,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     size_t bsize = 4096u * (1u + (hdr & 63u));
     z.b = tb_create(bsize, (hdr & 0x80) ? TB_DISCARD : TB_RING_BUFFER);
     FZ_CHECK(z.b != NULL, "tb_create(%zu)", bsize);
-    if (hdr & 0x40)
+    if (hdr & 0x40) {
         tb__set_rewind_at(z.b, bsize / 4);
+        tb_set_write_probe(z.b, probe, &z);
+    }
     fzh_init(&z.h, HONEST, HOSTILE, size);
     tb_set_evict_callback(z.b, fzh_on_evict, &z.h);
 
