@@ -58,6 +58,18 @@
  * against 19.6 us (852 against 846 MB/s), x4 24.0 against 24.3 us; 64 B x1
  * 61 against 65 ns, x4 61 against 65; a daemon's first session (1 KiB x4,
  * 6 each) 746 against 917 ns.
+ * With 4 producers on this 2-CPU host the rewind is due far less often
+ * (256 MB of 1 KiB packets: 15-25 rewinds against 116-117 with one
+ * producer): the floor mostly lies 9 MiB or more behind the writer, held
+ * by one producer's newest 32 KiB chunk, whose continuation waits while
+ * that producer is descheduled (instrumented, 2026-12-05 22:2x UTC).
+ * Tried and not kept: letting the floor lie up to 4 x rewind_at behind
+ * (8 MiB): 25-50 rewinds per recording, 394 against 419 ns of service
+ * CPU per packet (6 recordings each, within the noise), while the scan
+ * of live_bytes then reads a header per record in up to 8 MiB (2048
+ * records of 4 KiB) per attempt.
+ * Counting each sequence's unread bytes below the writer, instead of
+ * scanning the records, would lift that bound; not done.
  * A first session's ring is fresh memory, which this VM's host backs at
  * ~20 ms per 2 MiB page (perf: clear_page_erms under the copy's faults);
  * a ring kept drained faults in only its first few MiB.
