@@ -220,32 +220,35 @@ static bool covers(const svc_fw_batch *b, const uint8_t *p, size_t n)
     return false;
 }
 
+/* Does a batch in flight hold a slice in [p, p + n)? (mu held) */
+static bool in_flight_locked(const svc_fwriter *fw, const uint8_t *p,
+                             size_t n)
+{
+    for (const svc_fw_batch *b = fw->head; b; b = b->next)
+        if (covers(b, p, n))
+            return true;
+    return false;
+}
+
 void svc_fw_fence(void *fwriter, const uint8_t *p, size_t n)
 {
     svc_fwriter *fw = fwriter;
     if (atomic_load_explicit(&fw->inflight, memory_order_acquire) == 0)
         return;
     pthread_mutex_lock(&fw->mu);
-    for (;;) {
-        bool hit = false;
-        for (const svc_fw_batch *b = fw->head; b && !hit; b = b->next)
-            hit = covers(b, p, n);
-        if (!hit)
-            break;
+    while (in_flight_locked(fw, p, n))
         pthread_cond_wait(&fw->done, &fw->mu);
-    }
     pthread_mutex_unlock(&fw->mu);
 }
 
 bool svc_fw_busy(void *fwriter, const uint8_t *p, size_t n)
 {
     svc_fwriter *fw = fwriter;
-    bool hit = false;
+    bool hit;
     if (atomic_load_explicit(&fw->inflight, memory_order_acquire) == 0)
         return false;
     pthread_mutex_lock(&fw->mu);
-    for (const svc_fw_batch *b = fw->head; b && !hit; b = b->next)
-        hit = covers(b, p, n);
+    hit = in_flight_locked(fw, p, n);
     pthread_mutex_unlock(&fw->mu);
     return hit;
 }

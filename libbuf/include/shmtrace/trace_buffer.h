@@ -228,12 +228,12 @@ SHMTRACE_API void tb_set_write_fence(tb_buffer *, tb_write_fence_fn,
 
 /* Write probe, the fence's question without the wait: would the fence wait
  * now for [p, p + n)? Asked before a drained ring starts writing again at
- * its start (tb_rewind.c), over the whole stretch the writer will then
- * cover before its next such restart; a yes puts the restart off until
- * after the next read (the writer goes on where it is), so that a writer
- * never waits there for slices still in flight. Called on the owner's
- * thread; it must not call into the buffer and must not block.
- * fn NULL removes it (the restart then never waits for it). */
+ * its start (tb_rewind.c), about the stretch the writer then covers before
+ * the next restart is due (its first rewind_at bytes); a yes puts the
+ * restart off until after the next read (the writer goes on where it is),
+ * so that the writer does not wait there for slices still in flight.
+ * Called on the owner's thread; it must not call into the buffer and must
+ * not block. fn NULL removes it (the restart then never waits for it). */
 typedef bool (*tb_write_probe_fn)(void *ctx, const uint8_t *p, size_t n);
 SHMTRACE_API void tb_set_write_probe(tb_buffer *, tb_write_probe_fn,
                                      void *ctx);
