@@ -408,7 +408,14 @@ static size_t take_from_page(smb_arbiter *arb, uint32_t page,
 
 /* One lap from the cursor for up to `want` chunks; returns how many were
  * taken (mu held). The cursor stays on the page of the last success, or
- * on the last page visited after a fruitless lap. */
+ * on the last page visited after a fruitless lap.
+ * The load of each page's header word holds 28% of this function's
+ * samples in bench_tw (64 KiB packets on 4 KiB pages: the 64 KiB copy
+ * pushed those lines out of L1). Tried and not kept (2026-12-05): asking
+ * for the header lines of the run's pages (up to 32, with write intent)
+ * before the loop: 4 KiB pages 0.67 / 0.74 / 0.77x memcpy against 0.72 /
+ * 0.75 / 0.82x (64 KiB / 256 KiB / 1 MiB, medians of five bench_tw
+ * --large runs each, alternating). */
 static size_t lap_locked(smb_arbiter *arb, uint16_t writer_id,
                          uint32_t chunk_id, uint16_t packets, size_t want,
                          bool own_only, smb__chunk_loc *out)
