@@ -822,8 +822,9 @@ static void *slow_read(void *arg)
 }
 
 /* A file session through the writer thread whose file is a 4 KiB pipe
- * that *r reads from only after 300 ms (in *th): the thread's writev is
- * held up meanwhile. */
+ * that *r reads from only after 300 ms (in *th), or, with gate_fd >= 0,
+ * once a byte comes on gate_fd (at most 2 s): the thread's writev is held
+ * up meanwhile. */
 static svc_session *held_up_session(svf_fx *f, uint32_t size_kb,
                                     slow_reader *r, pthread_t *th,
                                     int gate_fd)

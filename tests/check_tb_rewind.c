@@ -348,9 +348,15 @@ START_TEST(test_rewind_put_off_while_the_probe_says_busy)
     ck_assert(tbt_pattern_ok(ps.p[0].data, 4000, 0x5a));
     tbt_free(&ps);
     ck_assert_uint_eq(TBT_STAT(b, chunks_overwritten), 0);
-    /* removed: no more questions */
+    /* removed: the next restart asks nobody */
     tb_set_write_probe(b, NULL, &log);
     ck_assert_ptr_null(b->probe_ctx);
+    log.busy = true;
+    fill(b, &id, 80 * KIB);
+    ck_assert_uint_gt(tbt_read_count(b), 0);
+    tbt_put1(b, 1, 2, id++, 0, 4000, 0);
+    ck_assert_int_eq(log.calls, 3);
+    ck_assert_uint_eq(TBT_STAT(b, write_wrap_count), 2);
     tb_destroy(b);
 }
 END_TEST
