@@ -788,18 +788,17 @@ static uint32_t put_big_range(svf_fx *f, uint32_t id, uint32_t from,
 typedef struct {
     int fd;
     int delay_ms;
-    bool gated;         /* start early when a byte comes on gate_fd */
-    int gate_fd;
+    int gate_fd;        /* >= 0: start early when a byte comes on it */
     uint8_t *data;
     size_t len, cap;
 } slow_reader;
 
-/* Reads the pipe to its end, after delay_ms (or, if gated, as soon as
+/* Reads the pipe to its end, after delay_ms (or, with a gate, as soon as
  * gate_fd is readable, at most delay_ms). */
 static void *slow_read(void *arg)
 {
     slow_reader *r = arg;
-    if (r->gated) {
+    if (r->gate_fd >= 0) {
         struct pollfd g = {.fd = r->gate_fd, .events = POLLIN};
         (void)poll(&g, 1, r->delay_ms);
     } else {
@@ -842,10 +841,8 @@ static svc_session *held_up_session(svf_fx *f, uint32_t size_kb,
     fcntl(pfd[1], F_SETPIPE_SZ, 4096);
     close(s->out_fd);
     s->out_fd = pfd[1];
-    *r = (slow_reader){ .fd = pfd[0], .delay_ms = 300 };
-    if (gate_fd >= 0)
-        *r = (slow_reader){ .fd = pfd[0], .delay_ms = 2000, .gated = true,
-                            .gate_fd = gate_fd };
+    *r = (slow_reader){ .fd = pfd[0], .delay_ms = gate_fd >= 0 ? 2000 : 300,
+                        .gate_fd = gate_fd };
     ck_assert_int_eq(pthread_create(th, NULL, slow_read, r), 0);
     return s;
 }
