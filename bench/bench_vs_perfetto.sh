@@ -52,7 +52,14 @@
 # every page the kernel takes from memory already reported costs a host
 # fault: a trace file written into such pages made the same recording run
 # at 220 instead of 1240 MB/s, with 68% of the service's time in the page
-# cache copy. Warming gives the recording pages freed a moment earlier; a
+# cache copy. Warming gives the recording pages freed a moment earlier.
+# As many as the recording takes: its trace file plus the session's
+# 128 MiB buffer (traced maps a fresh buffer every session, shmtraced
+# for its first); for refgen, whose trace size depends on the service,
+# 1.5 MB per millisecond of session, more than either service has
+# written here. (With 512 MB warmed, shmtraced's 1.0-1.5 GB refgen
+# traces spent up to 65% of the service's time in the page cache copy:
+# 76-163 ns per 100 bytes against 50-53 with 2 GB warmed, 2026-12-06.) A
 # reporting pass between the warm-up and the recording still takes them,
 # so this reduces the noise, it does not remove it (both services are
 # exposed alike; BENCH_VS_RUNS > 1 averages it). The run prints how much
@@ -279,12 +286,13 @@ export CFG="$DIR/synthetic.cfg"
 config "$CFG" shmtrace.synthetic 0
 # synthetic_case SIZE PRODUCERS: exports the case's SIZE, PRODUCERS, COUNT
 # (packets per producer) and sets mb (MB recorded) and WARM_MB (the page
-# cache to warm: mb MB of payload plus >= 30 bytes per packet, with room)
+# cache to warm: mb MB of payload plus >= 30 bytes per packet, with room,
+# and the 128 MiB buffer)
 synthetic_case() {
     SIZE=$1 PRODUCERS=$2
     if [ "$SIZE" -lt 1024 ]; then mb=$SMALL_MB; else mb=$MB; fi
     COUNT=$((mb * 1048576 / PRODUCERS / SIZE))
-    WARM_MB=$((mb + mb * 40 / SIZE + 16))
+    WARM_MB=$((mb + mb * 40 / SIZE + 16 + 128))
     export SIZE PRODUCERS COUNT
 }
 
@@ -339,7 +347,7 @@ REFGEN_SMB='producers { producer_name: "refgen" shm_size_kb: 2048'
 REFGEN_SMB="$REFGEN_SMB page_size_kb: 4 }"
 if [ "$REFGEN_MS" -gt 0 ]; then
     export WORKLOAD=refgen PRODUCERS=1 SIZE=64 COUNT=0
-    WARM_MB=512
+    WARM_MB=$((REFGEN_MS * 3 / 2 + 128))
     for cell in refgen refgensmb; do
         export CFG="$DIR/$cell.cfg"
         if [ $cell = refgen ]; then
