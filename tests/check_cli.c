@@ -541,6 +541,49 @@ START_TEST(test_out_scan_varint_lengths)
 }
 END_TEST
 
+/* Tags and values of one and two bytes take the scan's short path, the
+ * rest its loop: a 2-byte previous_packet_dropped tag with a 2-byte value
+ * (257), a tag cut after its first byte at the packet's end, a 3-byte
+ * (overlong) tag of field 42, and a value whose second byte goes on. */
+START_TEST(test_out_scan_short_varints)
+{
+    static const struct {
+        const char *bytes;
+        size_t len;
+        bool flagged, malformed;
+    } cases[] = {
+        { "\xd0\x02\x81\x02", 4, true, false },     /* 42 = 257 */
+        { "\xd0\x02\x80\x02", 4, true, false },     /* 42 = 256 */
+        { "\x40\x01\xd0", 3, false, true },          /* tag cut */
+        { "\xd0", 1, false, true },                  /* tag cut, alone */
+        { "\xd0\x82\x00\x01", 4, true, false },     /* 3-byte tag */
+        { "\xd0\x02\x80\x80\x01", 5, true, false }, /* 42 = 16384 */
+        { "\xd0\x02\x00", 3, false, false },         /* 42 = 0 */
+        { "\x0a\x81\x01", 3, false, true },          /* length 129 > 0 */
+    };
+    int fd = tmp_fd();
+    cons_out o;
+    ck_assert_int_eq(cons_out_init(&o, fd), 0);
+    uint64_t want_flagged = 0, want_malformed = 0;
+    size_t n = sizeof cases / sizeof cases[0];
+    for (size_t i = 0; i < n; i++) {
+        cons_out_packet((const uint8_t *)cases[i].bytes, cases[i].len, &o);
+        want_flagged += cases[i].flagged;
+        want_malformed += cases[i].malformed;
+    }
+    ck_assert_int_eq(cons_out_flush(&o), 0);
+    cons_out_fini(&o);
+    cons_out s;
+    memset(&s, 0, sizeof s);
+    ck_assert_int_eq(cons_out_scan_fd(&s, fd), 0);
+    ck_assert_uint_eq(s.packets, n);
+    ck_assert_uint_eq(s.flagged_packets, want_flagged);
+    ck_assert_uint_eq(s.malformed, want_malformed);
+    cons_out_fini(&s);
+    close(fd);
+}
+END_TEST
+
 /* Mostly large records: cons_out_scan_fd walks the file by its headers,
  * pread()ing a window at each; with windows of 4 KiB (the product's), 64
  * bytes (smaller than most field runs), 5000 bytes (records across
@@ -1074,7 +1117,7 @@ static Suite *cli_suite(void)
              test_out_write_error_reported, test_out_scan_file,
              test_out_scan_file_sparse, test_out_scan_sparse_fields,
              test_out_scan_sparse_mutated,
-             test_out_scan_varint_lengths,
+             test_out_scan_varint_lengths, test_out_scan_short_varints,
              test_out_scan_follow, test_out_scan_follow_sparse,
              test_out_scan_file_shrinks_while_walked);
     TCK_CASE(s, "client", test_client_no_service);
