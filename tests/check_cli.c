@@ -541,10 +541,11 @@ START_TEST(test_out_scan_varint_lengths)
 }
 END_TEST
 
-/* Tags and values of one and two bytes take the scan's short path, the
- * rest its loop: a 2-byte previous_packet_dropped tag with a 2-byte value
- * (257), a tag cut after its first byte at the packet's end, a 3-byte
- * (overlong) tag of field 42, and a value whose second byte goes on. */
+/* Tags, values and lengths of one and two bytes take the scan's short
+ * path, the rest its loop: a 2-byte previous_packet_dropped tag with
+ * 2-byte values (257, 256) and a 3-byte one (16384), a tag cut after its
+ * first byte at the packet's end, a 3-byte (overlong) tag of field 42, a
+ * zero flag, and a 2-byte length with no body behind it. */
 START_TEST(test_out_scan_short_varints)
 {
     static const struct {
@@ -559,7 +560,7 @@ START_TEST(test_out_scan_short_varints)
         { "\xd0\x82\x00\x01", 4, true, false },     /* 3-byte tag */
         { "\xd0\x02\x80\x80\x01", 5, true, false }, /* 42 = 16384 */
         { "\xd0\x02\x00", 3, false, false },         /* 42 = 0 */
-        { "\x0a\x81\x01", 3, false, true },          /* length 129 > 0 */
+        { "\x0a\x81\x01", 3, false, true },          /* length 129, no body */
     };
     int fd = tmp_fd();
     cons_out o;
