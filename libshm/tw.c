@@ -730,12 +730,12 @@ static void next_buffer(tw_writer *w, bool tried)
  * (the filled ones are handed back by then): put_slow's next_buffer then
  * applies the policy.
  * Tried on 2026-12-06 and not kept (bench_tw --large, 64 KiB packets on
- * 4 KiB pages, three runs each, builds alternating): marking each middle
- * chunk Complete right after its copy, while its header line is still in
- * L1, instead of in the arbiter's queue_locked (0.74-0.76x memcpy against
- * 0.75-0.76x); runs of up to 32 chunks and half the SMB, so that a 64 KiB
- * packet (17 chunks) takes one exchange instead of two (0.72-0.75x
- * against 0.73x). */
+ * 4 KiB pages, three runs each, alternating with the code as it is):
+ * marking each middle chunk Complete right after its copy, while its
+ * header line is still in L1, instead of in the arbiter's queue_locked
+ * (0.74-0.76x memcpy against 0.75-0.76x, and 0.64x in a slow phase);
+ * runs of up to 32 chunks and half the SMB, so that a 64 KiB packet (17
+ * chunks) takes one exchange instead of two (0.72-0.75x against 0.73x). */
 static size_t put_bulk(tw_writer *w, const uint8_t *src, size_t n)
 {
     smb__chunk_loc got[TW_BULK_CHUNKS];
