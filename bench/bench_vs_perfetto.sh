@@ -59,7 +59,7 @@
 # 1.5 MB per millisecond of session, more than either service has
 # written here. (With 512 MB warmed, shmtraced's 1.0-1.5 GB refgen
 # traces spent up to 65% of the service's time in the page cache copy:
-# 76-163 ns per 100 bytes against 50-53 with 2 GB warmed, 2026-12-06.) A
+# 68-163 ns per 100 bytes against 49-69 with 2-3 GB, 2026-12-06.) A
 # reporting pass between the warm-up and the recording still takes them,
 # so this reduces the noise, it does not remove it (both services are
 # exposed alike; BENCH_VS_RUNS > 1 averages it). The run prints how much
