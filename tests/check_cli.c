@@ -492,6 +492,23 @@ START_TEST(test_out_scan_file)
 }
 END_TEST
 
+/* Ends o (written into fd), scans fd with cons_out_scan_fd and checks its
+ * counts; closes fd. */
+static void scan_and_check(cons_out *o, int fd, uint64_t packets,
+                           uint64_t flagged, uint64_t malformed)
+{
+    ck_assert_int_eq(cons_out_flush(o), 0);
+    cons_out_fini(o);
+    cons_out s;
+    memset(&s, 0, sizeof s);
+    ck_assert_int_eq(cons_out_scan_fd(&s, fd), 0);
+    ck_assert_uint_eq(s.packets, packets);
+    ck_assert_uint_eq(s.flagged_packets, flagged);
+    ck_assert_uint_eq(s.malformed, malformed);
+    cons_out_fini(&s);
+    close(fd);
+}
+
 /* Varints of every length 1-11 in a timestamp (field 8) before and after
  * previous_packet_dropped = 1, with and without 8 bytes after them (the
  * scan skips a value it does not need with one load when it can): a
@@ -528,16 +545,7 @@ START_TEST(test_out_scan_varint_lengths)
                 want_malformed++;
         }
     }
-    ck_assert_int_eq(cons_out_flush(&o), 0);
-    cons_out_fini(&o);
-    cons_out s;
-    memset(&s, 0, sizeof s);
-    ck_assert_int_eq(cons_out_scan_fd(&s, fd), 0);
-    ck_assert_uint_eq(s.packets, n);
-    ck_assert_uint_eq(s.flagged_packets, want_flagged);
-    ck_assert_uint_eq(s.malformed, want_malformed);
-    cons_out_fini(&s);
-    close(fd);
+    scan_and_check(&o, fd, n, want_flagged, want_malformed);
 }
 END_TEST
 
@@ -572,16 +580,7 @@ START_TEST(test_out_scan_short_varints)
         want_flagged += cases[i].flagged;
         want_malformed += cases[i].malformed;
     }
-    ck_assert_int_eq(cons_out_flush(&o), 0);
-    cons_out_fini(&o);
-    cons_out s;
-    memset(&s, 0, sizeof s);
-    ck_assert_int_eq(cons_out_scan_fd(&s, fd), 0);
-    ck_assert_uint_eq(s.packets, n);
-    ck_assert_uint_eq(s.flagged_packets, want_flagged);
-    ck_assert_uint_eq(s.malformed, want_malformed);
-    cons_out_fini(&s);
-    close(fd);
+    scan_and_check(&o, fd, n, want_flagged, want_malformed);
 }
 END_TEST
 
