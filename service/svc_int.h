@@ -241,6 +241,14 @@ struct svc_session {
     uint32_t file_write_period_ms;
     uint64_t max_file_size_bytes;
     uint64_t bytes_written_to_file;
+    /* Records framed into the file and, of those, the ones whose last
+     * previous_packet_dropped is non-zero (the trailer's or the packet's
+     * own): reported with bytes_written_to_file in GetTraceStats
+     * (TraceStats.shmtrace_file), so the consumer need not read the file
+     * back. file_failed: a write of the file failed (sticky). */
+    uint64_t packets_written_to_file;
+    uint64_t flagged_written_to_file;
+    bool file_failed;
     bool file_full;
     /* A periodic file pass runs in steps of SVC_FILE_STEP_BYTES (svc_tick,
      * svc_read.c), so commits are served between them: file_pass_open

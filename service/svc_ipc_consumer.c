@@ -342,6 +342,10 @@ static void c_stats(ipc_call *call, const ProtobufCMessage *args, void *vd)
     /* Only what this consumer's uid may see (svc_stats_build_for). */
     Perfetto__Protos__TraceStats *st = cc ?
         svc_stats_build_for(d->svc, cc->s, ipc_conn_uid(cc->conn)) : NULL;
+    if (st && cc->s && svc_stats_add_file(st, cc->s) < 0) {
+        svc_stats_free(st);
+        st = NULL;
+    }
     if (!st) {
         ipc_call_fail(call);
         return;

@@ -81,7 +81,14 @@ static inline bool skip_varint(const uint8_t *p, size_t size, size_t *pos)
 
 bool svc_packet_validate_untrusted(const uint8_t *p, size_t size)
 {
+    bool flagged;
+    return svc_packet_check(p, size, &flagged);
+}
+
+bool svc_packet_check(const uint8_t *p, size_t size, bool *flagged)
+{
     size_t pos = 0;
+    *flagged = false;
     while (pos < size) {
         uint64_t tag, v;
         if (!read_varint(p, size, &pos, &tag))
@@ -92,8 +99,13 @@ bool svc_packet_validate_untrusted(const uint8_t *p, size_t size)
             return false;
         switch (wire) {
         case 0:
-            if (!skip_varint(p, size, &pos))
+            if (field == SVC_FIELD_PREVIOUS_PACKET_DROPPED) {
+                if (!read_varint(p, size, &pos, &v))
+                    return false;
+                *flagged = v != 0;                  /* last one wins */
+            } else if (!skip_varint(p, size, &pos)) {
                 return false;
+            }
             break;
         case 1:
             if (size - pos < 8)
@@ -177,8 +189,16 @@ static bool cur_skip(svc_cursor *c, uint64_t n)
 
 bool svc_packet_validate_slices(const tb_slice *pieces, size_t n)
 {
+    bool flagged;
+    return svc_packet_check_slices(pieces, n, &flagged);
+}
+
+bool svc_packet_check_slices(const tb_slice *pieces, size_t n,
+                             bool *flagged)
+{
     if (n == 1)
-        return svc_packet_validate_untrusted(pieces[0].data, pieces[0].size);
+        return svc_packet_check(pieces[0].data, pieces[0].size, flagged);
+    *flagged = false;
     svc_cursor c = { pieces, n, 0, 0, 0 };
     for (size_t i = 0; i < n; i++)
         c.left += pieces[i].size;
@@ -194,6 +214,8 @@ bool svc_packet_validate_slices(const tb_slice *pieces, size_t n)
         case 0:
             if (!cur_varint(&c, &v))
                 return false;
+            if (field == SVC_FIELD_PREVIOUS_PACKET_DROPPED)
+                *flagged = v != 0;                  /* last one wins */
             break;
         case 1:
             if (!cur_skip(&c, 8))

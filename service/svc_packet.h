@@ -9,7 +9,9 @@
  * bytes, or ends in the middle of a field.
  *
  * svc_packet_validate_slices: the same over a packet in pieces (the slices
- * of a packet read in place from a trace buffer).
+ * of a packet read in place from a trace buffer). svc_packet_check and
+ * svc_packet_check_slices: the same, also reading the value of
+ * previous_packet_dropped (42) where the others skip varint values.
  *
  * svc_packet_trailer: the bytes appended to a valid packet ("last one wins"
  * in protobuf): trusted_uid (3), trusted_packet_sequence_id (10),
@@ -32,6 +34,16 @@ bool svc_packet_validate_untrusted(const uint8_t *p, size_t size);
 /* The same check over a packet in n slices (in order), without gathering
  * them: the same answer as on their concatenation. */
 bool svc_packet_validate_slices(const tb_slice *slices, size_t n);
+
+/* The same two checks, also telling whether the packet flags a loss of
+ * its own: *flagged = its last top-level previous_packet_dropped is
+ * non-zero (false when it has none; meaningless when the packet is
+ * invalid). A file session counts the flagged records it writes with it
+ * (svc_read.c). */
+#define SVC_FIELD_PREVIOUS_PACKET_DROPPED 42u
+bool svc_packet_check(const uint8_t *p, size_t size, bool *flagged);
+bool svc_packet_check_slices(const tb_slice *slices, size_t n,
+                             bool *flagged);
 
 /* Writes the trailer into out (>= SVC_TRAILER_MAX bytes); returns length. */
 size_t svc_packet_trailer(uint8_t *out, int32_t uid, uint32_t seq_id,

@@ -33,7 +33,12 @@
  * bytes behind a slice (trace_buffer.h), and nothing writes to the buffers
  * during a pass, so the slices stay good until the writev(). A smaller
  * packet is copied once, from the buffer straight behind its header in the
- * batch, validated there, and dropped if invalid.
+ * batch, validated there, and dropped if invalid. Every record framed is
+ * counted (packets_written_to_file, bytes_written_to_file) and so is every
+ * one whose last previous_packet_dropped is non-zero, the trailer's or
+ * the packet's own (svc_packet_check reads it during the validation):
+ * GetTraceStats reports them (svc_stats_add_file), so that the consumer
+ * need not read the file back to count it.
  * What the kernel's side costs (2026-12-05, ext4, CPU per KiB written by
  * a micro outside the tree, 256 MB per round): pieces as a 1 KiB packet
  * makes them (1024 bytes from the buffer, 20 staged: trailer and next
@@ -589,10 +594,12 @@ static int session_read(svc_service *svc, svc_session *s, size_t max_bytes,
                 }
             }
             size_t total = pkt.size + tlen;
+            bool own_flag;   /* the packet's own previous_packet_dropped */
             if (fw && pkt.size >= svc->file_in_place_min) {
                 /* Large packet: validated where it lies in the buffer and
                  * written from there (writev), no copy of ours. */
-                if (!svc_packet_validate_slices(pkt.slices, pkt.nslices)) {
+                if (!svc_packet_check_slices(pkt.slices, pkt.nslices,
+                                             &own_flag)) {
                     s->invalid_packets++;
                     if (slot != SIZE_MAX)
                         s->seqs.pending_loss[slot] |= dropped |
@@ -606,6 +613,7 @@ static int session_read(svc_service *svc, svc_session *s, size_t max_bytes,
                 }
                 if (w > 0) {
                     s->packets_read++;
+                    s->flagged_written_to_file += dropped || own_flag;
                     budget_used += total;
                     continue;
                 }
@@ -639,7 +647,7 @@ static int session_read(svc_service *svc, svc_session *s, size_t max_bytes,
                     off += pkt.slices[i].size;
                 }
             }
-            if (!svc_packet_validate_untrusted(dst, off)) {
+            if (!svc_packet_check(dst, off, &own_flag)) {
                 s->invalid_packets++;
                 svc__loss_invalid(s, key, (uint32_t)bi, off);
                 /* Nothing lost silently: the next packet says so. */
@@ -650,10 +658,12 @@ static int session_read(svc_service *svc, svc_session *s, size_t max_bytes,
             memcpy(dst + off, trailer, SVC_TRAILER_MAX);
             s->packets_read++;
             budget_used += total;
-            if (direct)
+            if (direct) {
                 filew_commit(fw, total);
-            else if ((rc = emit(ctx, dst, total)) < 0)
+                s->flagged_written_to_file += dropped || own_flag;
+            } else if ((rc = emit(ctx, dst, total)) < 0) {
                 goto out;
+            }
         }
     }
     rc = emit_stats(svc, s, &sc, emit, ctx);
@@ -883,6 +893,7 @@ static int filew_emit(void *ctx, const uint8_t *p, size_t size)
     memcpy(b->buf + b->len + h, p, size);
     filew_take(w, h + size);
     s->bytes_written_to_file += h + size;
+    s->packets_written_to_file++;
     return 0;
 }
 
@@ -914,6 +925,7 @@ static void filew_commit(svc_filew *w, size_t size)
 {
     filew_take(w, w->hdr + size);
     w->s->bytes_written_to_file += w->hdr + size;
+    w->s->packets_written_to_file++;
 }
 
 /* A valid packet written from where it lies: header and trailer go to buf,
@@ -958,6 +970,7 @@ static int filew_in_place(svc_filew *w, const tb_packet *pkt,
     memcpy(b->buf + b->len, trailer, tlen);
     filew_take(w, tlen);
     s->bytes_written_to_file += h + size;
+    s->packets_written_to_file++;
     return 1;
 }
 
@@ -976,11 +989,15 @@ int svc_session_write_file_step(svc_service *svc, svc_session *s,
     svc_fw_batch *b = &s->fwb[s->fwb_cur];
     if (svc->fw) {
         int e = batches_wait_room(svc, s);
-        if (e < 0)
+        if (e < 0) {
+            s->file_failed = true;
             return e;
+        }
     }
-    if (batch_alloc(b) < 0)
+    if (batch_alloc(b) < 0) {
+        s->file_failed = true;
         return -ENOMEM;
+    }
     batch_reset(b);
     svc_filew w = { .svc = svc, .s = s, .b = b };
     int rc = session_read(svc, s, max_bytes, filew_emit, &w, more, &w);
@@ -990,8 +1007,10 @@ int svc_session_write_file_step(svc_service *svc, svc_session *s,
      * back later); a whole pass does. */
     w.nowait = max_bytes != 0;
     int frc = filew_flush(&w);
-    if (rc < 0 || frc < 0)
+    if (rc < 0 || frc < 0) {
         *more = false;
+        s->file_failed = true;
+    }
     if (rc < 0)
         return rc;
     return frc;
@@ -1011,6 +1030,8 @@ int svc__file_wait(svc_service *svc, svc_session *s)
         if (rc == 0)
             rc = e;
     }
+    if (rc < 0)
+        s->file_failed = true;
     return rc;
 }
 

@@ -285,6 +285,13 @@ Perfetto__Protos__TraceStats *svc_stats_build(svc_service *, svc_session *);
 /* The same for a consumer of uid `viewer` (GetTraceStats). */
 Perfetto__Protos__TraceStats *svc_stats_build_for(svc_service *,
         svc_session *, uid_t viewer);
+/* GetTraceStats of a write_into_file session (out_fd >= 0): adds
+ * shmtrace_file, what the service wrote into its file (records, bytes,
+ * flagged records; complete once the session has ended with every write
+ * done, never for a clone, whose file starts with a copy). 0, or -ENOMEM
+ * (st unchanged). Not for the trace's own stats packet. */
+int svc_stats_add_file(Perfetto__Protos__TraceStats *st,
+                       const svc_session *s);
 void svc_stats_free(Perfetto__Protos__TraceStats *);
 
 #endif /* SHMTRACE_SVC_SERVICE_H */

@@ -19,6 +19,12 @@
  * through these entries. Clones start with empty histograms, hence no
  * entries; with the histograms disabled there is no writer_stats at all.
  *
+ * GetTraceStats of a write_into_file session also carries shmtrace_file
+ * (svc_stats_add_file): the records, bytes and flagged records the
+ * service framed into the file, and whether that file is finished; the
+ * trace's own stats packet does not (it would count everything but
+ * itself).
+ *
  * Ownership: svc_stats_build allocates one TraceStats with its arrays
  * (one block per array: each writer entry carries its histogram arrays,
  * svc_wentry); svc_stats_free releases all of it.
@@ -237,10 +243,31 @@ Perfetto__Protos__TraceStats *svc_stats_build_for(svc_service *svc,
     return st;
 }
 
+int svc_stats_add_file(Perfetto__Protos__TraceStats *st,
+                       const svc_session *s)
+{
+    if (s->out_fd < 0)
+        return 0;
+    Perfetto__Protos__TraceStats__ShmtraceFileStats *f = malloc(sizeof(*f));
+    if (!f)
+        return -ENOMEM;
+    perfetto__protos__trace_stats__shmtrace_file_stats__init(f);
+    f->has_packets = f->has_bytes = f->has_flagged_packets = true;
+    f->packets = s->packets_written_to_file;
+    f->bytes = s->bytes_written_to_file;
+    f->flagged_packets = s->flagged_written_to_file;
+    f->has_complete = true;
+    f->complete = s->state == SVC_SESSION_DISABLED && !s->file_failed &&
+                  !s->is_clone;
+    st->shmtrace_file = f;
+    return 0;
+}
+
 void svc_stats_free(Perfetto__Protos__TraceStats *st)
 {
     if (!st)
         return;
+    free(st->shmtrace_file);
     /* Arrays were allocated in one block each (see svc_stats_build). */
     free(st->n_buffer_stats ? st->buffer_stats[0] : NULL);
     free(st->buffer_stats);

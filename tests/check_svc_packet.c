@@ -110,7 +110,7 @@ START_TEST(test_validate_slices_matches_contiguous)
 {
     static uint8_t p[8192];
     tb_slice sl[64];
-    unsigned ok = 0, bad = 0;
+    unsigned ok = 0, bad = 0, flagged = 0;
     for (int iter = 0; iter < 20000; iter++) {
         size_t n = random_packet(p, sizeof(p));
         bool want = svc_packet_validate_untrusted(p, n);
@@ -129,10 +129,20 @@ START_TEST(test_validate_slices_matches_contiguous)
         }
         ck_assert_msg(svc_packet_validate_slices(sl, ns) == want,
                       "iteration %d: %zu bytes in %zu slices", iter, n, ns);
+        /* the flag reads the same in pieces */
+        bool whole, pieces;
+        ck_assert(svc_packet_check(p, n, &whole) == want);
+        ck_assert(svc_packet_check_slices(sl, ns, &pieces) == want);
+        if (want) {
+            ck_assert_msg(whole == pieces, "iteration %d: flag %d in one "
+                          "piece, %d in %zu", iter, whole, pieces, ns);
+            flagged += whole;
+        }
         want ? ok++ : bad++;
     }
     ck_assert_uint_gt(ok, 1000);
     ck_assert_uint_gt(bad, 1000);
+    ck_assert_uint_gt(flagged, 20);
     /* byte by byte */
     static const uint8_t pk[] = {0xA2, 0x38, 0x02, 0x10, 0x07, 0x09, 1, 2, 3,
                                  4, 5, 6, 7, 8, 0x40, 0x80, 0x01};
@@ -175,6 +185,42 @@ START_TEST(test_trailer_omits_zero_loss_and_encodes_negative)
     ck_assert_int_eq(p->trusted_uid, -1);
     ck_assert_int_eq(p->trusted_pid, -1);
     perfetto__protos__trace_packet__free_unpacked(p, NULL);
+}
+END_TEST
+
+/* svc_packet_check's flag: the last top-level previous_packet_dropped
+ * (42, varint) is non-zero, whatever its length; a 42 of another wire
+ * type is not it; contiguous and byte by byte alike. */
+START_TEST(test_check_reads_previous_packet_dropped)
+{
+#define FLAG_CASE(want, ...)                                              \
+    do {                                                                  \
+        static const uint8_t pk[] = {__VA_ARGS__};                        \
+        tb_slice sl[sizeof(pk)];                                          \
+        bool whole = !(want), pieces = !(want);                           \
+        for (size_t i = 0; i < sizeof(pk); i++) {                         \
+            sl[i].data = pk + i;                                          \
+            sl[i].size = 1;                                               \
+        }                                                                 \
+        ck_assert(svc_packet_check(pk, sizeof(pk), &whole));              \
+        ck_assert(svc_packet_check_slices(sl, sizeof(pk), &pieces));      \
+        ck_assert_msg(whole == (want) && pieces == (want),                \
+                      "line %d: %d / %d, want %d", __LINE__, whole,       \
+                      pieces, want);                                      \
+    } while (0)
+    FLAG_CASE(false, 0x40, 0x2A);                        /* no 42 */
+    FLAG_CASE(true, 0xD0, 0x02, 0x01);
+    FLAG_CASE(true, 0x40, 0x2A, 0xD0, 0x02, 0x81, 0x02); /* 257 */
+    FLAG_CASE(false, 0xD0, 0x02, 0x00);
+    FLAG_CASE(false, 0xD0, 0x02, 0x05, 0x40, 0x01, 0xD0, 0x02, 0x00);
+    FLAG_CASE(true, 0xD0, 0x02, 0x00, 0xD0, 0x02, 0x03);
+    FLAG_CASE(true, 0xD0, 0x02, 0x80, 0x80, 0x80, 0x80, 0x80, 0x20);
+    FLAG_CASE(false, 0xD2, 0x02, 0x01, 0x07);           /* 42 as bytes */
+    FLAG_CASE(false, 0xD5, 0x02, 1, 0, 0, 0);           /* 42 as fixed32 */
+#undef FLAG_CASE
+    bool flag;
+    static const uint8_t cut[] = {0xD0, 0x02, 0x81};
+    ck_assert(!svc_packet_check(cut, sizeof(cut), &flag));
 }
 END_TEST
 
@@ -224,7 +270,8 @@ static Suite *svc_packet_suite(void)
              test_validate_rejects_trusted_fields,
              test_validate_rejects_malformed,
              test_validate_slices_matches_contiguous,
-             test_validate_varint_lengths_at_every_cut);
+             test_validate_varint_lengths_at_every_cut,
+             test_check_reads_previous_packet_dropped);
     TCK_CASE(s, "trailer", test_trailer_decodes_as_trusted_fields,
              test_trailer_omits_zero_loss_and_encodes_negative);
     return s;

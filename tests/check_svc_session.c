@@ -785,6 +785,183 @@ static uint32_t put_big_range(svf_fx *f, uint32_t id, uint32_t from,
     return id;
 }
 
+/* Records and records with a non-zero previous_packet_dropped in a file
+ * of Trace.packet records, counted by decoding each packet (protobuf-c
+ * keeps the last value of a repeated scalar field, as any reader). */
+static void count_file_records(int fd, uint64_t *records, uint64_t *flagged)
+{
+    long size = svf_file_size(fd);
+    uint8_t *buf = malloc((size_t)size + 1);
+    ck_assert_ptr_nonnull(buf);
+    ck_assert_int_eq(pread(fd, buf, (size_t)size, 0), size);
+    long off = 0;
+    *records = *flagged = 0;
+    while (off < size) {
+        uint64_t len = next_record(buf, size, &off);
+        Perfetto__Protos__TracePacket *p =
+            perfetto__protos__trace_packet__unpack(NULL, len, buf + off);
+        ck_assert_ptr_nonnull(p);
+        (*records)++;
+        *flagged += p->previous_packet_dropped != 0;
+        perfetto__protos__trace_packet__free_unpacked(p, NULL);
+        off += (long)len;
+    }
+    free(buf);
+}
+
+/* TracePacket { for_testing { seq_value: v } } followed by `extra` raw
+ * top-level bytes; returns its length. */
+static size_t tagged_packet(uint8_t *out, uint32_t v, const uint8_t *extra,
+                            size_t nextra)
+{
+    size_t n = 0;
+    out[n++] = 0xA2;                         /* for_testing (900) */
+    out[n++] = 0x38;
+    out[n++] = 2;
+    out[n++] = 0x10;                         /* seq_value */
+    out[n++] = (uint8_t)(v & 0x7f);
+    memcpy(out + n, extra, nextra);
+    return n + nextra;
+}
+
+/* GetTraceStats' shmtrace_file for session s (asserted present). */
+static Perfetto__Protos__TraceStats *file_stats(svf_fx *f, svc_session *s)
+{
+    Perfetto__Protos__TraceStats *st = svc_stats_build(f->svc, s);
+    ck_assert_ptr_nonnull(st);
+    ck_assert_ptr_null(st->shmtrace_file);   /* not in the trace's own */
+    ck_assert_int_eq(svc_stats_add_file(st, s), 0);
+    ck_assert_ptr_nonnull(st->shmtrace_file);
+    return st;
+}
+
+/* previous_packet_dropped (42) = 257, 5 then 0, and 1, as raw fields. */
+static const uint8_t own_loss_257[] = {0xD0, 0x02, 0x81, 0x02};
+static const uint8_t own_loss_5_then_0[] = {0xD0, 0x02, 0x05, 0xD0, 0x02,
+                                            0x00};
+static const uint8_t own_loss_1[] = {0xD0, 0x02, 0x01};
+static const uint8_t service_field_10[] = {0x50, 0x07};
+
+/* A write_into_file session counts what it frames into the file as a
+ * reader of the file would (GetTraceStats' shmtrace_file): every record,
+ * and the records whose last previous_packet_dropped is non-zero: the
+ * packet's own (1-byte and 2-byte values; a later 0 clears an earlier
+ * 5), or the trailer's after an invalid packet; on packets copied into
+ * the batch and on packets written in place, whole and in two slices.
+ * complete only once the session has ended. */
+SVF_TEST(test_file_counts_what_it_writes, 1)
+{
+    svc_set_file_in_place_min(f->svc, 512);    /* big packets in place */
+    int mine;
+    int fd = svf_temp_file(&mine);
+    svf_cfg_init(&f->c, 4096, 0);
+    svf_cfg_file(&f->c);
+    f->c.cfg.has_flush_timeout_ms = true;
+    f->c.cfg.flush_timeout_ms = 100;
+    svc_session *s = svf_enable_fd(f, fd);
+    svc_producer *p = f->p[0];
+    static uint8_t pk[8192], fr[8192];
+    size_t k = 0;
+    /* one chunk of five small packets: 0 flagged by itself, 1 not (its
+     * last 42 is 0), 2 invalid, 3 flagged by the service, 4 not */
+    const struct { const uint8_t *x; size_t n; } small[5] = {
+        { own_loss_257, sizeof own_loss_257 },
+        { own_loss_5_then_0, sizeof own_loss_5_then_0 },
+        { service_field_10, sizeof service_field_10 },
+        { NULL, 0 }, { NULL, 0 } };
+    for (uint32_t v = 0; v < 5; v++) {
+        size_t len = tagged_packet(pk, v, small[v].x, small[v].n);
+        fr[k++] = (uint8_t)len;
+        memcpy(fr + k, pk, len);
+        k += len;
+    }
+    write_raw_chunk(p, 0, 1, 0, fr, k, 5, 0);
+    svf_commit(f->svc, p, 0, 0, f->buf, 0);
+    /* a big packet flagged by itself, in two chunks (two slices) */
+    size_t len = big_packet(pk, 5, 2000, false);
+    memcpy(pk + len, own_loss_1, sizeof own_loss_1);
+    len += sizeof own_loss_1;
+    size_t half = len / 2;
+    k = svc_varint(fr, half);
+    memcpy(fr + k, pk, half);
+    write_raw_chunk(p, 0, 1, 1, fr, k + half, 1, 2);
+    svf_commit(f->svc, p, 0, 0, f->buf, 0);
+    k = svc_varint(fr, len - half);
+    memcpy(fr + k, pk + half, len - half);
+    write_raw_chunk(p, 0, 1, 2, fr, k + len - half, 1, 1);
+    svf_commit(f->svc, p, 0, 0, f->buf, 0);
+    /* a big one in one chunk flagged by itself, and one not */
+    len = big_packet(pk, 6, 1500, false);
+    memcpy(pk + len, own_loss_257, sizeof own_loss_257);
+    len += sizeof own_loss_257;
+    k = svc_varint(fr, len);
+    memcpy(fr + k, pk, len);
+    write_raw_chunk(p, 0, 1, 3, fr, k + len, 1, 0);
+    svf_commit(f->svc, p, 0, 0, f->buf, 0);
+    put_big_range(f, 4, 7, 8);
+    ck_assert_int_eq(svc_session_write_file(f->svc, s), 0);
+
+    uint64_t records, flagged;
+    count_file_records(mine, &records, &flagged);
+    ck_assert_uint_eq(flagged, 4);       /* 0, 3, 5 and 6 */
+    Perfetto__Protos__TraceStats *st = file_stats(f, s);
+    ck_assert_uint_eq(st->shmtrace_file->packets, records);
+    ck_assert_uint_eq(st->shmtrace_file->flagged_packets, flagged);
+    ck_assert_uint_eq(st->shmtrace_file->bytes, svf_file_size(mine));
+    ck_assert(!st->shmtrace_file->complete);     /* still running */
+    svc_stats_free(st);
+
+    /* ended (the final flush times out): the last pass is counted too */
+    ck_assert_int_eq(svc_session_disable(f->svc, s), 0);
+    svc_tick(f->svc, svc_now_ms() + 60000);
+    ck_assert(svc_session_is_disabled(s));
+    count_file_records(mine, &records, &flagged);
+    ck_assert_uint_eq(flagged, 4);
+    st = file_stats(f, s);
+    ck_assert_uint_eq(st->shmtrace_file->packets, records);
+    ck_assert_uint_eq(st->shmtrace_file->flagged_packets, flagged);
+    ck_assert_uint_eq(st->shmtrace_file->bytes, svf_file_size(mine));
+    ck_assert(st->shmtrace_file->complete);
+    svc_stats_free(st);
+    /* a session without a file has none */
+    svf_cfg_init(&f->c, 64, 0);
+    svc_session *plain = svc_session_enable(f->svc, NULL, &f->c.cfg, -1,
+                                            NULL, 0);
+    ck_assert_ptr_nonnull(plain);
+    st = svc_stats_build(f->svc, plain);
+    ck_assert_int_eq(svc_stats_add_file(st, plain), 0);
+    ck_assert_ptr_null(st->shmtrace_file);
+    svc_stats_free(st);
+    close(mine);
+}
+
+/* A file whose writes failed is never reported complete: the consumer
+ * then reads the file instead of trusting counts it does not hold. */
+SVF_TEST(test_file_counts_not_complete_after_a_failed_write, 1)
+{
+    int mine;
+    int fd = svf_temp_file(&mine);
+    svf_cfg_file(&f->c);
+    f->c.cfg.has_flush_timeout_ms = true;
+    f->c.cfg.flush_timeout_ms = 100;
+    svc_session *s = svf_enable_fd(f, fd);
+    svf_put(f, f->p[0], 0, 1, 0, 0, 3);
+    /* the descriptor cannot be written through */
+    int ro = open("/dev/null", O_RDONLY);
+    ck_assert_int_ge(ro, 0);
+    close(s->out_fd);
+    s->out_fd = ro;
+    ck_assert_int_lt(svc_session_write_file(f->svc, s), 0);
+    ck_assert(s->file_failed);
+    ck_assert_int_eq(svc_session_disable(f->svc, s), 0);
+    svc_tick(f->svc, svc_now_ms() + 60000);
+    ck_assert(svc_session_is_disabled(s));
+    Perfetto__Protos__TraceStats *st = file_stats(f, s);
+    ck_assert(!st->shmtrace_file->complete);
+    svc_stats_free(st);
+    close(mine);
+}
+
 typedef struct {
     int fd;
     int delay_ms;
@@ -1748,6 +1925,8 @@ static Suite *svc_session_suite(void)
              test_periodic_flush_by_period_and_file_mode,
              test_file_mode_drops_invalid_packets_in_place,
              test_file_mode_large_packets_in_place,
+             test_file_counts_what_it_writes,
+             test_file_counts_not_complete_after_a_failed_write,
              test_file_writer_thread_keeps_slices_until_written,
              test_file_rewind_not_onto_slices_in_flight,
              test_file_writer_thread_writes_what_inline_writes,
