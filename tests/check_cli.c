@@ -549,6 +549,48 @@ START_TEST(test_out_scan_varint_lengths)
 }
 END_TEST
 
+/* The service's own count of its file replaces the scan only when it is
+ * complete, of the file's size and consistent; otherwise nothing in o
+ * changes (the caller scans). */
+START_TEST(test_out_take_file_counts)
+{
+    Perfetto__Protos__TraceStats st = PERFETTO__PROTOS__TRACE_STATS__INIT;
+    Perfetto__Protos__TraceStats__ShmtraceFileStats f =
+        PERFETTO__PROTOS__TRACE_STATS__SHMTRACE_FILE_STATS__INIT;
+    cons_out o;
+    memset(&o, 0, sizeof o);
+    o.packets = 7;                       /* as a follow left it */
+    o.flagged_packets = 1;
+    o.bytes = o.scanned = 70;
+    ck_assert(!cons_out_take_file_counts(&o, NULL, 1000));
+    ck_assert(!cons_out_take_file_counts(&o, &st, 1000));  /* traced */
+    st.shmtrace_file = &f;
+    f.packets = 90;
+    f.bytes = 1000;
+    f.flagged_packets = 3;
+    ck_assert(!cons_out_take_file_counts(&o, &st, 1000));  /* running */
+    f.complete = true;
+    ck_assert(!cons_out_take_file_counts(&o, &st, 1001));  /* changed */
+    ck_assert(!cons_out_take_file_counts(&o, &st, 999));
+    f.flagged_packets = 91;                                /* nonsense */
+    ck_assert(!cons_out_take_file_counts(&o, &st, 1000));
+    f.flagged_packets = 3;
+    f.packets = 501;                 /* more records than 2-byte ones fit */
+    ck_assert(!cons_out_take_file_counts(&o, &st, 1000));
+    ck_assert_uint_eq(o.packets, 7);
+    ck_assert_uint_eq(o.flagged_packets, 1);
+    ck_assert_uint_eq(o.bytes, 70);
+    ck_assert_uint_eq(o.scanned, 70);
+    f.packets = 90;
+    ck_assert(cons_out_take_file_counts(&o, &st, 1000));
+    ck_assert_uint_eq(o.packets, 90);
+    ck_assert_uint_eq(o.flagged_packets, 3);
+    ck_assert_uint_eq(o.bytes, 1000);
+    ck_assert_uint_eq(o.scanned, 1000);
+    ck_assert_uint_eq(o.malformed, 0);
+}
+END_TEST
+
 /* Tags, values and lengths of one and two bytes take the scan's short
  * path, the rest its loop: a 2-byte previous_packet_dropped tag with
  * 2-byte values (257, 256) and a 3-byte one (16384), a tag cut after its
@@ -1118,6 +1160,7 @@ static Suite *cli_suite(void)
              test_out_scan_file_sparse, test_out_scan_sparse_fields,
              test_out_scan_sparse_mutated,
              test_out_scan_varint_lengths, test_out_scan_short_varints,
+             test_out_take_file_counts,
              test_out_scan_follow, test_out_scan_follow_sparse,
              test_out_scan_file_shrinks_while_walked);
     TCK_CASE(s, "client", test_client_no_service);

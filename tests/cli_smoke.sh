@@ -72,7 +72,8 @@ e2e_wait_ok "$R3" 20 "record c (stopped by SIGINT)"
 e2e_check "$E2E_DIR/c.pftrace" --complete 500 --expect-sequences 1
 e2e_wait_pid "$P3" 10 || e2e_fail "producer 3 did not exit"
 # 4. write_into_file: the service writes the file through the fd passed
-# with EnableTracing; the CLI counts what it wrote.
+# with EnableTracing; the CLI reports what it wrote (shmtraced counts it:
+# TraceStats.shmtrace_file), the same count as the file's.
 cat >"$E2E_DIR/wif.cfg" <<'CFG'
 buffers { size_kb: 1024 }
 data_sources { config { name: "smoke.wif" } }
@@ -88,6 +89,12 @@ e2e_cli_wait 'data_sources_registered  1' "producer 4 did not register"
 grep -q 'wrote 8[0-9][0-9] packets' "$E2E_DIR/rec_d.log" ||
     e2e_fail "write_into_file summary: $(cat "$E2E_DIR/rec_d.log")"
 e2e_check "$E2E_DIR/d.pftrace" --complete 400 --expect-sequences 2
+n=$(sed -n 's/.*wrote \([0-9]*\) packets (\([0-9.]*\) MB).*/\1 \2/p' \
+    "$E2E_DIR/rec_d.log")
+mb=$(stat -c %s "$E2E_DIR/d.pftrace" | awk '{ printf "%.1f", $1 / 1e6 }')
+[ "$n" = "$(e2e_value packets) $mb" ] ||
+    e2e_fail "summary says '$n' packets and MB, the file holds" \
+        "$(e2e_value packets) packets of $mb MB"
 e2e_wait_pid "$P4" 10 || e2e_fail "producer 4 did not exit"
 # 5. a TestConfig asking for 4 GB packets: the producer caps message_size
 # at 16 MiB (as --size) instead of allocating and filling 4 GB per thread.

@@ -118,6 +118,14 @@ int cons_out_scan_fd_read(cons_out *o, int fd);
  * its end of the moment and leaves an incomplete last one for the next
  * call (or the final cons_out_scan_fd). */
 int cons_out_scan_follow(cons_out *o, int fd);
+/* Instead of a scan: the service's own count of the file it wrote
+ * (st->shmtrace_file, shmtraced's GetTraceStats), taken into o when it is
+ * that of the finished file as it lies here: complete (the session ended
+ * and every write succeeded), file_size bytes, and consistent. True if
+ * taken; otherwise o is unchanged and the file must be scanned. */
+bool cons_out_take_file_counts(cons_out *o,
+                               const Perfetto__Protos__TraceStats *st,
+                               uint64_t file_size);
 
 /* Sum of the losses in a TraceStats (for the one-line summary). */
 typedef struct cons_losses {

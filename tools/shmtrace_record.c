@@ -96,6 +96,18 @@ void shc_usage_record(FILE *f)
 
 /* ---- record ------------------------------------------------------- */
 
+/* Does the service count what it writes into the file itself
+ * (TraceStats.shmtrace_file, shmtraced)? Then the file need not be
+ * followed while it grows. */
+static bool service_counts_file(cons_client *c)
+{
+    Perfetto__Protos__TraceStats *st = NULL;
+    bool yes = cons_get_stats(c, &st) == 0 && st->shmtrace_file != NULL;
+    perfetto__protos__trace_stats__free_unpacked(st, NULL);
+    return yes;
+}
+
+
 typedef struct rec_opts {
     const char *out, *config, *socket, *session_name;
     uint32_t buffer_kb;
@@ -457,8 +469,11 @@ int shc_cmd_record(int argc, char **argv)
      * went from 18-19 to 3-5 ms in 256 MB recordings of 1 KiB packets,
      * but the recording itself took as much longer (the scan then runs
      * while the producer and the service want both CPUs): 87-105 ms in
-     * all against 92-97. Not kept. */
-    bool follow = service_writes;
+     * all against 92-97. Not kept.
+     * A service that counts the file itself (service_counts_file, asked
+     * at the first period) is not followed unless progress is shown: its
+     * count is taken at the end instead (cons_out_take_file_counts). */
+    bool follow = service_writes, probed = pg.enabled;
     bool disabled = false;
     uint64_t disable_deadline = 0;
     const char *end_err = NULL;
@@ -502,8 +517,13 @@ int shc_cmd_record(int argc, char **argv)
             next_read = ipc_now_ms() + period;
         }
         if (follow && ipc_now_ms() >= next_read) {
+            if (!probed) {
+                probed = true;
+                follow = !service_counts_file(c);
+            }
             /* an error is the final count's to report, from where it is */
-            follow = cons_out_scan_follow(&o, of.fd) == 0;
+            if (follow)
+                follow = cons_out_scan_follow(&o, of.fd) == 0;
             next_read = ipc_now_ms() + period;
         }
         if (!cons_ended(c, NULL))
@@ -573,9 +593,10 @@ int shc_cmd_record(int argc, char **argv)
         st = fetched;
     cons_free_buffers(c);
     struct stat fst;
-    if (service_writes && fstat(of.fd, &fst) == 0 && S_ISREG(fst.st_mode)) {
-        /* The service wrote the file: count what is in it (a pipe or
-         * terminal cannot be read back). */
+    if (service_writes && fstat(of.fd, &fst) == 0 && S_ISREG(fst.st_mode) &&
+        !cons_out_take_file_counts(&o, st, (uint64_t)fst.st_size)) {
+        /* The service wrote the file and did not count it: count what is
+         * in it (a pipe or terminal cannot be read back). */
         rc = cons_out_scan_fd(&o, of.fd);
         if (rc < 0)
             fprintf(stderr, "shmtrace record: %s: %s\n", ro.out,
