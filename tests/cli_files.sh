@@ -212,7 +212,8 @@ grep -q "cannot connect" "$D/prod.log" && e2e_fail "producer: 'cannot connect' a
 
 # 9. Progress on a terminal (script(1) gives record a pty): elapsed and
 # remaining time against -t; without --long it says the packets are in the
-# service's buffers (not "file 0.0 MB" throughout); with --long the file.
+# service's buffers (not "file 0.0 MB" throughout); with --long the file;
+# with write_into_file the file the service writes.
 if command -v script >/dev/null 2>&1; then
     script -qec "\"$CLI\" record -o \"$D/p1.pftrace\" -t 2" "$D/p1.tty" \
         >/dev/null 2>&1 </dev/null || e2e_fail "record on a pty: rc=$?"
@@ -226,6 +227,17 @@ if command -v script >/dev/null 2>&1; then
     grep -q '\[ *[0-9.]* s, [0-9]* s left\] traced [0-9.]* MB | file [0-9.]* MB, [0-9]* packets |' \
         "$D/p2.txt" || e2e_fail "progress --long: $(cat "$D/p2.txt")"
     grep -q "wrote [1-9][0-9]* packets" "$D/p2.txt" || e2e_fail "no summary on a pty"
+    # write_into_file: the file and the packets shmtraced says it wrote
+    # (TraceStats.shmtrace_file; the file is not read back), and at the
+    # end the same count as the file's
+    script -qec "\"$CLI\" record -c \"$D/wif.cfg\" -o \"$D/p3.pftrace\" -t 2" \
+        "$D/p3.tty" >/dev/null 2>&1 </dev/null || e2e_fail "record write_into_file on a pty"
+    tr '\r' '\n' <"$D/p3.tty" >"$D/p3.txt"
+    grep -q '\[ *[0-9.]* s, [0-9]* s left\] traced [0-9.]* MB | file [0-9.]* MB, [1-9][0-9]* packets (the service writes it) |' \
+        "$D/p3.txt" || e2e_fail "progress write_into_file: $(cat "$D/p3.txt")"
+    e2e_check "$D/p3.pftrace" --min-total 1
+    grep -q "wrote $(e2e_value packets) packets" "$D/p3.txt" ||
+        e2e_fail "summary against $(e2e_value packets) packets: $(cat "$D/p3.txt")"
 else
     echo "note: script(1) not installed: progress display not checked"
 fi

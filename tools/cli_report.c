@@ -34,6 +34,13 @@ void cli_progress_draw(cli_progress *pg, cons_client *c, const cons_out *o,
     memset(&l, 0, sizeof l);
     if (cons_get_stats(c, &st) == 0)
         cons_losses_from_stats(st, &l);
+    /* The service writes the file: shmtraced says what it holds so far
+     * (TraceStats.shmtrace_file), else the follow has counted it. */
+    uint64_t packets = o->packets, flagged = o->flagged_packets;
+    if (pg->service_fd >= 0 && st && st->shmtrace_file) {
+        packets = st->shmtrace_file->packets;
+        flagged = st->shmtrace_file->flagged_packets;
+    }
     uint64_t el = now - pg->start_ms;
     char when[64], where[96];
     if (pg->duration_ms)
@@ -53,7 +60,7 @@ void cli_progress_draw(cli_progress *pg, cons_client *c, const cons_out *o,
     else if (pg->service_fd >= 0 && fstat(pg->service_fd, &fst) == 0)
         snprintf(where, sizeof where, "file %.1f MB, %" PRIu64 " packets "
                  "(the service writes it)", (double)fst.st_size / 1e6,
-                 o->packets);
+                 packets);
     else
         snprintf(where, sizeof where, "in the service's buffers, "
                  "read at the end");
@@ -61,7 +68,7 @@ void cli_progress_draw(cli_progress *pg, cons_client *c, const cons_out *o,
             "\r\033[K[%s] traced %.1f MB | %s | losses: %" PRIu64
             " flagged, %" PRIu64 " overwritten, %" PRIu64 " discarded, %"
             PRIu64 " in producers", when, (double)l.bytes_written / 1e6,
-            where, o->flagged_packets, l.chunks_overwritten,
+            where, flagged, l.chunks_overwritten,
             l.chunks_discarded, l.trace_writer_packet_loss);
     perfetto__protos__trace_stats__free_unpacked(st, NULL);
 }

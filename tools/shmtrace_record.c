@@ -471,9 +471,10 @@ int shc_cmd_record(int argc, char **argv)
      * while the producer and the service want both CPUs): 87-105 ms in
      * all against 92-97. Not kept.
      * A service that counts the file itself (service_counts_file, asked
-     * at the first period) is not followed unless progress is shown: its
-     * count is taken at the end instead (cons_out_take_file_counts). */
-    bool follow = service_writes, probed = pg.enabled;
+     * at the first period) is not followed at all: the progress line
+     * shows its count (cli_progress_draw), and its count is taken at the
+     * end (cons_out_take_file_counts). */
+    bool follow = service_writes, probed = false;
     bool disabled = false;
     uint64_t disable_deadline = 0;
     const char *end_err = NULL;
