@@ -684,10 +684,8 @@ static uint64_t next_record(const uint8_t *buf, long size, long *off)
 static int check_big_file(int fd, uint32_t n, uint32_t skip,
                           uint32_t *flag_after_skip)
 {
-    long size = svf_file_size(fd);
-    uint8_t *buf = malloc((size_t)size + 1);
-    ck_assert_int_eq(pread(fd, buf, (size_t)size, 0), size);
-    long off = 0;
+    long size, off = 0;
+    uint8_t *buf = svf_file_bytes(fd, &size);
     uint32_t want = 0;
     int seen = 0;
     while (off < size) {
@@ -790,11 +788,8 @@ static uint32_t put_big_range(svf_fx *f, uint32_t id, uint32_t from,
  * keeps the last value of a repeated scalar field, as any reader). */
 static void count_file_records(int fd, uint64_t *records, uint64_t *flagged)
 {
-    long size = svf_file_size(fd);
-    uint8_t *buf = malloc((size_t)size + 1);
-    ck_assert_ptr_nonnull(buf);
-    ck_assert_int_eq(pread(fd, buf, (size_t)size, 0), size);
-    long off = 0;
+    long size, off = 0;
+    uint8_t *buf = svf_file_bytes(fd, &size);
     *records = *flagged = 0;
     while (off < size) {
         uint64_t len = next_record(buf, size, &off);
@@ -1396,9 +1391,8 @@ SVF_TEST(test_file_mode_small_packets_every_size, 1)
     ck_assert_int_eq(svc_session_write_file(f->svc, s), 0);
     ck_assert_uint_eq(s->invalid_packets, 0);
 
-    long size = svf_file_size(mine), off = 0;
-    uint8_t *buf = malloc((size_t)size + 1);
-    ck_assert_int_eq(pread(mine, buf, (size_t)size, 0), size);
+    long size, off = 0;
+    uint8_t *buf = svf_file_bytes(mine, &size);
     size_t want = 2;
     while (off < size) {
         uint64_t len = next_record(buf, size, &off);

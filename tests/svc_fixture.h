@@ -393,16 +393,25 @@ static inline bool svf_can_reserve(const char *who)
     return ok;
 }
 
+/* The whole file fd (malloc'ed, one byte more than *size; the caller
+ * frees it). */
+static inline uint8_t *svf_file_bytes(int fd, long *size)
+{
+    *size = svf_file_size(fd);
+    uint8_t *buf = malloc((size_t)*size + 1);
+    ck_assert_ptr_nonnull(buf);
+    ck_assert_int_eq(pread(fd, buf, (size_t)*size, 0), *size);
+    return buf;
+}
+
 /* Parses a file of Trace.packet records (tag 0x0A, varint length, packet)
  * into r with svf_collect(); every record lies inside the file; r->n
  * counts them. */
 static inline void svf_read_file_records(int fd, svf_readout *r)
 {
     memset(r, 0, sizeof(*r));
-    long size = svf_file_size(fd);
-    uint8_t *buf = malloc((size_t)size + 1);
-    ck_assert_ptr_nonnull(buf);
-    ck_assert_int_eq(pread(fd, buf, (size_t)size, 0), size);
+    long size;
+    uint8_t *buf = svf_file_bytes(fd, &size);
     long off = 0;
     while (off < size) {
         SVF_CHECK(buf[off] == 0x0A);
