@@ -107,7 +107,6 @@ static bool service_counts_file(cons_client *c)
     return yes;
 }
 
-
 typedef struct rec_opts {
     const char *out, *config, *socket, *session_name;
     uint32_t buffer_kb;
