@@ -815,7 +815,8 @@ static size_t tagged_packet(uint8_t *out, uint32_t v, const uint8_t *extra,
     out[n++] = 2;
     out[n++] = 0x10;                         /* seq_value */
     out[n++] = (uint8_t)(v & 0x7f);
-    memcpy(out + n, extra, nextra);
+    if (nextra > 0)               /* extra may be NULL then */
+        memcpy(out + n, extra, nextra);
     return n + nextra;
 }
 
