@@ -470,9 +470,9 @@ typedef struct svc_filew svc_filew;
  * that may be written past it but are not committed. */
 static int filew_reserve(svc_filew *w, size_t size, size_t slack,
                          uint8_t **dst);
-static void filew_commit(svc_filew *w, size_t size);
+static void filew_commit(svc_filew *w, size_t size, bool flagged);
 static int filew_in_place(svc_filew *w, const tb_packet *pkt,
-                          const uint8_t *trailer, size_t tlen);
+                          const uint8_t *trailer, size_t tlen, bool flagged);
 static bool filew_would_wait(svc_filew *w);
 
 /* n <= 128 bytes between buffers apart, without a library call (most
@@ -606,14 +606,14 @@ static int session_read(svc_service *svc, svc_session *s, size_t max_bytes,
                                                       TB_LOSS_PRESENT;
                     continue;
                 }
-                int w = filew_in_place(fw, &pkt, trailer, tlen);
+                int w = filew_in_place(fw, &pkt, trailer, tlen,
+                                       dropped || own_flag);
                 if (w < 0) {
                     rc = w;
                     goto out;
                 }
                 if (w > 0) {
                     s->packets_read++;
-                    s->flagged_written_to_file += dropped || own_flag;
                     budget_used += total;
                     continue;
                 }
@@ -658,12 +658,10 @@ static int session_read(svc_service *svc, svc_session *s, size_t max_bytes,
             memcpy(dst + off, trailer, SVC_TRAILER_MAX);
             s->packets_read++;
             budget_used += total;
-            if (direct) {
-                filew_commit(fw, total);
-                s->flagged_written_to_file += dropped || own_flag;
-            } else if ((rc = emit(ctx, dst, total)) < 0) {
+            if (direct)
+                filew_commit(fw, total, dropped || own_flag);
+            else if ((rc = emit(ctx, dst, total)) < 0)
                 goto out;
-            }
         }
     }
     rc = emit_stats(svc, s, &sc, emit, ctx);
@@ -867,6 +865,16 @@ static size_t packet_header_len(size_t size)
     return 1 + svc_varint_len(size);
 }
 
+/* A record of `framed` bytes joined the file: the counts GetTraceStats
+ * reports (svc_stats_add_file). flagged: its last previous_packet_dropped
+ * is non-zero. */
+static void file_counted(svc_session *s, size_t framed, bool flagged)
+{
+    s->bytes_written_to_file += framed;
+    s->packets_written_to_file++;
+    s->flagged_written_to_file += flagged;
+}
+
 /* Would `framed` more bytes reach the session's max_file_size_bytes? */
 static bool file_would_fill(const svc_session *s, size_t framed)
 {
@@ -892,8 +900,7 @@ static int filew_emit(void *ctx, const uint8_t *p, size_t size)
     packet_header(b->buf + b->len, size);
     memcpy(b->buf + b->len + h, p, size);
     filew_take(w, h + size);
-    s->bytes_written_to_file += h + size;
-    s->packets_written_to_file++;
+    file_counted(s, h + size, false);     /* the service's own packets */
     return 0;
 }
 
@@ -921,11 +928,10 @@ static int filew_reserve(svc_filew *w, size_t size, size_t slack,
     return 0;
 }
 
-static void filew_commit(svc_filew *w, size_t size)
+static void filew_commit(svc_filew *w, size_t size, bool flagged)
 {
     filew_take(w, w->hdr + size);
-    w->s->bytes_written_to_file += w->hdr + size;
-    w->s->packets_written_to_file++;
+    file_counted(w->s, w->hdr + size, flagged);
 }
 
 /* A valid packet written from where it lies: header and trailer go to buf,
@@ -935,7 +941,7 @@ static void filew_commit(svc_filew *w, size_t size)
  * must take the copying path (the file is or would become full; too many
  * slices). */
 static int filew_in_place(svc_filew *w, const tb_packet *pkt,
-                          const uint8_t *trailer, size_t tlen)
+                          const uint8_t *trailer, size_t tlen, bool flagged)
 {
     svc_session *s = w->s;
     size_t size = pkt->size + tlen;
@@ -969,8 +975,7 @@ static int filew_in_place(svc_filew *w, const tb_packet *pkt,
     }
     memcpy(b->buf + b->len, trailer, tlen);
     filew_take(w, tlen);
-    s->bytes_written_to_file += h + size;
-    s->packets_written_to_file++;
+    file_counted(s, h + size, flagged);
     return 1;
 }
 
