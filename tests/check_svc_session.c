@@ -635,6 +635,27 @@ static void write_raw_chunk(svc_producer *p, uint32_t page, uint16_t writer,
     atomic_store((_Atomic uint32_t *)(void *)pg, (1u << 28) | 3u);
 }
 
+/* Commits packet pk (len bytes) from writer 1 on page 0 as chunk id, or,
+ * if split, as its first half in chunk id and the rest in chunk id + 1
+ * (begin fragment, then end fragment); returns the next chunk id. */
+static uint32_t commit_packet(svf_fx *f, uint32_t id, const uint8_t *pk,
+                              size_t len, bool split)
+{
+    static uint8_t fr[8192];
+    size_t part = split ? len / 2 : len;
+    size_t k = svc_varint(fr, part);
+    memcpy(fr + k, pk, part);
+    write_raw_chunk(f->p[0], 0, 1, id, fr, k + part, 1, split ? 2 : 0);
+    svf_commit(f->svc, f->p[0], 0, 0, f->buf, 0);
+    if (!split)
+        return id + 1;
+    k = svc_varint(fr, len - part);
+    memcpy(fr + k, pk + part, len - part);
+    write_raw_chunk(f->p[0], 0, 1, id + 1, fr, k + len - part, 1, 1);
+    svf_commit(f->svc, f->p[0], 0, 0, f->buf, 0);
+    return id + 2;
+}
+
 /* The str length of big packet v: 500-3499 bytes, varied. */
 #define BIG_STR_LEN(v) (500 + ((v) * 37) % 3000)
 
@@ -730,30 +751,13 @@ SVF_TEST(test_file_mode_large_packets_in_place, 1)
     svf_cfg_init(&f->c, 4096, 0);
     svf_cfg_file(&f->c);
     svc_session *s = svf_enable_fd(f, fd);
-    svc_producer *p = f->p[0];
-    static uint8_t pk[8192], fr[8192];
+    static uint8_t pk[8192];
     const uint32_t n = 1300, bad = 17;
     uint32_t id = 0;
     for (uint32_t v = 0; v < n; v++) {
         size_t L = BIG_STR_LEN(v);
         size_t len = big_packet(pk, v, L, v == bad);
-        if (v % 5 == 4) {
-            /* in two chunks: begin fragment, then end fragment */
-            size_t half = len / 2, k = svc_varint(fr, half);
-            memcpy(fr + k, pk, half);
-            write_raw_chunk(p, 0, 1, id, fr, k + half, 1, 2);
-            svf_commit(f->svc, p, 0, 0, f->buf, 0);
-            id++;
-            k = svc_varint(fr, len - half);
-            memcpy(fr + k, pk + half, len - half);
-            write_raw_chunk(p, 0, 1, id, fr, k + len - half, 1, 1);
-        } else {
-            size_t k = svc_varint(fr, len);
-            memcpy(fr + k, pk, len);
-            write_raw_chunk(p, 0, 1, id, fr, k + len, 1, 0);
-        }
-        svf_commit(f->svc, p, 0, 0, f->buf, 0);
-        id++;
+        id = commit_packet(f, id, pk, len, v % 5 == 4);  /* 1 in 5 split */
         if (v == 600)           /* a pass in the middle too */
             ck_assert_int_eq(svc_session_write_file(f->svc, s), 0);
     }
@@ -771,15 +775,10 @@ SVF_TEST(test_file_mode_large_packets_in_place, 1)
 static uint32_t put_big_range(svf_fx *f, uint32_t id, uint32_t from,
                               uint32_t to)
 {
-    static uint8_t pk[8192], fr[8192];
-    for (uint32_t v = from; v < to; v++) {
-        size_t len = big_packet(pk, v, BIG_STR_LEN(v), false);
-        size_t k = svc_varint(fr, len);
-        memcpy(fr + k, pk, len);
-        write_raw_chunk(f->p[0], 0, 1, id, fr, k + len, 1, 0);
-        svf_commit(f->svc, f->p[0], 0, 0, f->buf, 0);
-        id++;
-    }
+    static uint8_t pk[8192];
+    for (uint32_t v = from; v < to; v++)
+        id = commit_packet(f, id, pk, big_packet(pk, v, BIG_STR_LEN(v),
+                                                 false), false);
     return id;
 }
 
@@ -876,25 +875,12 @@ SVF_TEST(test_file_counts_what_it_writes, 1)
     /* a big packet flagged by itself, in two chunks (two slices) */
     size_t len = big_packet(pk, 5, 2000, false);
     memcpy(pk + len, own_loss_1, sizeof own_loss_1);
-    len += sizeof own_loss_1;
-    size_t half = len / 2;
-    k = svc_varint(fr, half);
-    memcpy(fr + k, pk, half);
-    write_raw_chunk(p, 0, 1, 1, fr, k + half, 1, 2);
-    svf_commit(f->svc, p, 0, 0, f->buf, 0);
-    k = svc_varint(fr, len - half);
-    memcpy(fr + k, pk + half, len - half);
-    write_raw_chunk(p, 0, 1, 2, fr, k + len - half, 1, 1);
-    svf_commit(f->svc, p, 0, 0, f->buf, 0);
+    uint32_t id = commit_packet(f, 1, pk, len + sizeof own_loss_1, true);
     /* a big one in one chunk flagged by itself, and one not */
     len = big_packet(pk, 6, 1500, false);
     memcpy(pk + len, own_loss_257, sizeof own_loss_257);
-    len += sizeof own_loss_257;
-    k = svc_varint(fr, len);
-    memcpy(fr + k, pk, len);
-    write_raw_chunk(p, 0, 1, 3, fr, k + len, 1, 0);
-    svf_commit(f->svc, p, 0, 0, f->buf, 0);
-    put_big_range(f, 4, 7, 8);
+    id = commit_packet(f, id, pk, len + sizeof own_loss_257, false);
+    put_big_range(f, id, 7, 8);
     ck_assert_int_eq(svc_session_write_file(f->svc, s), 0);
 
     uint64_t records, flagged;
