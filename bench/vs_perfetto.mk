@@ -8,9 +8,19 @@ bench_bench_waitsize_SOURCES = bench/bench_waitsize.c
 bench_bench_cputime_SOURCES = bench/bench_cputime.c
 bench_bench_fwrite_SOURCES = bench/bench_fwrite.c service/svc_prealloc.c
 bench_bench_fwrite_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/service
-EXTRA_DIST += bench/bench_vs_perfetto.sh bench/bench_vs_run.sh
+EXTRA_DIST += bench/bench_vs_perfetto.sh bench/bench_vs_run.sh \
+	bench/bench_vs_sdk.sh
 
 .PHONY: bench-vs-perfetto
 bench-vs-perfetto: all $(check_PROGRAMS)
 	top_builddir='$(top_builddir)' top_srcdir='$(top_srcdir)' \
 		$(SHELL) $(top_srcdir)/bench/bench_vs_perfetto.sh
+	top_builddir='$(top_builddir)' top_srcdir='$(top_srcdir)' \
+		$(SHELL) $(top_srcdir)/bench/bench_vs_sdk.sh
+
+# The producer's cost per small packet, libshm against Perfetto's C SDK
+# (bench/bench_vs_sdk.sh; also run by bench-vs-perfetto).
+.PHONY: bench-vs-sdk
+bench-vs-sdk: all $(check_PROGRAMS)
+	top_builddir='$(top_builddir)' top_srcdir='$(top_srcdir)' \
+		$(SHELL) $(top_srcdir)/bench/bench_vs_sdk.sh
