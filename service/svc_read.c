@@ -495,6 +495,20 @@ static inline void copy_small(uint8_t *d, const uint8_t *s, size_t n)
     }
 }
 
+/* A packet that failed validation (of `bytes` bytes, from the writer of
+ * sequence-map key `key` in buffer `bi`; its sequence-map slot, or
+ * SIZE_MAX): counted for the session and for its writer (loss table:
+ * invalid), and the next packet of its sequence is flagged, with whatever
+ * loss this one carried. Nothing lost silently. */
+static void packet_invalid(svc_session *s, uint32_t key, size_t bi,
+                           size_t bytes, size_t slot, uint32_t dropped)
+{
+    s->invalid_packets++;
+    svc__loss_invalid(s, key, (uint32_t)bi, bytes);
+    if (slot != SIZE_MAX)
+        s->seqs.pending_loss[slot] |= dropped | TB_LOSS_PRESENT;
+}
+
 /*
  * The read pass. With fw (file mode) a packet is copied straight from the
  * buffer into the file batch behind its Trace.packet header, validated
@@ -600,10 +614,7 @@ static int session_read(svc_service *svc, svc_session *s, size_t max_bytes,
                  * written from there (writev), no copy of ours. */
                 if (!svc_packet_check_slices(pkt.slices, pkt.nslices,
                                              &own_flag)) {
-                    s->invalid_packets++;
-                    if (slot != SIZE_MAX)
-                        s->seqs.pending_loss[slot] |= dropped |
-                                                      TB_LOSS_PRESENT;
+                    packet_invalid(s, key, bi, pkt.size, slot, dropped);
                     continue;
                 }
                 int w = filew_in_place(fw, &pkt, trailer, tlen,
@@ -648,11 +659,7 @@ static int session_read(svc_service *svc, svc_session *s, size_t max_bytes,
                 }
             }
             if (!svc_packet_check(dst, off, &own_flag)) {
-                s->invalid_packets++;
-                svc__loss_invalid(s, key, (uint32_t)bi, off);
-                /* Nothing lost silently: the next packet says so. */
-                if (slot != SIZE_MAX)
-                    s->seqs.pending_loss[slot] |= dropped | TB_LOSS_PRESENT;
+                packet_invalid(s, key, bi, off, slot, dropped);
                 continue;
             }
             memcpy(dst + off, trailer, SVC_TRAILER_MAX);

@@ -228,6 +228,28 @@ SVF_TEST(test_read_in_bounded_batches, 1)
     ck_assert_int_gt(rounds, 2);
 }
 
+/* Packets the service refused as invalid, by the session's loss table
+ * (cause "invalid") for writer `writer` of the first producer. */
+static uint64_t invalid_in_loss_table(svf_fx *f, svc_session *s,
+                                      uint32_t writer)
+{
+    Perfetto__Protos__TraceStats *st = svc_stats_build(f->svc, s);
+    uint64_t n = 0;
+    ck_assert_ptr_nonnull(st);
+    for (size_t i = 0; i < st->n_shmtrace_sequence_loss; i++) {
+        const Perfetto__Protos__TraceStats__ShmtraceSequenceLoss *l =
+            st->shmtrace_sequence_loss[i];
+        if (l->producer_id != svc_producer_id(f->p[0]) ||
+            l->writer_id != writer)
+            continue;
+        for (size_t c = 0; c < l->n_causes; c++)
+            if (strcmp(l->causes[c]->cause, "invalid") == 0)
+                n += l->causes[c]->packets;
+    }
+    svc_stats_free(st);
+    return n;
+}
+
 SVF_TEST(test_read_drops_invalid_packets_and_flags_next, 1)
 {
     svc_session *s = svf_enable(f);
@@ -240,6 +262,7 @@ SVF_TEST(test_read_drops_invalid_packets_and_flags_next, 1)
     ck_assert_uint_eq(r.invalid_packets, 1);
     ck_assert_uint_eq(r.dropped_of_value[0], 0);
     ck_assert_uint_ne(r.dropped_of_value[2], 0);     /* not silent */
+    ck_assert_uint_eq(invalid_in_loss_table(f, s, 1), 1);
 }
 
 /* ------------------------------------------------------------ stats */
@@ -739,26 +762,27 @@ static int check_big_file(int fd, uint32_t n, uint32_t skip,
     return seen;
 }
 
-/* File mode writes packets of >= 512 bytes from the buffer itself
- * (writev): whole ones and ones reassembled from two chunks, more than one
- * writev's worth of pieces in one pass; an invalid one leaves nothing
- * behind and flags the next. */
-SVF_TEST(test_file_mode_large_packets_in_place, 1)
+/* n big packets from writer 1 into a file session whose packets of
+ * in_place_min bytes or more are written in place, 1 in 5 split over two
+ * chunks, packet `bad` invalid: every other one comes out intact and in
+ * order, the bad one leaves nothing behind, is counted for the session
+ * and for its writer, and flags the next. */
+static void big_packets_one_bad(svf_fx *f, size_t in_place_min,
+                                uint32_t n, uint32_t bad)
 {
-    svc_set_file_in_place_min(f->svc, 512);    /* big packets in place */
+    svc_set_file_in_place_min(f->svc, in_place_min);
     int mine;
     int fd = svf_temp_file(&mine);
     svf_cfg_init(&f->c, 4096, 0);
     svf_cfg_file(&f->c);
     svc_session *s = svf_enable_fd(f, fd);
     static uint8_t pk[8192];
-    const uint32_t n = 1300, bad = 17;
     uint32_t id = 0;
     for (uint32_t v = 0; v < n; v++) {
         size_t L = BIG_STR_LEN(v);
         size_t len = big_packet(pk, v, L, v == bad);
         id = commit_packet(f, id, pk, len, v % 5 == 4);  /* 1 in 5 split */
-        if (v == 600)           /* a pass in the middle too */
+        if (v == n / 2)         /* a pass in the middle too */
             ck_assert_int_eq(svc_session_write_file(f->svc, s), 0);
     }
     ck_assert_int_eq(svc_session_write_file(f->svc, s), 0);
@@ -766,9 +790,21 @@ SVF_TEST(test_file_mode_large_packets_in_place, 1)
     ck_assert_int_eq(check_big_file(mine, n, bad, &flag), (int)n - 1);
     ck_assert_uint_ne(flag, 0);                      /* not silent */
     ck_assert_uint_eq(s->invalid_packets, 1);
+    ck_assert_uint_eq(invalid_in_loss_table(f, s, 1), 1);
     ck_assert_int_eq((long)s->bytes_written_to_file, svf_file_size(mine));
-    ck_assert_uint_gt(s->file_slice_bytes, s->file_staged_bytes);
+    if (in_place_min <= 512)
+        ck_assert_uint_gt(s->file_slice_bytes, s->file_staged_bytes);
+    else
+        ck_assert_uint_eq(s->file_slice_bytes, 0);
     close(mine);
+}
+
+/* File mode writes packets of >= 512 bytes from the buffer itself
+ * (writev): whole ones and ones reassembled from two chunks, more than one
+ * writev's worth of pieces in one pass. */
+SVF_TEST(test_file_mode_large_packets_in_place, 1)
+{
+    big_packets_one_bad(f, 512, 1300, 17);
 }
 
 /* Commits big packets v = from .. to - 1 (one chunk each, page 0). */
