@@ -511,9 +511,19 @@ static void packet_invalid(svc_session *s, uint32_t key, size_t bi,
 
 /*
  * The read pass. With fw (file mode) a packet is copied straight from the
- * buffer into the file batch behind its Trace.packet header, validated
- * there and dropped again if invalid: one copy per byte in user space.
- * Otherwise it goes through the scratch area to emit().
+ * buffer into the file batch behind its Trace.packet header and dropped
+ * again if invalid: one copy per byte in user space. A packet of more
+ * than 128 bytes in one piece is validated where it lies in the buffer,
+ * before the copy (the buffer is the service's own memory: the bytes
+ * cannot change between the check and the copy); any other after the
+ * copy, in the batch. Checked right behind a copy of ~1 KiB, the
+ * validator's first load (the timestamp) waited for the copy's stores:
+ * 72% of its samples in a 1 KiB x4 recording, 6.5% of the service's.
+ * Ahead of the copy (2026-12-06, one warm daemon per build, recordings
+ * alternating, six each): 1 KiB x4 573-614 ns of service CPU per packet
+ * against 591-634, 1 KiB x1 415-455 against 423-439 (medians 577 / 593
+ * and 417 / 428); 64 B packets 61-66 either way, so those stay as they
+ * were. Otherwise a packet goes through the scratch area to emit().
  */
 static int session_read(svc_service *svc, svc_session *s, size_t max_bytes,
                         svc_emit_fn emit, void *ctx, bool *more,
@@ -631,6 +641,14 @@ static int session_read(svc_service *svc, svc_session *s, size_t max_bytes,
                 /* w == 0: not in place (file full, too many slices):
                  * the copying path below decides */
             }
+            /* Checked ahead of the copy: a packet in one piece, unless it
+             * is small (copy_small's few loads and stores are no wait). */
+            bool ahead = pkt.nslices == 1 && pkt.size > 128;
+            if (ahead && !svc_packet_check(pkt.slices[0].data, pkt.size,
+                                           &own_flag)) {
+                packet_invalid(s, key, bi, pkt.size, slot, dropped);
+                continue;
+            }
             /* The trailer is copied whole (SVC_TRAILER_MAX bytes, a fixed
              * size the compiler inlines, instead of a library call per
              * packet): room for what lies past tlen, never committed. */
@@ -658,7 +676,7 @@ static int session_read(svc_service *svc, svc_session *s, size_t max_bytes,
                     off += pkt.slices[i].size;
                 }
             }
-            if (!svc_packet_check(dst, off, &own_flag)) {
+            if (!ahead && !svc_packet_check(dst, off, &own_flag)) {
                 packet_invalid(s, key, bi, off, slot, dropped);
                 continue;
             }

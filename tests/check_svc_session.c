@@ -807,6 +807,19 @@ SVF_TEST(test_file_mode_large_packets_in_place, 1)
     big_packets_one_bad(f, 512, 1300, 17);
 }
 
+/* Under the in-place threshold the same packets are copied into the batch:
+ * one in one piece is checked in the buffer before its copy (bad 17),
+ * one in two pieces after it, in the batch (bad 19: split). */
+SVF_TEST(test_file_mode_copied_packets_checked_whole, 1)
+{
+    big_packets_one_bad(f, SVC_FILE_IN_PLACE_MIN, 200, 17);
+}
+
+SVF_TEST(test_file_mode_copied_packets_checked_split, 1)
+{
+    big_packets_one_bad(f, SVC_FILE_IN_PLACE_MIN, 200, 19);
+}
+
 /* Commits big packets v = from .. to - 1 (one chunk each, page 0). */
 static uint32_t put_big_range(svf_fx *f, uint32_t id, uint32_t from,
                               uint32_t to)
@@ -1942,6 +1955,8 @@ static Suite *svc_session_suite(void)
              test_periodic_flush_by_period_and_file_mode,
              test_file_mode_drops_invalid_packets_in_place,
              test_file_mode_large_packets_in_place,
+             test_file_mode_copied_packets_checked_whole,
+             test_file_mode_copied_packets_checked_split,
              test_file_counts_what_it_writes,
              test_file_counts_not_complete_after_a_failed_write,
              test_file_writer_thread_keeps_slices_until_written,
