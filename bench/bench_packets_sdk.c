@@ -53,7 +53,7 @@ static void flushed(void *user)
     pthread_mutex_unlock(&g_mu);
 }
 
-/* Wait on g_cv until *flag or the deadline; false on timeout. */
+/* Wait on g_cv until ready() or the deadline; false on timeout. */
 static bool wait_until(bool (*ready)(void), unsigned seconds)
 {
     struct timespec dl;

@@ -222,7 +222,7 @@ static void bench_small(uint64_t n)
     tw_writer_destroy(w);
     printf("small packet (ts + 32 B), 1 thread : %7.1f ns/packet median, "
            "%.1f best of %d (thread CPU time; memcpy of the encoded bytes: "
-           "%.1f ns; Perfetto C SDK: 136-147 ns)\n",
+           "%.1f ns; Perfetto's C SDK side by side: make bench-vs-sdk)\n",
            median(v, SMALL_ROUNDS), best, SMALL_ROUNDS, base);
     for (int i = 0; i < 2; i++) {
         t[i].arb = r.arb;

@@ -128,12 +128,13 @@ record() {
     kill -TERM $cons 2>/dev/null
     wait $cons || { cat "$DIR/record.log" >&2
         echo "bench_vs_sdk: the consumer failed ($prod, $svc)" >&2; exit 1; }
-    "$top_builddir/tests/svc_tracecheck" --per-sequence $((ROUNDS * BURST)) \
+    total=$((ROUNDS * BURST + 1))     # and the one untimed first packet
+    "$top_builddir/tests/svc_tracecheck" --per-sequence $total \
         "$out" >"$DIR/check.txt" 2>&1 || true
     got=$(sed -n 's/^test_packets=//p' "$DIR/check.txt")
     [ -n "$got" ] || { cat "$DIR/check.txt" >&2
         echo "bench_vs_sdk: unreadable trace ($prod, $svc)" >&2; exit 1; }
-    lost=$(( ROUNDS * BURST - got ))
+    lost=$((total - got))
     { grep '^result ' "$DIR/prod.log"; echo "lost=$lost"; } \
         >>"$DIR/$svc.$prod"
 }
