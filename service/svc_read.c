@@ -33,7 +33,8 @@
  * bytes behind a slice (trace_buffer.h), and nothing writes to the buffers
  * during a pass, so the slices stay good until the writev(). A smaller
  * packet is copied once, from the buffer straight behind its header in the
- * batch, validated there, and dropped if invalid. Every record framed is
+ * batch, validated before the copy (in one piece and over 128 bytes) or
+ * after it, and dropped if invalid (session_read). Every record framed is
  * counted (packets_written_to_file, bytes_written_to_file) and so is every
  * one whose last previous_packet_dropped is non-zero, the trailer's or
  * the packet's own (svc_packet_check reads it during the validation):
