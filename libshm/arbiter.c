@@ -53,9 +53,10 @@
  * patches). Groups refer to their patches by index until the batch is sent
  * (the patch array may move when it grows); send fixes the pointers up.
  *
- * Locking: `mu` guards every field below it in struct smb_arbiter. The SMB
- * itself is shared with the service and only touched through the ABI's
- * atomics.
+ * Locking: `mu` (adaptive: spins briefly before it sleeps,
+ * arbiter_mutex_init) guards every field below it in struct smb_arbiter.
+ * The SMB itself is shared with the service and only touched through the
+ * ABI's atomics.
  */
 #include "config.h"
 
@@ -126,6 +127,31 @@ static int grow(void **arr, size_t *cap, size_t need, size_t elem)
     return 0;
 }
 
+/* The arbiter's lock: held for a chunk handoff (tens of ns), taken by
+ * every writer thread of the process. glibc's adaptive mutex spins a
+ * little before it sleeps: a writer that finds it held mostly gets it
+ * within the spin, without the futex sleep and wake-up. bench_tw --quick,
+ * 2 threads writing small packets through one arbiter (2026-12-06, six
+ * runs of each build, alternating): 17.1-19.3 ns per packet per thread
+ * against 19.5-23.8 with the default mutex; futex calls 308 against 1615
+ * in one run of each (strace -c); 1 thread 9.5-11.1 either way. */
+static int arbiter_mutex_init(pthread_mutex_t *mu)
+{
+#ifdef PTHREAD_ADAPTIVE_MUTEX_INITIALIZER_NP
+    pthread_mutexattr_t attr;
+    int rc;
+    if (pthread_mutexattr_init(&attr) != 0)
+        return -1;
+    rc = pthread_mutexattr_settype(&attr, PTHREAD_MUTEX_ADAPTIVE_NP);
+    if (rc == 0)
+        rc = pthread_mutex_init(mu, &attr);
+    pthread_mutexattr_destroy(&attr);
+    return rc;
+#else
+    return pthread_mutex_init(mu, NULL);
+#endif
+}
+
 static smb_arbiter *arbiter_new(uint8_t *base, size_t size,
                                 uint32_t page_size,
                                 const smb_transport *transport,
@@ -147,7 +173,7 @@ static smb_arbiter *arbiter_new(uint8_t *base, size_t size,
     arb = calloc(1, sizeof(*arb));
     if (arb == NULL)
         return NULL;
-    if (pthread_mutex_init(&arb->mu, NULL) != 0) {
+    if (arbiter_mutex_init(&arb->mu) != 0) {
         free(arb);
         errno = ENOMEM;
         return NULL;
