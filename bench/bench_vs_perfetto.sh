@@ -127,27 +127,11 @@ warm_cmd() {
     fi
 }
 
-sockets() { # SERVICE: point the PERFETTO_*_SOCK_NAME at that daemon
-    PERFETTO_PRODUCER_SOCK_NAME="$DIR/$1-p.sock"
-    PERFETTO_CONSUMER_SOCK_NAME="$DIR/$1-c.sock"
-    export PERFETTO_PRODUCER_SOCK_NAME PERFETTO_CONSUMER_SOCK_NAME
-}
+BENCH_NAME=bench_vs_perfetto
+. "$here/bench_services.sh"
 for svc in $SERVICES; do
-    sockets "$svc"
-    if [ "$svc" = traced ]; then
-        "$PERFETTO_BIN/traced" >"$DIR/$svc.log" 2>&1 &
-        pid_traced=$!
-    else
-        "$top_builddir/service/shmtraced" >"$DIR/$svc.log" 2>&1 &
-        pid_shmtraced=$!
-    fi
-    tries=0
-    while [ ! -S "$PERFETTO_CONSUMER_SOCK_NAME" ]; do
-        tries=$((tries + 1))
-        [ $tries -gt 500 ] && { cat "$DIR/$svc.log" >&2
-            echo "bench_vs_perfetto: $svc did not start" >&2; exit 1; }
-        sleep 0.02
-    done
+    start_service "$svc"
+    eval "pid_$svc=\$service_pid"
 done
 ticks() { # PID: utime + stime of that process, in USER_HZ ticks
     sed 's/.*) //' "/proc/$1/stat" | awk '{print $12 + $13}'

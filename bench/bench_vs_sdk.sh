@@ -70,26 +70,11 @@ else
 fi
 [ -n "$why" ] && echo "bench_vs_sdk: $why: libshm's rows only"
 
-sockets() { # SERVICE
-    PERFETTO_PRODUCER_SOCK_NAME="$DIR/$1-p.sock"
-    PERFETTO_CONSUMER_SOCK_NAME="$DIR/$1-c.sock"
-    export PERFETTO_PRODUCER_SOCK_NAME PERFETTO_CONSUMER_SOCK_NAME
-}
+BENCH_NAME=bench_vs_sdk
+. "$top_srcdir/bench/bench_services.sh"
 for svc in $SERVICES; do
-    sockets "$svc"
-    if [ "$svc" = traced ]; then
-        "$PERFETTO_BIN/traced" >"$DIR/$svc.log" 2>&1 &
-    else
-        "$top_builddir/service/shmtraced" >"$DIR/$svc.log" 2>&1 &
-    fi
-    pids="$pids $!"
-    tries=0
-    while [ ! -S "$PERFETTO_CONSUMER_SOCK_NAME" ]; do
-        tries=$((tries + 1))
-        [ $tries -gt 500 ] && { cat "$DIR/$svc.log" >&2
-            echo "bench_vs_sdk: $svc did not start" >&2; exit 1; }
-        sleep 0.02
-    done
+    start_service "$svc"
+    pids="$pids $service_pid"
 done
 
 CFG=$DIR/cfg
@@ -124,7 +109,8 @@ record() {
         echo "bench_vs_sdk: $prod through $svc failed" >&2
         exit 1
     fi
-    sleep 0.2                     # its last commit: already sent
+    sleep 0.2           # the producer has flushed and exited: let the
+                        # service take its last commit before the stop
     kill -TERM $cons 2>/dev/null
     wait $cons || { cat "$DIR/record.log" >&2
         echo "bench_vs_sdk: the consumer failed ($prod, $svc)" >&2; exit 1; }
@@ -139,6 +125,12 @@ record() {
         >>"$DIR/$svc.$prod"
 }
 
+reversed() { # WORDS...: the words in reverse order
+    r=""
+    for w in "$@"; do r="$w${r:+ $r}"; done
+    echo "$r"
+}
+
 echo "producer CPU per small packet (refgen's: timestamp + for_testing," \
     "~100 bytes), one thread,"
 echo "$RUNS runs x $ROUNDS bursts of $BURST packets, 4 MiB SMB of 4 KiB" \
@@ -146,12 +138,10 @@ echo "$RUNS runs x $ROUNDS bursts of $BURST packets, 4 MiB SMB of 4 KiB" \
 run=0
 while [ $run -lt "$RUNS" ]; do
     if [ $((run % 2)) -eq 0 ]; then svcs=$SERVICES
-    else svcs=$(echo "$SERVICES" | awk '{ for (i = NF; i; i--)
-        printf "%s%s", $i, (i > 1 ? " " : "") }'); fi
+    else svcs=$(reversed $SERVICES); fi
     for svc in $svcs; do
         if [ $(((run + ${#svc}) % 2)) -eq 0 ]; then prods=$PRODUCERS
-        else prods=$(echo "$PRODUCERS" | awk '{ for (i = NF; i; i--)
-            printf "%s%s", $i, (i > 1 ? " " : "") }'); fi
+        else prods=$(reversed $PRODUCERS); fi
         for prod in $prods; do
             record "$svc" "$prod"
         done

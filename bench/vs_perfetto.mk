@@ -9,6 +9,7 @@ bench_bench_cputime_SOURCES = bench/bench_cputime.c
 bench_bench_fwrite_SOURCES = bench/bench_fwrite.c service/svc_prealloc.c
 bench_bench_fwrite_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/service
 EXTRA_DIST += bench/bench_vs_perfetto.sh bench/bench_vs_run.sh \
+	bench/bench_services.sh \
 	bench/bench_vs_sdk.sh
 
 .PHONY: bench-vs-perfetto
