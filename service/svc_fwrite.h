@@ -59,6 +59,7 @@ typedef struct svc_fw_batch {
     svc_fw_span span[SVC_FW_SPANS];
     int nspans;
     size_t slice_bytes;          /* bytes of the slices (not in buf) */
+    size_t pf;                   /* buf asked for up to here (svc_read.c) */
     /* owned by the writer while busy (guarded by its mutex) */
     bool busy;                   /* queued or being written */
     int err;                     /* -errno of the writev, kept until reaped */
