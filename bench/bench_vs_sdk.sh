@@ -163,7 +163,9 @@ for svc in $SERVICES; do
             }
             /^result / {
                 n++
-                for (i = 2; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] }
+                for (i = 2; i <= NF; i++) {
+                    split($i, kv, "="); v[kv[1]] = kv[2]
+                }
                 cold[n] = v["cold"]; m[n] = v["median"]; w[n] = v["wall"]
                 mc[n] = v["memcpy"]; ck[n] = v["clock"]
                 if (n == 1 || v["min"] < lo) lo = v["min"]
