@@ -59,8 +59,10 @@ typedef struct bp_ops {
     void (*burst)(uint64_t seq0, unsigned n);
     /* Hand the writer's chunk back and send the commit. */
     void (*flush)(void);
-    /* After the timing: wait for what flush started, if it can tell. */
+    /* After the timing: wait for what flush started, if it can tell
+     * (NULL: nothing to wait for). */
     void (*settle)(void);
+    /* At the end: let go of the writer and the connection (NULL: none). */
     void (*finish)(void);
 } bp_ops;
 
@@ -236,7 +238,8 @@ static int bp_main(int argc, char **argv, const bp_ops *ops)
         bp_sleep_ms(a.pause_ms);
     }
     bp_baselines(a.burst, &copy, &clk);
-    ops->finish();
+    if (ops->finish)
+        ops->finish();
     cold_cpu = cpu[0];
     cold_wall = wall[0];
     bp_summary(cpu + 1, a.rounds - 1, &med, &lo, &hi);

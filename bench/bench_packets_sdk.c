@@ -134,13 +134,9 @@ static void settle(void)
                 "within 5 s\n");
 }
 
-static void finish(void)
-{
-}
-
 int main(int argc, char **argv)
 {
-    static const bp_ops ops = { "sdk", start, burst, flush, settle, finish };
+    static const bp_ops ops = { "sdk", start, burst, flush, settle, NULL };
     if (argv[0] == NULL || strcmp(argv[0], "bench-packets-sdk") != 0) {
         argv[0] = (char *)"bench-packets-sdk";
         execv("/proc/self/exe", argv);

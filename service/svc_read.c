@@ -27,7 +27,7 @@
  * ~1 MiB of staged bytes or 1024 pieces; max_file_size_bytes stops at the
  * first packet that would reach it. A packet of >= SVC_FILE_IN_PLACE_MIN
  * bytes (8 KiB; svc_set_file_in_place_min) is validated where it lies in
- * its trace buffer (svc_packet_validate_slices) and its slices are handed
+ * its trace buffer (svc_packet_check_slices) and its slices are handed
  * to writev() as they are, between its header and its trailer staged in
  * the batch: the page cache copy is the only one. Reads never change the
  * bytes behind a slice (trace_buffer.h), and nothing writes to the buffers
@@ -631,6 +631,7 @@ static int session_read(svc_service *svc, svc_session *s, size_t max_bytes,
             }
             size_t total = pkt.size + tlen;
             bool own_flag;   /* the packet's own previous_packet_dropped */
+            bool checked = false;        /* validated already */
             if (fw && pkt.size >= svc->file_in_place_min) {
                 /* Large packet: validated where it lies in the buffer and
                  * written from there (writev), no copy of ours. */
@@ -639,6 +640,7 @@ static int session_read(svc_service *svc, svc_session *s, size_t max_bytes,
                     packet_invalid(s, key, bi, pkt.size, slot, dropped);
                     continue;
                 }
+                checked = true;
                 int w = filew_in_place(fw, &pkt, trailer, tlen,
                                        dropped || own_flag);
                 if (w < 0) {
@@ -651,15 +653,17 @@ static int session_read(svc_service *svc, svc_session *s, size_t max_bytes,
                     continue;
                 }
                 /* w == 0: not in place (file full, too many slices):
-                 * the copying path below decides */
+                 * the copying path below decides, with the check done */
             }
             /* Checked ahead of the copy: a packet in one piece, unless it
              * is small (copy_small's few loads and stores are no wait). */
-            bool ahead = pkt.nslices == 1 && pkt.size > 128;
-            if (ahead && !svc_packet_check(pkt.slices[0].data, pkt.size,
-                                           &own_flag)) {
-                packet_invalid(s, key, bi, pkt.size, slot, dropped);
-                continue;
+            if (!checked && pkt.nslices == 1 && pkt.size > 128) {
+                if (!svc_packet_check(pkt.slices[0].data, pkt.size,
+                                      &own_flag)) {
+                    packet_invalid(s, key, bi, pkt.size, slot, dropped);
+                    continue;
+                }
+                checked = true;
             }
             /* The trailer is copied whole (SVC_TRAILER_MAX bytes, a fixed
              * size the compiler inlines, instead of a library call per
@@ -688,7 +692,7 @@ static int session_read(svc_service *svc, svc_session *s, size_t max_bytes,
                     off += pkt.slices[i].size;
                 }
             }
-            if (!ahead && !svc_packet_check(dst, off, &own_flag)) {
+            if (!checked && !svc_packet_check(dst, off, &own_flag)) {
                 packet_invalid(s, key, bi, off, slot, dropped);
                 continue;
             }
