@@ -87,6 +87,14 @@
  * SVC_FILE_IN_FLIGHT_BYTES, or just one is in flight (svc_read.c). */
 #define SVC_FILE_BATCHES             8
 #define SVC_FILE_IN_FLIGHT_BYTES     (4u << 20)
+/* Batches of copied packets go to the writer thread too while the main
+ * thread was busy at least SVC_FILE_BUSY_PERCENT of the last
+ * SVC_FILE_LOAD_WINDOW_NS or more and the records framed meanwhile
+ * averaged at least SVC_FILE_COPIED_OUT_MIN bytes (svc_read.c,
+ * svc__copied_to_thread). */
+#define SVC_FILE_LOAD_WINDOW_NS      (5u * 1000 * 1000)
+#define SVC_FILE_BUSY_PERCENT        90u
+#define SVC_FILE_COPIED_OUT_MIN      512u
 #define SVC_MAX_DURATION_MS          (7u * 24 * 3600 * 1000)
 #define SVC_GUARDRAIL_DURATION_MS    (24u * 3600 * 1000)
 #define SVC_GUARDRAIL_TOTAL_KB       131072u
@@ -293,6 +301,13 @@ struct svc_session {
     /* what its batches held so far: slices of large packets, staged bytes
      * (which way its file went: the eager pass's size, svc_flush.c) */
     uint64_t file_slice_bytes, file_staged_bytes;
+    /* where its batches of copied packets go (svc_read.c, copied_out):
+     * the decision, the main thread's CPU time, the clock and the file's
+     * counts when the window it was made on began, and how many such
+     * batches the writer thread took */
+    bool file_copied_out;
+    uint64_t load_cpu_ns, load_wall_ns, load_packets, load_bytes;
+    uint64_t file_copied_out_batches;
 };
 
 typedef struct {
@@ -335,6 +350,7 @@ struct svc_service {
     bool root_access;            /* uid 0 consumers may use any session */
     size_t file_step_bytes;      /* per step of a file pass (svc_flush.c) */
     size_t file_in_place_min;    /* packets written in place (svc_read.c) */
+    svc_file_copied_mode file_copied_mode;      /* ibid., copied_out */
     uint64_t file_passes_hurried; /* passes finished in one go (ibid.) */
     uint64_t last_commit_ms;     /* when the last CommitData came in */
     svc_producer **producers;
@@ -385,6 +401,12 @@ void svc__set_err(char *err, size_t errlen, const char *fmt,
 int svc__file_wait(svc_service *, svc_session *);
 /* Is the batch its next step fills still in flight? */
 bool svc__file_waiting(svc_service *, svc_session *);
+/* The rule for batches of copied packets (svc_read.c): to the writer
+ * thread when the main thread was busy cpu_ns of wall_ns (at least
+ * SVC_FILE_BUSY_PERCENT) and `packets` records of `bytes` in all were
+ * framed meanwhile (at least SVC_FILE_COPIED_OUT_MIN on average). */
+bool svc__copied_to_thread(uint64_t cpu_ns, uint64_t wall_ns,
+                           uint64_t bytes, uint64_t packets);
 void svc__file_batches_free(svc_session *);
 /* Where the next byte written through fd lands: its offset, or with
  * O_APPEND the file's end (0 if neither can be known). */

@@ -65,7 +65,9 @@
  * many ring pieces costs more than a copy here and one piece.
  * With the service's writer thread (svc_set_file_writer_thread, on in
  * shmtraced) a full batch is handed to that thread and the session fills
- * its next batch meanwhile; the slices then stay good through later
+ * its next batch meanwhile: a batch of slices always, a batch of copied
+ * packets while the main thread is saturated and they average 512 bytes
+ * or more (copied_out says why; else it is written here); the slices then stay good through later
  * commits because the buffers' write fence waits for the batches that
  * cover the bytes a commit or patch would change (svc_fwrite.h). A
  * session has SVC_FILE_BATCHES batches, used in turn, and fills another
@@ -800,6 +802,56 @@ static int batches_wait_room(svc_service *svc, svc_session *s)
     return rc < 0 ? rc : e;
 }
 
+bool svc__copied_to_thread(uint64_t cpu_ns, uint64_t wall_ns,
+                           uint64_t bytes, uint64_t packets)
+{
+    return wall_ns > 0 && packets > 0 &&
+           cpu_ns * 100 >= wall_ns * SVC_FILE_BUSY_PERCENT &&
+           bytes >= packets * SVC_FILE_COPIED_OUT_MIN;
+}
+
+/* Does a batch of copied packets go to the writer thread? Each such
+ * batch that is handed out asks; once SVC_FILE_LOAD_WINDOW_NS have gone
+ * by since the window began, the answer is made again from what the
+ * window saw (svc__copied_to_thread), and a new window begins. A window
+ * counts the whole main thread's CPU time, commits and every session,
+ * and its waits for the writer thread count as idle: when the thread
+ * falls behind, the batches come back here. Two CLOCK reads per batch
+ * (one ~1 MiB batch holds ~1000 packets of 1 KiB).
+ * Why (2026-12-06, Intel Xeon with 2 vCPUs, one warm daemon per build,
+ * recordings alternating; service CPU per packet and wall time per 256
+ * MB, medians): with every batch of copied packets on the thread, 1 KiB
+ * x4 took 133 against 157 ms (eight recordings) at 644 against 579 ns,
+ * and 1 KiB x1 103 against 118.5 ms (six) at 480.5 against 425.5 ns:
+ * while the main thread is saturated, the other core has room (idle
+ * 33% of a 1 KiB x4 recording, perf timeline) and the page cache copy
+ * moves there, for ~12% more CPU (the batches cross between cores). With
+ * 64 B packets it only cost: x1 67 against 60 ms at 77 against 65.5 ns,
+ * x4 the same time at 82 against 75 ns. So neither small packets nor a
+ * service with time to spare (the common case: the producers' pace, not
+ * the service's, sets the rate) pays for it. */
+static bool copied_out(svc_filew *w)
+{
+    svc_service *svc = w->svc;
+    svc_session *s = w->s;
+    if (svc->file_copied_mode != SVC_FILE_COPIED_AUTO)
+        return svc->file_copied_mode == SVC_FILE_COPIED_THREAD;
+    uint64_t wall = clock_ns(CLOCK_MONOTONIC);
+    if (wall - s->load_wall_ns < SVC_FILE_LOAD_WINDOW_NS)
+        return s->file_copied_out;
+    uint64_t cpu = clock_ns(CLOCK_THREAD_CPUTIME_ID);
+    if (s->load_wall_ns)
+        s->file_copied_out = svc__copied_to_thread(
+            cpu - s->load_cpu_ns, wall - s->load_wall_ns,
+            s->bytes_written_to_file - s->load_bytes,
+            s->packets_written_to_file - s->load_packets);
+    s->load_cpu_ns = cpu;
+    s->load_wall_ns = wall;
+    s->load_bytes = s->bytes_written_to_file;
+    s->load_packets = s->packets_written_to_file;
+    return s->file_copied_out;
+}
+
 /* The batch goes out: handed to the writer thread, which writes it while
  * the next batch is filled (svc_fwrite.h), or written here when the
  * service has no writer thread. Returns an error of this write or, with
@@ -814,12 +866,13 @@ static int filew_flush(svc_filew *w)
         b->pa = &s->prealloc;
         s->file_slice_bytes += b->slice_bytes;
         s->file_staged_bytes += b->len;
-        /* Slices of large packets go to the thread. Batches of small
-         * packets (copied here) are written here as before: through the
-         * thread they showed no gain within this machine's noise
-         * (bench-vs-perfetto, 64 B and 1 KiB rows). */
-        if (w->svc->fw && b->slice_bytes >= b->len &&
+        /* Slices of large packets go to the thread; batches of packets
+         * copied here go while copied_out says so, else are written
+         * here. */
+        bool copied = b->slice_bytes < b->len;
+        if (w->svc->fw && (!copied || copied_out(w)) &&
             svc_fw_submit(w->svc->fw, b) == 0) {
+            s->file_copied_out_batches += copied;
             s->fwb_cur = (s->fwb_cur + 1) % SVC_FILE_BATCHES;
             b = w->b = &s->fwb[s->fwb_cur];
             if (w->nowait) {  /* the next step waits, or comes back */
@@ -849,7 +902,10 @@ static int filew_flush(svc_filew *w)
 static bool filew_would_wait(svc_filew *w)
 {
     svc_fw_batch *b = w->b;
-    if (!w->svc->fw || b->slice_bytes < b->len)
+    if (!w->svc->fw || (b->slice_bytes < b->len &&
+                        !(w->svc->file_copied_mode == SVC_FILE_COPIED_AUTO ?
+                          w->s->file_copied_out :
+                          w->svc->file_copied_mode == SVC_FILE_COPIED_THREAD)))
         return false;     /* not for the thread (filew_flush) */
     if (b->niov + SVC_FILE_IOV / 16 < SVC_FILE_IOV &&
         b->len + b->cap / 8 < b->cap)

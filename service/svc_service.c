@@ -57,6 +57,11 @@ void svc_set_file_in_place_min(svc_service *svc, size_t bytes)
     svc->file_in_place_min = bytes ? bytes : SVC_FILE_IN_PLACE_MIN;
 }
 
+void svc_set_file_copied_mode(svc_service *svc, svc_file_copied_mode mode)
+{
+    svc->file_copied_mode = mode;
+}
+
 /* The writer thread's fence and probe on a buffer (fw NULL: neither): its
  * writes wait for the slices in flight they would overwrite, and its
  * rewinds (libbuf/tb_rewind.c) wait for none. */

@@ -102,6 +102,18 @@ void svc_set_file_in_place_min(svc_service *, size_t bytes);
  * copy of a file pass runs beside the main loop. Set before the first
  * session; off by default (svc_create), on in shmtraced. 0 or -ENOMEM. */
 int svc_set_file_writer_thread(svc_service *, bool on);
+/* With the writer thread, where batches of copied packets (those under
+ * the in-place threshold) are written: AUTO (the default) hands them to
+ * the thread while the main thread is saturated and the packets average
+ * at least SVC_FILE_COPIED_OUT_MIN bytes, and writes them on the main
+ * thread otherwise (svc_read.c says why); THREAD and INLINE force one
+ * way (tests). Batches of slices always go to the thread. */
+typedef enum {
+    SVC_FILE_COPIED_AUTO = 0,
+    SVC_FILE_COPIED_THREAD,
+    SVC_FILE_COPIED_INLINE
+} svc_file_copied_mode;
+void svc_set_file_copied_mode(svc_service *, svc_file_copied_mode);
 /* With the writer thread: an fd that becomes readable when a batch was
  * written; the loop then calls svc_tick so that a pass that waited for
  * the writer goes on. -1 without. */

@@ -1223,11 +1223,19 @@ SVF_TEST(test_file_inline_batch_waits_for_the_thread_batch, 1)
  * after 300 ms) while steps of a pass hand out 4000 packets of 500-3499
  * bytes (~680 KB per batch): more than two batches go in flight, what is
  * in flight stays within the bound, and the file comes out whole. */
-SVF_TEST(test_file_writer_thread_keeps_several_batches_in_flight, 1)
+/* Several batches in flight (held up by a slow pipe) within the bound,
+ * and the file whole: batches of slices or, with `copied`, batches of
+ * packets copied into them (under the in-place threshold), handed to the
+ * thread because the session says so. */
+static void several_in_flight(svf_fx *f, bool copied)
 {
     slow_reader r;
     pthread_t th;
     svc_session *s = held_up_session(f, 16384, &r, &th, -1);
+    if (copied) {
+        svc_set_file_in_place_min(f->svc, 0);      /* 8 KiB: all copied */
+        svc_set_file_copied_mode(f->svc, SVC_FILE_COPIED_THREAD);
+    }
     const uint32_t n = 4000;
     put_big_range(f, 0, 0, n);
     int most = 0;
@@ -1257,7 +1265,95 @@ SVF_TEST(test_file_writer_thread_keeps_several_batches_in_flight, 1)
     ck_assert_int_gt(most, 2);
     held_up_finish(f, s, &r, th);
     held_up_check_big(s, &r, n);
+    if (copied) {
+        ck_assert_uint_eq(s->file_slice_bytes, 0);
+        ck_assert_uint_gt(s->file_copied_out_batches, 2);
+    } else {
+        ck_assert_uint_gt(s->file_slice_bytes, s->file_staged_bytes);
+        ck_assert_uint_eq(s->file_copied_out_batches, 0);
+    }
 }
+
+SVF_TEST(test_file_writer_thread_keeps_several_batches_in_flight, 1)
+{
+    several_in_flight(f, false);
+}
+
+SVF_TEST(test_file_writer_thread_keeps_copied_batches_in_flight, 1)
+{
+    several_in_flight(f, true);
+}
+
+/* 1300 packets of 500-3500 bytes (copied: under the in-place threshold)
+ * in passes of small steps, through the writer thread in `mode`: the
+ * file has them all, intact and in order; returns how many batches of
+ * copied packets the thread took. */
+static uint64_t copied_batches_file(svf_fx *f, svc_file_copied_mode mode,
+                                    useconds_t pause_us)
+{
+    ck_assert_int_eq(svc_set_file_writer_thread(f->svc, true), 0);
+    svc_set_file_copied_mode(f->svc, mode);
+    int mine;
+    int fd = svf_temp_file(&mine);
+    svf_cfg_init(&f->c, 4096, 0);
+    svf_cfg_file(&f->c);
+    svc_session *s = svf_enable_fd(f, fd);
+    uint32_t id = 0;
+    for (uint32_t v = 0; v < 1300; v += 100) {
+        id = put_big_range(f, id, v, v + 100);
+        bool more = true;
+        while (more) {
+            ck_assert_int_eq(svc_session_write_file_step(f->svc, s, 20000,
+                                                         &more), 0);
+            if (pause_us)
+                usleep(pause_us);
+        }
+    }
+    ck_assert_int_eq(svc_session_write_file(f->svc, s), 0);
+    uint32_t flag = 0;
+    ck_assert_int_eq(check_big_file(mine, 1300, UINT32_MAX, &flag), 1300);
+    ck_assert_int_eq((long)s->bytes_written_to_file, svf_file_size(mine));
+    ck_assert_uint_eq(s->file_slice_bytes, 0);
+    close(mine);
+    return s->file_copied_out_batches;
+}
+
+/* Told to, the writer thread takes the batches of copied packets, and
+ * the file is the same; told not to, it takes none. */
+SVF_TEST(test_file_copied_batches_through_the_thread_when_told, 1)
+{
+    ck_assert_uint_gt(copied_batches_file(f, SVC_FILE_COPIED_THREAD, 0), 2);
+}
+
+SVF_TEST(test_file_copied_batches_inline_when_told, 1)
+{
+    ck_assert_uint_eq(copied_batches_file(f, SVC_FILE_COPIED_INLINE, 0), 0);
+}
+
+/* By default (AUTO) a main thread with time to spare writes the batches
+ * of copied packets itself: here it sleeps 2 ms after every step, so
+ * no window (5 ms or more) sees it busy 90% of the time. */
+SVF_TEST(test_file_copied_batches_inline_while_the_service_idles, 1)
+{
+    ck_assert_uint_eq(copied_batches_file(f, SVC_FILE_COPIED_AUTO, 2000),
+                      0);
+}
+
+/* The rule behind AUTO: the main thread busy at least 90% of the window,
+ * and records of at least 512 bytes on average framed in it. */
+START_TEST(test_file_copied_to_thread_rule)
+{
+    const uint64_t ms = 1000000;
+    ck_assert(svc__copied_to_thread(95 * ms, 100 * ms, 1000 * 1024, 1000));
+    ck_assert(svc__copied_to_thread(90 * ms, 100 * ms, 512 * 1000, 1000));
+    ck_assert(!svc__copied_to_thread(89 * ms, 100 * ms, 1000 * 1024, 1000));
+    ck_assert(!svc__copied_to_thread(50 * ms, 100 * ms, 1000 * 1024, 1000));
+    ck_assert(!svc__copied_to_thread(95 * ms, 100 * ms, 511 * 1000, 1000));
+    ck_assert(!svc__copied_to_thread(100 * ms, 100 * ms, 93 * 1000, 1000));
+    ck_assert(!svc__copied_to_thread(5 * ms, 5 * ms, 0, 0));
+    ck_assert(!svc__copied_to_thread(0, 0, 4096, 1));
+}
+END_TEST
 
 /* A file that fails (a pipe nobody reads: EPIPE) fails the pass even
  * when its batches were in flight on the writer thread while the steps
@@ -1967,6 +2063,11 @@ static Suite *svc_session_suite(void)
              test_file_inline_batch_waits_for_the_thread_batch,
              test_file_writer_thread_keeps_several_batches_in_flight,
              test_file_writer_thread_reports_write_errors,
+             test_file_writer_thread_keeps_copied_batches_in_flight,
+             test_file_copied_batches_through_the_thread_when_told,
+             test_file_copied_batches_inline_when_told,
+             test_file_copied_batches_inline_while_the_service_idles,
+             test_file_copied_to_thread_rule,
              test_file_mode_small_packets_every_size,
              test_file_pass_runs_in_steps,
              test_file_pass_starts_early_when_half_the_buffer_is_written,
