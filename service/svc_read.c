@@ -67,9 +67,10 @@
  * shmtraced) a full batch is handed to that thread and the session fills
  * its next batch meanwhile: a batch of slices always, a batch of copied
  * packets while the main thread is saturated and they average 512 bytes
- * or more (copied_out says why; else it is written here); the slices then stay good through later
- * commits because the buffers' write fence waits for the batches that
- * cover the bytes a commit or patch would change (svc_fwrite.h). A
+ * or more (copied_out says why; else it is written here). The slices
+ * stay good through later commits because the buffers' write fence
+ * waits for the batches that cover the bytes a commit or patch would
+ * change (svc_fwrite.h). A
  * session has SVC_FILE_BATCHES batches, used in turn, and fills another
  * while those in flight hold at most SVC_FILE_IN_FLIGHT_BYTES (or just one
  * is in flight): a batch ends at SVC_FILE_IOV pieces, about 512 packets of
@@ -810,14 +811,16 @@ bool svc__copied_to_thread(uint64_t cpu_ns, uint64_t wall_ns,
            bytes >= packets * SVC_FILE_COPIED_OUT_MIN;
 }
 
-/* Does a batch of copied packets go to the writer thread? Each such
+/* Does a batch of copied packets go to the writer thread?
+ * copied_out_now: the answer as it stands; copied_out: the answer for a
+ * batch being handed out. Each such
  * batch that is handed out asks; once SVC_FILE_LOAD_WINDOW_NS have gone
  * by since the window began, the answer is made again from what the
  * window saw (svc__copied_to_thread), and a new window begins. A window
  * counts the whole main thread's CPU time, commits and every session,
  * and its waits for the writer thread count as idle: when the thread
- * falls behind, the batches come back here. Two CLOCK reads per batch
- * (one ~1 MiB batch holds ~1000 packets of 1 KiB).
+ * falls behind, the batches come back here. One clock read per batch,
+ * two when a window ends (a ~1 MiB batch holds ~1000 packets of 1 KiB).
  * Why (2026-12-06, Intel Xeon with 2 vCPUs, one warm daemon per build,
  * recordings alternating; service CPU per packet and wall time per 256
  * MB, medians): with every batch of copied packets on the thread, 1 KiB
@@ -830,12 +833,19 @@ bool svc__copied_to_thread(uint64_t cpu_ns, uint64_t wall_ns,
  * x4 the same time at 82 against 75 ns. So neither small packets nor a
  * service with time to spare (the common case: the producers' pace, not
  * the service's, sets the rate) pays for it. */
+static bool copied_out_now(const svc_service *svc, const svc_session *s)
+{
+    if (svc->file_copied_mode != SVC_FILE_COPIED_AUTO)
+        return svc->file_copied_mode == SVC_FILE_COPIED_THREAD;
+    return s->file_copied_out;
+}
+
 static bool copied_out(svc_filew *w)
 {
     svc_service *svc = w->svc;
     svc_session *s = w->s;
     if (svc->file_copied_mode != SVC_FILE_COPIED_AUTO)
-        return svc->file_copied_mode == SVC_FILE_COPIED_THREAD;
+        return copied_out_now(svc, s);
     uint64_t wall = clock_ns(CLOCK_MONOTONIC);
     if (wall - s->load_wall_ns < SVC_FILE_LOAD_WINDOW_NS)
         return s->file_copied_out;
@@ -902,10 +912,8 @@ static int filew_flush(svc_filew *w)
 static bool filew_would_wait(svc_filew *w)
 {
     svc_fw_batch *b = w->b;
-    if (!w->svc->fw || (b->slice_bytes < b->len &&
-                        !(w->svc->file_copied_mode == SVC_FILE_COPIED_AUTO ?
-                          w->s->file_copied_out :
-                          w->svc->file_copied_mode == SVC_FILE_COPIED_THREAD)))
+    if (!w->svc->fw ||
+        (b->slice_bytes < b->len && !copied_out_now(w->svc, w->s)))
         return false;     /* not for the thread (filew_flush) */
     if (b->niov + SVC_FILE_IOV / 16 < SVC_FILE_IOV &&
         b->len + b->cap / 8 < b->cap)
