@@ -1284,60 +1284,6 @@ SVF_TEST(test_file_writer_thread_keeps_copied_batches_in_flight, 1)
     several_in_flight(f, true);
 }
 
-/* 1300 packets of 500-3500 bytes (copied: under the in-place threshold)
- * in passes of small steps, through the writer thread in `mode`: the
- * file has them all, intact and in order; returns how many batches of
- * copied packets the thread took. */
-static uint64_t copied_batches_file(svf_fx *f, svc_file_copied_mode mode,
-                                    useconds_t pause_us)
-{
-    ck_assert_int_eq(svc_set_file_writer_thread(f->svc, true), 0);
-    svc_set_file_copied_mode(f->svc, mode);
-    int mine;
-    int fd = svf_temp_file(&mine);
-    svf_cfg_init(&f->c, 4096, 0);
-    svf_cfg_file(&f->c);
-    svc_session *s = svf_enable_fd(f, fd);
-    uint32_t id = 0;
-    for (uint32_t v = 0; v < 1300; v += 100) {
-        id = put_big_range(f, id, v, v + 100);
-        bool more = true;
-        while (more) {
-            ck_assert_int_eq(svc_session_write_file_step(f->svc, s, 20000,
-                                                         &more), 0);
-            if (pause_us)
-                usleep(pause_us);
-        }
-    }
-    ck_assert_int_eq(svc_session_write_file(f->svc, s), 0);
-    uint32_t flag = 0;
-    ck_assert_int_eq(check_big_file(mine, 1300, UINT32_MAX, &flag), 1300);
-    ck_assert_int_eq((long)s->bytes_written_to_file, svf_file_size(mine));
-    ck_assert_uint_eq(s->file_slice_bytes, 0);
-    close(mine);
-    return s->file_copied_out_batches;
-}
-
-/* Told to, the writer thread takes the batches of copied packets, and
- * the file is the same; told not to, it takes none. */
-SVF_TEST(test_file_copied_batches_through_the_thread_when_told, 1)
-{
-    ck_assert_uint_gt(copied_batches_file(f, SVC_FILE_COPIED_THREAD, 0), 2);
-}
-
-SVF_TEST(test_file_copied_batches_inline_when_told, 1)
-{
-    ck_assert_uint_eq(copied_batches_file(f, SVC_FILE_COPIED_INLINE, 0), 0);
-}
-
-/* By default (AUTO) a main thread with time to spare writes the batches
- * of copied packets itself: here it sleeps 2 ms after every step, so
- * no window (5 ms or more) sees it busy 90% of the time. */
-SVF_TEST(test_file_copied_batches_inline_while_the_service_idles, 1)
-{
-    ck_assert_uint_eq(copied_batches_file(f, SVC_FILE_COPIED_AUTO, 2000),
-                      0);
-}
 
 /* The rule behind AUTO: the main thread busy at least 90% of the window,
  * and records of at least 512 bytes on average framed in it. */
@@ -1395,11 +1341,18 @@ SVF_TEST(test_file_writer_thread_reports_write_errors, 1)
     s->out_fd = -1;
 }
 
-/* The same file through the writer thread as without it. */
-SVF_TEST(test_file_writer_thread_writes_what_inline_writes, 1)
+/* 1300 packets of 500-3500 bytes through the writer thread, packets of
+ * in_place_min bytes or more in place (0: the default, 8 KiB, so all
+ * copied), batches of copied packets where `mode` says, in passes of
+ * small steps (batches in flight), with a pause of pause_us after each
+ * step: the file has them all, intact and in order. */
+static svc_session *thread_file(svf_fx *f, size_t in_place_min,
+                                svc_file_copied_mode mode,
+                                useconds_t pause_us)
 {
     ck_assert_int_eq(svc_set_file_writer_thread(f->svc, true), 0);
-    svc_set_file_in_place_min(f->svc, 512);    /* big packets in place */
+    svc_set_file_in_place_min(f->svc, in_place_min);
+    svc_set_file_copied_mode(f->svc, mode);
     int mine;
     int fd = svf_temp_file(&mine);
     svf_cfg_init(&f->c, 4096, 0);
@@ -1409,16 +1362,52 @@ SVF_TEST(test_file_writer_thread_writes_what_inline_writes, 1)
     for (uint32_t v = 0; v < 1300; v += 100) {
         id = put_big_range(f, id, v, v + 100);
         bool more = true;
-        while (more)   /* passes in small steps, batches in flight */
+        while (more) {
             ck_assert_int_eq(svc_session_write_file_step(f->svc, s, 20000,
                                                          &more), 0);
+            if (pause_us)
+                usleep(pause_us);
+        }
     }
     ck_assert_int_eq(svc_session_write_file(f->svc, s), 0);
     uint32_t flag = 0;
     ck_assert_int_eq(check_big_file(mine, 1300, UINT32_MAX, &flag), 1300);
     ck_assert_int_eq((long)s->bytes_written_to_file, svf_file_size(mine));
-    ck_assert_uint_gt(s->file_slice_bytes, s->file_staged_bytes);
     close(mine);
+    return s;
+}
+
+/* The same file through the writer thread as without it. */
+SVF_TEST(test_file_writer_thread_writes_what_inline_writes, 1)
+{
+    svc_session *s = thread_file(f, 512, SVC_FILE_COPIED_AUTO, 0);
+    ck_assert_uint_gt(s->file_slice_bytes, s->file_staged_bytes);
+}
+
+/* Told to, the writer thread takes the batches of copied packets, and
+ * the file is the same; told not to, it takes none. */
+SVF_TEST(test_file_copied_batches_through_the_thread_when_told, 1)
+{
+    svc_session *s = thread_file(f, 0, SVC_FILE_COPIED_THREAD, 0);
+    ck_assert_uint_eq(s->file_slice_bytes, 0);
+    ck_assert_uint_gt(s->file_copied_out_batches, 2);
+}
+
+SVF_TEST(test_file_copied_batches_inline_when_told, 1)
+{
+    svc_session *s = thread_file(f, 0, SVC_FILE_COPIED_INLINE, 0);
+    ck_assert_uint_eq(s->file_slice_bytes, 0);
+    ck_assert_uint_eq(s->file_copied_out_batches, 0);
+}
+
+/* By default (AUTO) a main thread with time to spare writes the batches
+ * of copied packets itself: here it sleeps 2 ms after every step, so
+ * no window (5 ms or more) sees it busy 90% of the time. */
+SVF_TEST(test_file_copied_batches_inline_while_the_service_idles, 1)
+{
+    svc_session *s = thread_file(f, 0, SVC_FILE_COPIED_AUTO, 2000);
+    ck_assert_uint_eq(s->file_slice_bytes, 0);
+    ck_assert_uint_eq(s->file_copied_out_batches, 0);
 }
 
 /* In file mode a packet of at least svc_set_file_in_place_min bytes is
