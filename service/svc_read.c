@@ -813,10 +813,10 @@ bool svc__copied_to_thread(uint64_t cpu_ns, uint64_t wall_ns,
 
 /* Does a batch of copied packets go to the writer thread?
  * copied_out_now: the answer as it stands; copied_out: the answer for a
- * batch being handed out. Each such
- * batch that is handed out asks; once SVC_FILE_LOAD_WINDOW_NS have gone
- * by since the window began, the answer is made again from what the
- * window saw (svc__copied_to_thread), and a new window begins. A window
+ * batch being handed out, which asks each time. Once
+ * SVC_FILE_LOAD_WINDOW_NS have gone by since the window began, the
+ * answer is made again from what the window saw
+ * (svc__copied_to_thread), and a new window begins. A window
  * counts the whole main thread's CPU time, commits and every session,
  * and its waits for the writer thread count as idle: when the thread
  * falls behind, the batches come back here. One clock read per batch,
