@@ -18,6 +18,20 @@
  * rd_floor, the position up to which every record it passed was erased,
  * and the next tb_begin_read starts there; evict() drops the floor when a
  * write lands on it (tb_int.h).
+ *
+ * Read resume: a sequence stalls a pass when its next packet continues in
+ * a chunk not yet committed (or a chunk is incomplete); the floor then
+ * stays at its record, and every later pass stepped again over all the
+ * records read since (a 1 KiB x4 recording through shmtraced, 2026-12-06:
+ * 139825 of the 166382 records visited were erased, about 213 per pass,
+ * against 7 of 24763 with one writer). When a pass went from the floor to
+ * the write cursor, the records it left unread are exactly those of the
+ * sequences that stalled in it; so the next pass walks those sequences
+ * first, each from its oldest record up to its last one in the region
+ * (the prologue), and then starts where the last pass stopped. If the
+ * floor goes away meanwhile (a write lands on it, a rewind), or a
+ * sequence cannot be walked to its end in a few tries, the pass falls
+ * back to stepping from the floor or the oldest record, as before.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -65,6 +79,7 @@ SHMTRACE_API void tb_destroy(tb_buffer *b)
     free(b->cfrags);
     free(b->hist);
     free(b->hhash);
+    free(b->pro_keys);
     tb__loss_free(b);
     tb__mem_free(b->mem, b->size);
     free(b);
@@ -148,14 +163,131 @@ static void prefetch_ahead(tb_buffer *b, size_t next_rec)
             __builtin_prefetch(b->mem + a, 0, 2); /* prefetcht1: to L2 */
 }
 
+/* The keys of the sequences that stalled in the current generation (the
+ * pass that is ending) into pro_keys; false if they do not fit (no
+ * memory: no resume). */
+static bool collect_stalled(tb_buffer *b)
+{
+    b->pro_n = 0;
+    for (uint32_t i = 0; i < b->nseqs; i++) {
+        const tb__seq *s = &b->seqs[i];
+        if (s->count == 0 || s->skip_gen != b->generation)
+            continue;
+        if (b->pro_n == b->pro_cap) {
+            uint32_t cap = b->pro_cap ? 2 * b->pro_cap : 16;
+            uint32_t *k = realloc(b->pro_keys, cap * sizeof(*k));
+            if (!k)
+                return false;
+            b->pro_keys = k;
+            b->pro_cap = cap;
+        }
+        b->pro_keys[b->pro_n++] = s->key;
+    }
+    return true;
+}
+
+/* Is off in the prologue's region [pro_floor, rd_resume], in ring order? */
+static bool in_region(const tb_buffer *b, uint32_t off)
+{
+    if (b->pro_floor <= b->rd_resume)
+        return off >= b->pro_floor && off <= b->rd_resume;
+    return off >= b->pro_floor || off <= b->rd_resume;
+}
+
+/* s's last record (in its ChunkID order) that lies in the region. */
+static bool last_in_region(const tb_buffer *b, const tb__seq *s,
+                           uint32_t *target)
+{
+    for (uint32_t i = s->count; i-- > 0;) {
+        uint32_t off = tb__ring_at(s, i)->off;
+        if (in_region(b, off)) {
+            *target = off;
+            return true;
+        }
+    }
+    return false;
+}
+
+/* The prologue is over: the main walk goes on from rd_resume (set by
+ * tb_begin_read). With every stalled sequence walked through the region,
+ * all of it is erased and the floor moves up to rd_resume. */
+static void prologue_done(tb_buffer *b)
+{
+    b->pro_n = b->pro_i = 0;
+    b->rd_contig = b->pro_clean;
+    if (b->pro_clean) {
+        b->rd_floor = b->rd_resume;
+        b->rd_floor_valid = true;
+    }
+}
+
+/* No prologue after all: step from the floor, or the oldest record, as a
+ * pass without a resume does (what the prologue walked is erased now and
+ * is stepped over). */
+static void prologue_abort(tb_buffer *b)
+{
+    b->pro_n = b->pro_i = 0;
+    b->rd = b->rd_floor_valid ? b->rd_floor
+          : (b->wr == b->used_size) ? 0 : b->wr;
+    b->rd_contig = true;
+}
+
+/* One step of the prologue: starts the walk of the next stalled sequence
+ * up to its last record in the region, or moves on to the next sequence
+ * once this one has none left there or stalled again. */
+static void prologue_step(tb_buffer *b, tb__walk *w)
+{
+    if (!b->rd_floor_valid || b->rd_floor != b->pro_floor) {
+        prologue_abort(b);        /* a write landed on the floor */
+        return;
+    }
+    tb__seq *s = tb__seq_find(b, b->pro_keys[b->pro_i]);
+    uint32_t target;
+    if (s && s->count > 0 && last_in_region(b, s, &target)) {
+        if (s->skip_gen != b->generation) {
+            if (++b->pro_tries > 3) {
+                prologue_abort(b);    /* cannot happen; be safe */
+                return;
+            }
+            tb__walk_start(b, w, (uint32_t)(s - b->seqs), target);
+            b->pro_walk = true;
+            return;
+        }
+        b->pro_clean = false;     /* stalled again: its records stay */
+    }
+    b->pro_tries = 0;
+    if (++b->pro_i == b->pro_n)
+        prologue_done(b);
+}
+
 SHMTRACE_API void tb_begin_read(tb_buffer *b)
 {
     if (!b)
         return;
-    b->rd = b->rd_floor_valid ? b->rd_floor
-          : (b->wr == b->used_size) ? 0 : b->wr;
-    b->rd_contig = true;
+    bool resume = b->rd_resume_valid && b->rd_floor_valid &&
+                  b->rd_resume_gen == b->generation && collect_stalled(b);
+    b->rd_resume_valid = false;
+    b->rd_odd = false;
     b->walk.active = false;
+    b->pro_walk = false;
+    b->pro_i = b->pro_tries = 0;
+    if (resume) {
+        b->pro_floor = b->rd_floor;
+        b->pro_clean = true;
+        b->rd = b->rd_resume;
+        if (b->pro_n == 0)
+            prologue_done(b);
+    } else {
+        b->pro_n = 0;
+        if (!b->rd_floor_valid) {
+            /* nothing lies before the oldest record: a floor there holds
+             * (and a resume may rest on it, until a write lands on it) */
+            b->rd_floor = (b->wr == b->used_size) ? 0 : b->wr;
+            b->rd_floor_valid = true;
+        }
+        b->rd = b->rd_floor;
+        b->rd_contig = true;
+    }
     b->generation++;
 }
 
@@ -175,21 +307,31 @@ SHMTRACE_API bool tb_read_next_packet(tb_buffer *b, tb_packet *out,
     if (!b)
         return false;
     tb__walk *w = &b->walk;
-    /* At most two steps per record (start a walk, move past it) and every
-     * record is >= 16 bytes: a bound that only a bug could reach. */
-    size_t steps = 2 * (b->used_size / TB__REC_HDR_BYTES) + 4;
+    /* At most two steps per record (start a walk, move past it), every
+     * record is >= 16 bytes, and at most seven per stalled sequence in
+     * the prologue (three walks, each started and ended, then moving on):
+     * a bound that only a bug could reach. */
+    size_t steps = 2 * (b->used_size / TB__REC_HDR_BYTES) +
+                   8 * (size_t)b->pro_n + 4;
     while (steps-- > 0) {
         size_t next;
+        if (!w->active && b->pro_i < b->pro_n) {
+            prologue_step(b, w);
+            continue;
+        }
         if (!w->active) {
             tb__rec *r = tb__rec_at(b, b->rd);
+            b->rd_visits++;
             if (r->pri_wri_id != 0) {
                 tb__seq *s = tb__seq_find(b, r->pri_wri_id);
                 if (s && s->count > 0) {
                     prefetch_ahead(b, b->rd + tb__outer(r->size));
                     tb__walk_start(b, w, (uint32_t)(s - b->seqs),
                                    (uint32_t)b->rd);
+                    b->pro_walk = false;
                     continue;
                 }
+                b->rd_odd = true;  /* left unread, in no stalled sequence */
             }
             next = b->rd + tb__outer(r->size);
         } else {
@@ -209,15 +351,26 @@ SHMTRACE_API bool tb_read_next_packet(tb_buffer *b, tb_packet *out,
                     le->packets_read++;
                 return true;
             }
-            next = (size_t)w->target_off + w->target_outer;
             w->active = false;
+            if (b->pro_walk) {
+                b->pro_walk = false;
+                continue;         /* the prologue's next step */
+            }
+            next = (size_t)w->target_off + w->target_outer;
         }
         bool wrap = next >= b->used_size;
-        if (next == b->wr || (wrap && b->wr == 0))
+        if (next == b->wr || (wrap && b->wr == 0)) {
+            /* Everything from this pass's start is stepped over: the next
+             * pass may resume here (tb_int.h). */
+            b->rd_resume = b->rd;
+            b->rd_resume_valid = !b->rd_odd;
+            b->rd_resume_gen = b->generation;
             return false;
+        }
         /* The floor follows while every record passed was erased. */
         bool erased = tb__rec_at(b, b->rd)->pri_wri_id == 0;
         b->rd = wrap ? 0 : next;
+        b->rd_resume_valid = false;   /* until the end is reached again */
         if (b->rd_contig && erased) {
             b->rd_floor = b->rd;
             b->rd_floor_valid = true;

@@ -175,10 +175,30 @@ struct tb_buffer {
      * walking the consumed records again (a cache miss each; a whole lap
      * of a large ring per read pass). Raised by the reader while every
      * record it passed was erased (rd_contig); dropped by evict() when it
-     * overwrites the floor (the only way records reappear before it). */
+     * overwrites the floor (the only way records reappear before it);
+     * without one, tb_begin_read puts it at the oldest record (nothing
+     * lies before that). */
     size_t rd_floor;
     bool rd_floor_valid;
     bool rd_contig;
+    /* Read resume (tb_buffer.c): the pass of generation rd_resume_gen
+     * stepped from the floor to the write cursor, its last record at
+     * rd_resume, and the records it left unread in between are those of
+     * the sequences that stalled in it (skip_gen). The next pass walks
+     * those sequences first (the prologue: their keys in pro_keys, the
+     * region [pro_floor, rd_resume]) and then starts at rd_resume instead
+     * of stepping over every record read before. rd_odd: this pass
+     * stepped over a record it could not walk (no resume after it). */
+    size_t rd_resume;
+    bool rd_resume_valid;
+    bool rd_odd;
+    uint64_t rd_resume_gen;
+    size_t pro_floor;
+    uint32_t *pro_keys;
+    uint32_t pro_n, pro_i, pro_cap, pro_tries;
+    bool pro_walk;          /* the active walk is the prologue's */
+    bool pro_clean;         /* no stalled sequence left in the region */
+    uint64_t rd_visits;     /* records the outer walk looked at (tests) */
     /* Rewind (tb_rewind.c): from this write offset on, a drained ring
      * starts again at 0 (0: never); the read generation of the last
      * refusal; how many the write probe put off (tests, tuning). */

@@ -126,6 +126,53 @@ TBT_RING_TEST(test_read_two_sequences_buffer_order)
     tbt_free(&ps);
 }
 
+/* A sequence stalls (its packet continues in a chunk not yet committed)
+ * while two others go on, a pass after each of their chunks: each pass
+ * reads the new packet without stepping again over every record read
+ * since the stall (the read resume: a few records a pass, where stepping
+ * from the floor would take some PASSES^2 / 2 in all); every packet comes
+ * once, from its writer; the stalled one comes whole once its end is in,
+ * and then the floor is past it all. */
+START_TEST(test_read_resumes_past_a_stalled_sequence)
+{
+    enum { PASSES = 200 };
+    tb_buffer *b = tb_create(1 << 20, TB_RING_BUFFER);
+    tbt_put(b, 1, 9, 0, TB_F2, (uint32_t[]){10, 20}, "ab");
+    tbt_pkts ps = tbt_read_all(b);
+    ck_assert_uint_eq(ps.n, 1);                  /* 'a'; 'b' waits */
+    ck_assert(tbt_pkt_is1(&ps.p[0], 10, 'a'));
+    tbt_free(&ps);
+    uint64_t v0 = b->rd_visits;
+    for (uint32_t i = 0; i < PASSES; i++) {
+        uint16_t w = (uint16_t)(1 + i % 2);
+        tbt_put1(b, 1, w, i / 2, 0, 100, (uint8_t)(i + 1));
+        ps = tbt_read_all(b);
+        ck_assert_uint_eq(ps.n, 1);
+        ck_assert(tbt_pkt_is1(&ps.p[0], 100, (uint8_t)(i + 1)));
+        ck_assert_uint_eq(ps.p[0].props.writer_id, w);
+        ck_assert_uint_eq(ps.p[0].loss, 0);
+        tbt_free(&ps);
+    }
+    ck_assert_uint_lt(b->rd_visits - v0, 4 * PASSES);
+    tbt_put(b, 1, 9, 1, TB_F1, (uint32_t[]){30}, "b");
+    ps = tbt_read_all(b);
+    ck_assert_uint_eq(ps.n, 1);
+    ck_assert_uint_eq(ps.p[0].size, 50);
+    ck_assert_uint_eq(ps.p[0].data[0], 'b');
+    ck_assert_uint_eq(ps.p[0].props.writer_id, 9);
+    ck_assert_uint_eq(ps.p[0].loss, 0);
+    tbt_free(&ps);
+    tbt_put1(b, 1, 1, PASSES / 2, 0, 100, 7);
+    v0 = b->rd_visits;
+    ps = tbt_read_all(b);
+    ck_assert_uint_eq(ps.n, 1);
+    ck_assert(tbt_pkt_is1(&ps.p[0], 100, 7));
+    ck_assert_uint_le(b->rd_visits - v0, 3);     /* from the floor */
+    tbt_free(&ps);
+    tb_destroy(b);
+}
+END_TEST
+
 START_TEST(test_read_past_many_empty_records)
 {
     tb_buffer *b = tb_create(8192, TB_RING_BUFFER);
@@ -447,7 +494,8 @@ static Suite *tb_basic_suite(void)
              test_read_null_props_and_loss, test_read_empty_packets_skipped,
              test_read_two_sequences_buffer_order,
              test_read_interleaved_with_writes,
-             test_read_past_many_empty_records);
+             test_read_past_many_empty_records,
+             test_read_resumes_past_a_stalled_sequence);
     TCK_CASE(s, "ring", test_ring_exact_fill_then_wrap_overwrites_oldest,
              test_ring_many_laps_keeps_newest,
              test_ring_partial_overlap_leaves_padding,

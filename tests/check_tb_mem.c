@@ -45,7 +45,7 @@ static void scribble(uint8_t *mem, size_t size, uint32_t seed, bool headers)
 static void check_reuse(uint32_t seed, bool headers)
 {
     tb_set_ring_cache_limit(0);
-    outcome fresh = {0, 0, 0}, reused = {0, 0, 0};
+    outcome fresh = {0}, reused = {0};
     tb_stats s1, s2;
     tb_buffer *b = tb_create(RING, TB_RING_BUFFER);
     ck_assert_ptr_nonnull(b);

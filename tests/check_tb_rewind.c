@@ -32,7 +32,7 @@ static tb_buffer *ring(size_t size, tb_fill_policy policy, size_t rewind_at)
 
 static void check_same(uint32_t seed, uint32_t drain_every)
 {
-    outcome plain = {0, 0, 0}, rewound = {0, 0, 0};
+    outcome plain = {0}, rewound = {0};
     tb_stats s1, s2;
     tb_buffer *a = ring(8 * MIB, TB_RING_BUFFER, 0);
     tb_buffer *b = ring(8 * MIB, TB_RING_BUFFER, 128 * KIB);

@@ -9,7 +9,10 @@
  * are scraped first (incomplete, trailing garbage) and committed again,
  * some need a patch; the buffer is drained at random moments (on average
  * every `drain_every` chunks), cloned and drained at the end. The outcome
- * hashes every packet read (bytes, producer, writer, pid, loss flags).
+ * hashes every packet read (bytes, producer, writer, pid, loss flags), in
+ * the order of its sequence: one chain per writer, combined at the end,
+ * since the order between sequences is not part of the contract (a pass
+ * that resumes walks the sequences that stalled first, tb_buffer.c).
  */
 #ifndef TESTS_TB_WORKLOAD_H
 #define TESTS_TB_WORKLOAD_H
@@ -17,11 +20,23 @@
 #include "tb_testutil.h"
 #include "trng.h"
 
+#define WORKLOAD_WRITERS 8     /* writer ids 1..5 used */
+
 typedef struct {
-    uint64_t hash;
+    uint64_t hash;               /* the chains combined (workload) */
     size_t packets;
     size_t flagged;
+    uint64_t chain[WORKLOAD_WRITERS];
 } outcome;
+
+/* The outcome's chains as one value. */
+static inline uint64_t outcome_hash(const outcome *o)
+{
+    uint64_t h = 0;
+    for (int i = 0; i < WORKLOAD_WRITERS; i++)
+        h = (h ^ o->chain[i]) * 1099511628211u;
+    return h;
+}
 
 static inline void drain(tb_buffer *b, outcome *o)
 {
@@ -30,14 +45,15 @@ static inline void drain(tb_buffer *b, outcome *o)
     uint32_t loss;
     tb_begin_read(b);
     while (tb_read_next_packet(b, &pkt, &props, &loss)) {
-        uint64_t h = o->hash * 1000003u;
+        ck_assert_uint_lt(props.writer_id, WORKLOAD_WRITERS);
+        uint64_t h = o->chain[props.writer_id] * 1000003u;
         for (size_t i = 0; i < pkt.nslices; i++)
             for (size_t k = 0; k < pkt.slices[i].size; k++)
                 h = (h ^ pkt.slices[i].data[k]) * 1099511628211u;
         h ^= (uint64_t)props.producer_id << 48 ^
              (uint64_t)props.writer_id << 32 ^ (uint64_t)props.pid << 8 ^
              loss;
-        o->hash = h;
+        o->chain[props.writer_id] = h;
         o->packets++;
         o->flagged += loss != 0;
     }
@@ -100,11 +116,11 @@ static inline void workload(tb_buffer *b, uint32_t seed, uint32_t drain_every,
     }
     tb_buffer *clone = tb_clone_readonly(b);
     ck_assert_ptr_nonnull(clone);
-    outcome oc = {0, 0, 0};
+    outcome oc = {0};
     drain(clone, &oc);
     tb_destroy(clone);
     drain(b, o);
-    o->hash ^= oc.hash * 31u + oc.packets;
+    o->hash = outcome_hash(o) ^ (outcome_hash(&oc) * 31u + oc.packets);
     *stats = *tb_get_stats(b);
 }
 
