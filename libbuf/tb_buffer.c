@@ -186,12 +186,14 @@ static bool collect_stalled(tb_buffer *b)
     return true;
 }
 
-/* Is off in the prologue's region [pro_floor, rd_resume], in ring order? */
+/* Is off in the prologue's region [rd_floor, rd_resume], in ring order?
+ * (While the prologue runs the floor stays where tb_begin_read found it,
+ * or is dropped: prologue_step.) */
 static bool in_region(const tb_buffer *b, uint32_t off)
 {
-    if (b->pro_floor <= b->rd_resume)
-        return off >= b->pro_floor && off <= b->rd_resume;
-    return off >= b->pro_floor || off <= b->rd_resume;
+    if (b->rd_floor <= b->rd_resume)
+        return off >= b->rd_floor && off <= b->rd_resume;
+    return off >= b->rd_floor || off <= b->rd_resume;
 }
 
 /* s's last record (in its ChunkID order) that lies in the region. */
@@ -221,15 +223,25 @@ static void prologue_done(tb_buffer *b)
     }
 }
 
-/* No prologue after all: step from the floor, or the oldest record, as a
- * pass without a resume does (what the prologue walked is erased now and
- * is stepped over). */
+/* The outer walk starts at the floor, which, when there is none, goes to
+ * the oldest record (nothing lies before that; a resume may rest on it
+ * until a write lands on it). */
+static void start_at_floor(tb_buffer *b)
+{
+    if (!b->rd_floor_valid) {
+        b->rd_floor = (b->wr == b->used_size) ? 0 : b->wr;
+        b->rd_floor_valid = true;
+    }
+    b->rd = b->rd_floor;
+    b->rd_contig = true;
+}
+
+/* No prologue after all: step from the floor, as a pass without a resume
+ * does (what the prologue walked is erased now and is stepped over). */
 static void prologue_abort(tb_buffer *b)
 {
     b->pro_n = b->pro_i = 0;
-    b->rd = b->rd_floor_valid ? b->rd_floor
-          : (b->wr == b->used_size) ? 0 : b->wr;
-    b->rd_contig = true;
+    start_at_floor(b);
 }
 
 /* One step of the prologue: starts the walk of the next stalled sequence
@@ -237,7 +249,7 @@ static void prologue_abort(tb_buffer *b)
  * once this one has none left there or stalled again. */
 static void prologue_step(tb_buffer *b, tb__walk *w)
 {
-    if (!b->rd_floor_valid || b->rd_floor != b->pro_floor) {
+    if (!b->rd_floor_valid) {
         prologue_abort(b);        /* a write landed on the floor */
         return;
     }
@@ -272,21 +284,13 @@ SHMTRACE_API void tb_begin_read(tb_buffer *b)
     b->pro_walk = false;
     b->pro_i = b->pro_tries = 0;
     if (resume) {
-        b->pro_floor = b->rd_floor;
         b->pro_clean = true;
         b->rd = b->rd_resume;
         if (b->pro_n == 0)
             prologue_done(b);
     } else {
         b->pro_n = 0;
-        if (!b->rd_floor_valid) {
-            /* nothing lies before the oldest record: a floor there holds
-             * (and a resume may rest on it, until a write lands on it) */
-            b->rd_floor = (b->wr == b->used_size) ? 0 : b->wr;
-            b->rd_floor_valid = true;
-        }
-        b->rd = b->rd_floor;
-        b->rd_contig = true;
+        start_at_floor(b);
     }
     b->generation++;
 }

@@ -186,14 +186,13 @@ struct tb_buffer {
      * rd_resume, and the records it left unread in between are those of
      * the sequences that stalled in it (skip_gen). The next pass walks
      * those sequences first (the prologue: their keys in pro_keys, the
-     * region [pro_floor, rd_resume]) and then starts at rd_resume instead
+     * region [rd_floor, rd_resume]) and then starts at rd_resume instead
      * of stepping over every record read before. rd_odd: this pass
      * stepped over a record it could not walk (no resume after it). */
     size_t rd_resume;
     bool rd_resume_valid;
     bool rd_odd;
     uint64_t rd_resume_gen;
-    size_t pro_floor;
     uint32_t *pro_keys;
     uint32_t pro_n, pro_i, pro_cap, pro_tries;
     bool pro_walk;          /* the active walk is the prologue's */

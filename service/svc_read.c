@@ -840,15 +840,12 @@ static bool copied_out_now(const svc_service *svc, const svc_session *s)
     return s->file_copied_out;
 }
 
-static bool copied_out(svc_filew *w)
+/* AUTO: a window that is over makes the session's answer again. */
+static void copied_out_window(svc_session *s)
 {
-    svc_service *svc = w->svc;
-    svc_session *s = w->s;
-    if (svc->file_copied_mode != SVC_FILE_COPIED_AUTO)
-        return copied_out_now(svc, s);
     uint64_t wall = clock_ns(CLOCK_MONOTONIC);
     if (wall - s->load_wall_ns < SVC_FILE_LOAD_WINDOW_NS)
-        return s->file_copied_out;
+        return;
     uint64_t cpu = clock_ns(CLOCK_THREAD_CPUTIME_ID);
     if (s->load_wall_ns)
         s->file_copied_out = svc__copied_to_thread(
@@ -859,7 +856,13 @@ static bool copied_out(svc_filew *w)
     s->load_wall_ns = wall;
     s->load_bytes = s->bytes_written_to_file;
     s->load_packets = s->packets_written_to_file;
-    return s->file_copied_out;
+}
+
+static bool copied_out(svc_filew *w)
+{
+    if (w->svc->file_copied_mode == SVC_FILE_COPIED_AUTO)
+        copied_out_window(w->s);
+    return copied_out_now(w->svc, w->s);
 }
 
 /* The batch goes out: handed to the writer thread, which writes it while
