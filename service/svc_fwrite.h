@@ -51,6 +51,8 @@ typedef struct {
 
 typedef struct svc_fw_batch {
     uint8_t *buf;                /* staged bytes, cap bytes */
+    bool buf_heap;               /* buf from malloc (else the session's
+                                    batch arena, svc_read.c) */
     size_t len, cap;
     struct iovec *iov;           /* SVC_FILE_IOV entries (svc_read.c) */
     int niov;

@@ -298,6 +298,8 @@ struct svc_session {
     size_t scratch_cap;
     svc_fw_batch fwb[SVC_FILE_BATCHES];
     int fwb_cur;
+    uint8_t *fwb_arena;          /* their memory, on 2 MiB pages; NULL
+                                    until first used or if unmappable */
     /* what its batches held so far: slices of large packets, staged bytes
      * (which way its file went: the eager pass's size, svc_flush.c) */
     uint64_t file_slice_bytes, file_staged_bytes;

@@ -90,6 +90,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -738,15 +739,61 @@ struct svc_filew {
     int err;
 };
 
+/* The session's batch memory: SVC_FILE_BATCHES batches of
+ * SVC_FILE_BATCH bytes in one anonymous mapping that starts on a 2 MiB
+ * boundary, with MADV_HUGEPAGE, so that it is backed by 2 MiB pages where
+ * transparent huge pages are "madvise" or "always" (advice: elsewhere, or
+ * if none is free, 4 KiB pages as before). Each batch is filled once and
+ * read once by the kernel's copy per MiB of file; the batches in turn (the
+ * writer thread's) spread that over 8 MiB, 2048 small pages. Against
+ * malloc's 4 KiB pages (2026-12-06, one warm daemon per build, recordings
+ * alternating, medians of ten, service CPU per packet): 1 KiB x1 435.5
+ * against 455 ns, 1 KiB x4 540 against 556; 64 B x4 69.5 against 70.5
+ * and 64 KiB x1 the same within noise (eight and six each).
+ * Mapped at the first batch's first use, untouched parts cost nothing
+ * (MAP_NORESERVE); a batch that must outgrow SVC_FILE_BATCH (a packet
+ * copied whole that is larger, filew_room) moves to malloc. NULL if the
+ * mapping fails: the batches then come from malloc. */
+#define SVC_FILE_HUGE (2u << 20)
+#define SVC_FILE_ARENA ((size_t)SVC_FILE_BATCHES * SVC_FILE_BATCH)
+
+static uint8_t *batch_arena_map(void)
+{
+    size_t span = SVC_FILE_ARENA + SVC_FILE_HUGE;
+    uint8_t *m = mmap(NULL, span, PROT_READ | PROT_WRITE,
+                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (m == MAP_FAILED)
+        return NULL;
+    uint8_t *a = (uint8_t *)(((uintptr_t)m + SVC_FILE_HUGE - 1) &
+                             ~(uintptr_t)(SVC_FILE_HUGE - 1));
+    if (a > m)
+        munmap(m, (size_t)(a - m));
+    if (m + span > a + SVC_FILE_ARENA)
+        munmap(a + SVC_FILE_ARENA, (size_t)(m + span - (a + SVC_FILE_ARENA)));
+#ifdef MADV_HUGEPAGE
+    (void)madvise(a, SVC_FILE_ARENA, MADV_HUGEPAGE);
+#endif
+    return a;
+}
+
 /* A batch's memory, on first use. */
-static int batch_alloc(svc_fw_batch *b)
+static int batch_alloc(svc_session *s, svc_fw_batch *b)
 {
     if (b->buf)
         return 0;
-    b->buf = malloc(SVC_FILE_BATCH);
+    if (!s->fwb_arena)
+        s->fwb_arena = batch_arena_map();
     b->iov = malloc(SVC_FILE_IOV * sizeof(*b->iov));
+    if (s->fwb_arena) {
+        b->buf = s->fwb_arena + (size_t)(b - s->fwb) * SVC_FILE_BATCH;
+        b->buf_heap = false;
+    } else {
+        b->buf = malloc(SVC_FILE_BATCH);
+        b->buf_heap = true;
+    }
     if (!b->buf || !b->iov) {
-        free(b->buf);
+        if (b->buf_heap)
+            free(b->buf);
         free(b->iov);
         b->buf = NULL;
         b->iov = NULL;
@@ -894,7 +941,7 @@ static int filew_flush(svc_filew *w)
             }
             rc = batches_wait_room(w->svc, s);
             if (rc == 0)
-                rc = batch_alloc(b);
+                rc = batch_alloc(s, b);
         } else {
             /* the file gets the batches in flight first */
             if (w->svc->fw)
@@ -936,11 +983,12 @@ static int filew_room(svc_filew *w, size_t need, int niov)
     if (rc < 0)
         return w->err = rc;
     svc_fw_batch *b = w->b;
-    if (need > b->cap) {
-        uint8_t *g = realloc(b->buf, need);
+    if (need > b->cap) {      /* empty now: nothing to carry over */
+        uint8_t *g = b->buf_heap ? realloc(b->buf, need) : malloc(need);
         if (!g)
             return w->err = -ENOMEM;
         b->buf = g;
+        b->buf_heap = true;
         b->cap = need;
     }
     return 0;
@@ -1116,7 +1164,7 @@ int svc_session_write_file_step(svc_service *svc, svc_session *s,
             return e;
         }
     }
-    if (batch_alloc(b) < 0) {
+    if (batch_alloc(s, b) < 0) {
         s->file_failed = true;
         return -ENOMEM;
     }
@@ -1171,11 +1219,15 @@ int64_t svc__file_base(int fd)
 void svc__file_batches_free(svc_session *s)
 {
     for (int i = 0; i < SVC_FILE_BATCHES; i++) {
-        free(s->fwb[i].buf);
+        if (s->fwb[i].buf_heap)
+            free(s->fwb[i].buf);
         free(s->fwb[i].iov);
         s->fwb[i].buf = NULL;
         s->fwb[i].iov = NULL;
     }
+    if (s->fwb_arena)
+        munmap(s->fwb_arena, SVC_FILE_ARENA);
+    s->fwb_arena = NULL;
 }
 
 int svc_session_write_file(svc_service *svc, svc_session *s)

@@ -820,6 +820,93 @@ SVF_TEST(test_file_mode_copied_packets_checked_split, 1)
     big_packets_one_bad(f, SVC_FILE_IN_PLACE_MIN, 200, 19);
 }
 
+/* A packet of more pieces than one writev takes (1100 chunks of 3000
+ * bytes: over SVC_FILE_IOV, so not written in place) is copied whole, and
+ * at 3.3 MB it does not fit a batch (1 MiB): that batch grows (moves off
+ * the session's batch arena to the heap) and the file gets the packet
+ * intact, between its neighbours, in order. The batches of the arena
+ * start on 2 MiB boundaries, side by side. */
+SVF_TEST(test_file_mode_copies_a_packet_larger_than_a_batch, 1)
+{
+    enum { PIECES = 1100, PIECE = 3000 };
+    int mine;
+    int fd = svf_temp_file(&mine);
+    svf_cfg_init(&f->c, 8192, 0);
+    svf_cfg_file(&f->c);
+    svc_session *s = svf_enable_fd(f, fd);
+    static uint8_t pk[8192], fr[PIECE + 8];
+    uint32_t id = commit_packet(f, 0, pk, big_packet(pk, 0, 700, false),
+                                false);
+    /* for_testing { seq_value: 1, str: L letters }, L chosen so that the
+     * packet is exactly PIECES * PIECE bytes */
+    size_t total = (size_t)PIECES * PIECE;
+    uint8_t *huge = malloc(total);
+    ck_assert_ptr_nonnull(huge);
+    size_t L = total, n, k;
+    for (;; L--) {
+        uint8_t tmp[24];
+        k = 3 + svc_varint(tmp, L);         /* seq_value: 1, str tag, size */
+        n = 2 + svc_varint(tmp, k + L) + k + L;
+        if (n == total)
+            break;
+        ck_assert_uint_gt(n, total);
+    }
+    n = 0;
+    huge[n++] = 0xA2;
+    huge[n++] = 0x38;
+    n += svc_varint(huge + n, k + L);
+    huge[n++] = 0x10;
+    huge[n++] = 0x01;
+    huge[n++] = 0x0A;
+    n += svc_varint(huge + n, L);
+    for (size_t i = 0; i < L; i++)
+        huge[n++] = (uint8_t)('a' + (1 + i) % 26);
+    ck_assert_uint_eq(n, total);
+    for (size_t i = 0; i < PIECES; i++) {
+        size_t h = svc_varint(fr, PIECE);
+        memcpy(fr + h, huge + i * PIECE, PIECE);
+        unsigned flags = (i > 0 ? 1u : 0u) | (i + 1 < PIECES ? 2u : 0u);
+        write_raw_chunk(f->p[0], 0, 1, id++, fr, h + PIECE, 1, flags);
+        svf_commit(f->svc, f->p[0], 0, 0, f->buf, 0);
+    }
+    commit_packet(f, id, pk, big_packet(pk, 2, 900, false), false);
+    ck_assert_int_eq(svc_session_write_file(f->svc, s), 0);
+
+    long size, off = 0;
+    uint8_t *buf = svf_file_bytes(mine, &size);
+    uint32_t want = 0;
+    while (off < size) {
+        uint64_t len = next_record(buf, size, &off);
+        Perfetto__Protos__TracePacket *p =
+            perfetto__protos__trace_packet__unpack(NULL, len, buf + off);
+        ck_assert_ptr_nonnull(p);
+        if (p->trusted_packet_sequence_id != 1 && p->for_testing) {
+            ck_assert_uint_eq(p->for_testing->seq_value, want);
+            size_t got = strlen(p->for_testing->str);
+            ck_assert_uint_eq(got, want == 1 ? L : want == 0 ? 700 : 900);
+            bool intact = true;
+            for (size_t i = 0; i < got; i++)
+                intact &= p->for_testing->str[i] ==
+                          (char)('a' + (want + i) % 26);
+            ck_assert_msg(intact, "packet %u: str damaged", want);
+            want++;
+        }
+        perfetto__protos__trace_packet__free_unpacked(p, NULL);
+        off += (long)len;
+    }
+    ck_assert_uint_eq(want, 3);
+    ck_assert_uint_eq(s->file_slice_bytes, 0);         /* all copied */
+    ck_assert_int_eq((long)s->bytes_written_to_file, size);
+    ck_assert_uint_eq(s->invalid_packets, 0);
+    ck_assert_ptr_nonnull(s->fwb_arena);
+    ck_assert_uint_eq((uintptr_t)s->fwb_arena % (2u << 20), 0);
+    ck_assert(s->fwb[s->fwb_cur].buf_heap);           /* grown: heap */
+    ck_assert_uint_ge(s->fwb[s->fwb_cur].cap, total);
+    free(buf);
+    free(huge);
+    close(mine);
+}
+
 /* Commits big packets v = from .. to - 1 (one chunk each, page 0). */
 static uint32_t put_big_range(svf_fx *f, uint32_t id, uint32_t from,
                               uint32_t to)
@@ -2042,6 +2129,7 @@ static Suite *svc_session_suite(void)
              test_file_mode_large_packets_in_place,
              test_file_mode_copied_packets_checked_whole,
              test_file_mode_copied_packets_checked_split,
+             test_file_mode_copies_a_packet_larger_than_a_batch,
              test_file_counts_what_it_writes,
              test_file_counts_not_complete_after_a_failed_write,
              test_file_writer_thread_keeps_slices_until_written,
