@@ -30,6 +30,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "ipc_arena.h"
 #include "ipc_int.h"
 
 #define MAX_SERVICES 32
@@ -72,6 +73,7 @@ struct ipc_host {
     ipc_conn *conns;
     size_t n_conns;
     uint64_t next_conn_id;
+    ipc_arena args_arena;   /* decodes method arguments (on_invoke) */
 };
 
 /* ---- calls -------------------------------------------------------- */
@@ -305,6 +307,17 @@ static void on_bind(ipc_conn *conn, uint64_t rid,
     free(ptrs);
 }
 
+/* Frees arguments decoded with allocator al (the host's arena or, if NULL,
+ * malloc). */
+static void free_args(ipc_host *h, ProtobufCAllocator *al,
+                      ProtobufCMessage *args)
+{
+    if (al)
+        ipc_arena_end(&h->args_arena);
+    else
+        protobuf_c_message_free_unpacked(args, NULL);
+}
+
 static void on_invoke(ipc_conn *conn, uint64_t rid,
                       const Perfetto__Protos__IPCFrame__InvokeMethod *m)
 {
@@ -325,13 +338,19 @@ static void on_invoke(ipc_conn *conn, uint64_t rid,
     const uint8_t *raw = m->has_args_proto ? m->args_proto.data : NULL;
     size_t raw_len = m->has_args_proto ? m->args_proto.len : 0;
     ProtobufCMessage *args = NULL;
+    /* The arguments are decoded into the host's arena (ipc_arena.h), or
+     * with malloc if a handler up the stack is still using it. */
+    ProtobufCAllocator *al = NULL;
     if (meth->args_desc) {
         static const uint8_t empty[1];
-        args = protobuf_c_message_unpack(meth->args_desc, NULL, raw_len,
+        al = ipc_arena_begin(&h->args_arena);
+        args = protobuf_c_message_unpack(meth->args_desc, al, raw_len,
                                          raw ? raw : empty);
         if (args && !ipc_message_well_formed(args)) {
-            protobuf_c_message_free_unpacked(args, NULL);
+            free_args(h, al, args);
             args = NULL;
+        } else if (!args && al) {
+            ipc_arena_end(&h->args_arena);
         }
         if (!args) {
             send_reply(conn, rid, false, false, NULL, 0, -1);
@@ -340,7 +359,7 @@ static void on_invoke(ipc_conn *conn, uint64_t rid,
     }
     ipc_call *call = calloc(1, sizeof *call);
     if (!call) {
-        protobuf_c_message_free_unpacked(args, NULL);
+        free_args(h, al, args);
         send_reply(conn, rid, false, false, NULL, 0, -1);
         return;
     }
@@ -356,7 +375,7 @@ static void on_invoke(ipc_conn *conn, uint64_t rid,
     /* The call may be finished (freed) inside the handler: do not touch it
      * afterwards. */
     meth->fn(call, args, e->ctx);
-    protobuf_c_message_free_unpacked(args, NULL);
+    free_args(h, al, args);
     /* Calls left open must not keep pointing at the freed frame. */
     for (ipc_call *c = conn->calls; c; c = c->next)
         if (c->raw == raw) {
@@ -449,6 +468,7 @@ ipc_host *ipc_host_create_from_fd(ipc_loop *loop, int listen_fd, int *err)
         goto fail;
     h->loop = loop;
     h->listen_fd = listen_fd;
+    ipc_arena_init(&h->args_arena);
     if (listen_fd >= 0) {
         rc = ipc__set_nonblock_cloexec(listen_fd);
         if (rc == 0)
@@ -505,6 +525,7 @@ void ipc_host_destroy(ipc_host *host)
         st.st_dev == host->path_dev && st.st_ino == host->path_ino)
         unlink(host->path);
     free(host->path);
+    ipc_arena_fini(&host->args_arena);
     free(host);
 }
 

@@ -2,7 +2,8 @@
  * check_ipc.c - tests of the IPC layer (ipc/): frame codec incl. malformed
  * and hostile frames, event loop, socket names and ownership, host/client
  * round trips (replies, streams, drop_reply, failures, request_error), fd
- * passing between real processes, peer credentials.
+ * passing between real processes, peer credentials; the arena that
+ * decodes method arguments.
  *
  * Every wait is bounded by pump()'s iteration limit with a 5 s poll bound,
  * never asserted on timing.
@@ -24,6 +25,7 @@
 #include <unistd.h>
 
 #include "ipc.h"
+#include "ipc_arena.h"
 #include "tck_main.h"
 
 typedef Perfetto__Protos__IPCFrame Frame;
@@ -1246,6 +1248,170 @@ START_TEST(test_fdpass_back_to_back_fds_not_mixed)
 }
 END_TEST
 
+/* ---- arena (ipc_arena.h) ------------------------------------------ */
+
+typedef Perfetto__Protos__CommitDataRequest Cdr;
+typedef Perfetto__Protos__CommitDataRequest__ChunksToMove Ctm;
+typedef Perfetto__Protos__CommitDataRequest__ChunkToPatch Ctp;
+typedef Perfetto__Protos__CommitDataRequest__ChunkToPatch__Patch Ctpp;
+
+/* Pieces are 16-byte aligned, each keeps what was written into it until
+ * the end (none overlaps another, in the block or in an extra block); a
+ * second begin while in use gets NULL; after a use that overflowed, the
+ * block holds the whole of it, so the same use needs no extra block. */
+START_TEST(test_arena_pieces_aligned_and_kept)
+{
+    static const size_t sizes[] = {1, 15, 16, 17, 100, 0, 5000, 3, 70000,
+                                   64, 9};
+    enum { N = sizeof(sizes) / sizeof(sizes[0]) };
+    ipc_arena a;
+    ipc_arena_init(&a);
+    for (int round = 0; round < 2; round++) {
+        ProtobufCAllocator *al = ipc_arena_begin(&a);
+        ck_assert_ptr_nonnull(al);
+        ck_assert_ptr_null(ipc_arena_begin(&a));        /* in use */
+        uint8_t *p[N];
+        for (int i = 0; i < N; i++) {
+            p[i] = al->alloc(al->allocator_data, sizes[i]);
+            ck_assert_ptr_nonnull(p[i]);
+            ck_assert_uint_eq((uintptr_t)p[i] % 16, 0);
+            memset(p[i], 'a' + i, sizes[i]);
+        }
+        for (int i = 0; i < N; i++)
+            for (size_t k = 0; k < sizes[i]; k++)
+                ck_assert_uint_eq(p[i][k], (uint8_t)('a' + i));
+        al->free(al->allocator_data, p[0]);       /* nothing until end */
+        ck_assert_uint_eq(p[1][0], (uint8_t)('a' + 1));
+        if (round == 1)
+            ck_assert_ptr_null(a.extra);          /* all in the block */
+        else
+            ck_assert_ptr_nonnull(a.extra);
+        ipc_arena_end(&a);
+        ck_assert_ptr_null(a.extra);
+        ck_assert_uint_ge(a.cap, 75000);
+    }
+    ipc_arena_fini(&a);
+}
+END_TEST
+
+/* A use of more than IPC_ARENA_KEEP_MAX leaves a block of that size, and
+ * an allocation of SIZE_MAX fails instead of wrapping. */
+START_TEST(test_arena_keeps_at_most_keep_max)
+{
+    ipc_arena a;
+    ipc_arena_init(&a);
+    ProtobufCAllocator *al = ipc_arena_begin(&a);
+    for (int i = 0; i < 40; i++)
+        ck_assert_ptr_nonnull(al->alloc(al->allocator_data, 64 << 10));
+    ck_assert_ptr_null(al->alloc(al->allocator_data, SIZE_MAX));
+    ck_assert_ptr_null(al->alloc(al->allocator_data, SIZE_MAX - 20));
+    ipc_arena_end(&a);
+    ck_assert_uint_eq(a.cap, IPC_ARENA_KEEP_MAX);
+    ipc_arena_fini(&a);
+}
+END_TEST
+
+/* A CommitData of 600 chunks and 3 patch groups, decoded into an arena,
+ * equals the same decoded with malloc, twice (the second time from the
+ * block alone); truncated it fails to decode and the arena stays usable. */
+START_TEST(test_arena_decodes_like_malloc)
+{
+    enum { NC = 600, NP = 3 };
+    Cdr m = PERFETTO__PROTOS__COMMIT_DATA_REQUEST__INIT;
+    Ctm ctm[NC], *pctm[NC];
+    Ctp ctp[NP], *pctp[NP];
+    Ctpp pp[NP][2], *ppp[NP][2];
+    uint8_t pdata[NP][2][4];
+    for (int i = 0; i < NC; i++) {
+        Ctm c = PERFETTO__PROTOS__COMMIT_DATA_REQUEST__CHUNKS_TO_MOVE__INIT;
+        c.has_page = c.has_chunk = c.has_target_buffer = 1;
+        c.page = (uint32_t)i;
+        c.chunk = (uint32_t)(i % 7);
+        c.target_buffer = (uint32_t)(1 + i % 3);
+        ctm[i] = c;
+        pctm[i] = &ctm[i];
+    }
+    for (int i = 0; i < NP; i++) {
+        Ctp c = PERFETTO__PROTOS__COMMIT_DATA_REQUEST__CHUNK_TO_PATCH__INIT;
+        c.has_target_buffer = c.has_writer_id = c.has_chunk_id = 1;
+        c.target_buffer = 1;
+        c.writer_id = (uint32_t)(10 + i);
+        c.chunk_id = (uint32_t)(100 * i);
+        for (int k = 0; k < 2; k++) {
+            Ctpp q = PERFETTO__PROTOS__COMMIT_DATA_REQUEST__CHUNK_TO_PATCH__PATCH__INIT;
+            q.has_offset = q.has_data = 1;
+            q.offset = (uint32_t)(8 * k + i);
+            memset(pdata[i][k], 0x80 + i * 2 + k, 4);
+            q.data.data = pdata[i][k];
+            q.data.len = 4;
+            pp[i][k] = q;
+            ppp[i][k] = &pp[i][k];
+        }
+        c.n_patches = 2;
+        c.patches = ppp[i];
+        ctp[i] = c;
+        pctp[i] = &ctp[i];
+    }
+    m.n_chunks_to_move = NC;
+    m.chunks_to_move = pctm;
+    m.n_chunks_to_patch = NP;
+    m.chunks_to_patch = pctp;
+    m.has_flush_request_id = 1;
+    m.flush_request_id = 77;
+    size_t len = perfetto__protos__commit_data_request__get_packed_size(&m);
+    uint8_t *wire = malloc(len);
+    ck_assert_ptr_nonnull(wire);
+    perfetto__protos__commit_data_request__pack(&m, wire);
+    Cdr *want = perfetto__protos__commit_data_request__unpack(NULL, len,
+                                                              wire);
+    ck_assert_ptr_nonnull(want);
+    ipc_arena a;
+    ipc_arena_init(&a);
+    for (int round = 0; round < 2; round++) {
+        ProtobufCAllocator *al = ipc_arena_begin(&a);
+        Cdr *got = perfetto__protos__commit_data_request__unpack(al, len,
+                                                                 wire);
+        ck_assert_ptr_nonnull(got);
+        ck_assert(round == 0 || a.extra == NULL);
+        ck_assert(ipc_message_well_formed(&got->base));
+        ck_assert_uint_eq(got->n_chunks_to_move, want->n_chunks_to_move);
+        for (size_t i = 0; i < got->n_chunks_to_move; i++) {
+            ck_assert_uint_eq(got->chunks_to_move[i]->page,
+                              want->chunks_to_move[i]->page);
+            ck_assert_uint_eq(got->chunks_to_move[i]->chunk,
+                              want->chunks_to_move[i]->chunk);
+            ck_assert_uint_eq(got->chunks_to_move[i]->target_buffer,
+                              want->chunks_to_move[i]->target_buffer);
+        }
+        ck_assert_uint_eq(got->n_chunks_to_patch, NP);
+        for (size_t i = 0; i < NP; i++) {
+            Ctp *g = got->chunks_to_patch[i], *w = want->chunks_to_patch[i];
+            ck_assert_uint_eq(g->writer_id, w->writer_id);
+            ck_assert_uint_eq(g->chunk_id, w->chunk_id);
+            ck_assert_uint_eq(g->n_patches, 2);
+            for (size_t k = 0; k < 2; k++) {
+                ck_assert_uint_eq(g->patches[k]->offset,
+                                  w->patches[k]->offset);
+                ck_assert_uint_eq(g->patches[k]->data.len, 4);
+                ck_assert_mem_eq(g->patches[k]->data.data,
+                                 w->patches[k]->data.data, 4);
+            }
+        }
+        ck_assert_uint_eq(got->flush_request_id, 77);
+        ipc_arena_end(&a);
+    }
+    ProtobufCAllocator *al = ipc_arena_begin(&a);
+    ck_assert_ptr_null(perfetto__protos__commit_data_request__unpack(
+        al, len - 3, wire));
+    ipc_arena_end(&a);
+    ck_assert_ptr_nonnull(ipc_arena_begin(&a));
+    ipc_arena_end(&a);
+    ipc_arena_fini(&a);
+    perfetto__protos__commit_data_request__free_unpacked(want, NULL);
+    free(wire);
+}
+END_TEST
+
 static Suite *ipc_suite(void)
 {
     Suite *s = suite_create("ipc");
@@ -1273,6 +1439,9 @@ static Suite *ipc_suite(void)
              test_fdpass_host_to_client_process,
              test_fdpass_host_dies_client_notified,
              test_fdpass_back_to_back_fds_not_mixed);
+    TCK_CASE(s, "arena", test_arena_pieces_aligned_and_kept,
+             test_arena_keeps_at_most_keep_max,
+             test_arena_decodes_like_malloc);
     return s;
 }
 
