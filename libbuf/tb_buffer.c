@@ -80,6 +80,7 @@ SHMTRACE_API void tb_destroy(tb_buffer *b)
     free(b->hist);
     free(b->hhash);
     free(b->pro_keys);
+    free(b->rw_items);
     tb__loss_free(b);
     tb__mem_free(b->mem, b->size);
     free(b);

@@ -204,6 +204,12 @@ struct tb_buffer {
     size_t rewind_at;
     uint64_t rewind_refused_gen;
     uint64_t rewinds_put_off;
+    /* ... its scratch: the live records found (tb__rw_item, sorted); the
+     * oldest record the last rewind moved and how many rewinds in a row
+     * moved it */
+    struct tb__rw_item *rw_items;
+    size_t rw_cap;
+    uint32_t rw_oldest_key, rw_oldest_id, rw_oldest_moves;
     /* Write-side prefetch (tb_write.c): the lines below this offset, from
      * the write cursor on, have been asked for already. */
     size_t pf_end;

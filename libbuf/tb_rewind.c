@@ -16,12 +16,17 @@
  * 327-516 ns).
  *
  * What: before a chunk is stored, if the writer is at least rewind_at
- * bytes into the ring and everything before the last few records was
- * read (the read floor, tb_buffer.c, lies at most rewind_at / 2 behind
- * the writer), the records still holding unread data between the floor
- * and the writer (typically each writer's newest chunk, whose last packet
- * waits for its continuation) are moved to the start of the ring, in
- * buffer order, and writing goes on right after them. The ring then
+ * bytes into the ring and the records still holding unread data take at
+ * most rewind_at / 8 bytes (typically each writer's newest chunk, whose
+ * last packet waits for its continuation), those records are moved to the
+ * start of the ring, in buffer order, and writing goes on right after
+ * them. They are found from the sequences (every record that is not
+ * erased is in its sequence's ring: O(sequences + live records), not a
+ * scan of the ring) and must all lie between the read floor (tb_buffer.c:
+ * everything before it, from the oldest record on, is erased) and the
+ * writer; sorted by offset, each moves down to where the ones before it
+ * end (memmove: a record may overlap its own new place, never another's).
+ * The ring then
  * holds exactly what it held before, in the same order, at lower
  * offsets: used_size becomes the bytes moved (wr == used_size, so
  * offset 0 is the oldest record); everything past it is as beyond the
@@ -58,36 +63,47 @@
  * against 19.6 us (852 against 846 MB/s), x4 24.0 against 24.3 us; 64 B x1
  * 61 against 65 ns, x4 61 against 65; a daemon's first session (1 KiB x4,
  * 6 each) 746 against 917 ns.
- * With 4 producers on this 2-CPU host the rewind is due far less often
- * (256 MB of 1 KiB packets: 15-25 rewinds against 116-117 with one
- * producer): the floor mostly lies 9 MiB or more behind the writer, held
- * by one producer's newest 32 KiB chunk, whose continuation waits while
- * that producer is descheduled (instrumented, 2026-12-05 22:2x UTC).
- * Tried and not kept: letting the floor lie up to 4 x rewind_at behind
- * (8 MiB): 25-50 rewinds per recording, 394 against 419 ns of service
- * CPU per packet (6 recordings each, within the noise), while the scan
- * of live_bytes then reads a header per record in up to 8 MiB (2048
- * records of 4 KiB) per attempt.
- * Counting each sequence's unread bytes below the writer, instead of
- * scanning the records, would lift that bound; not done.
+ * Until 2026-12-06 the records were found by scanning the ring from the
+ * floor, which had to lie at most rewind_at / 2 behind the writer, and
+ * the moved bytes had to fit below the floor (memcpy). With 4 producers
+ * on a 2-CPU host that held most rewinds back (256 MB of 1 KiB packets:
+ * 15-25 rewinds against 116-117 with one producer; instrumented
+ * 2026-12-05): the floor mostly lay 9 MiB or more behind the writer,
+ * held by one producer's newest 32 KiB chunk whose continuation waited
+ * while that producer was descheduled, and once a rewind had moved such a
+ * chunk to offset 0 the floor stayed there, below anything to move. By
+ * the sequences and with memmove: 71 rewinds in such a recording instead
+ * of 11 (148 KiB moved per rewind on average), and service CPU per
+ * packet (one warm daemon per build, recordings alternating, medians)
+ * 1 KiB x4 493.5 against 563 ns (ten each), 64 B x4 67.5 against 72.5
+ * (eight), 1 KiB x1 461.5 against 461, 64 KiB x4 25.6 against 26.4 us.
+ * A record that waits for good (its writer died mid-packet) would then
+ * be moved for ever and never overwritten: the oldest record a rewind
+ * moves is remembered, and after TB__REWIND_MOVES_MAX rewinds in a row
+ * that moved the same one, rewinds are refused until it is gone. The
+ * ring then laps as any ring and overwrites it (lost, cause overwrite):
+ * it had at most 16 x rewind_at more bytes of life than without
+ * rewinds.
  * A first session's ring is fresh memory, which this VM's host backs at
  * ~20 ms per 2 MiB page (perf: clear_page_erms under the copy's faults);
  * a ring kept drained faults in only its first few MiB.
  * When not: DISCARD buffers (they stop at the end of the ring, read or
- * not), rings under TB__REWIND_MIN_RING (rewind_at = 0), a floor ahead
- * of the writer or more than rewind_at / 2 behind it, or more than
- * rewind_at / 8 bytes to move. A refusal is not tried again before the
+ * not), rings under TB__REWIND_MIN_RING (rewind_at = 0), no floor or one
+ * ahead of the writer, more than rewind_at / 8 bytes to move, a record
+ * moved by TB__REWIND_MOVES_MAX rewinds in a row. A refusal is not tried again before the
  * next read pass (generation), so a buffer nobody drains pays a few
  * comparisons per chunk.
  * Stats: each rewind is a wrap to offset 0 (write_wrap_count); the moved
  * records are not new (bytes_written unchanged) and nothing is evicted.
  */
+#include <stdlib.h>
 #include <string.h>
 
 #include "tb_int.h"
 
 #define TB__REWIND_AT ((size_t)2 << 20)        /* at most */
 #define TB__REWIND_MIN_RING ((size_t)16 << 20) /* none in smaller rings */
+#define TB__REWIND_MOVES_MAX 16u               /* per record, in a row */
 
 size_t tb__default_rewind_at(size_t size)
 {
@@ -96,38 +112,72 @@ size_t tb__default_rewind_at(size_t size)
     return size / 2 < TB__REWIND_AT ? size / 2 : TB__REWIND_AT;
 }
 
-/* The ring entry of the live record at offset off, or NULL if its
- * sequence does not know it there (never, short of a bug: then no
- * rewind). */
-static tb__centry *entry_of(const tb_buffer *b, uint32_t off)
+typedef struct tb__rw_item {
+    uint32_t off;
+    tb__centry *ce;
+} tb__rw_item;
+
+static int by_offset(const void *x, const void *y)
 {
-    const tb__rec *r = tb__rec_at(b, off);
-    tb__seq *s = tb__seq_find(b, r->pri_wri_id);
-    uint32_t idx;
-    if (!s || !tb__seq_find_chunk(s, r->chunk_id, &idx))
-        return NULL;
-    tb__centry *ce = tb__ring_at(s, idx);
-    return ce->off == off ? ce : NULL;
+    uint32_t a = ((const tb__rw_item *)x)->off;
+    uint32_t c = ((const tb__rw_item *)y)->off;
+    return (a > c) - (a < c);
 }
 
-/* Bytes the records in [from, to) that are not erased take, or SIZE_MAX
- * when the rewind must not happen (more than `limit`, or a record its
- * sequence does not know). */
-static size_t live_bytes(const tb_buffer *b, size_t from, size_t to,
-                         size_t limit)
+/* Every live record, from the sequences' rings (every record not erased
+ * is in its sequence's), into b->rw_items sorted by offset (buffer order:
+ * all lie in [from, to)); returns the bytes they take, or SIZE_MAX when
+ * the rewind must not happen: more than `limit`, a record outside
+ * [from, to) or erased (never, short of a bug), or no memory. */
+static size_t live_records(tb_buffer *b, size_t from, size_t to,
+                           size_t limit, size_t *count)
 {
-    size_t need = 0;
-    for (size_t off = from; off < to;) {
-        const tb__rec *r = tb__rec_at(b, off);
-        size_t outer = tb__outer(r->size);
-        if (r->pri_wri_id != 0) {
-            need += outer;
-            if (need > limit || !entry_of(b, (uint32_t)off))
+    size_t need = 0, n = 0;
+    for (uint32_t i = 0; i < b->nseqs; i++) {
+        tb__seq *s = &b->seqs[i];
+        for (uint32_t k = 0; k < s->count; k++) {
+            tb__centry *ce = tb__ring_at(s, k);
+            if (ce->off < from || ce->off >= to)
                 return SIZE_MAX;
+            const tb__rec *r = tb__rec_at(b, ce->off);
+            need += tb__outer(r->size);
+            if (need > limit || r->pri_wri_id == 0)
+                return SIZE_MAX;
+            if (n == b->rw_cap) {
+                size_t cap = b->rw_cap ? 2 * b->rw_cap : 64;
+                tb__rw_item *g = realloc(b->rw_items, cap * sizeof(*g));
+                if (!g)
+                    return SIZE_MAX;
+                b->rw_items = g;
+                b->rw_cap = cap;
+            }
+            b->rw_items[n].off = ce->off;
+            b->rw_items[n].ce = ce;
+            n++;
         }
-        off += outer;
     }
+    qsort(b->rw_items, n, sizeof(*b->rw_items), by_offset);
+    *count = n;
     return need;
+}
+
+/* A rewind that moves the same oldest record as the one before counts one
+ * more move for it; false when that would make more than
+ * TB__REWIND_MOVES_MAX in a row. */
+static bool oldest_may_move(tb_buffer *b, size_t n)
+{
+    uint32_t key = 0, id = 0;
+    if (n > 0) {
+        const tb__rec *r = tb__rec_at(b, b->rw_items[0].off);
+        key = r->pri_wri_id;
+        id = r->chunk_id;
+    }
+    if (n > 0 && key == b->rw_oldest_key && id == b->rw_oldest_id)
+        return b->rw_oldest_moves < TB__REWIND_MOVES_MAX;
+    b->rw_oldest_key = key;
+    b->rw_oldest_id = id;
+    b->rw_oldest_moves = 0;
+    return true;
 }
 
 void tb__maybe_rewind(tb_buffer *b)
@@ -141,7 +191,6 @@ void tb__maybe_rewind(tb_buffer *b)
      * wr (found by fuzz_tb: a writer that had lapped up to the floor). */
     if (!b->rd_floor_valid || floor > wr ||
         (floor == wr && wr != b->used_size) ||
-        wr - floor > b->rewind_at / 2 ||
         b->rewind_refused_gen == b->generation)
         return;
     /* Not onto bytes the owner still holds (slices in flight to a file):
@@ -153,25 +202,22 @@ void tb__maybe_rewind(tb_buffer *b)
         return;
     }
     size_t limit = b->rewind_at / 8;
-    if (limit > floor)
-        limit = floor; /* the moved records must not overlap their copies */
-    size_t need = live_bytes(b, floor, wr, limit);
-    if (need == SIZE_MAX) {
+    size_t n = 0;
+    size_t need = live_records(b, floor, wr, limit, &n);
+    if (need == SIZE_MAX || !oldest_may_move(b, n)) {
         b->rewind_refused_gen = b->generation;
         return;
     }
+    b->rw_oldest_moves += n > 0;
     if (need)
         tb__fence(b, 0, need);
     size_t to = 0;
-    for (size_t off = floor; off < wr;) {
-        tb__rec *r = tb__rec_at(b, off);
-        size_t outer = tb__outer(r->size);
-        if (r->pri_wri_id != 0) {
-            entry_of(b, (uint32_t)off)->off = (uint32_t)to;
-            memcpy(b->mem + to, r, TB__REC_HDR_BYTES + r->payload_size);
-            to += outer;
-        }
-        off += outer;
+    for (size_t i = 0; i < n; i++) {
+        tb__rec *r = tb__rec_at(b, b->rw_items[i].off);
+        b->rw_items[i].ce->off = (uint32_t)to;
+        if (to != b->rw_items[i].off)
+            memmove(b->mem + to, r, TB__REC_HDR_BYTES + r->payload_size);
+        to += tb__outer(r->size);
     }
     b->used_size = to;
     b->wr = to;

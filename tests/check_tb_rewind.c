@@ -11,7 +11,9 @@
  * patches still find them; the write fence sees the moved-over bytes
  * before they change; no rewind in DISCARD buffers, in rings nobody
  * drained, after a writer lapped up to the read floor, or with too much
- * unread; the default threshold by ring size.
+ * unread; a packet that waits keeps its record, at the start, through
+ * rewinds while the read floor stays far behind (compacted in order), but
+ * only for 16 in a row; the default threshold by ring size.
  */
 #include "tb_int.h"
 #include "tb_workload.h"
@@ -207,8 +209,8 @@ START_TEST(test_rewind_not_while_unread)
     fill(b, &id, 128 * KIB);                       /* nothing read */
     ck_assert_uint_eq(TBT_STAT(b, write_wrap_count), 0);
     ck_assert_uint_ge(tb_used_size(b), 128 * KIB);
-    /* a read of the 10 oldest is not enough either: the floor stays
-     * more than rewind_at / 2 behind the writer */
+    /* a read of the 10 oldest is not enough either: what is left unread
+     * is more than rewind_at / 8 */
     tb_begin_read(b);
     tb_packet pkt;
     for (int i = 0; i < 10; i++)
@@ -393,6 +395,129 @@ START_TEST(test_rewind_default_by_ring_size)
 }
 END_TEST
 
+/* --- a floor far behind: one packet waits for its continuation --------- */
+
+static const tb_seq_loss *loss_of(tb_buffer *b, uint16_t writer)
+{
+    size_t n;
+    const tb_seq_loss *l = tb_get_seq_loss(b, &n);
+    for (size_t i = 0; i < n; i++)
+        if (l[i].writer_id == writer)
+            return &l[i];
+    return NULL;
+}
+
+/* Writer 2 writes a 4000-byte packet and it is read at once. */
+static void put_and_read(tb_buffer *b, uint32_t *id)
+{
+    tbt_put1(b, 1, 2, *id, 0, 4000, (uint8_t)*id);
+    (*id)++;
+    ck_assert_uint_eq(tbt_read_count(b), 1);
+}
+
+/* Writer 3's packet waits for its continuation while writer 2 writes on,
+ * each packet read at once: writer 3's record holds the read floor at the
+ * start of the ring, far behind the writer. The ring still rewinds every
+ * rewind_at bytes (the waiting record stays where it is, at the start),
+ * and the packet comes out whole when its continuation comes. */
+START_TEST(test_rewind_with_the_floor_far_behind)
+{
+    tb_buffer *b = ring(1 * MIB, TB_RING_BUFFER, 64 * KIB);
+    const char cont[] = {(char)(('x' + 3000) % 256), 0};
+    uint32_t id = 0;
+    tbt_put(b, 1, 3, 0, TB_F2, (uint32_t[]){3000}, "x");
+    for (int i = 0; i < 100; i++)                 /* ~400 KiB */
+        put_and_read(b, &id);
+    ck_assert(b->rd_floor_valid);
+    ck_assert_uint_ge(TBT_STAT(b, write_wrap_count), 5);
+    ck_assert_uint_lt(tb_used_size(b), 72 * KIB);
+    ck_assert_uint_eq(tb__rec_at(b, 0)->pri_wri_id, (1u << 16) | 3u);
+    tbt_put(b, 1, 3, 1, TB_F1, (uint32_t[]){10}, cont);
+    tbt_pkts ps = tbt_read_all(b);
+    ck_assert_uint_eq(ps.n, 1);
+    ck_assert_uint_eq(ps.p[0].size, 3010);
+    ck_assert(tbt_pattern_ok(ps.p[0].data, 3010, 'x'));
+    ck_assert_uint_eq(ps.p[0].loss, 0);
+    tbt_free(&ps);
+    ck_assert_uint_eq(TBT_STAT(b, chunks_overwritten), 0);
+    const tb_seq_loss *l = loss_of(b, 3);
+    ck_assert_ptr_nonnull(l);
+    ck_assert_uint_eq(l->packets_read, 1);
+    ck_assert_uint_eq(l->lost_packets[TB_CAUSE_OVERWRITE], 0);
+    tb_destroy(b);
+}
+END_TEST
+
+/* Records that wait are compacted towards the start even where their new
+ * place overlaps their old one (the floor at 0, below what they need):
+ * writer 3 waits at the start, writer 4 starts waiting later; each rewind
+ * keeps them both, in their order, and both packets come out whole. */
+START_TEST(test_rewind_compacts_waiting_records_in_order)
+{
+    tb_buffer *b = ring(1 * MIB, TB_RING_BUFFER, 64 * KIB);
+    const char cont[] = {(char)(('x' + 3000) % 256), 0};
+    uint32_t id = 0;
+    tbt_put(b, 1, 3, 0, TB_F2, (uint32_t[]){3000}, "x");
+    for (int i = 0; i < 5; i++)
+        put_and_read(b, &id);
+    tbt_put(b, 1, 4, 0, TB_F2, (uint32_t[]){3000}, "x");
+    uint64_t wraps = TBT_STAT(b, write_wrap_count);
+    for (int i = 0; i < 60; i++)                  /* ~240 KiB */
+        put_and_read(b, &id);
+    ck_assert_uint_ge(TBT_STAT(b, write_wrap_count), wraps + 3);
+    size_t second = tb__outer(4 + 3000);
+    ck_assert_uint_eq(tb__rec_at(b, 0)->pri_wri_id, (1u << 16) | 3u);
+    ck_assert_uint_eq(tb__rec_at(b, second)->pri_wri_id, (1u << 16) | 4u);
+    tbt_put(b, 1, 4, 1, TB_F1, (uint32_t[]){10}, cont);
+    tbt_put(b, 1, 3, 1, TB_F1, (uint32_t[]){10}, cont);
+    tbt_pkts ps = tbt_read_all(b);
+    ck_assert_uint_eq(ps.n, 2);
+    for (size_t i = 0; i < ps.n; i++) {
+        ck_assert_uint_eq(ps.p[i].size, 3010);
+        ck_assert(tbt_pattern_ok(ps.p[i].data, 3010, 'x'));
+        ck_assert_uint_eq(ps.p[i].loss, 0);
+    }
+    tbt_free(&ps);
+    ck_assert_uint_eq(TBT_STAT(b, chunks_overwritten), 0);
+    tb_destroy(b);
+}
+END_TEST
+
+/* A packet whose continuation never comes: rewinds keep its record for
+ * TB__REWIND_MOVES_MAX (16) in a row, no more; then the ring laps as any
+ * ring, overwrites it and counts the packet lost (overwritten), and
+ * rewinds start again. */
+START_TEST(test_rewind_gives_up_on_a_record_that_waits_too_long)
+{
+    tb_buffer *b = ring(1 * MIB, TB_RING_BUFFER, 64 * KIB);
+    uint32_t id = 0;
+    tbt_put(b, 1, 3, 0, TB_F2, (uint32_t[]){3000}, "x");
+    while (TBT_STAT(b, write_wrap_count) < 16 && id < 2000)
+        put_and_read(b, &id);
+    ck_assert_uint_eq(TBT_STAT(b, write_wrap_count), 16);
+    while (b->wr < 512 * KIB)                     /* no 17th */
+        put_and_read(b, &id);
+    ck_assert_uint_eq(TBT_STAT(b, write_wrap_count), 16);
+    ck_assert_uint_eq(tb__rec_at(b, 0)->pri_wri_id, (1u << 16) | 3u);
+    const tb_seq_loss *l = loss_of(b, 3);
+    ck_assert_ptr_nonnull(l);
+    ck_assert_uint_eq(l->lost_packets[TB_CAUSE_OVERWRITE], 0);
+    while (TBT_STAT(b, write_wrap_count) < 17 && id < 4000)  /* the lap */
+        put_and_read(b, &id);
+    ck_assert_uint_eq(TBT_STAT(b, write_wrap_count), 17);
+    put_and_read(b, &id);                         /* over writer 3's */
+    l = loss_of(b, 3);
+    ck_assert_uint_eq(l->lost_packets[TB_CAUSE_OVERWRITE], 1);
+    ck_assert_uint_eq(l->packets_read, 0);
+    uint32_t before = id;
+    while (TBT_STAT(b, write_wrap_count) < 18 && id < before + 100)
+        put_and_read(b, &id);
+    ck_assert_uint_eq(TBT_STAT(b, write_wrap_count), 18);  /* again */
+    ck_assert_uint_lt(id - before, 40);
+    tb_destroy(b);
+}
+END_TEST
+
 static Suite *tb_rewind_suite(void)
 {
     Suite *s = suite_create("tb_rewind");
@@ -405,6 +530,9 @@ static Suite *tb_rewind_suite(void)
     tcase_add_test(tc, test_rewind_not_while_unread);
     tcase_add_test(tc, test_rewind_not_after_lapping_to_the_floor);
     tcase_add_test(tc, test_rewind_refused_with_too_much_unread);
+    tcase_add_test(tc, test_rewind_with_the_floor_far_behind);
+    tcase_add_test(tc, test_rewind_compacts_waiting_records_in_order);
+    tcase_add_test(tc, test_rewind_gives_up_on_a_record_that_waits_too_long);
     tcase_add_test(tc, test_rewind_put_off_while_the_probe_says_busy);
     tcase_add_test(tc, test_rewind_default_by_ring_size);
     suite_add_tcase(s, tc);
