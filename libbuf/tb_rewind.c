@@ -90,9 +90,9 @@
  * When not: DISCARD buffers (they stop at the end of the ring, read or
  * not), rings under TB__REWIND_MIN_RING (rewind_at = 0), no floor or one
  * ahead of the writer, more than rewind_at / 8 bytes to move, a record
- * moved by TB__REWIND_MOVES_MAX rewinds in a row. A refusal is not tried again before the
- * next read pass (generation), so a buffer nobody drains pays a few
- * comparisons per chunk.
+ * moved by TB__REWIND_MOVES_MAX rewinds in a row. A refusal is not tried
+ * again before the next read pass (generation), so a buffer nobody drains
+ * pays a few comparisons per chunk.
  * Stats: each rewind is a wrap to offset 0 (write_wrap_count); the moved
  * records are not new (bytes_written unchanged) and nothing is evicted.
  */
@@ -156,7 +156,8 @@ static size_t live_records(tb_buffer *b, size_t from, size_t to,
             n++;
         }
     }
-    qsort(b->rw_items, n, sizeof(*b->rw_items), by_offset);
+    if (n > 1)      /* (qsort wants a non-null array even for none) */
+        qsort(b->rw_items, n, sizeof(*b->rw_items), by_offset);
     *count = n;
     return need;
 }
@@ -213,11 +214,14 @@ void tb__maybe_rewind(tb_buffer *b)
         tb__fence(b, 0, need);
     size_t to = 0;
     for (size_t i = 0; i < n; i++) {
-        tb__rec *r = tb__rec_at(b, b->rw_items[i].off);
+        /* Sizes first: the move may overwrite the old header. */
+        const tb__rec *r = tb__rec_at(b, b->rw_items[i].off);
+        size_t outer = tb__outer(r->size);
+        size_t bytes = TB__REC_HDR_BYTES + r->payload_size;
         b->rw_items[i].ce->off = (uint32_t)to;
         if (to != b->rw_items[i].off)
-            memmove(b->mem + to, r, TB__REC_HDR_BYTES + r->payload_size);
-        to += tb__outer(r->size);
+            memmove(b->mem + to, r, bytes);
+        to += outer;
     }
     b->used_size = to;
     b->wr = to;

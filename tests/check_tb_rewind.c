@@ -483,6 +483,54 @@ START_TEST(test_rewind_compacts_waiting_records_in_order)
 }
 END_TEST
 
+/* A waiting record that moves down by less than its own size overwrites
+ * its old header: writer 3 waits with 100 bytes at the start, writer 4
+ * with 3000 right behind it; once writer 3's packet is read, the next
+ * rewind moves writer 4's record from just past it to offset 0. The ring
+ * then holds that record and what was written after, tiled exactly, and
+ * writer 4's packet comes out whole. */
+START_TEST(test_rewind_moves_a_record_over_its_old_place)
+{
+    tb_buffer *b = ring(1 * MIB, TB_RING_BUFFER, 64 * KIB);
+    const char cont3[] = {(char)(('a' + 100) % 256), 0};
+    const char cont4[] = {(char)(('x' + 3000) % 256), 0};
+    uint32_t id = 0;
+    tbt_put(b, 1, 3, 0, TB_F2, (uint32_t[]){100}, "a");
+    tbt_put(b, 1, 4, 0, TB_F2, (uint32_t[]){3000}, "x");
+    uint64_t wraps = TBT_STAT(b, write_wrap_count);
+    while (TBT_STAT(b, write_wrap_count) == wraps)
+        put_and_read(b, &id);
+    size_t a = tb__outer(1 + 100), x = tb__outer(2 + 3000);
+    ck_assert_uint_eq(tb__rec_at(b, 0)->pri_wri_id, (1u << 16) | 3u);
+    ck_assert_uint_eq(tb__rec_at(b, a)->pri_wri_id, (1u << 16) | 4u);
+    tbt_put(b, 1, 3, 1, TB_F1, (uint32_t[]){10}, cont3);
+    tbt_pkts ps = tbt_read_all(b);
+    ck_assert_uint_eq(ps.n, 1);                    /* writer 3's, whole */
+    ck_assert_uint_eq(ps.p[0].size, 110);
+    ck_assert(tbt_pattern_ok(ps.p[0].data, 110, 'a'));
+    tbt_free(&ps);
+    wraps = TBT_STAT(b, write_wrap_count);
+    while (TBT_STAT(b, write_wrap_count) == wraps)
+        put_and_read(b, &id);
+    /* writer 4's record alone was moved, to 0; then one packet of writer
+     * 2 was written behind it */
+    ck_assert_uint_eq(tb__rec_at(b, 0)->pri_wri_id, (1u << 16) | 4u);
+    ck_assert_uint_eq(tb_used_size(b), x + tb__outer(2 + 4000));
+    tbt_put(b, 1, 4, 1, TB_F1, (uint32_t[]){10}, cont4);
+    ps = tbt_read_all(b);
+    ck_assert_uint_eq(ps.n, 1);
+    ck_assert_uint_eq(ps.p[0].size, 3010);
+    ck_assert(tbt_pattern_ok(ps.p[0].data, 3010, 'x'));
+    ck_assert_uint_eq(ps.p[0].loss, 0);
+    tbt_free(&ps);
+    for (int i = 0; i < 300; i++)                  /* past the ring's end */
+        put_and_read(b, &id);
+    ck_assert_uint_eq(TBT_STAT(b, chunks_overwritten), 0);
+    ck_assert_uint_eq(TBT_STAT(b, abi_violations), 0);
+    tb_destroy(b);
+}
+END_TEST
+
 /* A packet whose continuation never comes: rewinds keep its record for
  * TB__REWIND_MOVES_MAX (16) in a row, no more; then the ring laps as any
  * ring, overwrites it and counts the packet lost (overwritten), and
@@ -532,6 +580,7 @@ static Suite *tb_rewind_suite(void)
     tcase_add_test(tc, test_rewind_refused_with_too_much_unread);
     tcase_add_test(tc, test_rewind_with_the_floor_far_behind);
     tcase_add_test(tc, test_rewind_compacts_waiting_records_in_order);
+    tcase_add_test(tc, test_rewind_moves_a_record_over_its_old_place);
     tcase_add_test(tc, test_rewind_gives_up_on_a_record_that_waits_too_long);
     tcase_add_test(tc, test_rewind_put_off_while_the_probe_says_busy);
     tcase_add_test(tc, test_rewind_default_by_ring_size);
