@@ -1338,7 +1338,8 @@ START_TEST(test_arena_decodes_like_malloc)
         c.writer_id = (uint32_t)(10 + i);
         c.chunk_id = (uint32_t)(100 * i);
         for (int k = 0; k < 2; k++) {
-            Ctpp q = PERFETTO__PROTOS__COMMIT_DATA_REQUEST__CHUNK_TO_PATCH__PATCH__INIT;
+            Ctpp q =
+                PERFETTO__PROTOS__COMMIT_DATA_REQUEST__CHUNK_TO_PATCH__PATCH__INIT;
             q.has_offset = q.has_data = 1;
             q.offset = (uint32_t)(8 * k + i);
             memset(pdata[i][k], 0x80 + i * 2 + k, 4);
