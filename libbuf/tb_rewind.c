@@ -72,11 +72,13 @@
  * held by one producer's newest 32 KiB chunk whose continuation waited
  * while that producer was descheduled, and once a rewind had moved such a
  * chunk to offset 0 the floor stayed there, below anything to move. By
- * the sequences and with memmove: 71 rewinds in such a recording instead
- * of 11 (148 KiB moved per rewind on average), and service CPU per
- * packet (one warm daemon per build, recordings alternating, medians)
- * 1 KiB x4 493.5 against 563 ns (ten each), 64 B x4 67.5 against 72.5
- * (eight), 1 KiB x1 461.5 against 461, 64 KiB x4 25.6 against 26.4 us.
+ * the sequences and with memmove: 62-75 rewinds in such a recording
+ * instead of 11 (140-150 KiB moved per rewind on average), and service
+ * CPU per packet (one warm daemon per build, recordings alternating,
+ * medians, 2026-12-06) 1 KiB x4 506.5 against 574.5 ns (ten each), 64 B
+ * x4 71 against 81 (eight), 1 KiB x1 464.5 against 464 (eight); 64 KiB
+ * x4 25.6 against 26.4 us (six, before 2cbb905 fixed the order of a move:
+ * sizes first).
  * A record that waits for good (its writer died mid-packet) would then
  * be moved for ever and never overwritten: the oldest record a rewind
  * moves is remembered, and after TB__REWIND_MOVES_MAX rewinds in a row
