@@ -308,7 +308,7 @@ static void on_bind(ipc_conn *conn, uint64_t rid,
 }
 
 /* Frees arguments decoded with allocator al (the host's arena or, if NULL,
- * malloc). */
+ * malloc); args may be NULL (a failed decode). */
 static void free_args(ipc_host *h, ProtobufCAllocator *al,
                       ProtobufCMessage *args)
 {
@@ -346,13 +346,8 @@ static void on_invoke(ipc_conn *conn, uint64_t rid,
         al = ipc_arena_begin(&h->args_arena);
         args = protobuf_c_message_unpack(meth->args_desc, al, raw_len,
                                          raw ? raw : empty);
-        if (args && !ipc_message_well_formed(args)) {
-            free_args(h, al, args);
-            args = NULL;
-        } else if (!args && al) {
-            ipc_arena_end(&h->args_arena);
-        }
-        if (!args) {
+        if (!args || !ipc_message_well_formed(args)) {
+            free_args(h, al, args);       /* also ends the arena's use */
             send_reply(conn, rid, false, false, NULL, 0, -1);
             return;
         }

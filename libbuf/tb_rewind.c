@@ -164,9 +164,10 @@ static size_t live_records(tb_buffer *b, size_t from, size_t to,
     return need;
 }
 
-/* A rewind that moves the same oldest record as the one before counts one
- * more move for it; false when that would make more than
- * TB__REWIND_MOVES_MAX in a row. */
+/* The rewind about to move the n records of rw_items counts one more move
+ * for the oldest of them (a new oldest starts again at one); false, and
+ * nothing counted, when that would make more than TB__REWIND_MOVES_MAX in
+ * a row. */
 static bool oldest_may_move(tb_buffer *b, size_t n)
 {
     uint32_t key = 0, id = 0;
@@ -175,11 +176,15 @@ static bool oldest_may_move(tb_buffer *b, size_t n)
         key = r->pri_wri_id;
         id = r->chunk_id;
     }
-    if (n > 0 && key == b->rw_oldest_key && id == b->rw_oldest_id)
-        return b->rw_oldest_moves < TB__REWIND_MOVES_MAX;
+    if (n > 0 && key == b->rw_oldest_key && id == b->rw_oldest_id) {
+        if (b->rw_oldest_moves >= TB__REWIND_MOVES_MAX)
+            return false;
+        b->rw_oldest_moves++;
+        return true;
+    }
     b->rw_oldest_key = key;
     b->rw_oldest_id = id;
-    b->rw_oldest_moves = 0;
+    b->rw_oldest_moves = n > 0;
     return true;
 }
 
@@ -211,7 +216,6 @@ void tb__maybe_rewind(tb_buffer *b)
         b->rewind_refused_gen = b->generation;
         return;
     }
-    b->rw_oldest_moves += n > 0;
     if (need)
         tb__fence(b, 0, need);
     size_t to = 0;
