@@ -174,14 +174,11 @@ static bool collect_stalled(tb_buffer *b)
         const tb__seq *s = &b->seqs[i];
         if (s->count == 0 || s->skip_gen != b->generation)
             continue;
-        if (b->pro_n == b->pro_cap) {
-            uint32_t cap = b->pro_cap ? 2 * b->pro_cap : 16;
-            uint32_t *k = realloc(b->pro_keys, cap * sizeof(*k));
-            if (!k)
-                return false;
-            b->pro_keys = k;
-            b->pro_cap = cap;
-        }
+        uint32_t *k = tb__grow(b->pro_keys, &b->pro_cap,
+                               (size_t)b->pro_n + 1, sizeof(*k), 16);
+        if (!k)
+            return false;
+        b->pro_keys = k;
         b->pro_keys[b->pro_n++] = s->key;
     }
     return true;

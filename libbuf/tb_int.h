@@ -62,6 +62,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 
 #include <shmtrace/trace_buffer.h>
 
@@ -194,7 +195,8 @@ struct tb_buffer {
     bool rd_odd;
     uint64_t rd_resume_gen;
     uint32_t *pro_keys;
-    uint32_t pro_n, pro_i, pro_cap, pro_tries;
+    uint32_t pro_n, pro_i, pro_tries;
+    size_t pro_cap;
     bool pro_walk;          /* the active walk is the prologue's */
     bool pro_clean;         /* no stalled sequence left in the region */
     uint64_t rd_visits;     /* records the outer walk looked at (tests) */
@@ -228,7 +230,7 @@ struct tb_buffer {
 
     tb__seq *seqs;
     uint32_t nseqs;
-    uint32_t seqs_cap;
+    size_t seqs_cap;
     uint32_t *hash;         /* index + 1, 0 = empty */
     uint32_t hash_cap;      /* power of two */
     uint32_t empty_seqs;
@@ -255,7 +257,7 @@ struct tb_buffer {
 
     tb_seq_loss *lossv;     /* per-writer loss accounting (tb_loss.c) */
     uint32_t nloss;
-    uint32_t loss_cap;
+    size_t loss_cap;
     uint32_t *lhash;        /* key -> index + 1, open addressing */
     uint32_t lhash_cap;
 };
@@ -356,6 +358,30 @@ static inline int tb__next_frag(const uint8_t *payload, uint32_t payload_size,
     return TB__FRAG_OK;
 }
 
+
+/* The growable arrays of a buffer (sequences, loss entries, writer stats,
+ * slices, fragments, rewind items, stalled keys): arr, of *cap elements of
+ * elem bytes, made to hold at least `need`, doubling from `first`. Returns
+ * the array to use from now on, or NULL (arr and *cap untouched) when
+ * memory or size_t runs out; *cap is updated only on success. */
+static inline void *tb__grow(void *arr, size_t *cap, size_t need,
+                             size_t elem, size_t first)
+{
+    if (need <= *cap)
+        return arr;
+    size_t c = *cap ? *cap : first;
+    while (c < need) {
+        if (c > SIZE_MAX / 2)
+            return NULL;
+        c *= 2;
+    }
+    if (c > SIZE_MAX / elem)
+        return NULL;
+    void *n = realloc(arr, c * elem);
+    if (n)
+        *cap = c;
+    return n;
+}
 
 /* tb_mem.c: a ring of size bytes (not necessarily zeroed: see there). */
 uint8_t *tb__mem_alloc(size_t size);

@@ -69,14 +69,11 @@ tb_seq_loss *tb__loss_entry(tb_buffer *b, tb__seq *s, uint32_t key)
     }
     if ((uint64_t)(b->nloss + 1) * 2 > b->lhash_cap && lhash_grow(b) < 0)
         return NULL;
-    if (b->nloss == b->loss_cap) {
-        uint32_t cap = b->loss_cap ? b->loss_cap * 2 : 16;
-        tb_seq_loss *v = realloc(b->lossv, (size_t)cap * sizeof(*v));
-        if (!v)
-            return NULL;
-        b->lossv = v;
-        b->loss_cap = cap;
-    }
+    tb_seq_loss *v = tb__grow(b->lossv, &b->loss_cap, (size_t)b->nloss + 1,
+                              sizeof(*v), 16);
+    if (!v)
+        return NULL;
+    b->lossv = v;
     tb_seq_loss *e = &b->lossv[b->nloss];
     memset(e, 0, sizeof(*e));
     e->producer_id = (uint16_t)(key >> 16);

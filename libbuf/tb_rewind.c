@@ -145,14 +145,11 @@ static size_t live_records(tb_buffer *b, size_t from, size_t to,
             need += tb__outer(r->size);
             if (need > limit || r->pri_wri_id == 0)
                 return SIZE_MAX;
-            if (n == b->rw_cap) {
-                size_t cap = b->rw_cap ? 2 * b->rw_cap : 64;
-                tb__rw_item *g = realloc(b->rw_items, cap * sizeof(*g));
-                if (!g)
-                    return SIZE_MAX;
-                b->rw_items = g;
-                b->rw_cap = cap;
-            }
+            tb__rw_item *g = tb__grow(b->rw_items, &b->rw_cap, n + 1,
+                                      sizeof(*g), 64);
+            if (!g)
+                return SIZE_MAX;
+            b->rw_items = g;
             b->rw_items[n].off = ce->off;
             b->rw_items[n].ce = ce;
             n++;

@@ -69,14 +69,11 @@ tb__seq *tb__seq_get_or_create(tb_buffer *b, uint32_t key,
         if (hash_rebuild(b, cap) < 0)
             return NULL;
     }
-    if (b->nseqs == b->seqs_cap) {
-        uint32_t cap = b->seqs_cap ? b->seqs_cap * 2 : 16;
-        tb__seq *n = realloc(b->seqs, (size_t)cap * sizeof(*n));
-        if (!n)
-            return NULL;
-        b->seqs = n;
-        b->seqs_cap = cap;
-    }
+    tb__seq *n = tb__grow(b->seqs, &b->seqs_cap, (size_t)b->nseqs + 1,
+                          sizeof(*n), 16);
+    if (!n)
+        return NULL;
+    b->seqs = n;
     s = &b->seqs[b->nseqs];
     memset(s, 0, sizeof(*s));
     s->key = key;

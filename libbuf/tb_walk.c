@@ -79,28 +79,21 @@ static bool ensure_slices(tb_buffer *b, size_t n)
 {
     if (n <= b->slices_cap)
         return true;
-    size_t cap = b->slices_cap ? b->slices_cap : 16;
-    while (cap < n)
-        cap *= 2;
-    tb_slice *s = realloc(b->slices, cap * sizeof(*s));
+    tb_slice *s = tb__grow(b->slices, &b->slices_cap, n, sizeof(*s), 16);
     if (!s)
         return false;
     b->slices = s;
-    b->slices_cap = cap;
     return true;
 }
 
 static bool push_cfrag(tb_buffer *b, size_t *n, uint32_t rec_off,
                        const tb__frag *f)
 {
-    if (*n == b->cfrags_cap) {
-        size_t cap = b->cfrags_cap ? b->cfrags_cap * 2 : 16;
-        tb__cfrag *c = realloc(b->cfrags, cap * sizeof(*c));
-        if (!c)
-            return false;
-        b->cfrags = c;
-        b->cfrags_cap = cap;
-    }
+    tb__cfrag *c = tb__grow(b->cfrags, &b->cfrags_cap, *n + 1, sizeof(*c),
+                            16);
+    if (!c)
+        return false;
+    b->cfrags = c;
     b->cfrags[*n].rec_off = rec_off;
     b->cfrags[*n].frag = *f;
     (*n)++;

@@ -413,14 +413,11 @@ static uint32_t hist_entry(tb_buffer *b, uint32_t key)
     }
     if ((uint64_t)(b->nhist + 1) * 2 > b->hhash_cap && hhash_grow(b) < 0)
         return 0;
-    if (b->nhist == b->hist_cap) {
-        size_t cap = b->hist_cap ? b->hist_cap * 2 : 16;
-        tb_writer_stats *h = realloc(b->hist, cap * sizeof(*h));
-        if (!h)
-            return 0;
-        b->hist = h;
-        b->hist_cap = cap;
-    }
+    tb_writer_stats *h = tb__grow(b->hist, &b->hist_cap, b->nhist + 1,
+                                  sizeof(*h), 16);
+    if (!h)
+        return 0;
+    b->hist = h;
     tb_writer_stats *e = &b->hist[b->nhist++];
     memset(e, 0, sizeof(*e));
     e->producer_id = (uint16_t)(key >> 16);

@@ -483,6 +483,36 @@ START_TEST(test_hist_runs_reach_the_stats)
 }
 END_TEST
 
+/* --- growable arrays ---------------------------------------------------- */
+
+START_TEST(test_grow_doubles_and_refuses_overflow)
+{
+    size_t cap = 0;
+    uint32_t *a = tb__grow(NULL, &cap, 1, sizeof(*a), 16);
+    ck_assert_ptr_nonnull(a);
+    ck_assert_uint_eq(cap, 16);          /* first size */
+    for (uint32_t i = 0; i < 16; i++)
+        a[i] = i;
+    ck_assert_ptr_eq(tb__grow(a, &cap, 16, sizeof(*a), 16), a);
+    ck_assert_uint_eq(cap, 16);          /* enough: untouched */
+    a = tb__grow(a, &cap, 17, sizeof(*a), 16);
+    ck_assert_ptr_nonnull(a);
+    ck_assert_uint_eq(cap, 32);          /* doubled */
+    a = tb__grow(a, &cap, 200, sizeof(*a), 16);
+    ck_assert_ptr_nonnull(a);
+    ck_assert_uint_eq(cap, 256);         /* doubled until it holds 200 */
+    for (uint32_t i = 0; i < 16; i++)    /* the contents moved along */
+        ck_assert_uint_eq(a[i], i);
+    /* Sizes past size_t: NULL, nothing changed. */
+    ck_assert_ptr_null(tb__grow(a, &cap, SIZE_MAX, sizeof(*a), 16));
+    ck_assert_uint_eq(cap, 256);
+    ck_assert_ptr_null(tb__grow(a, &cap, SIZE_MAX / 2, sizeof(*a), 16));
+    ck_assert_uint_eq(cap, 256);
+    ck_assert_uint_eq(a[15], 15);
+    free(a);
+}
+END_TEST
+
 static Suite *tb_basic_suite(void)
 {
     Suite *s = suite_create("tb_basic");
@@ -504,6 +534,7 @@ static Suite *tb_basic_suite(void)
              test_read_passes_start_at_the_floor_and_writes_move_it);
     TCK_CASE(s, "histogram", test_hist_buckets_per_writer,
              test_hist_runs_reach_the_stats);
+    TCK_CASE(s, "grow", test_grow_doubles_and_refuses_overflow);
     TCK_CASE(s, "discard", test_discard_stops_at_end_even_if_read,
              test_discard_small_chunk_after_stop_also_dropped);
     return s;
