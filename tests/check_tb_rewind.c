@@ -254,28 +254,33 @@ START_TEST(test_rewind_not_after_lapping_to_the_floor)
 }
 END_TEST
 
+/* What may move is at most an eighth of the bytes before the writer: at
+ * 64 KiB + 12 KiB, 4 x ~3 KiB waiting is too much (old rule: 8 KiB). */
 START_TEST(test_rewind_refused_with_too_much_unread)
 {
-    tb_buffer *b = ring(1 * MIB, TB_RING_BUFFER, 64 * KIB); /* moves <= 8 KiB */
+    tb_buffer *b = ring(1 * MIB, TB_RING_BUFFER, 64 * KIB);
     const char cont[] = {(char)(('x' + 3000) % 256), 0}; /* the rest */
     uint32_t id = 0;
     fill(b, &id, 64 * KIB);
-    for (uint16_t w = 3; w < 6; w++)               /* 3 x ~3 KiB waiting */
+    for (uint16_t w = 3; w < 7; w++)               /* 4 x ~3 KiB waiting */
         tbt_put(b, 1, w, 0, TB_F2, (uint32_t[]){3000}, "x");
     ck_assert_uint_eq(tbt_read_count(b), id);
+    ck_assert_uint_lt(b->wr / 8, 4 * 3024);
     tbt_put1(b, 1, 2, id++, 0, 100, 0);
     ck_assert_uint_eq(TBT_STAT(b, write_wrap_count), 0);
     ck_assert_uint_eq(b->rewind_refused_gen, b->generation);
-    /* one of them completes and is read: 6 KiB left to move, it rewinds */
+    /* one of them completes and is read: 3 x ~3 KiB left to move, an
+     * eighth of what lies before the writer: it rewinds */
     tbt_put(b, 1, 3, 1, TB_F1, (uint32_t[]){10}, cont);
     ck_assert_uint_eq(tbt_read_count(b), 2);       /* 100, then x3 */
+    ck_assert_uint_ge(b->wr / 8, 3 * 3024);
     tbt_put1(b, 1, 2, id++, 0, 100, 0);
     ck_assert_uint_eq(TBT_STAT(b, write_wrap_count), 1);
-    /* writers 4 and 5 still get their packets whole */
-    tbt_put(b, 1, 4, 1, TB_F1, (uint32_t[]){10}, cont);
-    tbt_put(b, 1, 5, 1, TB_F1, (uint32_t[]){10}, cont);
+    /* writers 4 to 6 still get their packets whole */
+    for (uint16_t w = 4; w < 7; w++)
+        tbt_put(b, 1, w, 1, TB_F1, (uint32_t[]){10}, cont);
     tbt_pkts ps = tbt_read_all(b);
-    ck_assert_uint_eq(ps.n, 3);
+    ck_assert_uint_eq(ps.n, 4);
     ck_assert_ptr_nonnull(find(&ps, 100));
     for (size_t i = 0; i < ps.n; i++) {
         ck_assert_uint_eq(ps.p[i].loss, 0);
@@ -448,6 +453,81 @@ START_TEST(test_rewind_with_the_floor_far_behind)
 }
 END_TEST
 
+/* The same records, refused at the threshold, move once the writer is far
+ * enough on: eight times what waits lies before it (before 2026-12-06 the
+ * bound stayed at rewind_at / 8 and this ring never rewound). Writer 2's
+ * packets are read as they come, so each retry is a new read's. */
+START_TEST(test_rewind_moves_more_once_the_writer_is_further_on)
+{
+    tb_buffer *b = ring(1 * MIB, TB_RING_BUFFER, 64 * KIB);
+    const char cont[] = {(char)(('x' + 3000) % 256), 0};
+    uint32_t id = 0;
+    size_t waiting = 0, wr_at_rewind = 0;
+    fill(b, &id, 64 * KIB);
+    for (uint16_t w = 3; w < 7; w++) {             /* 4 x ~3 KiB waiting */
+        size_t before = b->wr;
+        tbt_put(b, 1, w, 0, TB_F2, (uint32_t[]){3000}, "x");
+        waiting += b->wr - before;
+    }
+    ck_assert_uint_eq(tbt_read_count(b), id);
+    ck_assert_uint_gt(waiting, 64 * KIB / 8);      /* too much at first */
+    size_t rec = b->wr;                            /* one of writer 2's */
+    put_and_read(b, &id);
+    ck_assert_uint_eq(TBT_STAT(b, write_wrap_count), 0);
+    rec = b->wr - rec;
+    for (int i = 0; i < 40 && TBT_STAT(b, write_wrap_count) == 0; i++) {
+        wr_at_rewind = b->wr;
+        put_and_read(b, &id);
+    }
+    ck_assert_uint_eq(TBT_STAT(b, write_wrap_count), 1);
+    ck_assert_uint_ge(wr_at_rewind, 8 * waiting);  /* not before */
+    ck_assert_uint_lt(wr_at_rewind, 8 * waiting + rec); /* at once */
+    /* the four moved whole, first in the ring, then writer 2's packet */
+    ck_assert_uint_eq(tb__rec_at(b, 0)->pri_wri_id, (1u << 16) | 3u);
+    ck_assert_uint_eq(b->wr, waiting + rec);
+    for (uint16_t w = 3; w < 7; w++)
+        tbt_put(b, 1, w, 1, TB_F1, (uint32_t[]){10}, cont);
+    tbt_pkts ps = tbt_read_all(b);
+    ck_assert_uint_eq(ps.n, 4);
+    for (size_t i = 0; i < ps.n; i++) {
+        ck_assert_uint_eq(ps.p[i].size, 3010);
+        ck_assert(tbt_pattern_ok(ps.p[i].data, 3010, 'x'));
+        ck_assert_uint_eq(ps.p[i].loss, 0);
+    }
+    tbt_free(&ps);
+    ck_assert_uint_eq(TBT_STAT(b, chunks_overwritten), 0);
+    tb_destroy(b);
+}
+END_TEST
+
+/* However far the writer is, one rewind moves at most rewind_at / 2:
+ * 11 x ~3 KiB waiting (more than 32 KiB) hold it back through 512 KiB of
+ * writes; once one of them is read it goes back. */
+START_TEST(test_rewind_moves_at_most_half_the_threshold)
+{
+    tb_buffer *b = ring(1 * MIB, TB_RING_BUFFER, 64 * KIB);
+    const char cont[] = {(char)(('x' + 3000) % 256), 0};
+    uint32_t id = 0;
+    for (uint16_t w = 3; w < 14; w++)
+        tbt_put(b, 1, w, 0, TB_F2, (uint32_t[]){3000}, "x");
+    ck_assert_uint_gt(b->wr, 32 * KIB);            /* waiting: > cap */
+    ck_assert_uint_lt(b->wr, 32 * KIB + 3024);     /* one less: <= cap */
+    while (b->wr < 512 * KIB)
+        put_and_read(b, &id);
+    ck_assert_uint_eq(TBT_STAT(b, write_wrap_count), 0);
+    tbt_put(b, 1, 3, 1, TB_F1, (uint32_t[]){10}, cont);
+    ck_assert_uint_eq(tbt_read_count(b), 1);
+    put_and_read(b, &id);
+    ck_assert_uint_eq(TBT_STAT(b, write_wrap_count), 1);
+    ck_assert_uint_eq(tb__rec_at(b, 0)->pri_wri_id, (1u << 16) | 4u);
+    for (uint16_t w = 4; w < 14; w++)
+        tbt_put(b, 1, w, 1, TB_F1, (uint32_t[]){10}, cont);
+    ck_assert_uint_eq(tbt_read_count(b), 10);
+    ck_assert_uint_eq(TBT_STAT(b, chunks_overwritten), 0);
+    tb_destroy(b);
+}
+END_TEST
+
 /* Records that wait are compacted towards the start even where their new
  * place overlaps their old one (the floor at 0, below what they need):
  * writer 3 waits at the start, writer 4 starts waiting later; each rewind
@@ -579,6 +659,8 @@ static Suite *tb_rewind_suite(void)
     tcase_add_test(tc, test_rewind_not_after_lapping_to_the_floor);
     tcase_add_test(tc, test_rewind_refused_with_too_much_unread);
     tcase_add_test(tc, test_rewind_with_the_floor_far_behind);
+    tcase_add_test(tc, test_rewind_moves_more_once_the_writer_is_further_on);
+    tcase_add_test(tc, test_rewind_moves_at_most_half_the_threshold);
     tcase_add_test(tc, test_rewind_compacts_waiting_records_in_order);
     tcase_add_test(tc, test_rewind_moves_a_record_over_its_old_place);
     tcase_add_test(tc, test_rewind_gives_up_on_a_record_that_waits_too_long);
