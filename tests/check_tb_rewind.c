@@ -420,6 +420,22 @@ static void put_and_read(tb_buffer *b, uint32_t *id)
     ck_assert_uint_eq(tbt_read_count(b), 1);
 }
 
+/* Reads what is left: exactly n packets, each a 3000-byte 'x' fragment
+ * completed by its 10-byte continuation (cont), whole and without a loss
+ * flag; nothing was overwritten. */
+static void expect_waiting_packets_whole(tb_buffer *b, size_t n)
+{
+    tbt_pkts ps = tbt_read_all(b);
+    ck_assert_uint_eq(ps.n, n);
+    for (size_t i = 0; i < ps.n; i++) {
+        ck_assert_uint_eq(ps.p[i].size, 3010);
+        ck_assert(tbt_pattern_ok(ps.p[i].data, 3010, 'x'));
+        ck_assert_uint_eq(ps.p[i].loss, 0);
+    }
+    tbt_free(&ps);
+    ck_assert_uint_eq(TBT_STAT(b, chunks_overwritten), 0);
+}
+
 /* Writer 3's packet waits for its continuation while writer 2 writes on,
  * each packet read at once: writer 3's record holds the read floor at the
  * start of the ring, far behind the writer. The ring still rewinds every
@@ -438,13 +454,7 @@ START_TEST(test_rewind_with_the_floor_far_behind)
     ck_assert_uint_lt(tb_used_size(b), 72 * KIB);
     ck_assert_uint_eq(tb__rec_at(b, 0)->pri_wri_id, (1u << 16) | 3u);
     tbt_put(b, 1, 3, 1, TB_F1, (uint32_t[]){10}, cont);
-    tbt_pkts ps = tbt_read_all(b);
-    ck_assert_uint_eq(ps.n, 1);
-    ck_assert_uint_eq(ps.p[0].size, 3010);
-    ck_assert(tbt_pattern_ok(ps.p[0].data, 3010, 'x'));
-    ck_assert_uint_eq(ps.p[0].loss, 0);
-    tbt_free(&ps);
-    ck_assert_uint_eq(TBT_STAT(b, chunks_overwritten), 0);
+    expect_waiting_packets_whole(b, 1);
     const tb_seq_loss *l = loss_of(b, 3);
     ck_assert_ptr_nonnull(l);
     ck_assert_uint_eq(l->packets_read, 1);
@@ -487,15 +497,7 @@ START_TEST(test_rewind_moves_more_once_the_writer_is_further_on)
     ck_assert_uint_eq(b->wr, waiting + rec);
     for (uint16_t w = 3; w < 7; w++)
         tbt_put(b, 1, w, 1, TB_F1, (uint32_t[]){10}, cont);
-    tbt_pkts ps = tbt_read_all(b);
-    ck_assert_uint_eq(ps.n, 4);
-    for (size_t i = 0; i < ps.n; i++) {
-        ck_assert_uint_eq(ps.p[i].size, 3010);
-        ck_assert(tbt_pattern_ok(ps.p[i].data, 3010, 'x'));
-        ck_assert_uint_eq(ps.p[i].loss, 0);
-    }
-    tbt_free(&ps);
-    ck_assert_uint_eq(TBT_STAT(b, chunks_overwritten), 0);
+    expect_waiting_packets_whole(b, 4);
     tb_destroy(b);
 }
 END_TEST
@@ -522,8 +524,7 @@ START_TEST(test_rewind_moves_at_most_half_the_threshold)
     ck_assert_uint_eq(tb__rec_at(b, 0)->pri_wri_id, (1u << 16) | 4u);
     for (uint16_t w = 4; w < 14; w++)
         tbt_put(b, 1, w, 1, TB_F1, (uint32_t[]){10}, cont);
-    ck_assert_uint_eq(tbt_read_count(b), 10);
-    ck_assert_uint_eq(TBT_STAT(b, chunks_overwritten), 0);
+    expect_waiting_packets_whole(b, 10);
     tb_destroy(b);
 }
 END_TEST
@@ -550,15 +551,7 @@ START_TEST(test_rewind_compacts_waiting_records_in_order)
     ck_assert_uint_eq(tb__rec_at(b, second)->pri_wri_id, (1u << 16) | 4u);
     tbt_put(b, 1, 4, 1, TB_F1, (uint32_t[]){10}, cont);
     tbt_put(b, 1, 3, 1, TB_F1, (uint32_t[]){10}, cont);
-    tbt_pkts ps = tbt_read_all(b);
-    ck_assert_uint_eq(ps.n, 2);
-    for (size_t i = 0; i < ps.n; i++) {
-        ck_assert_uint_eq(ps.p[i].size, 3010);
-        ck_assert(tbt_pattern_ok(ps.p[i].data, 3010, 'x'));
-        ck_assert_uint_eq(ps.p[i].loss, 0);
-    }
-    tbt_free(&ps);
-    ck_assert_uint_eq(TBT_STAT(b, chunks_overwritten), 0);
+    expect_waiting_packets_whole(b, 2);
     tb_destroy(b);
 }
 END_TEST
