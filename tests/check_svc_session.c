@@ -658,24 +658,30 @@ static void write_raw_chunk(svc_producer *p, uint32_t page, uint16_t writer,
     atomic_store((_Atomic uint32_t *)(void *)pg, (1u << 28) | 3u);
 }
 
+/* Commits n bytes of data as one fragment (its varint size, then the
+ * bytes) in chunk id of writer 1 on page 0, with the ABI's flags. */
+static void commit_fragment(svf_fx *f, uint32_t id, const uint8_t *data,
+                            size_t n, unsigned flags)
+{
+    static uint8_t fr[65536 + 8];
+    ck_assert_uint_le(n, sizeof(fr) - 8);
+    size_t k = svc_varint(fr, n);
+    memcpy(fr + k, data, n);
+    write_raw_chunk(f->p[0], 0, 1, id, fr, k + n, 1, flags);
+    svf_commit(f->svc, f->p[0], 0, 0, f->buf, 0);
+}
+
 /* Commits packet pk (len bytes) from writer 1 on page 0 as chunk id, or,
  * if split, as its first half in chunk id and the rest in chunk id + 1
  * (begin fragment, then end fragment); returns the next chunk id. */
 static uint32_t commit_packet(svf_fx *f, uint32_t id, const uint8_t *pk,
                               size_t len, bool split)
 {
-    static uint8_t fr[8192];
     size_t part = split ? len / 2 : len;
-    size_t k = svc_varint(fr, part);
-    memcpy(fr + k, pk, part);
-    write_raw_chunk(f->p[0], 0, 1, id, fr, k + part, 1, split ? 2 : 0);
-    svf_commit(f->svc, f->p[0], 0, 0, f->buf, 0);
+    commit_fragment(f, id, pk, part, split ? 2 : 0);
     if (!split)
         return id + 1;
-    k = svc_varint(fr, len - part);
-    memcpy(fr + k, pk + part, len - part);
-    write_raw_chunk(f->p[0], 0, 1, id + 1, fr, k + len - part, 1, 1);
-    svf_commit(f->svc, f->p[0], 0, 0, f->buf, 0);
+    commit_fragment(f, id + 1, pk + part, len - part, 1);
     return id + 2;
 }
 
@@ -834,7 +840,7 @@ SVF_TEST(test_file_mode_copies_a_packet_larger_than_a_batch, 1)
     svf_cfg_init(&f->c, 8192, 0);
     svf_cfg_file(&f->c);
     svc_session *s = svf_enable_fd(f, fd);
-    static uint8_t pk[8192], fr[PIECE + 8];
+    static uint8_t pk[8192];
     uint32_t id = commit_packet(f, 0, pk, big_packet(pk, 0, 700, false),
                                 false);
     /* for_testing { seq_value: 1, str: L letters }, L chosen so that the
@@ -863,11 +869,8 @@ SVF_TEST(test_file_mode_copies_a_packet_larger_than_a_batch, 1)
         huge[n++] = (uint8_t)('a' + (1 + i) % 26);
     ck_assert_uint_eq(n, total);
     for (size_t i = 0; i < PIECES; i++) {
-        size_t h = svc_varint(fr, PIECE);
-        memcpy(fr + h, huge + i * PIECE, PIECE);
         unsigned flags = (i > 0 ? 1u : 0u) | (i + 1 < PIECES ? 2u : 0u);
-        write_raw_chunk(f->p[0], 0, 1, id++, fr, h + PIECE, 1, flags);
-        svf_commit(f->svc, f->p[0], 0, 0, f->buf, 0);
+        commit_fragment(f, id++, huge + i * PIECE, PIECE, flags);
     }
     commit_packet(f, id, pk, big_packet(pk, 2, 900, false), false);
     ck_assert_int_eq(svc_session_write_file(f->svc, s), 0);
@@ -1584,17 +1587,13 @@ SVF_TEST(test_file_mode_small_packets_every_size, 1)
     svf_cfg_init(&f->c, 4096, 0);
     svf_cfg_file(&f->c);
     svc_session *s = svf_enable_fd(f, fd);
-    svc_producer *p = f->p[0];
-    uint8_t pk[256], fr[256];
+    uint8_t pk[256];
     uint32_t id = 0;
     for (size_t n = 2; n <= 140; n++) {
         size_t len = small_packet(pk, n, (uint32_t)n);
         if (len != n)
             continue;                  /* not reachable with this shape */
-        size_t k = svc_varint(fr, len);
-        memcpy(fr + k, pk, len);
-        write_raw_chunk(p, 0, 1, id++, fr, k + len, 1, 0);
-        svf_commit(f->svc, p, 0, 0, f->buf, 0);
+        commit_fragment(f, id++, pk, len, 0);
     }
     ck_assert_int_eq(svc_session_write_file(f->svc, s), 0);
     ck_assert_uint_eq(s->invalid_packets, 0);

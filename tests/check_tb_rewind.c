@@ -106,6 +106,37 @@ static void fill(tb_buffer *b, uint32_t *id, size_t to)
         tbt_put1(b, 1, 2, *id, 0, 4000, (uint8_t)*id);
 }
 
+/* Writer w starts, in its chunk 0, a packet of 3000 'x' bytes that goes
+ * on in its next chunk: the record waits for that continuation. */
+static void start_waiting(tb_buffer *b, uint16_t w)
+{
+    tbt_put(b, 1, w, 0, TB_F2, (uint32_t[]){3000}, "x");
+}
+
+/* The continuation (chunk 1): 10 more bytes of the pattern, and writer
+ * w's packet is whole (3010 bytes). */
+static void finish_waiting(tb_buffer *b, uint16_t w)
+{
+    static const char cont[] = {(char)(('x' + 3000) % 256), 0};
+    tbt_put(b, 1, w, 1, TB_F1, (uint32_t[]){10}, cont);
+}
+
+/* Reads what is left: exactly n packets, each a 3000-byte 'x' fragment
+ * completed by its 10-byte continuation (finish_waiting), whole and
+ * without a loss flag; nothing was overwritten. */
+static void expect_waiting_packets_whole(tb_buffer *b, size_t n)
+{
+    tbt_pkts ps = tbt_read_all(b);
+    ck_assert_uint_eq(ps.n, n);
+    for (size_t i = 0; i < ps.n; i++) {
+        ck_assert_uint_eq(ps.p[i].size, 3010);
+        ck_assert(tbt_pattern_ok(ps.p[i].data, 3010, 'x'));
+        ck_assert_uint_eq(ps.p[i].loss, 0);
+    }
+    tbt_free(&ps);
+    ck_assert_uint_eq(TBT_STAT(b, chunks_overwritten), 0);
+}
+
 static const tbt_pkt *find(const tbt_pkts *ps, size_t size)
 {
     for (size_t i = 0; i < ps->n; i++)
@@ -259,11 +290,10 @@ END_TEST
 START_TEST(test_rewind_refused_with_too_much_unread)
 {
     tb_buffer *b = ring(1 * MIB, TB_RING_BUFFER, 64 * KIB);
-    const char cont[] = {(char)(('x' + 3000) % 256), 0}; /* the rest */
     uint32_t id = 0;
     fill(b, &id, 64 * KIB);
     for (uint16_t w = 3; w < 7; w++)               /* 4 x ~3 KiB waiting */
-        tbt_put(b, 1, w, 0, TB_F2, (uint32_t[]){3000}, "x");
+        start_waiting(b, w);
     ck_assert_uint_eq(tbt_read_count(b), id);
     ck_assert_uint_lt(b->wr / 8, 4 * 3024);
     tbt_put1(b, 1, 2, id++, 0, 100, 0);
@@ -271,14 +301,14 @@ START_TEST(test_rewind_refused_with_too_much_unread)
     ck_assert_uint_eq(b->rewind_refused_gen, b->generation);
     /* one of them completes and is read: 3 x ~3 KiB left to move, an
      * eighth of what lies before the writer: it rewinds */
-    tbt_put(b, 1, 3, 1, TB_F1, (uint32_t[]){10}, cont);
+    finish_waiting(b, 3);
     ck_assert_uint_eq(tbt_read_count(b), 2);       /* 100, then x3 */
     ck_assert_uint_ge(b->wr / 8, 3 * 3024);
     tbt_put1(b, 1, 2, id++, 0, 100, 0);
     ck_assert_uint_eq(TBT_STAT(b, write_wrap_count), 1);
     /* writers 4 to 6 still get their packets whole */
     for (uint16_t w = 4; w < 7; w++)
-        tbt_put(b, 1, w, 1, TB_F1, (uint32_t[]){10}, cont);
+        finish_waiting(b, w);
     tbt_pkts ps = tbt_read_all(b);
     ck_assert_uint_eq(ps.n, 4);
     ck_assert_ptr_nonnull(find(&ps, 100));
@@ -420,22 +450,6 @@ static void put_and_read(tb_buffer *b, uint32_t *id)
     ck_assert_uint_eq(tbt_read_count(b), 1);
 }
 
-/* Reads what is left: exactly n packets, each a 3000-byte 'x' fragment
- * completed by its 10-byte continuation (cont), whole and without a loss
- * flag; nothing was overwritten. */
-static void expect_waiting_packets_whole(tb_buffer *b, size_t n)
-{
-    tbt_pkts ps = tbt_read_all(b);
-    ck_assert_uint_eq(ps.n, n);
-    for (size_t i = 0; i < ps.n; i++) {
-        ck_assert_uint_eq(ps.p[i].size, 3010);
-        ck_assert(tbt_pattern_ok(ps.p[i].data, 3010, 'x'));
-        ck_assert_uint_eq(ps.p[i].loss, 0);
-    }
-    tbt_free(&ps);
-    ck_assert_uint_eq(TBT_STAT(b, chunks_overwritten), 0);
-}
-
 /* Writer 3's packet waits for its continuation while writer 2 writes on,
  * each packet read at once: writer 3's record holds the read floor at the
  * start of the ring, far behind the writer. The ring still rewinds every
@@ -444,16 +458,15 @@ static void expect_waiting_packets_whole(tb_buffer *b, size_t n)
 START_TEST(test_rewind_with_the_floor_far_behind)
 {
     tb_buffer *b = ring(1 * MIB, TB_RING_BUFFER, 64 * KIB);
-    const char cont[] = {(char)(('x' + 3000) % 256), 0};
     uint32_t id = 0;
-    tbt_put(b, 1, 3, 0, TB_F2, (uint32_t[]){3000}, "x");
+    start_waiting(b, 3);
     for (int i = 0; i < 100; i++)                 /* ~400 KiB */
         put_and_read(b, &id);
     ck_assert(b->rd_floor_valid);
     ck_assert_uint_ge(TBT_STAT(b, write_wrap_count), 5);
     ck_assert_uint_lt(tb_used_size(b), 72 * KIB);
     ck_assert_uint_eq(tb__rec_at(b, 0)->pri_wri_id, (1u << 16) | 3u);
-    tbt_put(b, 1, 3, 1, TB_F1, (uint32_t[]){10}, cont);
+    finish_waiting(b, 3);
     expect_waiting_packets_whole(b, 1);
     const tb_seq_loss *l = loss_of(b, 3);
     ck_assert_ptr_nonnull(l);
@@ -470,13 +483,12 @@ END_TEST
 START_TEST(test_rewind_moves_more_once_the_writer_is_further_on)
 {
     tb_buffer *b = ring(1 * MIB, TB_RING_BUFFER, 64 * KIB);
-    const char cont[] = {(char)(('x' + 3000) % 256), 0};
     uint32_t id = 0;
     size_t waiting = 0, wr_at_rewind = 0;
     fill(b, &id, 64 * KIB);
     for (uint16_t w = 3; w < 7; w++) {             /* 4 x ~3 KiB waiting */
         size_t before = b->wr;
-        tbt_put(b, 1, w, 0, TB_F2, (uint32_t[]){3000}, "x");
+        start_waiting(b, w);
         waiting += b->wr - before;
     }
     ck_assert_uint_eq(tbt_read_count(b), id);
@@ -496,7 +508,7 @@ START_TEST(test_rewind_moves_more_once_the_writer_is_further_on)
     ck_assert_uint_eq(tb__rec_at(b, 0)->pri_wri_id, (1u << 16) | 3u);
     ck_assert_uint_eq(b->wr, waiting + rec);
     for (uint16_t w = 3; w < 7; w++)
-        tbt_put(b, 1, w, 1, TB_F1, (uint32_t[]){10}, cont);
+        finish_waiting(b, w);
     expect_waiting_packets_whole(b, 4);
     tb_destroy(b);
 }
@@ -508,22 +520,21 @@ END_TEST
 START_TEST(test_rewind_moves_at_most_half_the_threshold)
 {
     tb_buffer *b = ring(1 * MIB, TB_RING_BUFFER, 64 * KIB);
-    const char cont[] = {(char)(('x' + 3000) % 256), 0};
     uint32_t id = 0;
     for (uint16_t w = 3; w < 14; w++)
-        tbt_put(b, 1, w, 0, TB_F2, (uint32_t[]){3000}, "x");
+        start_waiting(b, w);
     ck_assert_uint_gt(b->wr, 32 * KIB);            /* waiting: > cap */
     ck_assert_uint_lt(b->wr, 32 * KIB + 3024);     /* one less: <= cap */
     while (b->wr < 512 * KIB)
         put_and_read(b, &id);
     ck_assert_uint_eq(TBT_STAT(b, write_wrap_count), 0);
-    tbt_put(b, 1, 3, 1, TB_F1, (uint32_t[]){10}, cont);
+    finish_waiting(b, 3);
     ck_assert_uint_eq(tbt_read_count(b), 1);
     put_and_read(b, &id);
     ck_assert_uint_eq(TBT_STAT(b, write_wrap_count), 1);
     ck_assert_uint_eq(tb__rec_at(b, 0)->pri_wri_id, (1u << 16) | 4u);
     for (uint16_t w = 4; w < 14; w++)
-        tbt_put(b, 1, w, 1, TB_F1, (uint32_t[]){10}, cont);
+        finish_waiting(b, w);
     expect_waiting_packets_whole(b, 10);
     tb_destroy(b);
 }
@@ -536,12 +547,11 @@ END_TEST
 START_TEST(test_rewind_compacts_waiting_records_in_order)
 {
     tb_buffer *b = ring(1 * MIB, TB_RING_BUFFER, 64 * KIB);
-    const char cont[] = {(char)(('x' + 3000) % 256), 0};
     uint32_t id = 0;
-    tbt_put(b, 1, 3, 0, TB_F2, (uint32_t[]){3000}, "x");
+    start_waiting(b, 3);
     for (int i = 0; i < 5; i++)
         put_and_read(b, &id);
-    tbt_put(b, 1, 4, 0, TB_F2, (uint32_t[]){3000}, "x");
+    start_waiting(b, 4);
     uint64_t wraps = TBT_STAT(b, write_wrap_count);
     for (int i = 0; i < 60; i++)                  /* ~240 KiB */
         put_and_read(b, &id);
@@ -549,8 +559,8 @@ START_TEST(test_rewind_compacts_waiting_records_in_order)
     size_t second = tb__outer(4 + 3000);
     ck_assert_uint_eq(tb__rec_at(b, 0)->pri_wri_id, (1u << 16) | 3u);
     ck_assert_uint_eq(tb__rec_at(b, second)->pri_wri_id, (1u << 16) | 4u);
-    tbt_put(b, 1, 4, 1, TB_F1, (uint32_t[]){10}, cont);
-    tbt_put(b, 1, 3, 1, TB_F1, (uint32_t[]){10}, cont);
+    finish_waiting(b, 4);
+    finish_waiting(b, 3);
     expect_waiting_packets_whole(b, 2);
     tb_destroy(b);
 }
@@ -566,10 +576,9 @@ START_TEST(test_rewind_moves_a_record_over_its_old_place)
 {
     tb_buffer *b = ring(1 * MIB, TB_RING_BUFFER, 64 * KIB);
     const char cont3[] = {(char)(('a' + 100) % 256), 0};
-    const char cont4[] = {(char)(('x' + 3000) % 256), 0};
     uint32_t id = 0;
     tbt_put(b, 1, 3, 0, TB_F2, (uint32_t[]){100}, "a");
-    tbt_put(b, 1, 4, 0, TB_F2, (uint32_t[]){3000}, "x");
+    start_waiting(b, 4);
     uint64_t wraps = TBT_STAT(b, write_wrap_count);
     while (TBT_STAT(b, write_wrap_count) == wraps)
         put_and_read(b, &id);
@@ -589,7 +598,7 @@ START_TEST(test_rewind_moves_a_record_over_its_old_place)
      * 2 was written behind it */
     ck_assert_uint_eq(tb__rec_at(b, 0)->pri_wri_id, (1u << 16) | 4u);
     ck_assert_uint_eq(tb_used_size(b), x + tb__outer(2 + 4000));
-    tbt_put(b, 1, 4, 1, TB_F1, (uint32_t[]){10}, cont4);
+    finish_waiting(b, 4);
     ps = tbt_read_all(b);
     ck_assert_uint_eq(ps.n, 1);
     ck_assert_uint_eq(ps.p[0].size, 3010);
@@ -612,7 +621,7 @@ START_TEST(test_rewind_gives_up_on_a_record_that_waits_too_long)
 {
     tb_buffer *b = ring(1 * MIB, TB_RING_BUFFER, 64 * KIB);
     uint32_t id = 0;
-    tbt_put(b, 1, 3, 0, TB_F2, (uint32_t[]){3000}, "x");
+    start_waiting(b, 3);
     while (TBT_STAT(b, write_wrap_count) < 16 && id < 2000)
         put_and_read(b, &id);
     ck_assert_uint_eq(TBT_STAT(b, write_wrap_count), 16);
