@@ -186,6 +186,11 @@ int main(int argc, char **argv)
     }
     tb_set_ring_cache_limit((size_t)ring_cache_mib << 20);
     signal(SIGPIPE, SIG_IGN);
+    /* A trace file past the daemon's file size limit (RLIMIT_FSIZE, e.g.
+     * systemd's LimitFSIZE or `ulimit -f`): the write then fails with
+     * EFBIG and ends that session, with the cause, instead of SIGXFSZ
+     * killing the daemon and every user's sessions. */
+    signal(SIGXFSZ, SIG_IGN);
     sigset_t mask;
     sigemptyset(&mask);
     sigaddset(&mask, SIGTERM);

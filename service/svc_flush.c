@@ -51,6 +51,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -232,8 +233,44 @@ static void stop_phase(svc_service *svc, svc_session *s)
     finalize_disable(svc, s);
 }
 
+/* Why s's file is not whole, for its consumer and the daemon's log: the
+ * cause, what the file holds (a regular file's size; short writes count),
+ * what to do about it. Any failed write ends the session (file_step). */
+static void file_error_text(const svc_session *s, char *out, size_t n)
+{
+    int e = s->file_errno ? s->file_errno : EIO;
+    const char *hint = "";
+    char held[64] = "";
+    struct stat st;
+    switch (e) {
+    case ENOSPC:
+    case EDQUOT:
+        hint = ": free space on its file system (or the owner's quota), or "
+               "record to another one";
+        break;
+    case EFBIG:
+        hint = ": the file reached the largest size the service may write "
+               "(its file size limit, RLIMIT_FSIZE, or the file system's): "
+               "set max_file_size_bytes below that, or raise the limit";
+        break;
+    case EIO:
+        hint = ": an I/O error (see the kernel's log)";
+        break;
+    default:
+        break;
+    }
+    if (fstat(s->out_fd, &st) == 0 && S_ISREG(st.st_mode)) {
+        int64_t at = svc__file_base(s->out_fd) - s->out_base;
+        snprintf(held, sizeof held, " with %lld bytes in it",
+                 (long long)(at > 0 ? at : 0));
+    }
+    snprintf(out, n, "writing the trace file failed%s (%s)%s; the session "
+             "ended there", held, strerror(e), hint);
+}
+
 static void finalize_disable(svc_service *svc, svc_session *s)
 {
+    char file_err[512];
     s->stop_deadline_ms = 0;
     svc__scrape_session(svc, s);
     s->state = SVC_SESSION_DISABLED;
@@ -244,8 +281,14 @@ static void finalize_disable(svc_service *svc, svc_session *s)
     s->next_periodic_flush_ms = 0;
     const char *error = NULL;
     if (s->out_fd >= 0) {
-        if (svc_session_write_file(svc, s) < 0)
-            error = "writing the trace file failed";
+        /* a failure of this last write, or of an earlier one (which
+         * ended the session: file_step) */
+        if (svc_session_write_file(svc, s) < 0 || s->file_failed) {
+            file_error_text(s, file_err, sizeof file_err);
+            error = file_err;
+            fprintf(stderr, "shmtraced: session %llu: %s\n",
+                    (unsigned long long)s->id, file_err);
+        }
         s->next_file_write_ms = 0;
         /* the last write (all of it waited for): what was reserved past
          * the end goes back before the consumer hears the session ended */

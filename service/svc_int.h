@@ -253,10 +253,13 @@ struct svc_session {
      * previous_packet_dropped is non-zero (the trailer's or the packet's
      * own): reported with bytes_written_to_file in GetTraceStats
      * (TraceStats.shmtrace_file), so the consumer need not read the file
-     * back. file_failed: a write of the file failed (sticky). */
+     * back. file_failed: a write of the file failed (sticky);
+     * file_errno: the errno of the first failure (svc__file_fail), which
+     * the session's end reports with the bytes the file holds. */
     uint64_t packets_written_to_file;
     uint64_t flagged_written_to_file;
     bool file_failed;
+    int file_errno;
     bool file_full;
     /* A periodic file pass runs in steps of SVC_FILE_STEP_BYTES (svc_tick,
      * svc_read.c), so commits are served between them: file_pass_open
@@ -413,6 +416,9 @@ void svc__file_batches_free(svc_session *);
 /* Where the next byte written through fd lands: its offset, or with
  * O_APPEND the file's end (0 if neither can be known). */
 int64_t svc__file_base(int fd);
+/* A write of s's file failed with rc (-errno): file_failed, and the first
+ * failure's errno kept for the session's end to report. */
+void svc__file_fail(svc_session *s, int rc);
 
 /* svc_flush.c: flush acks, scraping a session, a producer going away */
 void svc__flush_ack(svc_service *, svc_producer *, uint64_t flush_id);

@@ -1160,12 +1160,12 @@ int svc_session_write_file_step(svc_service *svc, svc_session *s,
     if (svc->fw) {
         int e = batches_wait_room(svc, s);
         if (e < 0) {
-            s->file_failed = true;
+            svc__file_fail(s, e);
             return e;
         }
     }
     if (batch_alloc(s, b) < 0) {
-        s->file_failed = true;
+        svc__file_fail(s, -ENOMEM);
         return -ENOMEM;
     }
     batch_reset(b);
@@ -1179,7 +1179,7 @@ int svc_session_write_file_step(svc_service *svc, svc_session *s,
     int frc = filew_flush(&w);
     if (rc < 0 || frc < 0) {
         *more = false;
-        s->file_failed = true;
+        svc__file_fail(s, rc < 0 ? rc : frc);
     }
     if (rc < 0)
         return rc;
@@ -1201,8 +1201,15 @@ int svc__file_wait(svc_service *svc, svc_session *s)
             rc = e;
     }
     if (rc < 0)
-        s->file_failed = true;
+        svc__file_fail(s, rc);
     return rc;
+}
+
+void svc__file_fail(svc_session *s, int rc)
+{
+    if (!s->file_failed)
+        s->file_errno = rc < 0 ? -rc : EIO;
+    s->file_failed = true;
 }
 
 int64_t svc__file_base(int fd)

@@ -42,7 +42,8 @@ svc_e2e_tests = tests/e2e_daemon.sh tests/e2e_basic.sh tests/e2e_ring.sh \
 	tests/e2e_discard.sh tests/e2e_longtrace.sh tests/e2e_flush_scrape.sh \
 	tests/e2e_kill.sh tests/e2e_garbage.sh tests/e2e_clone.sh \
 	tests/e2e_sigterm.sh tests/e2e_sessions.sh tests/e2e_bigpackets.sh \
-	tests/e2e_smb_full.sh tests/e2e_kill_midpacket.sh tests/e2e_loss_tp.sh
+	tests/e2e_smb_full.sh tests/e2e_kill_midpacket.sh tests/e2e_loss_tp.sh \
+	tests/e2e_file_errors.sh
 dist_check_SCRIPTS += $(svc_e2e_tests)
 EXTRA_DIST += tests/e2e_lib.sh
 TESTS += $(svc_e2e_tests)

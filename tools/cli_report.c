@@ -117,7 +117,7 @@ void cli_keep_partial(cli_outfile *of, cons_out *o, bool keep, bool json,
         cli_outfile_commit(of, err, sizeof err) == 0) {
         fprintf(stderr, "shmtrace record: %s: %s holds the %" PRIu64
                 " whole packets (%.1f MB) recorded in the first %.1f s; the "
-                "rest of the session was not read\n", why, of->path,
+                "rest of the session is not in it\n", why, of->path,
                 o->packets, (double)o->bytes / 1e6,
                 (double)elapsed_ms / 1000.0);
         if (json)

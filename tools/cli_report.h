@@ -31,11 +31,11 @@ void cli_progress_draw(cli_progress *pg, cons_client *c, const cons_out *o,
 void cli_json_summary(const char *cmd, const char *path, const cons_out *o,
                       const Perfetto__Protos__TraceStats *st,
                       uint64_t elapsed_ms, const char *status);
-/* A record that ends early (interrupted twice, service gone, why says
- * which): keep FILE only if it holds whole packets -- what we read
- * (flushed here), or what the service wrote (service_wrote: cut at its
- * last whole record) -- and say what it holds; else remove it and say
- * nothing was written. keep false: always remove. */
+/* A record that ends early (interrupted twice, service gone, a session
+ * ended with an error: why says which): keep FILE only if it holds whole
+ * packets -- what we read (flushed here), or what the service wrote
+ * (service_wrote: cut at its last whole record) -- and say what it holds;
+ * else remove it and say nothing was written. keep false: always remove. */
 void cli_keep_partial(cli_outfile *of, cons_out *o, bool keep, bool json,
                       const char *why, uint64_t elapsed_ms,
                       bool service_wrote);

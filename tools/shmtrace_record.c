@@ -90,7 +90,10 @@ void shc_usage_record(FILE *f)
 "or write_into_file FILE keeps the whole packets already in it, else\n"
 "nothing is written. If the service ends the session early (shmtraced\n"
 "stopped or killed), FILE keeps what was read, the message says so, and\n"
-"the exit status is 1 (not when a trigger ended it).\n"
+"the exit status is 1 (not when a trigger ended it). So with\n"
+"write_into_file when the service cannot write FILE whole (a full file\n"
+"system, its file size limit): the session ends there, the error says\n"
+"why, and FILE keeps the whole packets written until then.\n"
 "\n%s", shx_record_help, CLI_EXIT_HELP);
 }
 
@@ -556,6 +559,16 @@ int shc_cmd_record(int argc, char **argv)
         }
         fprintf(stderr, "shmtrace record: the tracing session ended with an "
                 "error: %s\n", end_err);
+        /* The service wrote the file until the error (one it could not
+         * write whole: a full disk, its file size limit): keep the whole
+         * packets in it, as when the connection is lost; a config it
+         * rejected left nothing, and nothing is kept. */
+        if (service_writes) {
+            cli_keep_partial(&of, &o, true, ro.json,
+                             "the session ended with an error", elapsed_ms,
+                             true);
+            goto out;
+        }
         /* A config the service rejected: nothing to read. */
         if (o.packets == 0)
             goto fail_nothing;
