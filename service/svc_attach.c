@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "ipc.h"
 #include "ipc.pb-c.h"
 #include "svc_int.h"
 
@@ -401,7 +402,21 @@ int svc_session_clone_file(svc_service *svc, svc_session *clone, int fd,
                 "without an output file descriptor%.0llu%.0llu", 0, 0);
         return -EINVAL;
     }
-    int rc = copy_file(svc, src, fd, err, errlen);
+    /* Written here, on the service's thread: a FIFO nobody reads (or a
+     * socket, a terminal) would block it, and with it every session of
+     * every user. The same rule as EnableTracing's file (svc_session.c). */
+    char msg[400];
+    int rc = ipc_file_check_fd(fd, "the file passed with CloneSession", msg,
+                               sizeof msg);
+    if (rc < 0) {
+        if (err && errlen)
+            snprintf(err, errlen, "cannot clone a write_into_file session "
+                     "into it: %s (pass a regular file opened for writing)",
+                     msg);
+        close(fd);
+        return rc;
+    }
+    rc = copy_file(svc, src, fd, err, errlen);
     if (rc < 0) {
         close(fd);
         return rc;

@@ -174,6 +174,45 @@ e2e_wait_pid "$WOREC" 30 || e2e_fail "the appending record hung"
 [ "$(head -c 17 "$VICTIM/dropbox")" = "root-only secret" ] ||
     e2e_fail "root's data in $VICTIM/dropbox changed"
 
+# --- attack: a clone into a FIFO that nobody reads ------------------------
+# The second uid clones its own write_into_file session (its file opened
+# read-write, as shmtrace record opens it) and passes, as the clone's
+# output, a FIFO it holds open and never reads. The service writes such a
+# clone itself, on its one thread: past the pipe's 64 KiB it would block
+# there for good, and with it every user's tracing (it did, before the
+# fd was checked). The fd must be refused at once, saying why, and the
+# service must go on serving: root's stats, root's session.
+cat >"$ATT/fifo.cfg" <<'CFG'
+buffers { size_kb: 1024 }
+data_sources { config { name: "shmtrace.synthetic" } }
+write_into_file: true
+file_write_period_ms: 100
+unique_session_name: "fifosess"
+CFG
+e2e_spawn fifrec "${SEC_AS[@]}" "$CLI" record -q -c "$ATT/fifo.cfg" \
+    -o "$ATT/fifo.pftrace" -t 60s
+FIFREC=$E2E_LAST_PID
+i=0
+until [ "$(cat "$ATT"/fifo.pftrace* 2>/dev/null | wc -c)" -gt 262144 ]; do
+    i=$((i + 1))
+    [ $i -gt 600 ] && e2e_fail "the user's session wrote under 256 KiB in 30 s"
+    sleep 0.05
+done
+sec_as_user mkfifo "$ATT/fifo"
+timeout -k 5 30 "${SEC_AS[@]}" sh -c 'exec 3<>"$1"; exec "$2" clone --name \
+    fifosess --pass-fd --out "$1"' sh "$ATT/fifo" "$CONSUMER" \
+    >"$E2E_DIR/fifo.log" 2>&1
+rc=$?
+{ [ $rc -eq 124 ] || [ $rc -eq 137 ]; } && e2e_fail "the clone into a FIFO hung"
+[ $rc -ne 0 ] || e2e_fail "a clone into a FIFO was accepted"
+grep -q "CloneSession is a FIFO, not a regular file" "$E2E_DIR/fifo.log" ||
+    e2e_fail "unclear error for the FIFO: $(cat "$E2E_DIR/fifo.log")"
+timeout 10 "$CONSUMER" stats >"$E2E_DIR/fifo_stats.out" 2>&1 ||
+    e2e_fail "the service stopped answering after the FIFO clone"
+kill -INT "$FIFREC"
+e2e_wait_pid "$FIFREC" 30 || e2e_fail "the user's FIFO-session record hung"
+[ "$E2E_RC" = 0 ] || e2e_fail "the user's FIFO-session record failed ($E2E_RC)"
+
 kill -INT "$USERREC" "$ROOTREC"
 e2e_wait_pid "$USERREC" 30 || e2e_fail "user record hung"
 [ "$E2E_RC" = 0 ] || e2e_fail "user record failed ($E2E_RC)"
