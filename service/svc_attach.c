@@ -122,6 +122,12 @@ int svc_session_change_config(svc_service *svc, svc_session *s,
                 ncfg->data_sources[j];
             if (d->config && d->config->name &&
                 strcmp(d->config->name, name) == 0) {
+                int rrc = svc__check_name_regexes(d, j, err, errlen);
+                if (rrc < 0) {
+                    free(ds);
+                    free(dsp);
+                    return rrc;
+                }
                 ds[i].n_producer_name_filter = d->n_producer_name_filter;
                 ds[i].producer_name_filter = d->producer_name_filter;
                 ds[i].n_producer_name_regex_filter =

@@ -420,6 +420,19 @@ int64_t svc__file_base(int fd);
  * failure's errno kept for the session's end to report. */
 void svc__file_fail(svc_session *s, int rc);
 
+/* svc_regex.c: a consumer's regular expression (producer name filters,
+ * trigger producer_name_regex): 0 if the service will match with it, else
+ * -EINVAL and why (too long, a backreference, unbalanced, expanding past
+ * the service's limit, or not valid ERE). */
+int svc_regex_check(const char *re, char *why, size_t whylen);
+/* Does the whole of subject match re (as "^(re)$")? false for a pattern
+ * svc_regex_check refuses and for subjects over 1024 bytes. */
+bool svc_regex_full_match(const char *re, const char *subject);
+/* svc_session.c: every producer_name_regex_filter of data source `index`
+ * checked (svc_regex_check); -EINVAL with err naming it otherwise. */
+int svc__check_name_regexes(const Perfetto__Protos__TraceConfig__DataSource *d,
+                            size_t index, char *err, size_t errlen);
+
 /* svc_flush.c: flush acks, scraping a session, a producer going away */
 void svc__flush_ack(svc_service *, svc_producer *, uint64_t flush_id);
 void svc__scrape_session(svc_service *, svc_session *);

@@ -25,7 +25,6 @@
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <regex.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,6 +37,25 @@
 
 
 /* ---------------------------------------------------------------- config */
+
+int svc__check_name_regexes(const Perfetto__Protos__TraceConfig__DataSource *d,
+                            size_t index, char *err, size_t errlen)
+{
+    for (size_t k = 0; k < d->n_producer_name_regex_filter; k++) {
+        char why[160];
+        const char *re = d->producer_name_regex_filter[k];
+        if (svc_regex_check(re, why, sizeof why) < 0) {
+            if (err && errlen)
+                snprintf(err, errlen, "data source %zu (%s): "
+                         "producer_name_regex_filter \"%.100s%s\" refused: %s",
+                         index, d->config && d->config->name ?
+                         d->config->name : "?", re,
+                         strlen(re) > 100 ? "..." : "", why);
+            return -EINVAL;
+        }
+    }
+    return 0;
+}
 
 static int check_config(const svc_service *svc, uid_t uid,
         const Perfetto__Protos__TraceConfig *cfg, char *err, size_t errlen)
@@ -109,6 +127,9 @@ static int check_config(const svc_service *svc, uid_t uid,
                     "does not exist", i, tb);
             return -EINVAL;
         }
+        int rrc = svc__check_name_regexes(d, i, err, errlen);
+        if (rrc < 0)
+            return rrc;
     }
     int trc = svc__trigger_check_config(cfg, err, errlen);
     if (trc < 0)
@@ -167,22 +188,10 @@ static bool name_filter_ok(const Perfetto__Protos__TraceConfig__DataSource *d,
     for (size_t i = 0; i < d->n_producer_name_filter; i++)
         if (strcmp(d->producer_name_filter[i], producer_name) == 0)
             return true;
-    for (size_t i = 0; i < d->n_producer_name_regex_filter; i++) {
-        size_t len = strlen(d->producer_name_regex_filter[i]);
-        char *full = malloc(len + 5);
-        if (!full)
-            continue;
-        snprintf(full, len + 5, "^(%s)$", d->producer_name_regex_filter[i]);
-        regex_t re;
-        bool ok = false;
-        if (regcomp(&re, full, REG_EXTENDED | REG_NOSUB) == 0) {
-            ok = regexec(&re, producer_name, 0, NULL, 0) == 0;
-            regfree(&re);
-        }
-        free(full);
-        if (ok)
+    for (size_t i = 0; i < d->n_producer_name_regex_filter; i++)
+        if (svc_regex_full_match(d->producer_name_regex_filter[i],
+                                 producer_name))
             return true;
-    }
     return false;
 }
 

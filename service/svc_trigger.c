@@ -33,7 +33,6 @@
  * svc_next_deadline_ms/svc_tick through svc__trigger_deadline/_tick.
  */
 #include <errno.h>
-#include <regex.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -139,15 +138,13 @@ int svc__trigger_check_config(const Perfetto__Protos__TraceConfig *cfg,
             }
         }
         const char *re = t->triggers[i]->producer_name_regex;
-        if (re && re[0]) {
-            regex_t r;
-            if (regcomp(&r, re, REG_EXTENDED | REG_NOSUB) != 0) {
-                if (err && errlen)
-                    snprintf(err, errlen, "trigger %s: invalid "
-                             "producer_name_regex \"%s\"", ni, re);
-                return -EINVAL;
-            }
-            regfree(&r);
+        char why[160];
+        if (re && re[0] && svc_regex_check(re, why, sizeof why) < 0) {
+            if (err && errlen)
+                snprintf(err, errlen, "trigger %s: producer_name_regex "
+                         "\"%.100s%s\" refused: %s", ni, re,
+                         strlen(re) > 100 ? "..." : "", why);
+            return -EINVAL;
         }
     }
     return 0;
@@ -257,23 +254,6 @@ static double random_unit(svc_service *svc)
 
 /* ---------------------------------------------------------------- activate */
 
-static bool regex_full_match(const char *re, const char *s)
-{
-    size_t len = strlen(re);
-    char *full = malloc(len + 5);
-    if (!full)
-        return false;
-    snprintf(full, len + 5, "^(%s)$", re);
-    regex_t r;
-    bool ok = false;
-    if (regcomp(&r, full, REG_EXTENDED | REG_NOSUB) == 0) {
-        ok = regexec(&r, s, 0, NULL, 0) == 0;
-        regfree(&r);
-    }
-    free(full);
-    return ok;
-}
-
 static int info_copy(svc_trig_info *dst, const svc_trigger_hit *h)
 {
     memset(dst, 0, sizeof(*dst));
@@ -371,7 +351,7 @@ size_t svc_activate_triggers(svc_service *svc, const char *producer_name,
             if (!tr)
                 continue;
             if (tr->producer_name_regex && tr->producer_name_regex[0] &&
-                !regex_full_match(tr->producer_name_regex, pname))
+                !svc_regex_full_match(tr->producer_name_regex, pname))
                 continue;
             if (tr->has_skip_probability && tr->skip_probability > 0 &&
                 random_unit(svc) < tr->skip_probability)

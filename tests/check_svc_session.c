@@ -137,6 +137,90 @@ SVF_TEST(test_match_producer_name_filter, 2)
     ck_assert_int_eq(svf_rec.start_ds, 1);
 }
 
+SVF_TEST(test_match_producer_name_regex_filter, 3)
+{
+    char *res[] = {"t(wo|en)", "[[:alpha:]]{5}"};
+    f->c.ds.n_producer_name_regex_filter = 2;
+    f->c.ds.producer_name_regex_filter = res;
+    svf_enable(f);
+    /* "two" by the first, "three" by the second, "one" by neither: each
+     * pattern matches whole names only */
+    ck_assert_int_eq(svf_rec.start_ds, 2);
+}
+
+/* A consumer's regular expression runs on the service's thread: patterns
+ * that glibc's regexec crashes on (a backreference recursing until the
+ * stack overflows: this config killed the daemon as soon as "one" was
+ * matched) or grinds on for seconds (nested bounded repetitions), and ones
+ * that would step out of the "^(...)$" the service wraps them in, are
+ * refused with the session, naming the pattern and the reason; nothing is
+ * started. */
+SVF_TEST(test_regex_filters_refused_before_they_run, 1)
+{
+    static const struct {
+        const char *re, *why;
+    } bad[] = {
+        {"(|)(\\2\\2)*.*", "backreference"},
+        {"(.{0,255}){255}", "expand it past 256 atoms"},
+        {"(a{1000}){1000}", "expand it past 256 atoms"},
+        {"((o+)+){100}", "expand it past 256 atoms"},
+        {".*)|(x", "')' without its '('"},
+        {"(one", "'(' without its ')'"},
+        {"[one", "'[' without its ']'"},
+        {"o{1,", "repetition count"},
+        {"on\\", "'\\' at the end"},
+        {"[z-a]", "not a valid POSIX extended"},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        char *res[] = {(char *)bad[i].re};
+        char err[512] = "";
+        f->c.ds.n_producer_name_regex_filter = 1;
+        f->c.ds.producer_name_regex_filter = res;
+        svc_session *s = svc_session_enable(f->svc, NULL, &f->c.cfg, -1, err,
+                                            sizeof(err));
+        ck_assert_msg(s == NULL, "%s accepted", bad[i].re);
+        ck_assert_msg(strstr(err, "producer_name_regex_filter") &&
+                      strstr(err, bad[i].re) && strstr(err, bad[i].why),
+                      "%s: %s", bad[i].re, err);
+        ck_assert(!svc_regex_full_match(bad[i].re, "one"));
+    }
+    ck_assert_int_eq(svf_rec.start_ds, 0);
+    /* the same patterns as a trigger's producer_name_regex: refused too */
+    ck_assert_int_lt(svc_regex_check("(|)(\\1\\1)*", NULL, 0), 0);
+}
+
+/* What the checked matcher accepts it matches as regexec does, on the
+ * whole subject; subjects past 1024 bytes match no pattern. */
+START_TEST(test_regex_full_match)
+{
+    ck_assert(svc_regex_full_match("com\\.example\\..*", "com.example.app"));
+    ck_assert(!svc_regex_full_match("com\\.example\\..*", "comXexample.app"));
+    ck_assert(!svc_regex_full_match("example", "com.example.app"));
+    ck_assert(svc_regex_full_match("(foo|bar)_[0-9]+", "bar_42"));
+    ck_assert(!svc_regex_full_match("(foo|bar)_[0-9]+", "bar_"));
+    ck_assert(svc_regex_full_match("a{2,3}", "aaa"));
+    ck_assert(!svc_regex_full_match("a{2,3}", "aaaa"));
+    ck_assert(svc_regex_full_match("[]a]+", "]a]"));
+    ck_assert(svc_regex_full_match("[^]x]+", "ab"));
+    ck_assert(svc_regex_full_match("x|y", "y"));
+    /* at the limit: 16 x 16 = 256 atoms, accepted; one more is not */
+    ck_assert_int_eq(svc_regex_check("(.{0,15}){15}", NULL, 0), 0);
+    ck_assert_int_lt(svc_regex_check("(.{0,15}){16}", NULL, 0), 0);
+    char *big = malloc(1026);
+    ck_assert_ptr_nonnull(big);
+    memset(big, 'a', 1025);
+    big[1025] = '\0';
+    ck_assert(!svc_regex_full_match(".*", big));
+    ck_assert(!svc_regex_full_match("(.{0,15}){15}", big));
+    big[1024] = '\0';
+    ck_assert(svc_regex_full_match(".*", big));
+    ck_assert(!svc_regex_full_match("(.{0,15}){15}", big)); /* 225 at most */
+    big[225] = '\0';
+    ck_assert(svc_regex_full_match("(.{0,15}){15}", big));
+    free(big);
+}
+END_TEST
+
 SVF_TEST(test_register_ds_rejects_bad_descriptors, 1)
 {
     svc_producer *p = f->p[0];
@@ -2105,6 +2189,9 @@ static Suite *svc_session_suite(void)
     TCK_CASE(s, "matching", test_match_all_producers_and_late_registration,
              test_deferred_start_waits_for_start_tracing,
              test_match_producer_name_filter,
+             test_match_producer_name_regex_filter,
+             test_regex_filters_refused_before_they_run,
+             test_regex_full_match,
              test_register_ds_rejects_bad_descriptors,
              test_writer_table_grows);
     TCK_CASE(s, "read", test_read_adds_trusted_fields_and_sequences,

@@ -81,6 +81,18 @@ START_TEST(test_change_config_widens_producer_filter)
     ck_assert_int_eq(svc_session_change_config(svc, s, &n.cfg, err,
                                                sizeof(err)), 0);
     ck_assert_int_eq(FR.start_ds, 2);
+    /* A regex filter glibc would crash on (a backreference) is refused
+     * here as at EnableTracing, and the filters stay as they were. */
+    char *crash[] = { "(|)(\\2\\2)*.*" };
+    n.ds.n_producer_name_regex_filter = 1;
+    n.ds.producer_name_regex_filter = crash;
+    char rerr[512] = "";
+    ck_assert_int_eq(svc_session_change_config(svc, s, &n.cfg, rerr,
+                                               sizeof(rerr)), -EINVAL);
+    ck_assert_msg(strstr(rerr, "backreference") != NULL, "%s", rerr);
+    ck_assert_uint_eq(svc_session_config(s)->data_sources[0]->
+                      n_producer_name_regex_filter, 0);
+    n.ds.n_producer_name_regex_filter = 0;
     svc_session_disable(svc, s);
     fh_settle(svc, svc_now_ms());
     ck_assert_int_eq(svc_session_change_config(svc, s, &n.cfg, err,

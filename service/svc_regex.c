@@ -1,0 +1,247 @@
+/*
+ * svc_regex.c - the regular expressions consumers hand the service
+ * (a data source's producer_name_regex_filter, a trigger's
+ * producer_name_regex), checked before glibc's regcomp / regexec see them.
+ *
+ * Both run on the service's one thread, for patterns any consumer may
+ * send, and glibc's engine is not safe for every pattern:
+ *   - a backreference can make regexec recurse until the stack overflows
+ *     (CVE-2019-9192: "(|)(\1\1)*" segfaults it): the config
+ *     producer_name_regex_filter: "(|)(\\2\\2)*.*" killed shmtraced, and
+ *     every user's sessions with it, as soon as a producer was matched;
+ *   - nested bounded repetitions multiply the automaton: regcomp and
+ *     regexec of "(.{0,255}){255}" ran for more than 30 s, "(.{0,100}){100}"
+ *     2 s against a 41-byte name (2026-12-06, glibc 2.36).
+ * So svc_regex_check refuses, with the reason, a pattern that
+ *   - is longer than SVC_REGEX_MAX_LEN bytes, or nests groups deeper than
+ *     SVC_REGEX_MAX_DEPTH;
+ *   - holds a backreference (\1 to \9): not POSIX extended syntax, which
+ *     is what Perfetto matches these filters with (std::regex::extended);
+ *   - has parentheses or brackets that do not balance (the service wraps
+ *     a pattern in "^(...)$": an extra ')' would step out of that);
+ *   - may expand to more than SVC_REGEX_MAX_SIZE atoms: an atom (a
+ *     character, '.', a bracket expression, an escape) counts 1, a group
+ *     the sum over its alternatives, and a repetition multiplies what it
+ *     applies to by its upper bound plus one ({m,n}: n + 1, {m} and {m,}:
+ *     m + 1, '+': 2; '*' and '?' add no copy).
+ * The scan follows ERE syntax only as far as the size needs; syntax
+ * errors are regcomp's to report. svc_regex_full_match matches names of
+ * at most SVC_REGEX_MAX_SUBJECT bytes (a longer producer name matches no
+ * regex; exact name filters still apply): with the limits above a match
+ * then takes at most a few milliseconds.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <regex.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "svc_int.h"
+
+#define SVC_REGEX_MAX_LEN 1024u
+#define SVC_REGEX_MAX_DEPTH 32u
+#define SVC_REGEX_MAX_SIZE 256u
+#define SVC_REGEX_MAX_SUBJECT 1024u
+
+typedef struct {
+    const char *p;
+    size_t i;
+    const char *why;      /* set on refusal */
+} rx_scan;
+
+/* Saturating: sizes only grow, and anything past the limit is refused. */
+static uint64_t cap(uint64_t v)
+{
+    return v > SVC_REGEX_MAX_SIZE ? SVC_REGEX_MAX_SIZE + 1 : v;
+}
+
+/* Skips a bracket expression starting at '['. */
+static bool skip_bracket(rx_scan *s)
+{
+    const char *p = s->p;
+    size_t i = s->i + 1;
+    if (p[i] == '^')
+        i++;
+    if (p[i] == ']')          /* a leading ']' is a member */
+        i++;
+    for (;;) {
+        if (p[i] == '\0') {
+            s->why = "a '[' without its ']'";
+            return false;
+        }
+        if (p[i] == ']')
+            break;
+        if (p[i] == '[' && (p[i + 1] == ':' || p[i + 1] == '.' ||
+                            p[i + 1] == '=')) {
+            char end = p[i + 1];
+            i += 2;
+            while (p[i] && !(p[i] == end && p[i + 1] == ']'))
+                i++;
+            if (!p[i]) {
+                s->why = "a \"[:\", \"[.\" or \"[=\" without its end";
+                return false;
+            }
+            i += 2;
+            continue;
+        }
+        i++;
+    }
+    s->i = i + 1;
+    return true;
+}
+
+/* An interval at '{': the copies it makes of its atom (upper bound + 1). */
+static bool interval(rx_scan *s, uint64_t *copies)
+{
+    const char *p = s->p;
+    size_t i = s->i + 1;
+    uint64_t m = 0, n = 0;
+    bool digits = false, comma = false, upper = false;
+    for (; p[i] >= '0' && p[i] <= '9'; i++, digits = true)
+        m = cap(m * 10 + (uint64_t)(p[i] - '0'));
+    if (p[i] == ',') {
+        comma = true;
+        for (i++; p[i] >= '0' && p[i] <= '9'; i++, upper = true)
+            n = cap(n * 10 + (uint64_t)(p[i] - '0'));
+    }
+    if (!digits || p[i] != '}') {
+        s->why = "a '{' that is not a repetition count {m}, {m,} or {m,n}";
+        return false;
+    }
+    *copies = (comma && upper ? (n > m ? n : m) : m) + 1;
+    s->i = i + 1;
+    return true;
+}
+
+/* The alternatives from s->i to the ')' closing this depth (or the end):
+ * their size, summed. */
+static bool alternatives(rx_scan *s, unsigned depth, uint64_t *size)
+{
+    uint64_t total = 0;
+    for (;;) {
+        char c = s->p[s->i];
+        uint64_t atom = 1;
+        if (c == '\0' || c == ')')
+            break;
+        if (c == '|') {
+            s->i++;
+            continue;
+        }
+        if (c == '(') {
+            if (depth + 1 > SVC_REGEX_MAX_DEPTH) {
+                s->why = "groups nested too deep";
+                return false;
+            }
+            s->i++;
+            if (!alternatives(s, depth + 1, &atom))
+                return false;
+            if (s->p[s->i] != ')') {
+                s->why = "a '(' without its ')'";
+                return false;
+            }
+            s->i++;
+            if (atom == 0)
+                atom = 1;
+        } else if (c == '[') {
+            if (!skip_bracket(s))
+                return false;
+        } else if (c == '\\') {
+            char d = s->p[s->i + 1];
+            if (d >= '1' && d <= '9') {
+                s->why = "a backreference (\\1 to \\9): not POSIX extended "
+                         "syntax";
+                return false;
+            }
+            if (d == '\0') {
+                s->why = "a '\\' at the end";
+                return false;
+            }
+            s->i += 2;
+        } else {
+            s->i++;
+        }
+        for (;;) {                     /* its repetitions */
+            c = s->p[s->i];
+            if (c == '*' || c == '?') {
+                s->i++;
+            } else if (c == '+') {
+                s->i++;
+                atom = cap(atom * 2);
+            } else if (c == '{') {
+                uint64_t copies;
+                if (!interval(s, &copies))
+                    return false;
+                atom = cap(atom * copies);
+            } else {
+                break;
+            }
+        }
+        total = cap(total + atom);
+    }
+    *size = total;
+    return true;
+}
+
+/* regcomp of "^(re)$", the form that is matched (and so checked). */
+static int compile_whole(const char *re, regex_t *r)
+{
+    size_t len = strlen(re);
+    char *full = malloc(len + 5);
+    if (!full)
+        return REG_ESPACE;
+    snprintf(full, len + 5, "^(%s)$", re);
+    int rc = regcomp(r, full, REG_EXTENDED | REG_NOSUB);
+    free(full);
+    return rc;
+}
+
+int svc_regex_check(const char *re, char *why, size_t whylen)
+{
+    rx_scan s = { .p = re ? re : "", .i = 0, .why = NULL };
+    uint64_t size = 0;
+    size_t len = strlen(s.p);
+    if (len > SVC_REGEX_MAX_LEN) {
+        if (why && whylen)
+            snprintf(why, whylen, "longer than %u bytes", SVC_REGEX_MAX_LEN);
+        return -EINVAL;
+    }
+    if (alternatives(&s, 0, &size) && s.p[s.i] == ')')
+        s.why = "a ')' without its '('";
+    if (!s.why && size > SVC_REGEX_MAX_SIZE) {
+        if (why && whylen)
+            snprintf(why, whylen, "repetitions that expand it past %u atoms "
+                     "(a {m,n} inside another multiplies)",
+                     SVC_REGEX_MAX_SIZE);
+        return -EINVAL;
+    }
+    if (s.why) {
+        if (why && whylen)
+            snprintf(why, whylen, "%s", s.why);
+        return -EINVAL;
+    }
+    regex_t r;
+    int rc = compile_whole(s.p, &r);
+    if (rc != 0) {
+        if (why && whylen)
+            snprintf(why, whylen, "%s", rc == REG_ESPACE ? "out of memory" :
+                     "not a valid POSIX extended regular expression");
+        return -EINVAL;
+    }
+    regfree(&r);
+    return 0;
+}
+
+bool svc_regex_full_match(const char *re, const char *subject)
+{
+    if (svc_regex_check(re, NULL, 0) < 0 ||
+        strlen(subject) > SVC_REGEX_MAX_SUBJECT)
+        return false;
+    regex_t r;
+    if (compile_whole(re, &r) != 0)
+        return false;
+    bool ok = regexec(&r, subject, 0, NULL, 0) == 0;
+    regfree(&r);
+    return ok;
+}
