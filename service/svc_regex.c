@@ -9,9 +9,10 @@
  *     (CVE-2019-9192: "(|)(\1\1)*" segfaults it): the config
  *     producer_name_regex_filter: "(|)(\\2\\2)*.*" killed shmtraced, and
  *     every user's sessions with it, as soon as a producer was matched;
- *   - nested bounded repetitions multiply the automaton: regcomp and
- *     regexec of "(.{0,255}){255}" ran for more than 30 s, "(.{0,100}){100}"
- *     2 s against a 41-byte name (2026-12-06, glibc 2.36).
+ *   - nested repetitions blow up regcomp or regexec: "(.{0,255}){255}" ran
+ *     for more than 30 s, "(.{0,100}){100}" 2 s against a 41-byte name,
+ *     "(.*|a*){127}" 1.2 s and "((.*)*){16}" 79 ms in regcomp, "{32}" there
+ *     more than a minute: exponential (2026-12-06, glibc 2.36).
  * So svc_regex_check refuses, with the reason, a pattern that
  *   - is longer than SVC_REGEX_MAX_LEN bytes, or nests groups deeper than
  *     SVC_REGEX_MAX_DEPTH;
@@ -19,16 +20,21 @@
  *     is what Perfetto matches these filters with (std::regex::extended);
  *   - has parentheses or brackets that do not balance (the service wraps
  *     a pattern in "^(...)$": an extra ')' would step out of that);
+ *   - nests quantifiers more than SVC_REGEX_MAX_QDEPTH deep ("(a*)*" and
+ *     "(a|b*){3}" are two deep; "((a*)*){3}" three);
  *   - may expand to more than SVC_REGEX_MAX_SIZE atoms: an atom (a
  *     character, '.', a bracket expression, an escape) counts 1, a group
- *     the sum over its alternatives, and a repetition multiplies what it
- *     applies to by its upper bound plus one ({m,n}: n + 1, {m} and {m,}:
- *     m + 1, '+': 2; '*' and '?' add no copy).
- * The scan follows ERE syntax only as far as the size needs; syntax
- * errors are regcomp's to report. svc_regex_full_match matches names of
- * at most SVC_REGEX_MAX_SUBJECT bytes (a longer producer name matches no
- * regex; exact name filters still apply): with the limits above a match
- * then takes at most a few milliseconds.
+ *     the sum over its alternatives, and every quantifier multiplies what
+ *     it applies to: '*', '?' and '+' by 2, {m,n} by n + 1, {m} and {m,}
+ *     by m + 1.
+ * Within these limits the worst patterns measured take a few
+ * milliseconds to compile and match against 1024 bytes ("(.*|a*){31}"
+ * 2.2 ms, "((.*)|(a*)|(b?)){20}" 2.3 ms). Legitimate producer-name
+ * filters ("com\.example\..*", "(foo|bar)_[0-9]+") are far from them.
+ * The scan follows ERE syntax only as far as these need; syntax errors
+ * are regcomp's to report. svc_regex_full_match matches names of at most
+ * SVC_REGEX_MAX_SUBJECT bytes (a longer producer name matches no regex;
+ * exact name filters still apply).
  */
 #include "config.h"
 
@@ -42,7 +48,8 @@
 
 #define SVC_REGEX_MAX_LEN 1024u
 #define SVC_REGEX_MAX_DEPTH 32u
-#define SVC_REGEX_MAX_SIZE 256u
+#define SVC_REGEX_MAX_SIZE 128u
+#define SVC_REGEX_MAX_QDEPTH 2u
 #define SVC_REGEX_MAX_SUBJECT 1024u
 
 typedef struct {
@@ -116,13 +123,16 @@ static bool interval(rx_scan *s, uint64_t *copies)
 }
 
 /* The alternatives from s->i to the ')' closing this depth (or the end):
- * their size, summed. */
-static bool alternatives(rx_scan *s, unsigned depth, uint64_t *size)
+ * their size, summed; *qd: the quantifiers nested deepest in them. */
+static bool alternatives(rx_scan *s, unsigned depth, uint64_t *size,
+                         unsigned *qd)
 {
     uint64_t total = 0;
+    *qd = 0;
     for (;;) {
         char c = s->p[s->i];
         uint64_t atom = 1;
+        unsigned aq = 0;      /* quantifiers nested in this piece */
         if (c == '\0' || c == ')')
             break;
         if (c == '|') {
@@ -135,7 +145,7 @@ static bool alternatives(rx_scan *s, unsigned depth, uint64_t *size)
                 return false;
             }
             s->i++;
-            if (!alternatives(s, depth + 1, &atom))
+            if (!alternatives(s, depth + 1, &atom, &aq))
                 return false;
             if (s->p[s->i] != ')') {
                 s->why = "a '(' without its ')'";
@@ -164,9 +174,7 @@ static bool alternatives(rx_scan *s, unsigned depth, uint64_t *size)
         }
         for (;;) {                     /* its repetitions */
             c = s->p[s->i];
-            if (c == '*' || c == '?') {
-                s->i++;
-            } else if (c == '+') {
+            if (c == '*' || c == '?' || c == '+') {
                 s->i++;
                 atom = cap(atom * 2);
             } else if (c == '{') {
@@ -177,7 +185,15 @@ static bool alternatives(rx_scan *s, unsigned depth, uint64_t *size)
             } else {
                 break;
             }
+            aq++;
         }
+        if (aq > SVC_REGEX_MAX_QDEPTH) {
+            s->why = "quantifiers nested more than two deep (such as "
+                     "((a*)*){16}: glibc's regcomp takes exponential time)";
+            return false;
+        }
+        if (aq > *qd)
+            *qd = aq;
         total = cap(total + atom);
     }
     *size = total;
@@ -201,13 +217,14 @@ int svc_regex_check(const char *re, char *why, size_t whylen)
 {
     rx_scan s = { .p = re ? re : "", .i = 0, .why = NULL };
     uint64_t size = 0;
+    unsigned qd = 0;
     size_t len = strlen(s.p);
     if (len > SVC_REGEX_MAX_LEN) {
         if (why && whylen)
             snprintf(why, whylen, "longer than %u bytes", SVC_REGEX_MAX_LEN);
         return -EINVAL;
     }
-    if (alternatives(&s, 0, &size) && s.p[s.i] == ')')
+    if (alternatives(&s, 0, &size, &qd) && s.p[s.i] == ')')
         s.why = "a ')' without its '('";
     if (!s.why && size > SVC_REGEX_MAX_SIZE) {
         if (why && whylen)

@@ -161,9 +161,11 @@ SVF_TEST(test_regex_filters_refused_before_they_run, 1)
         const char *re, *why;
     } bad[] = {
         {"(|)(\\2\\2)*.*", "backreference"},
-        {"(.{0,255}){255}", "expand it past 256 atoms"},
-        {"(a{1000}){1000}", "expand it past 256 atoms"},
-        {"((o+)+){100}", "expand it past 256 atoms"},
+        {"(.{0,255}){255}", "expand it past 128 atoms"},
+        {"(a{1000}){1000}", "expand it past 128 atoms"},
+        {"(.*|a*){127}", "expand it past 128 atoms"},
+        {"((.*)*){16}", "nested more than two deep"},
+        {"((o+)+)+", "nested more than two deep"},
         {".*)|(x", "')' without its '('"},
         {"(one", "'(' without its ')'"},
         {"[one", "'[' without its ']'"},
@@ -203,20 +205,22 @@ START_TEST(test_regex_full_match)
     ck_assert(svc_regex_full_match("[]a]+", "]a]"));
     ck_assert(svc_regex_full_match("[^]x]+", "ab"));
     ck_assert(svc_regex_full_match("x|y", "y"));
-    /* at the limit: 16 x 16 = 256 atoms, accepted; one more is not */
-    ck_assert_int_eq(svc_regex_check("(.{0,15}){15}", NULL, 0), 0);
-    ck_assert_int_lt(svc_regex_check("(.{0,15}){16}", NULL, 0), 0);
+    /* at the limit: 16 x 8 = 128 atoms, accepted; one more is not */
+    ck_assert_int_eq(svc_regex_check("(.{0,15}){7}", NULL, 0), 0);
+    ck_assert_int_lt(svc_regex_check("(.{0,15}){8}", NULL, 0), 0);
+    ck_assert_int_eq(svc_regex_check("(.*|a*){31}", NULL, 0), 0);
+    ck_assert_int_eq(svc_regex_check("([a-z]+\\.)+[a-z]+", NULL, 0), 0);
+    ck_assert(svc_regex_full_match("([a-z]+\\.)+[a-z]+", "com.example.app"));
     char *big = malloc(1026);
     ck_assert_ptr_nonnull(big);
     memset(big, 'a', 1025);
     big[1025] = '\0';
     ck_assert(!svc_regex_full_match(".*", big));
-    ck_assert(!svc_regex_full_match("(.{0,15}){15}", big));
     big[1024] = '\0';
     ck_assert(svc_regex_full_match(".*", big));
-    ck_assert(!svc_regex_full_match("(.{0,15}){15}", big)); /* 225 at most */
-    big[225] = '\0';
-    ck_assert(svc_regex_full_match("(.{0,15}){15}", big));
+    ck_assert(!svc_regex_full_match("(.{0,15}){7}", big)); /* 105 at most */
+    big[105] = '\0';
+    ck_assert(svc_regex_full_match("(.{0,15}){7}", big));
     free(big);
 }
 END_TEST
