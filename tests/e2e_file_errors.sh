@@ -79,10 +79,19 @@ e2e_check "$E2E_DIR/capped.pftrace" >/dev/null
 MNT="$E2E_DIR/small"
 mkdir "$MNT"
 if mount -t tmpfs -o size=512k tmpfs "$MNT" 2>/dev/null; then
-    trap 'umount "$MNT" 2>/dev/null; e2e_cleanup' EXIT
+    # on failure too: stop what holds the file open, unmount, clean up
+    mnt_cleanup() {
+        for p in $E2E_PIDS; do kill -KILL "$p" 2>/dev/null; done
+        for p in $E2E_PIDS; do wait "$p" 2>/dev/null; done
+        umount "$MNT" 2>/dev/null
+        e2e_cleanup
+    }
+    trap mnt_cleanup EXIT
     failed_file full "$MNT/full.pftrace" "No space left on device" \
         "free space on its file system"
-    umount "$MNT"
+    # the ended session's file is closed once its consumer has gone
+    e2e_until 200 0.05 "the service let go of the file on the full file \
+system" umount "$MNT"
 else
     echo "note: cannot mount a tmpfs here (not root): ENOSPC case skipped" >&2
 fi
