@@ -213,6 +213,29 @@ kill -INT "$FIFREC"
 e2e_wait_pid "$FIFREC" 30 || e2e_fail "the user's FIFO-session record hung"
 [ "$E2E_RC" = 0 ] || e2e_fail "the user's FIFO-session record failed ($E2E_RC)"
 
+# --- attack: a regular expression glibc's matcher crashes on -------------
+# With this filter regexec recursed until its stack overflowed
+# (CVE-2019-9192) and killed the daemon, with everyone's sessions, as soon
+# as the producer was matched. The config must be refused, naming the
+# pattern and why, and the service must go on serving.
+cat >"$ATT/regex.cfg" <<'CFG'
+buffers { size_kb: 1024 }
+data_sources {
+  config { name: "shmtrace.synthetic" }
+  producer_name_regex_filter: "(|)(\\2\\2)*.*"
+}
+duration_ms: 1000
+CFG
+timeout -k 5 30 "${SEC_AS[@]}" "$CLI" record -q -c "$ATT/regex.cfg" \
+    -o "$ATT/regex.pftrace" >"$E2E_DIR/regex.log" 2>&1 &&
+    e2e_fail "a config with a backreference in a regex was accepted"
+grep -q 'producer_name_regex_filter "(|)(\\2\\2)\*\.\*" refused: a backreference' \
+    "$E2E_DIR/regex.log" ||
+    e2e_fail "unclear error for the regex: $(cat "$E2E_DIR/regex.log")"
+kill -0 "$DAEMON_PID" 2>/dev/null || e2e_fail "a consumer's regex killed the daemon"
+timeout 10 "$CONSUMER" stats >"$E2E_DIR/regex_stats.out" 2>&1 ||
+    e2e_fail "the service stopped answering after the regex"
+
 kill -INT "$USERREC" "$ROOTREC"
 e2e_wait_pid "$USERREC" 30 || e2e_fail "user record hung"
 [ "$E2E_RC" = 0 ] || e2e_fail "user record failed ($E2E_RC)"
