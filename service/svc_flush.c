@@ -281,9 +281,10 @@ static void finalize_disable(svc_service *svc, svc_session *s)
     s->next_periodic_flush_ms = 0;
     const char *error = NULL;
     if (s->out_fd >= 0) {
-        /* a failure of this last write, or of an earlier one (which
-         * ended the session: file_step) */
-        if (svc_session_write_file(svc, s) < 0 || s->file_failed) {
+        /* any failed write sets file_failed (svc__file_fail): this last
+         * one, or an earlier one, which ended the session (file_step) */
+        svc_session_write_file(svc, s);
+        if (s->file_failed) {
             file_error_text(s, file_err, sizeof file_err);
             error = file_err;
             fprintf(stderr, "shmtraced: session %llu: %s\n",

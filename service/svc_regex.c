@@ -228,7 +228,10 @@ static int compile_whole(const char *re, regex_t *r)
     return rc;
 }
 
-int svc_regex_check(const char *re, char *why, size_t whylen)
+/* svc_regex_check, and on success the compiled "^(re)$" in *out (NULL:
+ * freed here) for the caller to match with and free. */
+static int check_compile(const char *re, char *why, size_t whylen,
+                         regex_t *out)
 {
     rx_scan s = { .p = re ? re : "", .i = 0, .why = NULL };
     uint64_t size = 0;
@@ -261,17 +264,23 @@ int svc_regex_check(const char *re, char *why, size_t whylen)
                      "not a valid POSIX extended regular expression");
         return -EINVAL;
     }
-    regfree(&r);
+    if (out)
+        *out = r;
+    else
+        regfree(&r);
     return 0;
+}
+
+int svc_regex_check(const char *re, char *why, size_t whylen)
+{
+    return check_compile(re, why, whylen, NULL);
 }
 
 bool svc_regex_full_match(const char *re, const char *subject)
 {
-    if (svc_regex_check(re, NULL, 0) < 0 ||
-        strlen(subject) > SVC_REGEX_MAX_SUBJECT)
-        return false;
     regex_t r;
-    if (compile_whole(re, &r) != 0)
+    if (strlen(subject) > SVC_REGEX_MAX_SUBJECT ||
+        check_compile(re, NULL, 0, &r) < 0)
         return false;
     bool ok = regexec(&r, subject, 0, NULL, 0) == 0;
     regfree(&r);

@@ -81,8 +81,7 @@ mkdir "$MNT"
 if mount -t tmpfs -o size=512k tmpfs "$MNT" 2>/dev/null; then
     # on failure too: stop what holds the file open, unmount, clean up
     mnt_cleanup() {
-        for p in $E2E_PIDS; do kill -KILL "$p" 2>/dev/null; done
-        for p in $E2E_PIDS; do wait "$p" 2>/dev/null; done
+        e2e_kill_all
         umount "$MNT" 2>/dev/null
         e2e_cleanup
     }

@@ -18,9 +18,14 @@ EVIL="$top_builddir/tests/svc_evilproducer"
 
 E2E_DIR=$(mktemp -d "${TMPDIR:-/tmp}/shmtrace-e2e.XXXXXX") || exit 99
 E2E_PIDS=""
-e2e_cleanup() {
+# e2e_kill_all: SIGKILL every process the test started, and reap them
+# (e2e_cleanup then removes E2E_DIR; a test with more to undo runs both).
+e2e_kill_all() {
     for p in $E2E_PIDS; do kill -KILL "$p" 2>/dev/null; done
     for p in $E2E_PIDS; do wait "$p" 2>/dev/null; done
+}
+e2e_cleanup() {
+    e2e_kill_all
     rm -rf "$E2E_DIR"
 }
 trap e2e_cleanup EXIT
