@@ -342,6 +342,18 @@ int ipc_host_expose_service(ipc_host *host, const ipc_service *svc,
 int ipc_host_adopt_client(ipc_host *host, int sock_fd);
 /* Connected clients right now. */
 size_t ipc_host_num_conns(const ipc_host *host);
+/* Admission (ipc_host.c says how a refused peer is told). A host serves at
+ * most IPC_HOST_MAX_CONNS connections, and at most n of one peer uid
+ * (0, the default: no per-uid limit). */
+#define IPC_HOST_MAX_CONNS 1024u
+void ipc_host_set_max_conns_per_uid(ipc_host *host, uint32_t n);
+/* Told of every connection refused (a limit, or no descriptors left),
+ * with the peer's uid ((uid_t)-1 if unknown) and the reason it was sent;
+ * e.g. to log it. */
+typedef void (*ipc_refused_fn)(void *ctx, uid_t uid, const char *why);
+void ipc_host_set_refused_cb(ipc_host *host, ipc_refused_fn fn, void *ctx);
+/* Connections refused so far. */
+uint64_t ipc_host_refused(const ipc_host *host);
 
 /* Reply to a call. has_more = true keeps the call open (streaming); the
  * final reply (has_more = false) frees it. reply may be NULL (empty reply
@@ -418,6 +430,9 @@ ipc_client *ipc_client_create_from_fd(ipc_loop *loop, int sock_fd,
 void ipc_client_destroy(ipc_client *client);
 bool ipc_client_is_bound(const ipc_client *client);
 bool ipc_client_is_connected(const ipc_client *client);
+/* Why the host refused this connection, as it said (printable ASCII), or
+ * NULL: set before on_disconnect when the host turned us away. */
+const char *ipc_client_refusal(const ipc_client *client);
 /* Whether the bound service has this method. */
 bool ipc_client_has_method(const ipc_client *client, const char *method);
 

@@ -27,6 +27,12 @@
  * callback is deferred until the callback returns (in_cb/destroyed). Write
  * errors found inside ipc_chan_send() do not call on_close re-entrantly:
  * they post a zero-delay task that reports the close.
+ *
+ * Last words: a send that fails because the peer closed (EPIPE,
+ * ECONNRESET) does not close the socket at once: frames the peer sent
+ * before it went may still wait in our receive queue (a host that refuses
+ * a connection says why, then closes), so they are received and
+ * dispatched first, then the close is reported.
  */
 #include "config.h"
 
@@ -63,6 +69,7 @@ struct ipc_chan {
     uid_t uid;
     pid_t pid;
     bool dead;            /* socket closed or failed; on_close owed/done */
+    int tx_err;           /* a send found the peer gone: last words owed */
     bool close_reported;
     int close_err;
     uint64_t close_task;  /* timer id of a pending close report */
@@ -115,16 +122,44 @@ static bool report_close(ipc_chan *c)
     return false;
 }
 
+static bool peer_gone(int err)
+{
+    return err == -EPIPE || err == -ECONNRESET;
+}
+
+enum { RX_IDLE = 0, RX_FREED = 1, RX_GONE = 2, RX_EOF = 3 };
+static int receive(ipc_chan *c);
+
+/* Receive the peer's last words, then close (see the top). Returns true
+ * if the channel got freed. */
+static bool close_after_last_words(ipc_chan *c, int err)
+{
+    if (!c->dead && receive(c) == RX_FREED)
+        return true;
+    if (c->destroyed)
+        return false;   /* destroyed in a callback: no more callbacks */
+    shut(c, err);
+    return report_close(c);
+}
+
 static void close_task(void *ctx)
 {
     ipc_chan *c = ctx;
     c->close_task = 0;
-    report_close(c);
+    if (c->tx_err && !c->dead)
+        close_after_last_words(c, c->tx_err);
+    else
+        report_close(c);
 }
 
 static void fail_later(ipc_chan *c, int err)
 {
-    shut(c, err);
+    if (peer_gone(err) && !c->dead) {
+        c->tx_err = err;       /* closed by close_task, after last words */
+        ipc_loop_set_events(c->loop, c->sock, POLLIN);
+    } else {
+        shut(c, err);
+    }
     if (!c->close_reported && !c->close_task)
         c->close_task = ipc_loop_add_timer(c->loop, 0, 0, close_task, c);
 }
@@ -252,24 +287,39 @@ static void on_ready(ipc_loop *loop, int fd, short revents, void *ctx)
 {
     (void)loop; (void)fd;
     ipc_chan *c = ctx;
-    if (revents & POLLOUT) {
+    if ((revents & POLLOUT) && !c->tx_err) {
         int rc = flush_tx(c);
         if (rc < 0) {
-            shut(c, rc);
-            report_close(c);
+            if (peer_gone(rc))
+                close_after_last_words(c, rc);
+            else {
+                shut(c, rc);
+                report_close(c);
+            }
             return;
         }
     }
     if (!(revents & (POLLIN | POLLHUP | POLLERR)))
         return;
+    int r = receive(c);
+    if (r == RX_EOF || r < 0) {
+        shut(c, r == RX_EOF ? (c->tx_err ? c->tx_err : 0) : r);
+        report_close(c);
+    }
+}
+
+/* Receive and dispatch what the socket holds, at most RX_ROUNDS reads:
+ * RX_IDLE when it holds no more for now, RX_FREED when the channel was
+ * freed (do not touch it), RX_GONE when a callback destroyed or killed
+ * it, RX_EOF at the peer's orderly close, or a negative errno (the caller
+ * closes). */
+static int receive(ipc_chan *c)
+{
     for (int round = 0; round < RX_ROUNDS; round++) {
         size_t avail;
         uint8_t *p = ipc_decoder_write_ptr(c->dec, &avail);
-        if (avail == 0) { /* cannot happen: a full buffer holds a frame */
-            shut(c, -EMSGSIZE);
-            report_close(c);
-            return;
-        }
+        if (avail == 0) /* cannot happen: a full buffer holds a frame */
+            return -EMSGSIZE;
         struct iovec iov = { .iov_base = p, .iov_len = avail };
         union {
             struct cmsghdr h;
@@ -286,25 +336,21 @@ static void on_ready(ipc_loop *loop, int fd, short revents, void *ctx)
             if (errno == EINTR)
                 continue;
             if (errno == EAGAIN || errno == EWOULDBLOCK)
-                return;
-            shut(c, -errno);
-            report_close(c);
-            return;
+                return RX_IDLE;
+            return -errno;
         }
         stash_fds(c, &mh);
-        if (rc == 0) {
-            shut(c, 0);
-            report_close(c);
-            return;
-        }
+        if (rc == 0)
+            return RX_EOF;
         ipc_decoder_commit(c->dec, (size_t)rc);
         if (dispatch(c))
-            return;
+            return RX_FREED;
         if (c->dead || c->destroyed)
-            return;
+            return RX_GONE;
         if ((size_t)rc < avail)
-            return; /* drained */
+            return RX_IDLE; /* drained */
     }
+    return RX_IDLE;
 }
 
 ipc_chan *ipc_chan_create(ipc_loop *loop, int sock_fd, const ipc_chan_cbs *cbs,
@@ -369,7 +415,7 @@ void ipc_chan_destroy(ipc_chan *chan)
 int ipc_chan_send(ipc_chan *chan, const Perfetto__Protos__IPCFrame *frame,
                   int fd)
 {
-    if (chan->dead || chan->destroyed)
+    if (chan->dead || chan->destroyed || chan->tx_err)
         return -EPIPE;
     uint8_t *bytes;
     size_t len;

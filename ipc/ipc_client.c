@@ -13,6 +13,11 @@
  * as our own euid (SO_PEERCRED, ipc_sock_check_peer): a socket name another
  * user took over gets neither our requests nor our data (-EPERM).
  *
+ * Refusal: a host that refuses the connection (too many of ours, no
+ * descriptors left) sends one msg_request_error without a request id and
+ * closes; its text, printable ASCII only and bounded, is kept for
+ * ipc_client_refusal() so that the user learns why.
+ *
  * Hostile host: replies for unknown request ids are ignored; undecodable
  * reply payloads fail the call with -EBADMSG; method tables are bounded
  * (MAX_METHODS, names copied).
@@ -59,6 +64,7 @@ struct ipc_client {
     pending *pend;
     int in_cb;
     bool destroyed;
+    char refusal[256];      /* "" unless the host refused us */
 };
 
 static void free_client(ipc_client *c)
@@ -163,6 +169,16 @@ static void on_invoke_reply(
     protobuf_c_message_free_unpacked(msg, NULL);
 }
 
+/* The host's words, as it said them, but only printable ASCII (a hostile
+ * host's text goes to a terminal). */
+static void keep_refusal(ipc_client *c, const char *text)
+{
+    size_t n = 0;
+    for (; text && text[n] && n + 1 < sizeof c->refusal; n++)
+        c->refusal[n] = (text[n] >= 0x20 && text[n] < 0x7f) ? text[n] : '?';
+    c->refusal[n] = '\0';
+}
+
 static void on_frame(ipc_chan *chan, Perfetto__Protos__IPCFrame *f, void *ctx)
 {
     (void)chan;
@@ -180,6 +196,10 @@ static void on_frame(ipc_chan *chan, Perfetto__Protos__IPCFrame *f, void *ctx)
         on_invoke_reply(c, rid, f->msg_invoke_method_reply);
         break;
     case PERFETTO__PROTOS__IPCFRAME__MSG_MSG_REQUEST_ERROR: {
+        if (!f->has_request_id) {
+            keep_refusal(c, f->msg_request_error->error);
+            break;
+        }
         if (c->bind_request_id && rid == c->bind_request_id) {
             Perfetto__Protos__IPCFrame__BindServiceReply no =
                 PERFETTO__PROTOS__IPCFRAME__BIND_SERVICE_REPLY__INIT;
@@ -413,4 +433,9 @@ int ipc_client_send_raw_frame(ipc_client *client,
     if (!client->connected)
         return -ENOTCONN;
     return ipc_chan_send(client->chan, frame, fd);
+}
+
+const char *ipc_client_refusal(const ipc_client *client)
+{
+    return client && client->refusal[0] ? client->refusal : NULL;
 }

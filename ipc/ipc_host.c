@@ -19,11 +19,26 @@
  * service the conn used (so services drop their call pointers), then frees
  * the calls. ipc_conn_close() defers teardown to a loop task so handlers may
  * call it on their own connection.
+ *
+ * Admission: at most IPC_HOST_MAX_CONNS connections, and at most
+ * max_per_uid of one peer uid (SO_PEERCRED), so that one user cannot take
+ * them all. A connection over a limit is refused: it gets one
+ * msg_request_error frame without a request id saying why (our clients
+ * print it; others just see the connection close), is closed, and the
+ * refusal is counted and reported (on_refused). When the process is out
+ * of descriptors (EMFILE/ENFILE), the pending connection would stay in
+ * the listen queue and keep poll() waking us at once, a busy loop for as
+ * long as a user holds the descriptors: the host keeps one spare
+ * descriptor (/dev/null), lets it go to accept and refuse that
+ * connection, and takes it back; without a spare it stops listening for
+ * ACCEPT_PAUSE_MS.
  */
 #include "config.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -34,7 +49,7 @@
 #include "ipc_int.h"
 
 #define MAX_SERVICES 32
-#define MAX_CONNS 1024
+#define ACCEPT_PAUSE_MS 100
 
 typedef struct svc_entry {
     const ipc_service *svc;
@@ -72,6 +87,12 @@ struct ipc_host {
     uint32_t n_svcs;
     ipc_conn *conns;
     size_t n_conns;
+    uint32_t max_per_uid;   /* 0: IPC_HOST_MAX_CONNS only */
+    uint64_t refused;
+    ipc_refused_fn on_refused;
+    void *refused_ctx;
+    int spare_fd;           /* /dev/null, given up to accept at EMFILE */
+    uint64_t resume_timer;  /* listening paused: the timer to resume */
     uint64_t next_conn_id;
     ipc_arena args_arena;   /* decodes method arguments (on_invoke) */
 };
@@ -416,10 +437,65 @@ static void on_chan_close(ipc_chan *chan, int err, void *ctx)
     teardown(ctx);
 }
 
-int ipc_host_adopt_client(ipc_host *host, int sock_fd)
+static uid_t sock_peer_uid(int fd)
 {
-    if (host->n_conns >= MAX_CONNS)
+    struct ucred cr;
+    socklen_t len = sizeof cr;
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) == 0 &&
+        len == sizeof cr)
+        return cr.uid;
+    return (uid_t)-1;
+}
+
+/* Tell the peer why, close, count, report. Never blocks: the socket is
+ * non-blocking and the frame small (a full socket buffer loses the text,
+ * not the refusal). */
+static void refuse(ipc_host *h, int fd, uid_t uid, const char *why)
+{
+    Perfetto__Protos__IPCFrame f = PERFETTO__PROTOS__IPCFRAME__INIT;
+    Perfetto__Protos__IPCFrame__RequestError e =
+        PERFETTO__PROTOS__IPCFRAME__REQUEST_ERROR__INIT;
+    e.error = (char *)why;
+    f.msg_case = PERFETTO__PROTOS__IPCFRAME__MSG_MSG_REQUEST_ERROR;
+    f.msg_request_error = &e;
+    uint8_t *bytes;
+    size_t len;
+    if (ipc_frame_pack(&f, &bytes, &len) == 0) {
+        ssize_t n = send(fd, bytes, len, MSG_NOSIGNAL | MSG_DONTWAIT);
+        (void)n;
+        free(bytes);
+    }
+    close(fd);
+    h->refused++;
+    if (h->on_refused)
+        h->on_refused(h->refused_ctx, uid, why);
+}
+
+/* 0, or why this peer may not connect now (into why). */
+static int admit(const ipc_host *h, uid_t uid, char *why, size_t len)
+{
+    if (h->n_conns >= IPC_HOST_MAX_CONNS) {
+        snprintf(why, len, "the tracing service has %zu connections on this "
+                 "socket, its limit; try again later", h->n_conns);
         return -EMFILE;
+    }
+    if (!h->max_per_uid)
+        return 0;
+    uint32_t mine = 0;
+    for (const ipc_conn *c = h->conns; c; c = c->next)
+        if (ipc_chan_peer_uid(c->chan) == uid)
+            mine++;
+    if (mine < h->max_per_uid)
+        return 0;
+    snprintf(why, len, "uid %ld has %u connections to this socket of the "
+             "tracing service, the most one uid may have (shmtraced "
+             "--max-connections-per-uid); close some of them",
+             uid == (uid_t)-1 ? -1L : (long)uid, mine);
+    return -EUSERS;
+}
+
+static int adopt(ipc_host *host, int sock_fd)
+{
     ipc_conn *conn = calloc(1, sizeof *conn);
     if (!conn)
         return -ENOMEM;
@@ -440,16 +516,66 @@ int ipc_host_adopt_client(ipc_host *host, int sock_fd)
     return 0;
 }
 
+int ipc_host_adopt_client(ipc_host *host, int sock_fd)
+{
+    char why[256];
+    int rc = admit(host, sock_peer_uid(sock_fd), why, sizeof why);
+    return rc < 0 ? rc : adopt(host, sock_fd);
+}
+
+static void on_accept(ipc_loop *loop, int fd, short revents, void *ctx);
+
+static void resume_listening(void *ctx)
+{
+    ipc_host *h = ctx;
+    h->resume_timer = 0;
+    if (h->spare_fd < 0)
+        h->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    ipc_loop_watch_fd(h->loop, h->listen_fd, POLLIN, on_accept, h);
+}
+
+/* Out of descriptors: refuse the connection at the head of the queue
+ * with the spare one, or stop listening for a while. */
+static void accept_without_fds(ipc_host *h, int err)
+{
+    static const char why[] = "the tracing service is out of file "
+        "descriptors (RLIMIT_NOFILE); try again later";
+    if (h->spare_fd >= 0) {
+        close(h->spare_fd);
+        h->spare_fd = -1;
+        int s = accept4(h->listen_fd, NULL, NULL,
+                        SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (s >= 0)
+            refuse(h, s, sock_peer_uid(s), why);
+        h->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+        if (s >= 0 && h->spare_fd >= 0)
+            return;
+    }
+    (void)err;
+    ipc_loop_unwatch_fd(h->loop, h->listen_fd);
+    h->resume_timer = ipc_loop_add_timer(h->loop, ACCEPT_PAUSE_MS, 0,
+                                         resume_listening, h);
+    if (!h->resume_timer)   /* no memory for a timer: listen again */
+        ipc_loop_watch_fd(h->loop, h->listen_fd, POLLIN, on_accept, h);
+}
+
 static void on_accept(ipc_loop *loop, int fd, short revents, void *ctx)
 {
     (void)loop; (void)revents;
     ipc_host *h = ctx;
     for (int i = 0; i < 64; i++) {
         int s = accept4(fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-        if (s < 0)
+        if (s < 0) {
+            if (errno == EMFILE || errno == ENFILE)
+                accept_without_fds(h, errno);
             return; /* EAGAIN, or a transient error: retry on next poll */
-        if (ipc_host_adopt_client(h, s) < 0)
-            close(s);
+        }
+        char why[256];
+        uid_t uid = sock_peer_uid(s);
+        if (admit(h, uid, why, sizeof why) < 0)
+            refuse(h, s, uid, why);
+        else if (adopt(h, s) < 0)
+            refuse(h, s, uid, "the tracing service is out of memory");
     }
 }
 
@@ -463,6 +589,7 @@ ipc_host *ipc_host_create_from_fd(ipc_loop *loop, int listen_fd, int *err)
         goto fail;
     h->loop = loop;
     h->listen_fd = listen_fd;
+    h->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
     ipc_arena_init(&h->args_arena);
     if (listen_fd >= 0) {
         rc = ipc__set_nonblock_cloexec(listen_fd);
@@ -514,6 +641,9 @@ void ipc_host_destroy(ipc_host *host)
         ipc_loop_unwatch_fd(host->loop, host->listen_fd);
         close(host->listen_fd);
     }
+    ipc_loop_cancel_timer(host->loop, host->resume_timer);
+    if (host->spare_fd >= 0)
+        close(host->spare_fd);
     struct stat st;
     /* Only remove the path if it is still the socket we created. */
     if (host->path && lstat(host->path, &st) == 0 &&
@@ -546,4 +676,20 @@ int ipc_host_expose_service(ipc_host *host, const ipc_service *svc,
 size_t ipc_host_num_conns(const ipc_host *host)
 {
     return host->n_conns;
+}
+
+void ipc_host_set_max_conns_per_uid(ipc_host *host, uint32_t n)
+{
+    host->max_per_uid = n;
+}
+
+void ipc_host_set_refused_cb(ipc_host *host, ipc_refused_fn fn, void *ctx)
+{
+    host->on_refused = fn;
+    host->refused_ctx = ctx;
+}
+
+uint64_t ipc_host_refused(const ipc_host *host)
+{
+    return host->refused;
 }

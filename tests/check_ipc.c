@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -1413,6 +1414,233 @@ START_TEST(test_arena_decodes_like_malloc)
 }
 END_TEST
 
+/* ---- admission: per-uid limit, refusal words, no descriptors ---------- */
+
+typedef struct {
+    int n;
+    uid_t uid;
+    char why[256];
+} refusals;
+
+static void on_refused(void *ctx, uid_t uid, const char *why)
+{
+    refusals *r = ctx;
+    r->n++;
+    r->uid = uid;
+    snprintf(r->why, sizeof r->why, "%s", why);
+}
+
+/* Connect and pump until bound or turned away. */
+static ipc_client *connect_settled(ipc_loop *loop, const char *path,
+                                   cli_state *cs)
+{
+    int err = 0;
+    ipc_client *cl = ipc_client_connect(loop, path, "TestPort", &client_cbs,
+                                        cs, &err);
+    ck_assert_msg(cl, "connect: %s", ipc_strerror(err));
+    for (int i = 0; i < 400 && !cs->bound_cb && !cs->disconnected; i++)
+        ipc_loop_run_once(loop, 10);
+    return cl;
+}
+
+/* One uid may hold max_per_uid connections; the next is refused, told
+ * why (ipc_client_refusal), counted and reported; closing one lets the
+ * next in; 0 lifts the limit. */
+START_TEST(test_admit_per_uid_limit)
+{
+    const char *path = host_sock_path();
+    ipc_loop *loop = ipc_loop_create();
+    int err = 0;
+    ipc_host *host = ipc_host_create(loop, path, 0600, &err);
+    ck_assert_msg(host, "host: %s", ipc_strerror(err));
+    test_svc svc = { 0 };
+    ipc_host_expose_service(host, &test_service, &svc);
+    refusals r = { 0 };
+    ipc_host_set_refused_cb(host, on_refused, &r);
+    ipc_host_set_max_conns_per_uid(host, 2);
+
+    cli_state s1 = { 0 }, s2 = { 0 }, s3 = { 0 }, s4 = { 0 }, s5 = { 0 };
+    ipc_client *c1 = connect_settled(loop, path, &s1);
+    ipc_client *c2 = connect_settled(loop, path, &s2);
+    ck_assert(s1.bound_ok && s2.bound_ok);
+    ck_assert_ptr_null(ipc_client_refusal(c1));
+
+    ipc_client *c3 = connect_settled(loop, path, &s3);
+    ck_assert(s3.disconnected);
+    ck_assert(!s3.bound_ok);
+    const char *why = ipc_client_refusal(c3);
+    ck_assert_ptr_nonnull(why);
+    char want[64];
+    snprintf(want, sizeof want, "uid %ld has 2 connections", (long)getuid());
+    ck_assert_msg(strstr(why, want) && strstr(why,
+                  "--max-connections-per-uid"), "%s", why);
+    ck_assert_int_eq(r.n, 1);
+    ck_assert_uint_eq(r.uid, getuid());
+    ck_assert_str_eq(r.why, why);
+    ck_assert_uint_eq(ipc_host_refused(host), 1);
+    ck_assert_uint_eq(ipc_host_num_conns(host), 2);
+
+    /* Adopting a socket past the limit is refused too. */
+    int sv[2];
+    ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+    ck_assert_int_eq(ipc_host_adopt_client(host, sv[0]), -EUSERS);
+    close(sv[0]);
+    close(sv[1]);
+
+    /* One closed: room for the next. */
+    ipc_client_destroy(c1);
+    for (int i = 0; i < 200 && ipc_host_num_conns(host) != 1; i++)
+        ipc_loop_run_once(loop, 10);
+    ck_assert_uint_eq(ipc_host_num_conns(host), 1);
+    ipc_client *c4 = connect_settled(loop, path, &s4);
+    ck_assert(s4.bound_ok);
+    ck_assert_ptr_null(ipc_client_refusal(c4));
+
+    /* No limit: a third at once. */
+    ipc_host_set_max_conns_per_uid(host, 0);
+    ipc_client *c5 = connect_settled(loop, path, &s5);
+    ck_assert(s5.bound_ok);
+    ck_assert_int_eq(r.n, 1);
+
+    ipc_client_destroy(c2);
+    ipc_client_destroy(c3);
+    ipc_client_destroy(c4);
+    ipc_client_destroy(c5);
+    ipc_host_destroy(host);
+    ipc_loop_destroy(loop);
+    rm_tmpdir();
+}
+END_TEST
+
+/* A host that refused us before our BindService went out: the send fails
+ * (EPIPE), and the refusal waiting in our receive queue is still read
+ * before the close is reported (the channel's "last words"). */
+START_TEST(test_admit_refusal_read_after_failed_send)
+{
+    int sv[2];
+    ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+    Frame f = PERFETTO__PROTOS__IPCFRAME__INIT;
+    Perfetto__Protos__IPCFrame__RequestError e =
+        PERFETTO__PROTOS__IPCFRAME__REQUEST_ERROR__INIT;
+    e.error = (char *)"go away\x01 now";
+    f.msg_case = PERFETTO__PROTOS__IPCFRAME__MSG_MSG_REQUEST_ERROR;
+    f.msg_request_error = &e;
+    uint8_t *bytes;
+    size_t len;
+    ck_assert_int_eq(ipc_frame_pack(&f, &bytes, &len), 0);
+    ck_assert_int_eq(write(sv[0], bytes, len), (ssize_t)len);
+    free(bytes);
+    close(sv[0]);
+    ipc_loop *loop = ipc_loop_create();
+    cli_state cs = { 0 };
+    int err = 0;
+    ipc_client *cl = ipc_client_create_from_fd(loop, sv[1], "TestPort",
+                                               &client_cbs, &cs, &err);
+    ck_assert_ptr_nonnull(cl);
+    pump(loop, &cs.disconnected);
+    ck_assert(cs.disconnected);
+    ck_assert(!cs.bound_ok);
+    /* Printable ASCII only: the control byte is shown as '?'. */
+    ck_assert_str_eq(ipc_client_refusal(cl), "go away? now");
+    ipc_client_destroy(cl);
+    ipc_loop_destroy(loop);
+}
+END_TEST
+
+/* Out of descriptors (RLIMIT_NOFILE): pending connections are refused
+ * with the reason, using the spare descriptor, instead of staying in the
+ * listen queue where they kept poll() waking the loop at once (a busy
+ * loop for as long as someone held the descriptors). The clients run in
+ * a child process: their descriptors are not ours. */
+START_TEST(test_admit_out_of_descriptors)
+{
+    const char *path = host_sock_path();
+    ipc_loop *loop = ipc_loop_create();
+    int err = 0;
+    ipc_host *host = ipc_host_create(loop, path, 0600, &err);
+    ck_assert_msg(host, "host: %s", ipc_strerror(err));
+    test_svc svc = { 0 };
+    ipc_host_expose_service(host, &test_service, &svc);
+    refusals r = { 0 };
+    ipc_host_set_refused_cb(host, on_refused, &r);
+    enum { CLIENTS = 6 };
+    int res[2], go[2];
+    ck_assert_int_eq(pipe(res), 0);
+    ck_assert_int_eq(pipe(go), 0);
+    pid_t child = fork();
+    ck_assert_int_ge(child, 0);
+    if (child == 0) {
+        close(res[0]);
+        close(go[1]);
+        ipc_loop *cl = ipc_loop_create();
+        cli_state cs[CLIENTS];
+        memset(cs, 0, sizeof cs);
+        ipc_client *c[CLIENTS];
+        int bound = 0, told = 0;
+        for (int i = 0; i < CLIENTS; i++) {
+            c[i] = ipc_client_connect(cl, path, "TestPort", &client_cbs,
+                                      &cs[i], NULL);
+            if (!c[i])
+                _exit(2);
+            for (int k = 0; k < 500 && !cs[i].bound_cb &&
+                            !cs[i].disconnected; k++)
+                ipc_loop_run_once(cl, 10);
+            const char *why = ipc_client_refusal(c[i]);
+            bound += cs[i].bound_ok;
+            told += why && strstr(why, "out of file descriptors") != NULL;
+        }
+        char out[2] = { (char)bound, (char)told };
+        if (write(res[1], out, 2) != 2)
+            _exit(3);
+        char x;
+        if (read(go[0], &x, 1) < 0)   /* hold them until the parent is done */
+            _exit(4);
+        _exit(0);
+    }
+    close(res[1]);
+    close(go[0]);
+    /* Room for two more descriptors (two connections), no more. */
+    int probe = open("/dev/null", O_RDONLY);
+    ck_assert_int_ge(probe, 0);
+    close(probe);
+    struct rlimit old, low;
+    ck_assert_int_eq(getrlimit(RLIMIT_NOFILE, &old), 0);
+    low = old;
+    low.rlim_cur = (rlim_t)probe + 2;
+    ck_assert_int_eq(setrlimit(RLIMIT_NOFILE, &low), 0);
+    char got[2];
+    ssize_t n = 0;
+    struct pollfd pf = { res[0], POLLIN, 0 };
+    for (int i = 0; i < 3000 && n == 0; i++) {
+        ipc_loop_run_once(loop, 5);
+        if (poll(&pf, 1, 0) == 1)
+            n = read(res[0], got, 2);
+    }
+    ck_assert_int_eq(n, 2);
+    /* Every connection was served or refused with the reason. */
+    ck_assert_int_eq(got[0] + got[1], CLIENTS);
+    ck_assert_int_ge(got[1], 1);
+    ck_assert_int_eq(r.n, got[1]);
+    ck_assert_msg(strstr(r.why, "RLIMIT_NOFILE") != NULL, "%s", r.why);
+    /* Nothing waits in the listen queue: the loop sleeps through its
+     * timeouts instead of running a callback per iteration. */
+    int callbacks = 0;
+    for (int i = 0; i < 20; i++)
+        callbacks += ipc_loop_run_once(loop, 5);
+    ck_assert_int_le(callbacks, 2);
+    ck_assert_int_eq(setrlimit(RLIMIT_NOFILE, &old), 0);
+    ck_assert_int_eq(write(go[1], "x", 1), 1);
+    int st;
+    ck_assert_int_eq(waitpid(child, &st, 0), child);
+    ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    close(res[0]);
+    close(go[1]);
+    ipc_host_destroy(host);
+    ipc_loop_destroy(loop);
+    rm_tmpdir();
+}
+END_TEST
+
 static Suite *ipc_suite(void)
 {
     Suite *s = suite_create("ipc");
@@ -1440,6 +1668,9 @@ static Suite *ipc_suite(void)
              test_fdpass_host_to_client_process,
              test_fdpass_host_dies_client_notified,
              test_fdpass_back_to_back_fds_not_mixed);
+    TCK_CASE(s, "admit", test_admit_per_uid_limit,
+             test_admit_refusal_read_after_failed_send,
+             test_admit_out_of_descriptors);
     TCK_CASE(s, "arena", test_arena_pieces_aligned_and_kept,
              test_arena_keeps_at_most_keep_max,
              test_arena_decodes_like_malloc);
