@@ -39,10 +39,18 @@ static void on_bound(ipc_client *ic, bool ok, void *ctx)
     c->bound_ok = ok;
 }
 
+/* Why the service refused the last cons_connect (ipc_client_refusal),
+ * for cons_connect_error: "" if it did not. The programs are
+ * single-threaded; one connect at a time. */
+static char refused_why[256];
+
 static void on_disc(ipc_client *ic, int err, void *ctx)
 {
-    (void)ic; (void)err;
+    (void)err;
     cons_client *c = ctx;
+    const char *why = ipc_client_refusal(ic);
+    if (why && !c->bound_done)
+        snprintf(refused_why, sizeof refused_why, "%s", why);
     c->disconnected = true;
     c->bound_done = true;
     if (c->enable_sent && !c->ended) {
@@ -77,6 +85,7 @@ int cons__wait_flag(cons_client *c, const bool *flag)
 cons_client *cons_connect(const char *socket_override, int *err)
 {
     int rc;
+    refused_why[0] = '\0';
     cons_client *c = calloc(1, sizeof *c);
     if (!c) {
         rc = -ENOMEM;
@@ -97,7 +106,10 @@ cons_client *cons_connect(const char *socket_override, int *err)
         goto fail;
     rc = cons__wait_flag(c, &c->bound_done);
     if (rc == 0 && !c->bound_ok)
-        rc = c->disconnected ? -ECONNRESET : -EPROTONOSUPPORT;
+        rc = refused_why[0] ? -ECONNREFUSED :
+             c->disconnected ? -ECONNRESET : -EPROTONOSUPPORT;
+    else if (rc == -ENOTCONN && refused_why[0])
+        rc = -ECONNREFUSED;
     if (rc < 0)
         goto fail;
     return c;
@@ -106,6 +118,20 @@ fail:
         *err = rc;
     cons_destroy(c);
     return NULL;
+}
+
+void cons_connect_error(const char *socket_override, int rc, char *msg,
+                        size_t len)
+{
+    char sock[108] = "";
+    ipc_sock_path(IPC_SOCK_CONSUMER, socket_override, sock, sizeof sock);
+    if (rc == -EPERM)   /* a daemon of another user: say so */
+        ipc_sock_describe_error(sock, rc, msg, len);
+    else if (rc == -ECONNREFUSED && refused_why[0])
+        snprintf(msg, len, "the tracing service at %s refused the "
+                 "connection: %s", sock, refused_why);
+    else
+        snprintf(msg, len, CONS_NO_SERVICE_FMT, sock, strerror(-rc));
 }
 
 void cons_destroy(cons_client *c)
@@ -550,12 +576,7 @@ int cons_clone_to_file(const char *socket_override, uint64_t session_id,
         return rc;
     cons_client *c = cons_connect(socket_override, &rc);
     if (!c) {
-        char sock[108] = "";
-        ipc_sock_path(IPC_SOCK_CONSUMER, socket_override, sock, sizeof sock);
-        if (rc == -EPERM)   /* a daemon of another user: say so */
-            ipc_sock_describe_error(sock, rc, err, err_len);
-        else
-            snprintf(err, err_len, CONS_NO_SERVICE_FMT, sock, strerror(-rc));
+        cons_connect_error(socket_override, rc, err, err_len);
         cli_outfile_abort(&of);
         return rc;
     }

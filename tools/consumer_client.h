@@ -145,6 +145,12 @@ void cons_losses_from_stats(const Perfetto__Protos__TraceStats *st,
 #define CONS_NO_SERVICE_FMT \
     "cannot connect to the tracing service at %s: %s (is shmtraced " \
     "running? see --socket)"
+/* The words for cons_connect's failure rc, into msg: CONS_NO_SERVICE_FMT;
+ * a daemon of another user holding the socket (-EPERM); or the service's
+ * own reason when it refused the connection (-ECONNREFUSED after a
+ * refusal: too many connections of this uid, no descriptors left). */
+void cons_connect_error(const char *socket_override, int rc, char *msg,
+                        size_t len);
 
 /* Clone a running session into a trace file at path (created/truncated):
  * connect, CloneSession, ReadBuffers, FreeBuffers. For the inspector's

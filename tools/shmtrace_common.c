@@ -163,17 +163,10 @@ void shc_print_summary(const char *what, const char *path,
     print_loss_line(st);
 }
 
-/* A failed cons_connect, worded for the user (-EPERM: a daemon of
- * another user holds the socket name, ipc_sock_describe_error). */
+/* A failed cons_connect, worded for the user (cons_connect_error). */
 void shc_connect_error(const char *cmd, const char *socket, int rc)
 {
-    char path[108] = "", msg[512];
-    ipc_sock_path(IPC_SOCK_CONSUMER, socket, path, sizeof path);
-    if (rc == -EPERM) {
-        ipc_sock_describe_error(path, rc, msg, sizeof msg);
-        fprintf(stderr, "shmtrace %s: %s\n", cmd, msg);
-    } else {
-        fprintf(stderr, "shmtrace %s: " CONS_NO_SERVICE_FMT "\n", cmd, path,
-                strerror(-rc));
-    }
+    char msg[768];
+    cons_connect_error(socket, rc, msg, sizeof msg);
+    fprintf(stderr, "shmtrace %s: %s\n", cmd, msg);
 }

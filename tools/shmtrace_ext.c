@@ -33,6 +33,7 @@
 #include "cli_parse.h"
 #include "consumer_ext.h"
 #include "ipc.h"
+#include "shmtrace_cmd.h"
 #include "shmtrace_ext.h"
 
 #define EXIT_FAIL CLI_EXIT_FAIL
@@ -68,11 +69,7 @@ static cons_client *connect_or_say(const char *cmd, const char *socket,
     int rc = 0;
     cons_client *c = cons_connect(socket, &rc);
     if (!c) {
-        char path[108] = "";
-        ipc_sock_path(IPC_SOCK_CONSUMER, socket, path, sizeof path);
-        fprintf(stderr, "shmtrace %s: cannot connect to the tracing service "
-                "at %s: %s (is shmtraced running? see --socket)\n", cmd, path,
-                strerror(-rc));
+        shc_connect_error(cmd, socket, rc);
         *status = EXIT_NO_SERVICE;
     }
     return c;
@@ -384,13 +381,15 @@ int shx_snapshots(cons_client *c, const char *socket, const char *out,
         }
         int rc = 0;
         cons_client *k = cons_connect(socket, &rc);
-        char err[256] = "";
+        char err[768] = "";
         bool was_file = false;
         cons_out o;
         cons_out_init(&o, fd);
         if (k)
             rc = cons_clone_ex(k, h.tsid, NULL, &h, fd, &was_file, err,
                                sizeof err);
+        else
+            cons_connect_error(socket, rc, err, sizeof err);
         if (k && rc == 0 && !was_file) {
             rc = cons_read(k, cons_out_packet, &o);
             if (rc == 0)
