@@ -42,6 +42,8 @@ svc_service *svc_create(const svc_ops *ops, void *ops_ctx, uid_t uid)
     svc->ops_ctx = ops_ctx;
     svc->uid = uid;
     svc->root_access = true;
+    svc->max_sessions_per_uid = SVC_MAX_SESSIONS_PER_UID_DEFAULT;
+    svc->max_buffer_kb_per_uid = SVC_MAX_BUFFER_KB_PER_UID_DEFAULT;
     svc->file_step_bytes = SVC_FILE_STEP_BYTES;
     svc->file_in_place_min = SVC_FILE_IN_PLACE_MIN;
     return svc;
@@ -98,6 +100,13 @@ int svc_file_writer_fd(const svc_service *svc)
 void svc_set_root_access(svc_service *svc, bool root_may_access_all)
 {
     svc->root_access = root_may_access_all;
+}
+
+void svc_set_uid_limits(svc_service *svc, uint32_t max_sessions,
+                        uint64_t max_buffer_kb)
+{
+    svc->max_sessions_per_uid = max_sessions;
+    svc->max_buffer_kb_per_uid = max_buffer_kb;
 }
 
 bool svc__may_access(const svc_service *svc, uid_t viewer,

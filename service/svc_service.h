@@ -88,8 +88,19 @@ void svc_destroy(svc_service *);   /* NULL ok; closes output files */
  * that enabled it: only that uid may clone it, see it in stats or reuse
  * its unique_session_name. A consumer of uid 0 may also reach every other
  * uid's sessions (Perfetto's rule) unless this is turned off (default on;
- * shmtraced --root-no-access-to-users turns it off). */
+ * shmtraced --no-root-access turns it off). */
 void svc_set_root_access(svc_service *, bool root_may_access_all);
+/* Per-uid limits, so that one user cannot lock the others out: a consumer
+ * uid may have at most max_sessions sessions it started (clones not
+ * counted, as in Perfetto) and hold at most max_buffer_kb KB of buffers,
+ * clones included, within the service's SVC_MAX_TOTAL_BUFFER_KB. 0 lifts
+ * either. Every uid is limited, root and the daemon's own included.
+ * Defaults: 5 sessions (Perfetto's) and 2 GiB (half the budget). */
+#define SVC_MAX_SESSIONS_PER_UID_DEFAULT  5u  /* Perfetto's
+                                        kMaxConcurrentTracingSessionsPerUid */
+#define SVC_MAX_BUFFER_KB_PER_UID_DEFAULT (2u * 1024 * 1024)  /* 2 GiB */
+void svc_set_uid_limits(svc_service *, uint32_t max_sessions,
+                        uint64_t max_buffer_kb);
 /* Bytes of packets per step of a periodic file pass (svc_flush.c);
  * 0 restores the default SVC_FILE_STEP_BYTES. */
 void svc_set_file_step_bytes(svc_service *, size_t bytes);

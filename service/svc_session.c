@@ -57,6 +57,70 @@ int svc__check_name_regexes(const Perfetto__Protos__TraceConfig__DataSource *d,
     return 0;
 }
 
+/* KB of buffers held by uid's sessions, its clones included. */
+static uint64_t uid_buffer_kb(const svc_service *svc, uid_t uid)
+{
+    uint64_t kb = 0;
+    for (size_t i = 0; i < svc->nbufslots; i++)
+        if (svc->bufs[i].id && svc->bufs[i].session &&
+            svc->bufs[i].session->consumer_uid == uid)
+            kb += tb_size(svc->bufs[i].buf) / 1024;
+    return kb;
+}
+
+/* May uid start one more session? Sessions it started count, clones do
+ * not (Perfetto's rule); those the buffer budget bounds. */
+static int check_uid_sessions(const svc_service *svc, uid_t uid, char *err,
+                              size_t errlen)
+{
+    if (!svc->max_sessions_per_uid)
+        return 0;
+    uint32_t n = 0;
+    for (size_t i = 0; i < svc->nsessions; i++)
+        if (!svc->sessions[i]->is_clone &&
+            svc->sessions[i]->consumer_uid == uid)
+            n++;
+    if (n < svc->max_sessions_per_uid)
+        return 0;
+    if (err && errlen)
+        snprintf(err, errlen, "too many tracing sessions for uid %lu: it has "
+                 "%u and a uid may have %u at once (the service's "
+                 "--max-sessions-per-uid); stop one of them, or free its "
+                 "buffers (a detached session counts until it is freed)",
+                 (unsigned long)uid, n, svc->max_sessions_per_uid);
+    return -EUSERS;
+}
+
+/* May uid take kb more KB of buffers (what = "the config" or "the
+ * clone")? The service's budget first, then the uid's share of it. */
+static int check_buffer_budget(const svc_service *svc, uid_t uid,
+        uint64_t kb, const char *what, char *err, size_t errlen)
+{
+    if (svc->total_buffer_kb + kb > SVC_MAX_TOTAL_BUFFER_KB) {
+        if (err && errlen)
+            snprintf(err, errlen, "%s needs %llu KB of buffers, but the "
+                     "service holds %llu KB in all sessions and allows "
+                     "%llu KB; ask for less, or try again when sessions "
+                     "have ended", what, (unsigned long long)kb,
+                     (unsigned long long)svc->total_buffer_kb,
+                     (unsigned long long)SVC_MAX_TOTAL_BUFFER_KB);
+        return -ENOMEM;
+    }
+    uint64_t max = svc->max_buffer_kb_per_uid;
+    uint64_t held = max ? uid_buffer_kb(svc, uid) : 0;
+    if (max && held + kb > max) {
+        if (err && errlen)
+            snprintf(err, errlen, "%s needs %llu KB of buffers, but uid %lu "
+                     "holds %llu KB in its sessions and clones, and a uid "
+                     "may hold %llu KB (the service's --max-buffers-per-uid)"
+                     "; ask for less, or end or free a session of yours",
+                     what, (unsigned long long)kb, (unsigned long)uid,
+                     (unsigned long long)held, (unsigned long long)max);
+        return -EDQUOT;
+    }
+    return 0;
+}
+
 static int check_config(const svc_service *svc, uid_t uid,
         const Perfetto__Protos__TraceConfig *cfg, char *err, size_t errlen)
 {
@@ -107,12 +171,12 @@ static int check_config(const svc_service *svc, uid_t uid,
             return -EINVAL;
         }
     }
-    if (svc->total_buffer_kb + total_kb > SVC_MAX_TOTAL_BUFFER_KB) {
-        svc__set_err(err, errlen, "buffers total %llu KB: the service holds at "
-                "most %llu KB in all sessions", total_kb,
-                SVC_MAX_TOTAL_BUFFER_KB);
-        return -ENOMEM;
-    }
+    int lrc = check_uid_sessions(svc, uid, err, errlen);
+    if (lrc == 0)
+        lrc = check_buffer_budget(svc, uid, total_kb, "the config", err,
+                                  errlen);
+    if (lrc < 0)
+        return lrc;
     for (size_t i = 0; i < cfg->n_data_sources; i++) {
         const Perfetto__Protos__TraceConfig__DataSource *d =
             cfg->data_sources[i];
@@ -666,6 +730,17 @@ static svc_session *clone_impl(svc_service *svc, void *consumer, uid_t uid,
             snprintf(err, errlen, "no tracing session to clone among yours");
         return NULL;
     }
+    uint64_t clone_kb = 0;
+    for (size_t i = 0; i < src->nbufs; i++) {
+        tb_buffer *src_buf = svc__buffer(svc, src->buf_ids[i], NULL);
+        clone_kb += src_buf ? tb_size(src_buf) / 1024 : 0;
+    }
+    /* A clone copies the source's buffers: it takes its share of the
+     * budget like any session (without this check, clones held without
+     * end grew the daemon past any bound). */
+    if (check_buffer_budget(svc, uid, clone_kb, "the clone", err,
+                            errlen) < 0)
+        return NULL;
     svc__scrape_session(svc, src);
     svc_session *s = session_new(svc, consumer, uid, src->cfg);
     if (!s) {

@@ -9,6 +9,9 @@
  *   names:   unique_session_name is unique per uid;
  *   stats:   sessions and buffers only of sessions the viewer may access
  *            (QueryServiceState's session list too);
+ *   limits:  per uid, at most svc_set_uid_limits' sessions (clones not
+ *            counted) and KB of buffers (clones counted, and checked:
+ *            they copy); another uid is never held back by them;
  *   files:   output_path only for the daemon's own uid, regular files
  *            only; an fd passed with EnableTracing must be a regular file
  *            (or /dev/null) open for writing; ipc_file_open_output.
@@ -313,11 +316,106 @@ START_TEST(test_users_open_output_regular_only)
 }
 END_TEST
 
+/* ------------------------------------------------------------ limits */
+
+/* A config of size_kb KB in one buffer, enabled as uid: NULL and err on
+ * refusal. */
+static svc_session *try_enable(svc_service *svc, uid_t uid, uint32_t size_kb,
+                               char *err, size_t len)
+{
+    svf_cfg c;
+    svf_cfg_init(&c, size_kb, 0);
+    err[0] = 0;
+    return svc_session_enable_uid(svc, NULL, uid, &c.cfg, -1, err, len);
+}
+
+/* Five sessions per uid by default (Perfetto's limit): the sixth is
+ * refused with the count, the limit and what to do; clones do not count;
+ * other uids, root included, go on; a freed session makes room; 0 lifts
+ * the limit. */
+START_TEST(test_users_sessions_per_uid)
+{
+    svc_service *svc = svc_create(NULL, NULL, ROOT);
+    char err[512];
+    svc_session *m[SVC_MAX_SESSIONS_PER_UID_DEFAULT];
+    for (unsigned i = 0; i < SVC_MAX_SESSIONS_PER_UID_DEFAULT; i++) {
+        m[i] = try_enable(svc, MALLORY, 64, err, sizeof err);
+        ck_assert_msg(m[i] != NULL, "session %u: %s", i, err);
+    }
+    size_t before = svc_session_count(svc);
+    ck_assert_ptr_null(try_enable(svc, MALLORY, 64, err, sizeof err));
+    ck_assert_msg(strstr(err, "too many tracing sessions for uid 1002: it "
+                         "has 5 and a uid may have 5 at once") &&
+                  strstr(err, "--max-sessions-per-uid"), "%s", err);
+    ck_assert_uint_eq(svc_session_count(svc), before);
+    /* Her clones are not sessions she started. */
+    svc_session *c = clone_as(svc, MALLORY, svc_session_id(m[0]), NULL, err,
+                              sizeof err);
+    ck_assert_msg(c != NULL, "%s", err);
+    ck_assert_ptr_nonnull(try_enable(svc, ALICE, 64, err, sizeof err));
+    ck_assert_ptr_nonnull(try_enable(svc, ROOT, 64, err, sizeof err));
+    /* One of hers freed: room for one more, not two. */
+    svc_session_free(svc, m[1]);
+    ck_assert_ptr_nonnull(try_enable(svc, MALLORY, 64, err, sizeof err));
+    ck_assert_ptr_null(try_enable(svc, MALLORY, 64, err, sizeof err));
+    svc_set_uid_limits(svc, 0, 0);
+    ck_assert_ptr_nonnull(try_enable(svc, MALLORY, 64, err, sizeof err));
+    svc_session_free(svc, c);
+    svc_destroy(svc);
+}
+END_TEST
+
+/* KB of buffers per uid: a config past the uid's share is refused naming
+ * what it holds and may hold; a clone counts (it copies the buffers) and
+ * is refused the same way; another uid still gets its own share. */
+START_TEST(test_users_buffers_per_uid)
+{
+    svc_service *svc = svc_create(NULL, NULL, ROOT);
+    svc_set_uid_limits(svc, 0, 1024);
+    char err[512];
+    svc_session *a = try_enable(svc, MALLORY, 512, err, sizeof err);
+    ck_assert_msg(a != NULL, "%s", err);
+    ck_assert_ptr_null(try_enable(svc, MALLORY, 768, err, sizeof err));
+    ck_assert_msg(strstr(err, "the config needs 768 KB of buffers, but uid "
+                         "1002 holds 512 KB in its sessions and clones, and "
+                         "a uid may hold 1024 KB") &&
+                  strstr(err, "--max-buffers-per-uid"), "%s", err);
+    /* Within the share: fine, up to the last KB. */
+    svc_session *b = try_enable(svc, MALLORY, 256, err, sizeof err);
+    ck_assert_msg(b != NULL, "%s", err);
+    /* A clone of a (512 KB) would pass the share: refused, nothing made. */
+    size_t before = svc_session_count(svc);
+    ck_assert_ptr_null(clone_as(svc, MALLORY, svc_session_id(a), NULL, err,
+                                sizeof err));
+    ck_assert_msg(strstr(err, "the clone needs 512 KB of buffers, but uid "
+                         "1002 holds 768 KB"), "%s", err);
+    ck_assert_uint_eq(svc_session_count(svc), before);
+    /* A clone of b (256 KB) fits exactly. */
+    svc_session *cb = clone_as(svc, MALLORY, svc_session_id(b), NULL, err,
+                               sizeof err);
+    ck_assert_msg(cb != NULL, "%s", err);
+    /* Alice has a share of her own. */
+    ck_assert_ptr_nonnull(try_enable(svc, ALICE, 1024, err, sizeof err));
+    ck_assert_ptr_null(try_enable(svc, ALICE, 4, err, sizeof err));
+    /* Root's clone of Mallory's session is root's, within root's share. */
+    svc_session *rc = clone_as(svc, ROOT, svc_session_id(a), NULL, err,
+                               sizeof err);
+    ck_assert_msg(rc != NULL, "%s", err);
+    /* Freeing gives the KB back. */
+    svc_session_free(svc, cb);
+    svc_session_free(svc, b);
+    ck_assert_ptr_nonnull(try_enable(svc, MALLORY, 512, err, sizeof err));
+    svc_destroy(svc);
+}
+END_TEST
+
 static Suite *users_suite(void)
 {
     Suite *s = suite_create("svc_users");
     TCK_CASE(s, "isolation", test_users_clone_confined,
              test_users_names_per_uid, test_users_stats_confined);
+    TCK_CASE(s, "limits", test_users_sessions_per_uid,
+             test_users_buffers_per_uid);
     TCK_CASE(s, "files", test_users_output_path_rule,
              test_users_open_output_regular_only);
     return s;
