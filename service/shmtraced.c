@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <unistd.h>
 
@@ -32,6 +33,8 @@ static void usage(FILE *f)
 "Usage: shmtraced [--producer-socket PATH] [--consumer-socket PATH]\n"
 "                 [--allow-abstract-sockets] [--no-root-access]\n"
 "                 [--ring-cache MIB] [--no-writer-thread]\n"
+"                 [--max-sessions-per-uid N] [--max-buffers-per-uid MIB]\n"
+"                 [--max-connections-per-uid N]\n"
 "\n"
 "The shmtrace tracing service. Producers connect to the producer socket\n"
 "and write into shared memory; consumers (shmtrace record, perfetto)\n"
@@ -54,6 +57,18 @@ static void usage(FILE *f)
 "                            the main thread (default: a writer thread\n"
 "                            writes it while the main thread keeps taking\n"
 "                            the producers' chunks)\n"
+"\n"
+"Limits per user, so that one user cannot lock the others out (every uid,\n"
+"root included; 0 lifts a limit):\n"
+"  --max-sessions-per-uid N  sessions a uid may have at once, detached ones\n"
+"                            included, clones not (default 5, as Perfetto)\n"
+"  --max-buffers-per-uid MIB MiB of trace buffers a uid may hold in its\n"
+"                            sessions and clones (default 2048: half the\n"
+"                            4096 MiB the service holds in all)\n"
+"  --max-connections-per-uid N  connections a uid may have open on each\n"
+"                            socket (default 512: half the 1024 a socket\n"
+"                            serves); the next is refused and told why\n"
+"\n"
 "  -h, --help                this help\n"
 "  -V, --version             print the version\n"
 "\n"
@@ -103,6 +118,39 @@ static void on_signal(ipc_loop *loop, int fd, short revents, void *vctx)
     }
 }
 
+/* A limit flag's value: 0..max. */
+static int parse_limit(const char *flag, const char *arg, unsigned long max,
+                       unsigned long *out)
+{
+    char *end;
+    errno = 0;
+    unsigned long v = strtoul(arg, &end, 10);
+    if (errno || end == arg || *end || arg[0] == '-' || v > max) {
+        fprintf(stderr, "shmtraced: %s: '%s' is not a number from 0 to "
+                "%lu\n", flag, arg, max);
+        fputs(CLI_TRY_HELP("shmtraced"), stderr);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+/* Each connection takes a descriptor (a producer's SMB another): with the
+ * usual soft limit of 1024 (systemd's default for services) the sockets'
+ * 2 x 1024 connections could never be reached, and the service would
+ * run out of descriptors first. Raise the soft limit to the hard one. */
+static void raise_fd_limit(void)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur >= rl.rlim_max)
+        return;
+    rlim_t want = rl.rlim_max == RLIM_INFINITY ? 65536 : rl.rlim_max;
+    if (want > rl.rlim_cur) {
+        rl.rlim_cur = want;
+        setrlimit(RLIMIT_NOFILE, &rl);
+    }
+}
+
 int main(int argc, char **argv)
 {
     static const struct option opts[] = {
@@ -112,6 +160,9 @@ int main(int argc, char **argv)
         {"no-root-access", no_argument, NULL, 'R'},
         {"ring-cache", required_argument, NULL, 'r'},
         {"no-writer-thread", no_argument, NULL, 'W'},
+        {"max-sessions-per-uid", required_argument, NULL, 'S'},
+        {"max-buffers-per-uid", required_argument, NULL, 'B'},
+        {"max-connections-per-uid", required_argument, NULL, 'C'},
         {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, 'V'},
         {NULL, 0, NULL, 0},
@@ -122,6 +173,9 @@ int main(int argc, char **argv)
      * same size takes them back already faulted in (tb_mem.c), instead of
      * paying a page fault and the kernel's zeroing per page again. */
     unsigned long ring_cache_mib = 512;
+    unsigned long uid_sessions = SVC_MAX_SESSIONS_PER_UID_DEFAULT;
+    unsigned long uid_buffer_mib = SVC_MAX_BUFFER_KB_PER_UID_DEFAULT / 1024;
+    unsigned long uid_conns = SVC_MAX_CONNS_PER_UID;
     char *end;
     int o;
     opterr = 0;
@@ -142,6 +196,21 @@ int main(int argc, char **argv)
                 fputs(CLI_TRY_HELP("shmtraced"), stderr);
                 return CLI_EXIT_USAGE;
             }
+            break;
+        case 'S':
+            if (parse_limit("--max-sessions-per-uid", optarg, 1000000,
+                            &uid_sessions) < 0)
+                return CLI_EXIT_USAGE;
+            break;
+        case 'B':
+            if (parse_limit("--max-buffers-per-uid", optarg, 4096,
+                            &uid_buffer_mib) < 0)
+                return CLI_EXIT_USAGE;
+            break;
+        case 'C':
+            if (parse_limit("--max-connections-per-uid", optarg,
+                            IPC_HOST_MAX_CONNS, &uid_conns) < 0)
+                return CLI_EXIT_USAGE;
             break;
         case 'h': usage(stdout); return 0;
         case 'V': printf("shmtraced %s\n", PACKAGE_VERSION); return 0;
@@ -185,6 +254,7 @@ int main(int argc, char **argv)
         return CLI_EXIT_USAGE;
     }
     tb_set_ring_cache_limit((size_t)ring_cache_mib << 20);
+    raise_fd_limit();
     signal(SIGPIPE, SIG_IGN);
     /* A trace file past the daemon's file size limit (RLIMIT_FSIZE, e.g.
      * systemd's LimitFSIZE or `ulimit -f`): the write then fails with
@@ -221,6 +291,9 @@ int main(int argc, char **argv)
         return 1;
     }
     svc_set_root_access(svc_daemon_service(d), root_access);
+    svc_set_uid_limits(svc_daemon_service(d), (uint32_t)uid_sessions,
+                       (uint64_t)uid_buffer_mib * 1024);
+    svc_daemon_set_max_conns_per_uid(d, (uint32_t)uid_conns);
     if (writer_thread && svc_daemon_set_file_writer(d, true) < 0)
         fprintf(stderr, "shmtraced: no memory for the file writer thread: "
                 "files are written on the main thread\n");

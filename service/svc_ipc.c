@@ -23,6 +23,7 @@ void svc__reply_empty(ipc_call *call)
 /* ================================================================ daemon */
 
 static void tick(void *vd);
+static void log_refusal(void *ctx, uid_t uid, const char *why);
 
 /* The next step of a file pass, one loop iteration later (the sockets
  * are polled in between). */
@@ -113,6 +114,11 @@ svc_daemon *svc_daemon_create(ipc_loop *loop, const char *producer_path,
     d->chost = ipc_host_create(loop, consumer_path, 0600, &e);
     if (!d->chost)
         goto fail;
+    d->prefused.socket = "producer";
+    d->crefused.socket = "consumer";
+    ipc_host_set_refused_cb(d->phost, log_refusal, &d->prefused);
+    ipc_host_set_refused_cb(d->chost, log_refusal, &d->crefused);
+    svc_daemon_set_max_conns_per_uid(d, SVC_MAX_CONNS_PER_UID);
     if ((e = ipc_host_expose_service(d->phost, &svc__producer_port, d)) < 0 ||
         (e = ipc_host_expose_service(d->chost, &svc__consumer_port, d)) < 0)
         goto fail;
@@ -130,10 +136,43 @@ fail:
     return NULL;
 }
 
+void svc_daemon_set_max_conns_per_uid(svc_daemon *d, uint32_t n)
+{
+    ipc_host_set_max_conns_per_uid(d->phost, n);
+    ipc_host_set_max_conns_per_uid(d->chost, n);
+}
+
+/* A connection refused (a limit, or no descriptors left): one line a
+ * second at most, with the number refused since the last line. */
+static void log_refusal(void *ctx, uid_t uid, const char *why)
+{
+    svc_refusal_log *l = ctx;
+    uint64_t now = ipc_now_ms();
+    if (l->last_log_ms && now - l->last_log_ms < 1000) {
+        l->unlogged++;
+        return;
+    }
+    if (l->unlogged)
+        fprintf(stderr, "shmtraced: %s socket: %llu more connections "
+                "refused since the last line about it\n", l->socket,
+                (unsigned long long)l->unlogged);
+    fprintf(stderr, "shmtraced: %s socket: refused a connection of uid "
+            "%ld: %s\n", l->socket, uid == (uid_t)-1 ? -1L : (long)uid, why);
+    l->last_log_ms = now;
+    l->unlogged = 0;
+}
+
 void svc_daemon_destroy(svc_daemon *d)
 {
     if (!d)
         return;
+    svc_refusal_log *logs[2] = { &d->prefused, &d->crefused };
+    for (int i = 0; i < 2; i++)
+        if (logs[i]->unlogged)
+            fprintf(stderr, "shmtraced: %s socket: %llu more connections "
+                    "refused since the last line about it\n",
+                    logs[i]->socket,
+                    (unsigned long long)logs[i]->unlogged);
     if (d->tick_timer)
         ipc_loop_cancel_timer(d->loop, d->tick_timer);
     if (d->step_timer)

@@ -33,6 +33,11 @@ void svc_daemon_destroy(svc_daemon *);
 /* Begin a clean stop; the loop quits when done. */
 void svc_daemon_shutdown(svc_daemon *);
 svc_service *svc_daemon_service(svc_daemon *);
+/* Connections one peer uid may hold on each socket (0: only the
+ * socket's IPC_HOST_MAX_CONNS); default SVC_MAX_CONNS_PER_UID, half of
+ * them, so that one user cannot take them all. Refusals are logged. */
+#define SVC_MAX_CONNS_PER_UID (IPC_HOST_MAX_CONNS / 2)
+void svc_daemon_set_max_conns_per_uid(svc_daemon *, uint32_t n);
 /* write_into_file through the service's writer thread (svc_fwrite.h),
  * whose completions wake the loop. 0 or -errno. */
 int svc_daemon_set_file_writer(svc_daemon *, bool on);

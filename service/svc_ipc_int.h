@@ -80,9 +80,17 @@ typedef struct {
     bool clone_gone;             /* the source was freed meanwhile */
 } svc_cconn;
 
+/* Refused connections of one socket, logged at most once a second. */
+typedef struct {
+    const char *socket;          /* "producer", "consumer" */
+    uint64_t last_log_ms;
+    uint64_t unlogged;           /* refused since that line */
+} svc_refusal_log;
+
 struct svc_daemon {
     ipc_loop *loop;
     ipc_host *phost, *chost;
+    svc_refusal_log prefused, crefused;
     svc_service *svc;
     uint64_t tick_timer;
     uint64_t step_timer;         /* a zero-delay tick posted while a file
