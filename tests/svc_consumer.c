@@ -12,6 +12,10 @@
  *       is then written into it by the service; --name NAME: the session
  *       by its unique_session_name).
  *   svc_consumer stats                          GetTraceStats, key=value.
+ *   svc_consumer hold N [--producer]   open N connections to the consumer
+ *       (or producer) socket, print bound=B refused=R and the first
+ *       refusal's words (why=...), then hold them until SIGTERM/SIGINT
+ *       (e2e_sec_limits.sh: a user hoarding connections).
  *
  * Options: --buffer-kb N (default 4096), --fill ring|discard, --duration-ms
  * N (default 2000), --ds NAME (default shmtrace.synthetic), --flush-timeout-ms
@@ -195,6 +199,80 @@ static int finish(cons_t *c, int rc)
     return rc;
 }
 
+static void hold_bound(ipc_client *c, bool ok, void *ctx)
+{
+    (void)c;
+    int *state = ctx;
+    *state = ok ? 1 : 2;
+}
+
+static void hold_disc(ipc_client *c, int err, void *ctx)
+{
+    (void)c; (void)err;
+    int *state = ctx;
+    if (*state != 2)
+        *state = *state == 1 ? 3 : 2;  /* 3: bound, then dropped */
+}
+
+/* svc_consumer hold N [--producer] (see the top). */
+static int hold(int argc, char **argv)
+{
+    if (argc < 3 || argc > 4 ||
+        (argc == 4 && strcmp(argv[3], "--producer") != 0)) {
+        fprintf(stderr, "usage: svc_consumer hold N [--producer]\n");
+        return 2;
+    }
+    int n = atoi(argv[2]);
+    bool producer = argc == 4;
+    if (n <= 0 || n > 4096)
+        return 2;
+    signal(SIGINT, on_sig);
+    signal(SIGTERM, on_sig);
+    signal(SIGPIPE, SIG_IGN);
+    char path[108];
+    if (ipc_sock_path(producer ? IPC_SOCK_PRODUCER : IPC_SOCK_CONSUMER, NULL,
+                      path, sizeof path) < 0)
+        return 2;
+    ipc_loop *loop = ipc_loop_create();
+    ipc_client **c = calloc((size_t)n, sizeof *c);
+    int *state = calloc((size_t)n, sizeof *state);
+    if (!loop || !c || !state)
+        return 1;
+    static const ipc_client_cbs cbs = { hold_bound, hold_disc };
+    int bound = 0, refused = 0;
+    char why[256] = "";
+    for (int i = 0; i < n; i++) {
+        int err = 0;
+        c[i] = ipc_client_connect(loop, path, producer ? IPC_PRODUCER_PORT :
+                                  IPC_CONSUMER_PORT, &cbs, &state[i], &err);
+        if (!c[i]) {
+            fprintf(stderr, "svc_consumer: connect %d: %s\n", i,
+                    ipc_strerror(err));
+            return 1;
+        }
+        for (int k = 0; k < 500 && !state[i]; k++)
+            ipc_loop_run_once(loop, 10);
+        const char *r = ipc_client_refusal(c[i]);
+        if (state[i] == 1) {
+            bound++;
+        } else {
+            refused++;
+            if (r && !why[0])
+                snprintf(why, sizeof why, "%s", r);
+        }
+    }
+    printf("bound=%d\nrefused=%d\nwhy=%s\n", bound, refused, why);
+    fflush(stdout);
+    while (!g_stop)
+        ipc_loop_run_once(loop, 100);
+    for (int i = 0; i < n; i++)
+        ipc_client_destroy(c[i]);
+    free(c);
+    free(state);
+    ipc_loop_destroy(loop);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     static const struct option opts[] = {
@@ -227,6 +305,8 @@ int main(int argc, char **argv)
         return 2;
     }
     const char *cmd = argv[1];
+    if (strcmp(cmd, "hold") == 0)
+        return hold(argc, argv);
     optind = 2;
     while ((o = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         switch (o) {
