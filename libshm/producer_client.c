@@ -19,6 +19,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -281,6 +282,10 @@ static void lost(prod_producer *p, int err)
         smb_arbiter_shutdown(old->arb);
     p->n_instances = 0;
     p->initialized = false;
+    const char *why = ipc_client_refusal(p->client);
+    snprintf(p->refusal, sizeof p->refusal, "%s", why ? why : "");
+    if (why)
+        err = -ECONNREFUSED;
     ipc_client_destroy(p->client);
     p->client = NULL;
     if (p->cb.on_disconnect)
@@ -739,6 +744,11 @@ int prod_flush_done(prod_producer *p, uint64_t flush_id)
     p->stats.flush_acks++;
     pthread_mutex_unlock(&p->mu);
     return send_msg(p, "CommitData", &r.base);
+}
+
+const char *prod_refusal(prod_producer *p)
+{
+    return p && p->refusal[0] ? p->refusal : NULL;
 }
 
 int prod_is_connected(prod_producer *p)

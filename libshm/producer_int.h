@@ -60,6 +60,7 @@ struct prod_producer {
     ipc_loop *loop;
     /* (loop) */
     ipc_client *client;
+    char refusal[256];     /* the service's words when it refused us */
     uint64_t reconnect_timer;
     bool stopping;
     bool initialized;      /* InitializeConnection succeeded */

@@ -280,6 +280,8 @@ typedef struct app {
     atomic_uint_fast64_t last_instance;
     int packets;            /* written on start */
     tw_writer *w;
+    int first_disconnect_err;
+    char refusal[256];      /* prod_refusal at the first disconnect */
 } app;
 
 static void a_connect(prod_producer *p, void *ctx)
@@ -290,10 +292,14 @@ static void a_connect(prod_producer *p, void *ctx)
 
 static void a_disconnect(prod_producer *p, int err, void *ctx)
 {
-    (void)p; (void)err;
     app *a = ctx;
     tw_writer_destroy(a->w);
     a->w = NULL;
+    if (atomic_load(&a->disconnects) == 0) {
+        const char *why = prod_refusal(p);
+        a->first_disconnect_err = err;
+        snprintf(a->refusal, sizeof a->refusal, "%s", why ? why : "");
+    }
     atomic_fetch_add(&a->disconnects, 1);
 }
 
@@ -513,6 +519,41 @@ START_TEST(test_producer_no_service)
 }
 END_TEST
 
+/* A service that refuses the connection (its uid holds as many as it may
+ * have): on_disconnect gets -ECONNREFUSED and prod_refusal the service's
+ * words; once there is room, the producer gets in on its next retry. */
+START_TEST(test_producer_refused_says_why)
+{
+    fake f;
+    fake_start(&f);
+    ipc_host_set_max_conns_per_uid(f.host, 1);
+    int hog = ipc_sock_connect(sock_path);
+    ck_assert_int_ge(hog, 0);
+    for (int i = 0; i < 100 && ipc_host_num_conns(f.host) == 0; i++)
+        ipc_loop_run_once(f.loop, 10);
+    ck_assert_uint_eq(ipc_host_num_conns(f.host), 1);
+    app a = { 0 };
+    prod_options o = { 0 };
+    o.socket_path = sock_path;
+    o.reconnect = 1;
+    o.reconnect_delay_ms = 20;
+    prod_producer *p = prod_create(&o, &app_cbs, &a);
+    ck_assert_ptr_nonnull(p);
+    pump_until_count(&f, &a.disconnects, 1);
+    ck_assert_int_ge(atomic_load(&a.disconnects), 1);
+    ck_assert_int_eq(a.first_disconnect_err, -ECONNREFUSED);
+    ck_assert_msg(strstr(a.refusal, "has 1 connections to this socket"),
+                  "%s", a.refusal);
+    ck_assert_int_eq(f.inits, 0);
+    close(hog);
+    for (int i = 0; i < 1000 && !f.inits; i++)
+        ipc_loop_run_once(f.loop, 10);
+    ck_assert_int_eq(f.inits, 1);
+    prod_destroy(p);
+    fake_stop(&f);
+}
+END_TEST
+
 /* A hostile service: every bad command costs the producer its connection
  * (reported through on_disconnect), never a crash. */
 static void hostile_round(int kind)
@@ -592,7 +633,7 @@ static Suite *producer_suite(void)
     tcase_add_checked_fixture(tc, setup, teardown);
     tc = TCK_CASE(s, "reconnect",
                   test_producer_reconnects_after_service_restart,
-                  test_producer_no_service);
+                  test_producer_no_service, test_producer_refused_says_why);
     tcase_add_checked_fixture(tc, setup, teardown);
     tc = TCK_CASE(s, "hostile", test_producer_hostile_service_bad_smb_fd,
                   test_producer_hostile_service_bad_page_size,

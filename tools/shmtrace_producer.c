@@ -346,11 +346,16 @@ static void cb_stop(prod_producer *p, uint64_t id, void *ctx)
 
 static void cb_disconnect(prod_producer *p, int err, void *ctx)
 {
-    (void)p; (void)ctx;
+    (void)ctx;
     bool retry = S.reconnect && !S.once;
+    char refused[300];
     const char *why = err == -EPERM ? "the service runs as another user, "
                       "neither root nor you: refused"
                       : err ? strerror(-err) : "closed";
+    if (err == -ECONNREFUSED && prod_refusal(p)) {
+        snprintf(refused, sizeof refused, "refused: %s", prod_refusal(p));
+        why = refused;
+    }
     /* Once per outage, not once per retry. */
     if (!S.quiet && !g_said_retrying) {
         if (g_connected_once)
@@ -361,8 +366,10 @@ static void cb_disconnect(prod_producer *p, int err, void *ctx)
         else
             fprintf(stderr, "shmtrace-producer: cannot connect to the "
                     "tracing service at %s: %s%s\n", g_sock, why,
-                    retry ? "; retrying every second until shmtraced "
-                            "listens (--no-reconnect exits instead)" : "");
+                    !retry ? "" : why == refused ? "; retrying every second "
+                    "(--no-reconnect exits instead)" : "; retrying every "
+                    "second until shmtraced listens (--no-reconnect exits "
+                    "instead)");
         g_said_retrying = retry;
     }
     event e = { .kind = EV_DISCONNECT };

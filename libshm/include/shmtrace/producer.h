@@ -85,7 +85,9 @@ typedef struct prod_callbacks {
     /* Connected, bound and initialized (sent InitializeConnection). */
     void (*on_connect)(prod_producer *p, void *ctx);
     /* The connection ended (or a connect attempt failed: err < 0). Every
-     * data source instance of the connection is gone with it. */
+     * data source instance of the connection is gone with it.
+     * -ECONNREFUSED: the service refused the connection and said why
+     * (prod_refusal; e.g. too many connections of this uid). */
     void (*on_disconnect)(prod_producer *p, int err, void *ctx);
     void (*on_setup)(prod_producer *p, const prod_ds_config *cfg,
                      void *ctx);
@@ -162,6 +164,10 @@ SHMTRACE_API int prod_flush_done(prod_producer *p, uint64_t flush_id);
 /* 1 when connected and bound, else 0. */
 SHMTRACE_API int prod_is_connected(prod_producer *p);
 SHMTRACE_API void prod_get_stats(prod_producer *p, prod_stats *out);
+/* Why the service refused the last connection, in its words (printable
+ * ASCII), or NULL. Valid during on_disconnect, from the callback's
+ * thread. */
+SHMTRACE_API const char *prod_refusal(prod_producer *p);
 
 #ifdef __cplusplus
 }
