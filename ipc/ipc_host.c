@@ -536,7 +536,7 @@ static void resume_listening(void *ctx)
 
 /* Out of descriptors: refuse the connection at the head of the queue
  * with the spare one, or stop listening for a while. */
-static void accept_without_fds(ipc_host *h, int err)
+static void accept_without_fds(ipc_host *h)
 {
     static const char why[] = "the tracing service is out of file "
         "descriptors (RLIMIT_NOFILE); try again later";
@@ -545,13 +545,13 @@ static void accept_without_fds(ipc_host *h, int err)
         h->spare_fd = -1;
         int s = accept4(h->listen_fd, NULL, NULL,
                         SOCK_NONBLOCK | SOCK_CLOEXEC);
+        bool drained = s < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
         if (s >= 0)
             refuse(h, s, sock_peer_uid(s), why);
         h->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
-        if (s >= 0 && h->spare_fd >= 0)
+        if ((s >= 0 || drained) && h->spare_fd >= 0)
             return;
     }
-    (void)err;
     ipc_loop_unwatch_fd(h->loop, h->listen_fd);
     h->resume_timer = ipc_loop_add_timer(h->loop, ACCEPT_PAUSE_MS, 0,
                                          resume_listening, h);
@@ -567,7 +567,7 @@ static void on_accept(ipc_loop *loop, int fd, short revents, void *ctx)
         int s = accept4(fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (s < 0) {
             if (errno == EMFILE || errno == ENFILE)
-                accept_without_fds(h, errno);
+                accept_without_fds(h);
             return; /* EAGAIN, or a transient error: retry on next poll */
         }
         char why[256];
@@ -600,6 +600,8 @@ ipc_host *ipc_host_create_from_fd(ipc_loop *loop, int listen_fd, int *err)
     }
     return h;
 fail:
+    if (h && h->spare_fd >= 0)
+        close(h->spare_fd);
     free(h);
     if (err)
         *err = rc;
