@@ -287,6 +287,15 @@ int ipc_file_open_output(const char *path, bool read_back, char *err,
  * negative errno and a message naming `what` in err. For fds a client
  * passes to the service: a FIFO, socket or terminal could block it. */
 int ipc_file_check_fd(int fd, const char *what, char *err, size_t errlen);
+/* For an fd another user passes to the service, before anything touches
+ * it (ipc_file.c says why): -EPERM with a message naming `what` if it is
+ * on a FUSE file system, else 0 (also when /proc cannot tell). */
+int ipc_file_check_not_fuse(int fd, const char *what, char *err,
+                            size_t errlen);
+/* The type of the file system fd lives on ("ext4", "fuse.sshfs") from
+ * /proc, without asking that file system: 0, or a negative errno. */
+int ipc_file_fstype(int fd, char *out, size_t len);
+bool ipc_file_fstype_is_fuse(const char *fstype);
 /* "a directory", "a character device", ... for messages. */
 const char *ipc_file_kind(mode_t mode);
 

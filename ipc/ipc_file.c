@@ -16,6 +16,15 @@
  * get mode 0600 (a trace may hold other processes' data: the owner widens
  * it if she wants).
  *
+ * Descriptors another user passes to the service (ipc_file_check_fd,
+ * ipc_file_check_not_fuse): a FUSE file system is served by a program,
+ * which may belong to that user (with user_allow_other in
+ * /etc/fuse.conf) and may simply never answer: the service's fstat() or
+ * write() on such a file would wait for good, and every user's tracing
+ * with it. Whether fd is on FUSE is read from /proc/self/fdinfo (its
+ * mount id) and /proc/self/mountinfo (that mount's type), which the
+ * kernel answers without asking the file system.
+ *
  * It lives in the IPC library only because that is the one internal
  * library every program (service, tools, inspector) links.
  */
@@ -24,6 +33,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
@@ -57,6 +67,76 @@ static int refuse(const char *path, mode_t mode, char *err, size_t errlen)
                  "file (only regular files are created or replaced)", path,
                  ipc_file_kind(mode));
     return -EEXIST;
+}
+
+int ipc_file_fstype(int fd, char *out, size_t len)
+{
+    char path[64], line[4096];
+    snprintf(path, sizeof path, "/proc/self/fdinfo/%d", fd);
+    FILE *f = fopen(path, "re");
+    if (!f)
+        return -errno;
+    long mnt_id = -1;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "mnt_id: %ld", &mnt_id) == 1)
+            break;
+    fclose(f);
+    if (mnt_id < 0)
+        return -ENODATA;
+    f = fopen("/proc/self/mountinfo", "re");
+    if (!f)
+        return -errno;
+    int rc = -ENOENT;
+    /* "ID PARENT MAJ:MIN ROOT POINT OPTS [OPTIONAL...] - FSTYPE SRC SUPER";
+     * paths have their spaces escaped (\040), so the first " - " is the
+     * separator. A line longer than the buffer is skipped whole. */
+    bool line_start = true;
+    while (fgets(line, sizeof line, f)) {
+        bool whole = strchr(line, '\n') != NULL;
+        bool first = line_start;
+        line_start = whole;
+        char *end;
+        long id = strtol(line, &end, 10);
+        if (!first || end == line || id != mnt_id)
+            continue;
+        char *sep = strstr(line, " - ");
+        if (!sep)
+            break;
+        char *type = sep + 3;
+        size_t n = strcspn(type, " \n");
+        if (n == 0 || n >= len) {
+            rc = -ENAMETOOLONG;
+            break;
+        }
+        memcpy(out, type, n);
+        out[n] = '\0';
+        rc = 0;
+        break;
+    }
+    fclose(f);
+    return rc;
+}
+
+bool ipc_file_fstype_is_fuse(const char *fstype)
+{
+    return strcmp(fstype, "fuse") == 0 || strcmp(fstype, "fuseblk") == 0 ||
+           strncmp(fstype, "fuse.", 5) == 0;
+}
+
+int ipc_file_check_not_fuse(int fd, const char *what, char *err,
+                            size_t errlen)
+{
+    char fstype[64];
+    if (ipc_file_fstype(fd, fstype, sizeof fstype) < 0 ||
+        !ipc_file_fstype_is_fuse(fstype))
+        return 0;   /* not FUSE, or /proc cannot tell: as before */
+    if (err && errlen)
+        snprintf(err, errlen, "%s is on a FUSE file system (%s), whose "
+                 "server could make the tracing service wait for good, and "
+                 "every user's tracing with it; write the trace to a local "
+                 "file system, or let the client write it (a config "
+                 "without write_into_file)", what, fstype);
+    return -EPERM;
 }
 
 int ipc_file_check_fd(int fd, const char *what, char *err, size_t errlen)

@@ -412,7 +412,11 @@ int svc_session_clone_file(svc_service *svc, svc_session *clone, int fd,
      * socket, a terminal) would block it, and with it every session of
      * every user. The same rule as EnableTracing's file (svc_session.c). */
     char msg[400];
-    int rc = ipc_file_check_fd(fd, "the file passed with CloneSession", msg,
+    int rc = clone->consumer_uid != svc->uid ?
+             ipc_file_check_not_fuse(fd, "the file passed with CloneSession",
+                                     msg, sizeof msg) : 0;
+    if (rc == 0)
+        rc = ipc_file_check_fd(fd, "the file passed with CloneSession", msg,
                                sizeof msg);
     if (rc < 0) {
         if (err && errlen)

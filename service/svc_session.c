@@ -453,7 +453,12 @@ static int session_file(svc_service *svc, uid_t uid,
         return -1;
     }
     if (out_fd >= 0) {
-        if (ipc_file_check_fd(out_fd, "the file passed with EnableTracing",
+        /* Another user's file system could block the service (FUSE):
+         * checked before anything touches the file. */
+        if ((uid != svc->uid &&
+             ipc_file_check_not_fuse(out_fd, "the file passed with "
+                                     "EnableTracing", msg, sizeof msg) < 0) ||
+            ipc_file_check_fd(out_fd, "the file passed with EnableTracing",
                               msg, sizeof msg) < 0) {
             if (err && errlen)
                 snprintf(err, errlen, "write_into_file: %s (pass a regular "

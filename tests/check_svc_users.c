@@ -409,6 +409,37 @@ START_TEST(test_users_buffers_per_uid)
 }
 END_TEST
 
+/* The file system of a descriptor, from /proc (never from the file
+ * system itself): FUSE is told apart by its type. */
+START_TEST(test_users_fstype_from_proc)
+{
+    char t[64];
+    int fd = open("/proc/self/status", O_RDONLY | O_CLOEXEC);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(ipc_file_fstype(fd, t, sizeof t), 0);
+    ck_assert_str_eq(t, "proc");
+    char err[512] = "";
+    ck_assert_int_eq(ipc_file_check_not_fuse(fd, "x", err, sizeof err), 0);
+    ck_assert_str_eq(err, "");
+    close(fd);
+    char shm[] = "/dev/shm/check_svc_users.XXXXXX";   /* POSIX shm: tmpfs */
+    fd = mkstemp(shm);
+    ck_assert_int_ge(fd, 0);
+    unlink(shm);
+    ck_assert_int_eq(ipc_file_fstype(fd, t, sizeof t), 0);
+    ck_assert_str_eq(t, "tmpfs");
+    ck_assert_int_eq(ipc_file_fstype(fd, t, 4), -ENAMETOOLONG);
+    close(fd);
+    ck_assert_int_lt(ipc_file_fstype(-1, t, sizeof t), 0);
+    ck_assert(ipc_file_fstype_is_fuse("fuse"));
+    ck_assert(ipc_file_fstype_is_fuse("fuseblk"));
+    ck_assert(ipc_file_fstype_is_fuse("fuse.sshfs"));
+    ck_assert(!ipc_file_fstype_is_fuse("fusectl"));
+    ck_assert(!ipc_file_fstype_is_fuse("ext4"));
+    ck_assert(!ipc_file_fstype_is_fuse("tmpfs"));
+}
+END_TEST
+
 static Suite *users_suite(void)
 {
     Suite *s = suite_create("svc_users");
@@ -417,7 +448,8 @@ static Suite *users_suite(void)
     TCK_CASE(s, "limits", test_users_sessions_per_uid,
              test_users_buffers_per_uid);
     TCK_CASE(s, "files", test_users_output_path_rule,
-             test_users_open_output_regular_only);
+             test_users_open_output_regular_only,
+             test_users_fstype_from_proc);
     return s;
 }
 
