@@ -27,6 +27,8 @@ esac
 PKGS="build-essential autoconf automake libtool pkg-config check
 libsqlite3-dev sqlite3 libprotobuf-c-dev protobuf-c-compiler hyperfine
 libprotobuf32 libsqlite3-0 clang libclang-rt-dev llvm"
+# bindfs: a FUSE file system for tests/e2e_sec_fuse.sh (test only).
+[ "$mode" = test ] && PKGS="$PKGS bindfs"
 missing=""
 for p in $PKGS; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" \

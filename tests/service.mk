@@ -71,7 +71,7 @@ tests_check_svc_users_CFLAGS = $(svc_test_cflags)
 tests_check_svc_users_LDADD = $(svc_test_ldadd)
 TESTS += tests/check_svc_users
 sec_e2e_tests = tests/e2e_sec_users.sh tests/e2e_sec_sockets.sh \
-	tests/e2e_sec_limits.sh \
+	tests/e2e_sec_limits.sh tests/e2e_sec_fuse.sh \
 	tests/e2e_sec_outputs.sh
 dist_check_SCRIPTS += $(sec_e2e_tests)
 EXTRA_DIST += tests/e2e_sec_lib.sh
