@@ -72,6 +72,18 @@ grep -q "the file passed with EnableTracing is on a FUSE file system \
     "$E2E_DIR/fuserec.log" ||
     e2e_fail "unclear refusal: $(cat "$E2E_DIR/fuserec.log")"
 
+# --- attack: a clone of the user's own session into a FUSE file ---------
+e2e_spawn uwif "${SEC_AS[@]}" "$CLI" record -q -c "$ATT/wif.cfg" \
+    -o "$ATT/own.pftrace" -t 30s -n own
+e2e_until 200 0.05 "the user's local session never started" \
+    grep -q "session [0-9]* started (consumer uid $SEC_UID" "$E2E_DIR/daemon.log"
+sec_as_user "$CONSUMER" clone --out "$MNT/clone.pftrace" --pass-fd \
+    --name own >"$E2E_DIR/clone.log" 2>&1 &&
+    e2e_fail "the daemon wrote a clone into a FUSE file of uid $SEC_UID"
+grep -q "the file passed with CloneSession is on a FUSE file system" \
+    "$E2E_DIR/clone.log" "$E2E_DIR/daemon.log" ||
+    e2e_fail "clone into FUSE: unclear refusal: $(cat "$E2E_DIR/clone.log")"
+
 # --- legitimate: the client writes there itself; root may use FUSE ------
 sec_as_user "$CLI" record -q -o "$MNT/u2.pftrace" -t 500ms -b 1m \
     >"$E2E_DIR/u2.log" 2>&1 ||
