@@ -103,6 +103,12 @@ rc=$?
 grep -q "refused the connection: uid $SEC_UID has 8 connections" \
     "$E2E_DIR/att.log" || e2e_fail "shmtrace does not say why it was refused:
 $(cat "$E2E_DIR/att.log")"
+sec_as_user "$CLI" clone -n u2 -o "$ATT/refused.pftrace" \
+    >"$E2E_DIR/att.log" 2>&1
+rc=$?
+[ $rc -eq 3 ] && grep -q "refused the connection: uid $SEC_UID" \
+    "$E2E_DIR/att.log" || e2e_fail "clone on a refused connection: exit \
+$rc: $(cat "$E2E_DIR/att.log")"
 "$CLI" stats >"$E2E_DIR/root.log" 2>&1 ||
     e2e_fail "root was locked out: $(cat "$E2E_DIR/root.log")"
 grep -q "consumer socket: refused a connection of uid $SEC_UID: uid $SEC_UID \

@@ -173,6 +173,7 @@ static int cmd_clone(int argc, char **argv)
         fprintf(stderr, "shmtrace clone: %s; nothing written\n", err);
         cons_out_fini(&o);
         return strstr(err, "cannot connect") ||
+               strstr(err, "refused the connection") ||
                strstr(err, "refusing to use it") ? EXIT_NO_SERVICE
                                                  : EXIT_FAIL;
     }
