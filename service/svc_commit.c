@@ -27,6 +27,12 @@
  *     copy, a ring record, a fragment split), so 8x fewer chunks per byte
  *     took a third of the service's CPU off 1 KiB packets
  *     (bench-vs-perfetto).
+ * A uid's producers hold at most SVC_MAX_SMB_BYTES_PER_UID of SMBs in all:
+ * the service creates them and keeps them mapped, so without a bound one
+ * user's hundreds of producers asking 32 MiB each would hold gigabytes of
+ * the daemon's memory. Past it a producer gets the default (256 KiB, 4 KiB
+ * pages), and none at all when even that does not fit (svc__smb_setup
+ * fails with -EDQUOT: the data source is not set up, and the log says so).
  *
  * CommitData (smb-abi.md §8): the reader bounds page/chunk indices, checks
  * states and copies; the resolve callback here does the service's checks
@@ -132,12 +138,30 @@ static int smb_create_sealed(size_t size, smb_shm *out)
     return -ENOTSUP;
 }
 
-int svc__smb_setup(svc_producer *p, const Perfetto__Protos__TraceConfig *cfg)
+/* Bytes of SMB the producers of uid hold. */
+static uint64_t uid_smb_bytes(const svc_service *svc, uid_t uid)
+{
+    uint64_t n = 0;
+    for (size_t i = 0; i < svc->nproducers; i++)
+        if (svc->producers[i]->uid == uid && svc->producers[i]->smb_fd >= 0)
+            n += svc->producers[i]->smb_size;
+    return n;
+}
+
+int svc__smb_setup(svc_service *svc, svc_producer *p,
+                   const Perfetto__Protos__TraceConfig *cfg)
 {
     if (p->smb_fd >= 0)
         return 0;
     size_t page, size;
     svc__smb_sizes(p, cfg, &page, &size);
+    uint64_t held = uid_smb_bytes(svc, p->uid);
+    if (held + size > SVC_MAX_SMB_BYTES_PER_UID) {
+        page = SVC_SMB_PAGE_DEFAULT;
+        size = SVC_SMB_SIZE_DEFAULT;
+        if (held + size > SVC_MAX_SMB_BYTES_PER_UID)
+            return -EDQUOT;
+    }
     smb_shm shm;
     int rc = smb_create_sealed(size, &shm);
     if (rc < 0)

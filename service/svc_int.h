@@ -61,6 +61,8 @@
  * SVC_SMB_SIZE_SCALED_MAX (svc_commit.c). */
 #define SVC_SMB_BUFFER_SHARE        64u
 #define SVC_SMB_SIZE_SCALED_MAX     (2u * 1024 * 1024)
+/* SMB bytes all producers of one uid may hold (svc_commit.c). */
+#define SVC_MAX_SMB_BYTES_PER_UID   (1024u * 1024 * 1024)
 
 /* Session defaults and guardrails (svc_session.c, svc_flush.c). */
 #define SVC_DEFAULT_FLUSH_TIMEOUT_MS 5000u
@@ -499,7 +501,8 @@ void svc__loss_free(svc_session *);
 int svc__loss_copy(svc_session *dst, const svc_session *src);
 
 /* svc_commit.c */
-int svc__smb_setup(svc_producer *, const Perfetto__Protos__TraceConfig *);
+int svc__smb_setup(svc_service *, svc_producer *,
+                   const Perfetto__Protos__TraceConfig *);
 /* A file pass begins (or the session starts writing a file): remember
  * how much its buffers hold written, for the early pass (svc_flush.c). */
 void svc__file_pass_mark(svc_service *, svc_session *);

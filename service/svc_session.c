@@ -268,9 +268,17 @@ static int start_instance(svc_service *svc, svc_session *s, svc_producer *p,
     uint32_t bi = d->config->has_target_buffer ? d->config->target_buffer : 0;
     uint32_t gid = s->buf_ids[bi];
     if (p->smb_fd < 0) {
-        int rc = svc__smb_setup(p, s->cfg);
-        if (rc < 0)
+        int rc = svc__smb_setup(svc, p, s->cfg);
+        if (rc < 0) {
+            fprintf(stderr, "shmtraced: session %llu: data source %s of "
+                    "producer %s (uid %lu pid %ld) not started: %s\n",
+                    (unsigned long long)s->id, r->name, p->name,
+                    (unsigned long)p->uid, (long)p->pid,
+                    rc == -EDQUOT ? "its uid's producers hold all the "
+                    "shared memory a uid may have (1 GiB)" :
+                    strerror(-rc));
             return rc;
+        }
         if (svc->ops.setup_tracing)
             svc->ops.setup_tracing(svc->ops_ctx, p->conn, p->smb_fd,
                                    (uint32_t)(p->smb_page_size / 1024));

@@ -2105,6 +2105,43 @@ SVF_TEST(test_file_pass_hurries_when_producers_outrun_it, 1)
     close(mine);
 }
 
+/* One uid's producers hold at most SVC_MAX_SMB_BYTES_PER_UID of SMBs:
+ * past it a producer gets the default 256 KiB, then none (-EDQUOT);
+ * another uid's producers are not held back. */
+START_TEST(test_smb_bytes_per_uid)
+{
+    svc_service *svc = svf_new();
+    svc_producer_params pp = { .smb_size_hint_bytes = 32u << 20 };
+    const size_t n = SVC_MAX_SMB_BYTES_PER_UID / (32u << 20);
+    svc_producer *p = NULL;
+    for (size_t i = 0; i < n; i++) {
+        p = svc_producer_connect(svc, NULL, 1000, (pid_t)(100 + i), &pp);
+        ck_assert_ptr_nonnull(p);
+        ck_assert_int_eq(svc__smb_setup(svc, p, NULL), 0);
+        ck_assert_uint_eq(p->smb_size, 32u << 20);
+    }
+    /* Full: 32 MiB asked, not even 256 KiB left. */
+    svc_producer *late = svc_producer_connect(svc, NULL, 1000, 99, &pp);
+    ck_assert_int_eq(svc__smb_setup(svc, late, NULL), -EDQUOT);
+    ck_assert_int_lt(late->smb_fd, 0);
+    /* One freed: 32 MiB free again; a smaller SMB of another producer
+     * then leaves room only for the default. */
+    svc_producer_disconnect(svc, p);
+    svc_producer_params small = { .smb_size_hint_bytes = 1u << 20 };
+    svc_producer *q = svc_producer_connect(svc, NULL, 1000, 98, &small);
+    ck_assert_int_eq(svc__smb_setup(svc, q, NULL), 0);
+    ck_assert_uint_eq(q->smb_size, 1u << 20);
+    ck_assert_int_eq(svc__smb_setup(svc, late, NULL), 0);
+    ck_assert_uint_eq(late->smb_size, SVC_SMB_SIZE_DEFAULT);
+    ck_assert_uint_eq(late->smb_page_size, SVC_SMB_PAGE_DEFAULT);
+    /* Another uid has its own. */
+    svc_producer *other = svc_producer_connect(svc, NULL, 1001, 97, &pp);
+    ck_assert_int_eq(svc__smb_setup(svc, other, NULL), 0);
+    ck_assert_uint_eq(other->smb_size, 32u << 20);
+    svc_destroy(svc);
+}
+END_TEST
+
 START_TEST(test_smb_sizes_clamped)
 {
     svc_service *svc = svf_new();
@@ -2194,7 +2231,8 @@ static Suite *svc_session_suite(void)
     Suite *s = suite_create("svc_session");
     TCK_CASE(s, "config", test_config_rejects_bad_buffers,
              test_config_creates_buffers_with_global_ids,
-             test_smb_sizes_clamped, test_smb_sizes_follow_buffers);
+             test_smb_sizes_clamped,
+             test_smb_bytes_per_uid, test_smb_sizes_follow_buffers);
     TCK_CASE(s, "matching", test_match_all_producers_and_late_registration,
              test_deferred_start_waits_for_start_tracing,
              test_match_producer_name_filter,
