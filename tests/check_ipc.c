@@ -1093,15 +1093,22 @@ static ipc_client *connect_bound(ipc_loop *loop, const char *path,
     return cl;
 }
 
+/* A host on path serving TestPort with svc. */
+static ipc_host *test_host(ipc_loop *loop, const char *path, test_svc *svc)
+{
+    int err = 0;
+    ipc_host *host = ipc_host_create(loop, path, 0600, &err);
+    ck_assert_msg(host, "host: %s", ipc_strerror(err));
+    ipc_host_expose_service(host, &test_service, svc);
+    return host;
+}
+
 START_TEST(test_fdpass_client_to_host_process)
 {
     const char *path = host_sock_path();
     ipc_loop *loop = ipc_loop_create();
-    int err = 0;
-    ipc_host *host = ipc_host_create(loop, path, 0600, &err);
-    ck_assert_msg(host, "host: %s", ipc_strerror(err));
     test_svc svc = { 0 };
-    ipc_host_expose_service(host, &test_service, &svc);
+    ipc_host *host = test_host(loop, path, &svc);
     pid_t child = fork();
     if (child == 0) {
         /* Child: a client process that passes an fd and exits 0 on a
@@ -1450,11 +1457,8 @@ START_TEST(test_admit_per_uid_limit)
 {
     const char *path = host_sock_path();
     ipc_loop *loop = ipc_loop_create();
-    int err = 0;
-    ipc_host *host = ipc_host_create(loop, path, 0600, &err);
-    ck_assert_msg(host, "host: %s", ipc_strerror(err));
     test_svc svc = { 0 };
-    ipc_host_expose_service(host, &test_service, &svc);
+    ipc_host *host = test_host(loop, path, &svc);
     refusals r = { 0 };
     ipc_host_set_refused_cb(host, on_refused, &r);
     ipc_host_set_max_conns_per_uid(host, 2);
@@ -1556,11 +1560,8 @@ START_TEST(test_admit_out_of_descriptors)
 {
     const char *path = host_sock_path();
     ipc_loop *loop = ipc_loop_create();
-    int err = 0;
-    ipc_host *host = ipc_host_create(loop, path, 0600, &err);
-    ck_assert_msg(host, "host: %s", ipc_strerror(err));
     test_svc svc = { 0 };
-    ipc_host_expose_service(host, &test_service, &svc);
+    ipc_host *host = test_host(loop, path, &svc);
     refusals r = { 0 };
     ipc_host_set_refused_cb(host, on_refused, &r);
     enum { CLIENTS = 6 };
