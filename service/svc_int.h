@@ -61,6 +61,14 @@
  * SVC_SMB_SIZE_SCALED_MAX (svc_commit.c). */
 #define SVC_SMB_BUFFER_SHARE        64u
 #define SVC_SMB_SIZE_SCALED_MAX     (2u * 1024 * 1024)
+/* Bytes of data source names and descriptors the service keeps for one
+ * producer, and for all producers of one uid (svc_producer.c): a
+ * descriptor may be up to a frame (128 KiB) and 1024 of them are allowed
+ * per producer, so without these one user's producers could make the
+ * daemon keep gigabytes. A track_event descriptor with its categories
+ * takes a few KiB. */
+#define SVC_MAX_DS_BYTES_PER_PRODUCER (1024u * 1024)
+#define SVC_MAX_DS_BYTES_PER_UID      (64u * 1024 * 1024)
 /* SMB bytes all producers of one uid may hold (svc_commit.c). */
 #define SVC_MAX_SMB_BYTES_PER_UID   (1024u * 1024 * 1024)
 
@@ -339,6 +347,7 @@ struct svc_producer {
     void *smb_reader;            /* opaque, see svc_commit.c */
     svc_dsreg *ds;
     size_t nds;
+    size_t ds_bytes;             /* names + descriptors kept for ds[] */
     uint32_t *writer_buf;        /* [writer_buf_cap]: writer_id -> buffer
                                     id, 0 = unregistered; grown to cover the
                                     highest id registered (ids come from 1

@@ -10,7 +10,9 @@
  * CommitData), and its SMB (svc_smb.c), created lazily on first use.
  *
  * Everything in the requests is untrusted: names are length-bounded, writer
- * ids range-checked; a bad request fails that request only.
+ * ids range-checked, the data sources' names and descriptors kept bounded
+ * per producer and per uid (SVC_MAX_DS_BYTES_PER_*); a bad request fails
+ * that request only.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -168,6 +170,30 @@ int svc_producer_register_ds(svc_service *svc, svc_producer *p,
         set_err(err, errlen, "too many data sources");
         return -ENOSPC;
     }
+    size_t bytes = strlen(d->name) + 1 +
+        perfetto__protos__data_source_descriptor__get_packed_size(d);
+    if (p->ds_bytes + bytes > SVC_MAX_DS_BYTES_PER_PRODUCER) {
+        if (err && errlen)
+            snprintf(err, errlen, "data source %s refused: this producer's "
+                     "data sources would take %zu bytes of names and "
+                     "descriptors, past the %u a producer may register",
+                     d->name, p->ds_bytes + bytes,
+                     SVC_MAX_DS_BYTES_PER_PRODUCER);
+        return -ENOSPC;
+    }
+    size_t uid_bytes = 0;
+    for (size_t i = 0; i < svc->nproducers; i++)
+        if (svc->producers[i]->uid == p->uid)
+            uid_bytes += svc->producers[i]->ds_bytes;
+    if (uid_bytes + bytes > SVC_MAX_DS_BYTES_PER_UID) {
+        if (err && errlen)
+            snprintf(err, errlen, "data source %s refused: the producers of "
+                     "uid %lu would keep %zu bytes of data source names and "
+                     "descriptors, past the %u a uid may register",
+                     d->name, (unsigned long)p->uid, uid_bytes + bytes,
+                     SVC_MAX_DS_BYTES_PER_UID);
+        return -ENOSPC;
+    }
     svc_dsreg *grown = realloc(p->ds, (p->nds + 1) * sizeof(*grown));
     if (!grown)
         return -ENOMEM;
@@ -193,6 +219,7 @@ int svc_producer_register_ds(svc_service *svc, svc_producer *p,
     }
     perfetto__protos__data_source_descriptor__pack(d, r->desc);
     p->nds++;
+    p->ds_bytes += bytes;
     svc->data_sources_seen++;
     /* Sessions already running that want this data source get it now. */
     svc__session_match_new_ds(svc, p, r);
@@ -208,6 +235,7 @@ int svc_producer_unregister_ds(svc_service *svc, svc_producer *p,
     if (!r)
         return -ENOENT;
     svc__session_drop_ds(svc, p, name);
+    p->ds_bytes -= strlen(r->name) + 1 + r->desc_len;
     svc__dsreg_free(r);
     *r = p->ds[--p->nds];
     return 0;

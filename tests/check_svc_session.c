@@ -2142,6 +2142,95 @@ START_TEST(test_smb_bytes_per_uid)
 }
 END_TEST
 
+/* A descriptor of `extra` bytes (an unknown field, kept as Perfetto's
+ * track_event descriptors are) named name. Free with free_unpacked. */
+static Perfetto__Protos__DataSourceDescriptor *big_descriptor(
+    const char *name, size_t extra)
+{
+    size_t nl = strlen(name), len = 0;
+    uint8_t *raw = malloc(nl + extra + 16);
+    ck_assert_ptr_nonnull(raw);
+    raw[len++] = 0x0a;                      /* field 1 (name), LEN */
+    raw[len++] = (uint8_t)nl;
+    memcpy(raw + len, name, nl);
+    len += nl;
+    raw[len++] = 0xa2;                      /* field 100, LEN */
+    raw[len++] = 0x06;
+    for (size_t v = extra; ; v >>= 7) {     /* its length, varint */
+        raw[len++] = (uint8_t)((v & 0x7f) | (v > 0x7f ? 0x80 : 0));
+        if (v <= 0x7f)
+            break;
+    }
+    memset(raw + len, 'x', extra);
+    len += extra;
+    Perfetto__Protos__DataSourceDescriptor *d =
+        perfetto__protos__data_source_descriptor__unpack(NULL, len, raw);
+    free(raw);
+    ck_assert_ptr_nonnull(d);
+    return d;
+}
+
+static int register_big(svc_service *svc, svc_producer *p, const char *name,
+                        size_t extra, char *err, size_t errlen)
+{
+    Perfetto__Protos__DataSourceDescriptor *d = big_descriptor(name, extra);
+    err[0] = 0;
+    int rc = svc_producer_register_ds(svc, p, d, err, errlen);
+    perfetto__protos__data_source_descriptor__free_unpacked(d, NULL);
+    return rc;
+}
+
+/* What the service keeps of a producer's data sources is bounded per
+ * producer (1 MiB) and per uid (64 MiB): past either, registration fails
+ * saying so; unregistering gives the bytes back; another uid goes on. */
+START_TEST(test_ds_bytes_per_producer_and_uid)
+{
+    svc_service *svc = svf_new();
+    svc_producer_params pp = { 0 };
+    char err[512], name[32];
+    const size_t extra = 100 * 1024;
+    svc_producer *p = svc_producer_connect(svc, NULL, 1000, 1, &pp);
+    int n = 0;
+    for (;; n++) {
+        snprintf(name, sizeof name, "ds.%d", n);
+        if (register_big(svc, p, name, extra, err, sizeof err) < 0)
+            break;
+    }
+    ck_assert_int_eq(n, 10);       /* 10 x 100 KiB fit in 1 MiB, 11 not */
+    ck_assert_msg(strstr(err, "data source ds.10 refused: this producer's "
+                         "data sources would take") &&
+                  strstr(err, "past the 1048576 a producer may register"),
+                  "%s", err);
+    ck_assert_uint_eq(p->nds, 10);
+    /* Small ones still fit; one unregistered makes room for a big one. */
+    ck_assert_int_eq(register_big(svc, p, "small", 10, err, sizeof err), 0);
+    ck_assert_int_eq(svc_producer_unregister_ds(svc, p, "ds.3"), 0);
+    ck_assert_int_eq(register_big(svc, p, "ds.again", extra, err,
+                                  sizeof err), 0);
+    /* More producers of uid 1000 until the uid's 64 MiB are taken. */
+    int refused_at = -1;
+    for (int k = 0; k < 80 && refused_at < 0; k++) {
+        svc_producer *q = svc_producer_connect(svc, NULL, 1000,
+                                               (pid_t)(10 + k), &pp);
+        for (int i = 0; i < 10; i++) {
+            snprintf(name, sizeof name, "q%d.%d", k, i);
+            if (register_big(svc, q, name, extra, err, sizeof err) < 0) {
+                refused_at = k;
+                break;
+            }
+        }
+    }
+    ck_assert_int_eq(refused_at, 64);  /* 65 x ~1000 KiB > 64 MiB */
+    ck_assert_msg(strstr(err, "the producers of uid 1000 would keep") &&
+                  strstr(err, "past the 67108864 a uid may register"),
+                  "%s", err);
+    svc_producer *other = svc_producer_connect(svc, NULL, 1001, 99, &pp);
+    ck_assert_int_eq(register_big(svc, other, "mine", extra, err,
+                                  sizeof err), 0);
+    svc_destroy(svc);
+}
+END_TEST
+
 START_TEST(test_smb_sizes_clamped)
 {
     svc_service *svc = svf_new();
@@ -2232,7 +2321,7 @@ static Suite *svc_session_suite(void)
     TCK_CASE(s, "config", test_config_rejects_bad_buffers,
              test_config_creates_buffers_with_global_ids,
              test_smb_sizes_clamped,
-             test_smb_bytes_per_uid, test_smb_sizes_follow_buffers);
+             test_smb_bytes_per_uid, test_ds_bytes_per_producer_and_uid, test_smb_sizes_follow_buffers);
     TCK_CASE(s, "matching", test_match_all_producers_and_late_registration,
              test_deferred_start_waits_for_start_tracing,
              test_match_producer_name_filter,
