@@ -204,6 +204,12 @@ void ipc_chan_destroy(ipc_chan *chan);
  * on_close reports -ENOBUFS), -EBADF (bad fd). */
 int ipc_chan_send(ipc_chan *chan, const Perfetto__Protos__IPCFrame *frame,
                   int fd);
+/* Share a transmit budget with other channels: *used counts the bytes
+ * all of them have queued; a send that would take it past max kills this
+ * channel as the per-channel bound does (-ENOBUFS to on_close, -EPIPE to
+ * the sender). NULL detaches (its queued bytes leave *used); the owner of
+ * *used detaches every channel before freeing it. */
+void ipc_chan_set_tx_budget(ipc_chan *chan, uint64_t *used, uint64_t max);
 /* The fd received with the frames handled so far, or -1; the caller owns
  * it afterwards. */
 int ipc_chan_take_fd(ipc_chan *chan);
@@ -363,6 +369,12 @@ typedef void (*ipc_refused_fn)(void *ctx, uid_t uid, const char *why);
 void ipc_host_set_refused_cb(ipc_host *host, ipc_refused_fn fn, void *ctx);
 /* Connections refused so far. */
 uint64_t ipc_host_refused(const ipc_host *host);
+/* The replies queued for all connections of one peer uid share a budget
+ * (ipc_chan_set_tx_budget): a uid whose connections do not read cannot
+ * make the host hold more than this many bytes for it; the connection
+ * whose reply would pass it is dropped. 0 restores the default. */
+#define IPC_HOST_TX_MAX_BYTES_PER_UID (256u << 20)
+void ipc_host_set_tx_max_per_uid(ipc_host *host, uint64_t bytes);
 
 /* Reply to a call. has_more = true keeps the call open (streaming); the
  * final reply (has_more = false) frees it. reply may be NULL (empty reply

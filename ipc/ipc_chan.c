@@ -21,7 +21,11 @@
  * peer that sends requests but never reads the replies would otherwise make
  * us queue replies without limit; the send that would pass the bound kills
  * the channel instead (-ENOBUFS to on_close, -EPIPE to the sender, as for
- * a peer that went away). The receive side is bounded by the decoder.
+ * a peer that went away). A channel may also share a budget with others
+ * (ipc_chan_set_tx_budget: the host gives all connections of one peer uid
+ * one), counted in the same bytes and enforced the same way, so that many
+ * non-reading connections cannot add up to gigabytes. The receive side is
+ * bounded by the decoder.
  *
  * Lifetime: callbacks may destroy the channel; destruction during a
  * callback is deferred until the callback returns (in_cb/destroyed). Write
@@ -65,6 +69,8 @@ struct ipc_chan {
     ipc_decoder *dec;
     seg *tx_head, *tx_tail;
     size_t tx_bytes;
+    uint64_t *budget_used;  /* shared transmit budget, or NULL */
+    uint64_t budget_max;
     int rx_fd;            /* pending received fd or -1 */
     uid_t uid;
     pid_t pid;
@@ -79,6 +85,8 @@ struct ipc_chan {
 
 static void free_chan(ipc_chan *c)
 {
+    if (c->budget_used)
+        *c->budget_used -= c->tx_bytes;
     seg *s = c->tx_head;
     while (s) {
         seg *n = s->next;
@@ -222,6 +230,8 @@ static int flush_tx(ipc_chan *c)
             h->off += take;
             done -= take;
             c->tx_bytes -= take;
+            if (c->budget_used)
+                *c->budget_used -= take;
             if (h->off == h->len) {
                 c->tx_head = h->next;
                 if (!c->tx_head)
@@ -422,7 +432,10 @@ int ipc_chan_send(ipc_chan *chan, const Perfetto__Protos__IPCFrame *frame,
     int rc = ipc_frame_pack(frame, &bytes, &len);
     if (rc < 0)
         return rc;
-    if (len > IPC_CHAN_TX_MAX_BYTES - chan->tx_bytes) {
+    if (len > IPC_CHAN_TX_MAX_BYTES - chan->tx_bytes ||
+        (chan->budget_used &&
+         len > chan->budget_max - (*chan->budget_used < chan->budget_max ?
+                                   *chan->budget_used : chan->budget_max))) {
         /* The peer does not read what we send it: stop feeding it. */
         free(bytes);
         fail_later(chan, -ENOBUFS);
@@ -453,10 +466,22 @@ int ipc_chan_send(ipc_chan *chan, const Perfetto__Protos__IPCFrame *frame,
         chan->tx_head = s;
     chan->tx_tail = s;
     chan->tx_bytes += len;
+    if (chan->budget_used)
+        *chan->budget_used += len;
     rc = flush_tx(chan);
     if (rc < 0)
         fail_later(chan, rc); /* the frame is queued; report the death */
     return 0;
+}
+
+void ipc_chan_set_tx_budget(ipc_chan *chan, uint64_t *used, uint64_t max)
+{
+    if (chan->budget_used)
+        *chan->budget_used -= chan->tx_bytes;
+    chan->budget_used = used;
+    chan->budget_max = max;
+    if (used)
+        *used += chan->tx_bytes;
 }
 
 int ipc_chan_take_fd(ipc_chan *chan)

@@ -32,6 +32,11 @@
  * descriptor (/dev/null), lets it go to accept and refuse that
  * connection, and takes it back; without a spare it stops listening for
  * ACCEPT_PAUSE_MS.
+ *
+ * Replies: all connections of one peer uid share one transmit budget
+ * (uid_tx, IPC_HOST_TX_MAX_BYTES_PER_UID; see ipc_chan.c), so the
+ * per-connection bound times the connections a uid may hold is not what
+ * a uid that never reads can make us keep.
  */
 #include "config.h"
 
@@ -50,6 +55,14 @@
 
 #define MAX_SERVICES 32
 #define ACCEPT_PAUSE_MS 100
+
+/* The transmit budget of one peer uid, shared by its connections. */
+typedef struct uid_tx {
+    struct uid_tx *next;
+    uid_t uid;
+    uint64_t used;
+    uint32_t conns;
+} uid_tx;
 
 typedef struct svc_entry {
     const ipc_service *svc;
@@ -75,6 +88,7 @@ struct ipc_conn {
     ipc_call *calls;
     uint64_t close_task;
     bool tearing_down;
+    uid_tx *tx;           /* its uid's budget */
 };
 
 struct ipc_host {
@@ -93,6 +107,8 @@ struct ipc_host {
     void *refused_ctx;
     int spare_fd;           /* /dev/null, given up to accept at EMFILE */
     uint64_t resume_timer;  /* listening paused: the timer to resume */
+    uid_tx *tx_budgets;
+    uint64_t tx_max_per_uid;
     uint64_t next_conn_id;
     ipc_arena args_arena;   /* decodes method arguments (on_invoke) */
 };
@@ -246,6 +262,16 @@ static void teardown(ipc_conn *conn)
             h->svcs[i].svc->on_disconnect(conn, h->svcs[i].ctx);
     while (conn->calls)
         unlink_call(conn->calls);
+    /* The chan may outlive this (freed after its callback returns): it
+     * must not count into a budget freed here. */
+    ipc_chan_set_tx_budget(conn->chan, NULL, 0);
+    if (--conn->tx->conns == 0) {
+        uid_tx **pp = &h->tx_budgets;
+        while (*pp != conn->tx)
+            pp = &(*pp)->next;
+        *pp = conn->tx->next;
+        free(conn->tx);
+    }
     ipc_chan_destroy(conn->chan);
     if (conn->prev)
         conn->prev->next = conn->next;
@@ -494,18 +520,46 @@ static int admit(const ipc_host *h, uid_t uid, char *why, size_t len)
     return -EUSERS;
 }
 
+static uid_tx *uid_budget(ipc_host *h, uid_t uid)
+{
+    for (uid_tx *t = h->tx_budgets; t; t = t->next)
+        if (t->uid == uid)
+            return t;
+    uid_tx *t = calloc(1, sizeof *t);
+    if (!t)
+        return NULL;
+    t->uid = uid;
+    t->next = h->tx_budgets;
+    h->tx_budgets = t;
+    return t;
+}
+
 static int adopt(ipc_host *host, int sock_fd)
 {
     ipc_conn *conn = calloc(1, sizeof *conn);
-    if (!conn)
+    uid_tx *tx = uid_budget(host, sock_peer_uid(sock_fd));
+    if (!conn || !tx) {
+        free(conn);
+        if (tx && tx->conns == 0) {
+            host->tx_budgets = tx->next;     /* just added at the head */
+            free(tx);
+        }
         return -ENOMEM;
+    }
     static const ipc_chan_cbs cbs = { on_frame, on_chan_close };
     conn->chan = ipc_chan_create(host->loop, sock_fd, &cbs, conn);
     if (!conn->chan) {
         int rc = -errno;
         free(conn);
+        if (tx->conns == 0) {
+            host->tx_budgets = tx->next;
+            free(tx);
+        }
         return rc;
     }
+    conn->tx = tx;
+    tx->conns++;
+    ipc_chan_set_tx_budget(conn->chan, &tx->used, host->tx_max_per_uid);
     conn->host = host;
     conn->id = ++host->next_conn_id;
     conn->next = host->conns;
@@ -590,6 +644,7 @@ ipc_host *ipc_host_create_from_fd(ipc_loop *loop, int listen_fd, int *err)
     h->loop = loop;
     h->listen_fd = listen_fd;
     h->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    h->tx_max_per_uid = IPC_HOST_TX_MAX_BYTES_PER_UID;
     ipc_arena_init(&h->args_arena);
     if (listen_fd >= 0) {
         rc = ipc__set_nonblock_cloexec(listen_fd);
@@ -694,4 +749,11 @@ void ipc_host_set_refused_cb(ipc_host *host, ipc_refused_fn fn, void *ctx)
 uint64_t ipc_host_refused(const ipc_host *host)
 {
     return host->refused;
+}
+
+void ipc_host_set_tx_max_per_uid(ipc_host *host, uint64_t bytes)
+{
+    host->tx_max_per_uid = bytes ? bytes : IPC_HOST_TX_MAX_BYTES_PER_UID;
+    for (ipc_conn *c = host->conns; c; c = c->next)
+        ipc_chan_set_tx_budget(c->chan, &c->tx->used, host->tx_max_per_uid);
 }

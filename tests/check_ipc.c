@@ -1034,6 +1034,69 @@ START_TEST(test_wire_nonreading_peer_dropped_at_tx_bound)
 }
 END_TEST
 
+/* Sends `calls` Big requests (a reply of IPC_MAX_PAYLOAD_BYTES - 16 each)
+ * on each of n raw connections of ours, never reading a reply; returns
+ * how many connections the host still has. */
+static size_t nonreading_round(uint64_t budget, int n, int calls)
+{
+    ipc_loop *loop = ipc_loop_create();
+    ipc_host *host = ipc_host_create_from_fd(loop, -1, NULL);
+    ck_assert_ptr_nonnull(host);
+    test_svc svc = { 0 };
+    ipc_host_expose_service(host, &test_service, &svc);
+    ipc_host_set_tx_max_per_uid(host, budget);
+    int raw[4];
+    ck_assert_int_le(n, 4);
+    for (int k = 0; k < n; k++) {
+        int sv[2];
+        ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+        ck_assert_int_eq(ipc_host_adopt_client(host, sv[0]), 0);
+        raw[k] = sv[1];
+    }
+    Frame f = PERFETTO__PROTOS__IPCFRAME__INIT;
+    Perfetto__Protos__IPCFrame__InvokeMethod im =
+        PERFETTO__PROTOS__IPCFRAME__INVOKE_METHOD__INIT;
+    f.has_request_id = true;
+    f.msg_case = PERFETTO__PROTOS__IPCFRAME__MSG_MSG_INVOKE_METHOD;
+    f.msg_invoke_method = &im;
+    im.has_service_id = im.has_method_id = true;
+    im.service_id = 1;
+    im.method_id = 8; /* Big */
+    for (int i = 0; i < calls; i++) {
+        for (int k = 0; k < n; k++) {
+            f.request_id = 1000 + (uint64_t)i;
+            uint8_t *buf;
+            size_t len;
+            ck_assert_int_eq(ipc_frame_pack(&f, &buf, &len), 0);
+            ssize_t w = send(raw[k], buf, len, MSG_NOSIGNAL);
+            free(buf);
+            ck_assert(w == (ssize_t)len || (w < 0 && errno == EPIPE));
+            ipc_loop_run_once(loop, 0);
+        }
+    }
+    for (int i = 0; i < 200; i++)
+        ipc_loop_run_once(loop, 1);
+    size_t left = ipc_host_num_conns(host);
+    for (int k = 0; k < n; k++)
+        close(raw[k]);
+    ipc_host_destroy(host);
+    ipc_loop_destroy(loop);
+    return left;
+}
+
+/* The replies queued for one uid's connections share a budget: two
+ * connections that never read, each within the per-connection bound and
+ * the budget alone, pass the budget together and one is dropped; with a
+ * budget above what they queue, both stay. */
+START_TEST(test_wire_nonreading_uid_budget)
+{
+    /* 20 replies of ~128 KiB: ~2.5 MiB a connection, ~5 MiB for two. */
+    ck_assert_uint_eq(nonreading_round(4u << 20, 2, 20), 1);
+    ck_assert_uint_eq(nonreading_round(16u << 20, 2, 20), 2);
+    ck_assert_uint_eq(nonreading_round(4u << 20, 1, 20), 1);
+}
+END_TEST
+
 /* ================= fd passing between processes ================= */
 
 static int memfile_with(int v)
@@ -1664,7 +1727,8 @@ static Suite *ipc_suite(void)
              test_wire_garbage_then_valid,
              test_wire_oversize_frame_drops_connection,
              test_wire_peer_eof_mid_frame,
-             test_wire_nonreading_peer_dropped_at_tx_bound);
+             test_wire_nonreading_peer_dropped_at_tx_bound,
+             test_wire_nonreading_uid_budget);
     TCK_CASE(s, "fdpass", test_fdpass_client_to_host_process,
              test_fdpass_host_to_client_process,
              test_fdpass_host_dies_client_notified,
