@@ -94,8 +94,9 @@ void svc_set_root_access(svc_service *, bool root_may_access_all);
  * uid may have at most max_sessions sessions it started (clones not
  * counted, as in Perfetto) and hold at most max_buffer_kb KB of buffers,
  * clones included, within the service's SVC_MAX_TOTAL_BUFFER_KB. 0 lifts
- * either. Every uid is limited, root and the daemon's own included.
- * Defaults: 5 sessions (Perfetto's) and 2 GiB (half the budget). */
+ * either. The session limit holds for every uid, as Perfetto's; the
+ * buffer share for every uid but the daemon's own (which has the whole
+ * budget). Defaults: 5 sessions (Perfetto's) and 2 GiB (half the budget). */
 #define SVC_MAX_SESSIONS_PER_UID_DEFAULT  5u  /* Perfetto's
                                         kMaxConcurrentTracingSessionsPerUid */
 #define SVC_MAX_BUFFER_KB_PER_UID_DEFAULT (2u * 1024 * 1024)  /* 2 GiB */

@@ -92,7 +92,10 @@ static int check_uid_sessions(const svc_service *svc, uid_t uid, char *err,
 }
 
 /* May uid take kb more KB of buffers (what = "the config" or "the
- * clone")? The service's budget first, then the uid's share of it. */
+ * clone")? The service's budget first, then the uid's share of it: every
+ * uid's but the daemon's own (the share keeps users from locking each
+ * other out, not the owner from its own service, which may then clone a
+ * session as large as the share). */
 static int check_buffer_budget(const svc_service *svc, uid_t uid,
         uint64_t kb, const char *what, char *err, size_t errlen)
 {
@@ -106,7 +109,7 @@ static int check_buffer_budget(const svc_service *svc, uid_t uid,
                      (unsigned long long)SVC_MAX_TOTAL_BUFFER_KB);
         return -ENOMEM;
     }
-    uint64_t max = svc->max_buffer_kb_per_uid;
+    uint64_t max = uid == svc->uid ? 0 : svc->max_buffer_kb_per_uid;
     uint64_t held = max ? uid_buffer_kb(svc, uid) : 0;
     if (max && held + kb > max) {
         if (err && errlen)

@@ -11,7 +11,8 @@
  *            (QueryServiceState's session list too);
  *   limits:  per uid, at most svc_set_uid_limits' sessions (clones not
  *            counted) and KB of buffers (clones counted, and checked:
- *            they copy); another uid is never held back by them;
+ *            they copy; the daemon's own uid has the whole budget);
+ *            another uid is never held back by them;
  *   files:   output_path only for the daemon's own uid, regular files
  *            only; an fd passed with EnableTracing must be a regular file
  *            (or /dev/null) open for writing; ipc_file_open_output.
@@ -397,7 +398,9 @@ START_TEST(test_users_buffers_per_uid)
     /* Alice has a share of her own. */
     ck_assert_ptr_nonnull(try_enable(svc, ALICE, 1024, err, sizeof err));
     ck_assert_ptr_null(try_enable(svc, ALICE, 4, err, sizeof err));
-    /* Root's clone of Mallory's session is root's, within root's share. */
+    /* The daemon's own uid (root here) has the whole budget: past the
+     * share, its clone of Mallory's session too. */
+    ck_assert_ptr_nonnull(try_enable(svc, ROOT, 2048, err, sizeof err));
     svc_session *rc = clone_as(svc, ROOT, svc_session_id(a), NULL, err,
                                sizeof err);
     ck_assert_msg(rc != NULL, "%s", err);
