@@ -362,10 +362,12 @@ size_t ipc_host_num_conns(const ipc_host *host);
  * (0, the default: no per-uid limit). */
 #define IPC_HOST_MAX_CONNS 1024u
 void ipc_host_set_max_conns_per_uid(ipc_host *host, uint32_t n);
-/* Told of every connection refused (a limit, or no descriptors left),
- * with the peer's uid ((uid_t)-1 if unknown) and the reason it was sent;
- * e.g. to log it. */
-typedef void (*ipc_refused_fn)(void *ctx, uid_t uid, const char *why);
+/* Told of every connection refused (a limit, or no descriptors left:
+ * dropped false, why is what the peer was sent) and of every connection
+ * dropped because it did not read its replies (a transmit bound: dropped
+ * true), with the peer's uid ((uid_t)-1 if unknown); e.g. to log it. */
+typedef void (*ipc_refused_fn)(void *ctx, uid_t uid, bool dropped,
+                               const char *why);
 void ipc_host_set_refused_cb(ipc_host *host, ipc_refused_fn fn, void *ctx);
 /* Connections refused so far. */
 uint64_t ipc_host_refused(const ipc_host *host);

@@ -25,7 +25,8 @@
  * them all. A connection over a limit is refused: it gets one
  * msg_request_error frame without a request id saying why (our clients
  * print it; others just see the connection close), is closed, and the
- * refusal is counted and reported (on_refused). When the process is out
+ * refusal is counted and reported (on_refused, which also hears of
+ * connections dropped at a transmit bound). When the process is out
  * of descriptors (EMFILE/ENFILE), the pending connection would stay in
  * the listen queue and keep poll() waking us at once, a busy loop for as
  * long as a user holds the descriptors: the host keeps one spare
@@ -459,8 +460,13 @@ static void on_frame(ipc_chan *chan, Perfetto__Protos__IPCFrame *f, void *ctx)
 
 static void on_chan_close(ipc_chan *chan, int err, void *ctx)
 {
-    (void)chan; (void)err;
-    teardown(ctx);
+    ipc_conn *conn = ctx;
+    ipc_host *h = conn->host;
+    if (err == -ENOBUFS && h->on_refused)
+        h->on_refused(h->refused_ctx, ipc_chan_peer_uid(chan), true,
+                      "it did not read its replies (32 MiB queued for the "
+                      "connection, or 256 MiB for its uid on this socket)");
+    teardown(conn);
 }
 
 static uid_t sock_peer_uid(int fd)
@@ -494,7 +500,7 @@ static void refuse(ipc_host *h, int fd, uid_t uid, const char *why)
     close(fd);
     h->refused++;
     if (h->on_refused)
-        h->on_refused(h->refused_ctx, uid, why);
+        h->on_refused(h->refused_ctx, uid, false, why);
 }
 
 /* 0, or why this peer may not connect now (into why). */

@@ -23,7 +23,8 @@ void svc__reply_empty(ipc_call *call)
 /* ================================================================ daemon */
 
 static void tick(void *vd);
-static void log_refusal(void *ctx, uid_t uid, const char *why);
+static void log_refusal(void *ctx, uid_t uid, bool dropped,
+                        const char *why);
 
 /* The next step of a file pass, one loop iteration later (the sockets
  * are polled in between). */
@@ -142,9 +143,10 @@ void svc_daemon_set_max_conns_per_uid(svc_daemon *d, uint32_t n)
     ipc_host_set_max_conns_per_uid(d->chost, n);
 }
 
-/* A connection refused (a limit, or no descriptors left): one line a
- * second at most, with the number refused since the last line. */
-static void log_refusal(void *ctx, uid_t uid, const char *why)
+/* A connection refused (a limit, or no descriptors left) or dropped (it
+ * did not read its replies): one line a second at most, with the number
+ * turned away since the last line. */
+static void log_refusal(void *ctx, uid_t uid, bool dropped, const char *why)
 {
     svc_refusal_log *l = ctx;
     uint64_t now = ipc_now_ms();
@@ -154,10 +156,11 @@ static void log_refusal(void *ctx, uid_t uid, const char *why)
     }
     if (l->unlogged)
         fprintf(stderr, "shmtraced: %s socket: %llu more connections "
-                "refused since the last line about it\n", l->socket,
-                (unsigned long long)l->unlogged);
-    fprintf(stderr, "shmtraced: %s socket: refused a connection of uid "
-            "%ld: %s\n", l->socket, uid == (uid_t)-1 ? -1L : (long)uid, why);
+                "refused or dropped since the last line about it\n",
+                l->socket, (unsigned long long)l->unlogged);
+    fprintf(stderr, "shmtraced: %s socket: %s a connection of uid %ld: %s\n",
+            l->socket, dropped ? "dropped" : "refused",
+            uid == (uid_t)-1 ? -1L : (long)uid, why);
     l->last_log_ms = now;
     l->unlogged = 0;
 }
@@ -170,7 +173,7 @@ void svc_daemon_destroy(svc_daemon *d)
     for (int i = 0; i < 2; i++)
         if (logs[i]->unlogged)
             fprintf(stderr, "shmtraced: %s socket: %llu more connections "
-                    "refused since the last line about it\n",
+                    "refused or dropped since the last line about it\n",
                     logs[i]->socket,
                     (unsigned long long)logs[i]->unlogged);
     if (d->tick_timer)

@@ -1034,10 +1034,32 @@ START_TEST(test_wire_nonreading_peer_dropped_at_tx_bound)
 }
 END_TEST
 
+/* What a host reports through ipc_host_set_refused_cb: refusals (the
+ * last one's uid and words) and connections dropped at a transmit bound. */
+typedef struct {
+    int n, dropped;
+    uid_t uid;
+    char why[256];
+} refusals;
+
+static void on_refused(void *ctx, uid_t uid, bool dropped, const char *why)
+{
+    refusals *r = ctx;
+    if (dropped) {
+        r->dropped++;
+        return;
+    }
+    r->n++;
+    r->uid = uid;
+    snprintf(r->why, sizeof r->why, "%s", why);
+}
+
 /* Sends `calls` Big requests (a reply of IPC_MAX_PAYLOAD_BYTES - 16 each)
  * on each of n raw connections of ours, never reading a reply; returns
- * how many connections the host still has. */
-static size_t nonreading_round(uint64_t budget, int n, int calls)
+ * how many connections the host still has, and in *dropped how many it
+ * reported dropped. */
+static size_t nonreading_round(uint64_t budget, int n, int calls,
+                               int *dropped)
 {
     ipc_loop *loop = ipc_loop_create();
     ipc_host *host = ipc_host_create_from_fd(loop, -1, NULL);
@@ -1045,6 +1067,8 @@ static size_t nonreading_round(uint64_t budget, int n, int calls)
     test_svc svc = { 0 };
     ipc_host_expose_service(host, &test_service, &svc);
     ipc_host_set_tx_max_per_uid(host, budget);
+    refusals r = { 0 };
+    ipc_host_set_refused_cb(host, on_refused, &r);
     int raw[4];
     ck_assert_int_le(n, 4);
     for (int k = 0; k < n; k++) {
@@ -1077,6 +1101,7 @@ static size_t nonreading_round(uint64_t budget, int n, int calls)
     for (int i = 0; i < 200; i++)
         ipc_loop_run_once(loop, 1);
     size_t left = ipc_host_num_conns(host);
+    *dropped = r.dropped;
     for (int k = 0; k < n; k++)
         close(raw[k]);
     ipc_host_destroy(host);
@@ -1090,10 +1115,15 @@ static size_t nonreading_round(uint64_t budget, int n, int calls)
  * budget above what they queue, both stay. */
 START_TEST(test_wire_nonreading_uid_budget)
 {
-    /* 20 replies of ~128 KiB: ~2.5 MiB a connection, ~5 MiB for two. */
-    ck_assert_uint_eq(nonreading_round(4u << 20, 2, 20), 1);
-    ck_assert_uint_eq(nonreading_round(16u << 20, 2, 20), 2);
-    ck_assert_uint_eq(nonreading_round(4u << 20, 1, 20), 1);
+    /* 20 replies of ~128 KiB: ~2.5 MiB a connection, ~5 MiB for two.
+     * The drop is reported (shmtraced logs it). */
+    int dropped = -1;
+    ck_assert_uint_eq(nonreading_round(4u << 20, 2, 20, &dropped), 1);
+    ck_assert_int_eq(dropped, 1);
+    ck_assert_uint_eq(nonreading_round(16u << 20, 2, 20, &dropped), 2);
+    ck_assert_int_eq(dropped, 0);
+    ck_assert_uint_eq(nonreading_round(4u << 20, 1, 20, &dropped), 1);
+    ck_assert_int_eq(dropped, 0);
 }
 END_TEST
 
@@ -1485,20 +1515,6 @@ START_TEST(test_arena_decodes_like_malloc)
 END_TEST
 
 /* ---- admission: per-uid limit, refusal words, no descriptors ---------- */
-
-typedef struct {
-    int n;
-    uid_t uid;
-    char why[256];
-} refusals;
-
-static void on_refused(void *ctx, uid_t uid, const char *why)
-{
-    refusals *r = ctx;
-    r->n++;
-    r->uid = uid;
-    snprintf(r->why, sizeof r->why, "%s", why);
-}
 
 /* Connect and pump until bound or turned away. */
 static ipc_client *connect_settled(ipc_loop *loop, const char *path,
