@@ -433,9 +433,7 @@ int ipc_chan_send(ipc_chan *chan, const Perfetto__Protos__IPCFrame *frame,
     if (rc < 0)
         return rc;
     if (len > IPC_CHAN_TX_MAX_BYTES - chan->tx_bytes ||
-        (chan->budget_used &&
-         len > chan->budget_max - (*chan->budget_used < chan->budget_max ?
-                                   *chan->budget_used : chan->budget_max))) {
+        (chan->budget_used && *chan->budget_used + len > chan->budget_max)) {
         /* The peer does not read what we send it: stop feeding it. */
         free(bytes);
         fail_later(chan, -ENOBUFS);

@@ -57,7 +57,8 @@
 #define MAX_SERVICES 32
 #define ACCEPT_PAUSE_MS 100
 
-/* The transmit budget of one peer uid, shared by its connections. */
+/* One peer uid's connections: how many (admit's per-uid limit) and the
+ * transmit budget they share. Freed with its last connection. */
 typedef struct uid_tx {
     struct uid_tx *next;
     uid_t uid;
@@ -250,6 +251,41 @@ uint64_t ipc_conn_dropped_frames(const ipc_conn *conn)
     return ipc_chan_dropped_frames(conn->chan);
 }
 
+static uid_tx *uid_find(const ipc_host *h, uid_t uid)
+{
+    for (uid_tx *t = h->tx_budgets; t; t = t->next)
+        if (t->uid == uid)
+            return t;
+    return NULL;
+}
+
+/* The uid's entry, made if it has none (NULL: no memory). */
+static uid_tx *uid_get(ipc_host *h, uid_t uid)
+{
+    uid_tx *t = uid_find(h, uid);
+    if (t)
+        return t;
+    t = calloc(1, sizeof *t);
+    if (!t)
+        return NULL;
+    t->uid = uid;
+    t->next = h->tx_budgets;
+    h->tx_budgets = t;
+    return t;
+}
+
+/* Frees t once no connection uses it. */
+static void uid_put(ipc_host *h, uid_tx *t)
+{
+    if (t->conns)
+        return;
+    uid_tx **pp = &h->tx_budgets;
+    while (*pp != t)
+        pp = &(*pp)->next;
+    *pp = t->next;
+    free(t);
+}
+
 static void teardown(ipc_conn *conn)
 {
     if (conn->tearing_down)
@@ -266,13 +302,8 @@ static void teardown(ipc_conn *conn)
     /* The chan may outlive this (freed after its callback returns): it
      * must not count into a budget freed here. */
     ipc_chan_set_tx_budget(conn->chan, NULL, 0);
-    if (--conn->tx->conns == 0) {
-        uid_tx **pp = &h->tx_budgets;
-        while (*pp != conn->tx)
-            pp = &(*pp)->next;
-        *pp = conn->tx->next;
-        free(conn->tx);
-    }
+    conn->tx->conns--;
+    uid_put(h, conn->tx);
     ipc_chan_destroy(conn->chan);
     if (conn->prev)
         conn->prev->next = conn->next;
@@ -513,10 +544,8 @@ static int admit(const ipc_host *h, uid_t uid, char *why, size_t len)
     }
     if (!h->max_per_uid)
         return 0;
-    uint32_t mine = 0;
-    for (const ipc_conn *c = h->conns; c; c = c->next)
-        if (ipc_chan_peer_uid(c->chan) == uid)
-            mine++;
+    const uid_tx *t = uid_find(h, uid);
+    uint32_t mine = t ? t->conns : 0;
     if (mine < h->max_per_uid)
         return 0;
     snprintf(why, len, "uid %ld has %u connections to this socket of the "
@@ -526,30 +555,14 @@ static int admit(const ipc_host *h, uid_t uid, char *why, size_t len)
     return -EUSERS;
 }
 
-static uid_tx *uid_budget(ipc_host *h, uid_t uid)
-{
-    for (uid_tx *t = h->tx_budgets; t; t = t->next)
-        if (t->uid == uid)
-            return t;
-    uid_tx *t = calloc(1, sizeof *t);
-    if (!t)
-        return NULL;
-    t->uid = uid;
-    t->next = h->tx_budgets;
-    h->tx_budgets = t;
-    return t;
-}
-
-static int adopt(ipc_host *host, int sock_fd)
+static int adopt(ipc_host *host, int sock_fd, uid_t uid)
 {
     ipc_conn *conn = calloc(1, sizeof *conn);
-    uid_tx *tx = uid_budget(host, sock_peer_uid(sock_fd));
+    uid_tx *tx = uid_get(host, uid);
     if (!conn || !tx) {
         free(conn);
-        if (tx && tx->conns == 0) {
-            host->tx_budgets = tx->next;     /* just added at the head */
-            free(tx);
-        }
+        if (tx)
+            uid_put(host, tx);
         return -ENOMEM;
     }
     static const ipc_chan_cbs cbs = { on_frame, on_chan_close };
@@ -557,10 +570,7 @@ static int adopt(ipc_host *host, int sock_fd)
     if (!conn->chan) {
         int rc = -errno;
         free(conn);
-        if (tx->conns == 0) {
-            host->tx_budgets = tx->next;
-            free(tx);
-        }
+        uid_put(host, tx);
         return rc;
     }
     conn->tx = tx;
@@ -579,8 +589,9 @@ static int adopt(ipc_host *host, int sock_fd)
 int ipc_host_adopt_client(ipc_host *host, int sock_fd)
 {
     char why[256];
-    int rc = admit(host, sock_peer_uid(sock_fd), why, sizeof why);
-    return rc < 0 ? rc : adopt(host, sock_fd);
+    uid_t uid = sock_peer_uid(sock_fd);
+    int rc = admit(host, uid, why, sizeof why);
+    return rc < 0 ? rc : adopt(host, sock_fd, uid);
 }
 
 static void on_accept(ipc_loop *loop, int fd, short revents, void *ctx);
@@ -634,7 +645,7 @@ static void on_accept(ipc_loop *loop, int fd, short revents, void *ctx)
         uid_t uid = sock_peer_uid(s);
         if (admit(h, uid, why, sizeof why) < 0)
             refuse(h, s, uid, why);
-        else if (adopt(h, s) < 0)
+        else if (adopt(h, s, uid) < 0)
             refuse(h, s, uid, "the tracing service is out of memory");
     }
 }

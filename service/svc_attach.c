@@ -23,7 +23,6 @@
 #include <unistd.h>
 
 #include "config.h"
-#include "ipc.h"
 #include "ipc.pb-c.h"
 #include "svc_int.h"
 
@@ -412,12 +411,9 @@ int svc_session_clone_file(svc_service *svc, svc_session *clone, int fd,
      * socket, a terminal) would block it, and with it every session of
      * every user. The same rule as EnableTracing's file (svc_session.c). */
     char msg[400];
-    int rc = clone->consumer_uid != svc->uid ?
-             ipc_file_check_not_fuse(fd, "the file passed with CloneSession",
-                                     msg, sizeof msg) : 0;
-    if (rc == 0)
-        rc = ipc_file_check_fd(fd, "the file passed with CloneSession", msg,
-                               sizeof msg);
+    int rc = svc__check_passed_fd(svc, clone->consumer_uid, fd,
+                                  "the file passed with CloneSession", msg,
+                                  sizeof msg);
     if (rc < 0) {
         if (err && errlen)
             snprintf(err, errlen, "cannot clone a write_into_file session "

@@ -509,6 +509,13 @@ int svc__loss_fill(svc_service *, svc_session *,
 void svc__loss_free(svc_session *);
 int svc__loss_copy(svc_session *dst, const svc_session *src);
 
+/* svc_session.c: the rule for a descriptor a consumer of uid passes for
+ * the service to write into (EnableTracing, CloneSession): a regular file
+ * or /dev/null open for writing and, from a uid other than the service's,
+ * not on FUSE. 0, or a negative errno with a message naming `what`. */
+int svc__check_passed_fd(const svc_service *, uid_t uid, int fd,
+                         const char *what, char *msg, size_t len);
+
 /* svc_commit.c */
 int svc__smb_setup(svc_service *, svc_producer *,
                    const Perfetto__Protos__TraceConfig *);

@@ -143,6 +143,16 @@ void svc_daemon_set_max_conns_per_uid(svc_daemon *d, uint32_t n)
     ipc_host_set_max_conns_per_uid(d->chost, n);
 }
 
+/* The connections turned away since the last line, if any. */
+static void log_unlogged(svc_refusal_log *l)
+{
+    if (l->unlogged)
+        fprintf(stderr, "shmtraced: %s socket: %llu more connections "
+                "refused or dropped since the last line about it\n",
+                l->socket, (unsigned long long)l->unlogged);
+    l->unlogged = 0;
+}
+
 /* A connection refused (a limit, or no descriptors left) or dropped (it
  * did not read its replies): one line a second at most, with the number
  * turned away since the last line. */
@@ -154,28 +164,19 @@ static void log_refusal(void *ctx, uid_t uid, bool dropped, const char *why)
         l->unlogged++;
         return;
     }
-    if (l->unlogged)
-        fprintf(stderr, "shmtraced: %s socket: %llu more connections "
-                "refused or dropped since the last line about it\n",
-                l->socket, (unsigned long long)l->unlogged);
+    log_unlogged(l);
     fprintf(stderr, "shmtraced: %s socket: %s a connection of uid %ld: %s\n",
             l->socket, dropped ? "dropped" : "refused",
             uid == (uid_t)-1 ? -1L : (long)uid, why);
     l->last_log_ms = now;
-    l->unlogged = 0;
 }
 
 void svc_daemon_destroy(svc_daemon *d)
 {
     if (!d)
         return;
-    svc_refusal_log *logs[2] = { &d->prefused, &d->crefused };
-    for (int i = 0; i < 2; i++)
-        if (logs[i]->unlogged)
-            fprintf(stderr, "shmtraced: %s socket: %llu more connections "
-                    "refused or dropped since the last line about it\n",
-                    logs[i]->socket,
-                    (unsigned long long)logs[i]->unlogged);
+    log_unlogged(&d->prefused);
+    log_unlogged(&d->crefused);
     if (d->tick_timer)
         ipc_loop_cancel_timer(d->loop, d->tick_timer);
     if (d->step_timer)

@@ -273,13 +273,17 @@ static int start_instance(svc_service *svc, svc_session *s, svc_producer *p,
     if (p->smb_fd < 0) {
         int rc = svc__smb_setup(svc, p, s->cfg);
         if (rc < 0) {
+            char why[128];
+            if (rc == -EDQUOT)
+                snprintf(why, sizeof why, "its uid's producers hold all "
+                         "the shared memory a uid may have (%u GiB)",
+                         SVC_MAX_SMB_BYTES_PER_UID >> 30);
+            else
+                snprintf(why, sizeof why, "%s", strerror(-rc));
             fprintf(stderr, "shmtraced: session %llu: data source %s of "
                     "producer %s (uid %lu pid %ld) not started: %s\n",
                     (unsigned long long)s->id, r->name, p->name,
-                    (unsigned long)p->uid, (long)p->pid,
-                    rc == -EDQUOT ? "its uid's producers hold all the "
-                    "shared memory a uid may have (1 GiB)" :
-                    strerror(-rc));
+                    (unsigned long)p->uid, (long)p->pid, why);
             return rc;
         }
         if (svc->ops.setup_tracing)
@@ -448,6 +452,16 @@ static svc_session *session_new(svc_service *svc, void *consumer,
 
 static void session_start(svc_service *svc, svc_session *s);
 
+int svc__check_passed_fd(const svc_service *svc, uid_t uid, int fd,
+                         const char *what, char *msg, size_t len)
+{
+    /* Another user's file system could block the service (FUSE): checked
+     * before anything (fstat included) touches the file. */
+    int rc = uid != svc->uid ? ipc_file_check_not_fuse(fd, what, msg, len)
+                             : 0;
+    return rc < 0 ? rc : ipc_file_check_fd(fd, what, msg, len);
+}
+
 /* The file of a write_into_file session: the consumer's fd (checked), or
  * output_path opened by the service for its own uid only. Returns the fd,
  * -1 when the session writes no file, or -2 on refusal (err set). Closes
@@ -464,13 +478,8 @@ static int session_file(svc_service *svc, uid_t uid,
         return -1;
     }
     if (out_fd >= 0) {
-        /* Another user's file system could block the service (FUSE):
-         * checked before anything touches the file. */
-        if ((uid != svc->uid &&
-             ipc_file_check_not_fuse(out_fd, "the file passed with "
-                                     "EnableTracing", msg, sizeof msg) < 0) ||
-            ipc_file_check_fd(out_fd, "the file passed with EnableTracing",
-                              msg, sizeof msg) < 0) {
+        if (svc__check_passed_fd(svc, uid, out_fd, "the file passed with "
+                                 "EnableTracing", msg, sizeof msg) < 0) {
             if (err && errlen)
                 snprintf(err, errlen, "write_into_file: %s (pass a regular "
                          "file opened for writing)", msg);

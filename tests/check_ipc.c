@@ -992,6 +992,33 @@ START_TEST(test_wire_peer_eof_mid_frame)
 }
 END_TEST
 
+/* Sends fd, raw, an InvokeMethod of Big (service 1, method 8: a reply of
+ * IPC_MAX_PAYLOAD_BYTES - 16). false if the host has dropped us (EPIPE);
+ * any other outcome than the whole frame sent fails the test. */
+static bool send_big_request(int fd, uint64_t request_id)
+{
+    Frame f = PERFETTO__PROTOS__IPCFRAME__INIT;
+    Perfetto__Protos__IPCFrame__InvokeMethod im =
+        PERFETTO__PROTOS__IPCFRAME__INVOKE_METHOD__INIT;
+    f.has_request_id = true;
+    f.request_id = request_id;
+    f.msg_case = PERFETTO__PROTOS__IPCFRAME__MSG_MSG_INVOKE_METHOD;
+    f.msg_invoke_method = &im;
+    im.has_service_id = im.has_method_id = true;
+    im.service_id = 1;
+    im.method_id = 8;
+    uint8_t *buf;
+    size_t len;
+    ck_assert_int_eq(ipc_frame_pack(&f, &buf, &len), 0);
+    ssize_t w = send(fd, buf, len, MSG_NOSIGNAL);
+    int e = errno;
+    free(buf);
+    if (w < 0 && e == EPIPE)
+        return false;
+    ck_assert_int_eq(w, (ssize_t)len);
+    return true;
+}
+
 /* A peer that keeps invoking but never reads its replies must not make the
  * host queue replies without bound: past IPC_CHAN_TX_MAX_BYTES the
  * connection is dropped (before the bound existed, 400 replies of ~128 KiB
@@ -1000,26 +1027,10 @@ START_TEST(test_wire_nonreading_peer_dropped_at_tx_bound)
 {
     fixture fx;
     fx_init(&fx, false);
-    Frame f = PERFETTO__PROTOS__IPCFRAME__INIT;
-    Perfetto__Protos__IPCFrame__InvokeMethod im =
-        PERFETTO__PROTOS__IPCFRAME__INVOKE_METHOD__INIT;
-    f.has_request_id = true;
-    f.msg_case = PERFETTO__PROTOS__IPCFRAME__MSG_MSG_INVOKE_METHOD;
-    f.msg_invoke_method = &im;
-    im.has_service_id = im.has_method_id = true;
-    im.service_id = 1;
-    im.method_id = 8; /* Big: a reply of IPC_MAX_PAYLOAD_BYTES - 16 */
     const int n_calls = 400;
     for (int i = 0; i < n_calls; i++) {
-        f.request_id = 1000 + (uint64_t)i;
-        uint8_t *buf;
-        size_t len;
-        ck_assert_int_eq(ipc_frame_pack(&f, &buf, &len), 0);
-        ssize_t w = send(fx.raw, buf, len, MSG_NOSIGNAL);
-        free(buf);
-        if (w < 0 && errno == EPIPE)
+        if (!send_big_request(fx.raw, 1000 + (uint64_t)i))
             break; /* dropped already */
-        ck_assert_int_eq(w, (ssize_t)len);
         ipc_loop_run_once(fx.loop, 0); /* the host reads; we never do */
     }
     for (int i = 0; i < 2000 && ipc_host_num_conns(fx.host) > 0; i++)
@@ -1077,24 +1088,9 @@ static size_t nonreading_round(uint64_t budget, int n, int calls,
         ck_assert_int_eq(ipc_host_adopt_client(host, sv[0]), 0);
         raw[k] = sv[1];
     }
-    Frame f = PERFETTO__PROTOS__IPCFRAME__INIT;
-    Perfetto__Protos__IPCFrame__InvokeMethod im =
-        PERFETTO__PROTOS__IPCFRAME__INVOKE_METHOD__INIT;
-    f.has_request_id = true;
-    f.msg_case = PERFETTO__PROTOS__IPCFRAME__MSG_MSG_INVOKE_METHOD;
-    f.msg_invoke_method = &im;
-    im.has_service_id = im.has_method_id = true;
-    im.service_id = 1;
-    im.method_id = 8; /* Big */
     for (int i = 0; i < calls; i++) {
         for (int k = 0; k < n; k++) {
-            f.request_id = 1000 + (uint64_t)i;
-            uint8_t *buf;
-            size_t len;
-            ck_assert_int_eq(ipc_frame_pack(&f, &buf, &len), 0);
-            ssize_t w = send(raw[k], buf, len, MSG_NOSIGNAL);
-            free(buf);
-            ck_assert(w == (ssize_t)len || (w < 0 && errno == EPIPE));
+            send_big_request(raw[k], 1000 + (uint64_t)i);
             ipc_loop_run_once(loop, 0);
         }
     }
@@ -1174,15 +1170,16 @@ static pid_t fork_host(const char *path,
     return child;
 }
 
-/* A TestPort client of the host on path, bound. */
-static ipc_client *connect_bound(ipc_loop *loop, const char *path,
-                                 cli_state *cs)
+/* A TestPort client of the host on path, once bound or turned away. */
+static ipc_client *connect_settled(ipc_loop *loop, const char *path,
+                                   cli_state *cs)
 {
     int err = 0;
     ipc_client *cl = ipc_client_connect(loop, path, "TestPort", &client_cbs,
                                         cs, &err);
     ck_assert_msg(cl, "connect: %s", ipc_strerror(err));
-    pump(loop, &cs->bound_cb);
+    for (int i = 0; i < 2000 && !cs->bound_cb && !cs->disconnected; i++)
+        ck_assert_int_ge(ipc_loop_run_once(loop, 50), 0);
     return cl;
 }
 
@@ -1256,7 +1253,7 @@ START_TEST(test_fdpass_host_to_client_process)
     pid_t child = fork_host(path, serve_until_disconnect);
     ipc_loop *loop = ipc_loop_create();
     cli_state cs = { 0 };
-    ipc_client *cl = connect_bound(loop, path, &cs);
+    ipc_client *cl = connect_settled(loop, path, &cs);
     ck_assert_int_gt(ipc_client_invoke(cl, "GiveFd", NULL, -1, NULL, c_reply,
                                        &cs), 0);
     pump(loop, &cs.done);
@@ -1292,7 +1289,7 @@ START_TEST(test_fdpass_host_dies_client_notified)
     pid_t child = fork_host(path, serve_then_die);
     ipc_loop *loop = ipc_loop_create();
     cli_state cs = { 0 };
-    ipc_client *cl = connect_bound(loop, path, &cs);
+    ipc_client *cl = connect_settled(loop, path, &cs);
     ck_assert_int_gt(ipc_client_invoke(cl, "Defer", NULL, -1, NULL, c_reply,
                                        &cs), 0);
     pump(loop, &cs.disconnected);
@@ -1516,17 +1513,13 @@ END_TEST
 
 /* ---- admission: per-uid limit, refusal words, no descriptors ---------- */
 
-/* Connect and pump until bound or turned away. */
-static ipc_client *connect_settled(ipc_loop *loop, const char *path,
-                                   cli_state *cs)
+/* test_host whose refusals and drops are collected in r. */
+static ipc_host *watched_host(ipc_loop *loop, const char *path,
+                              test_svc *svc, refusals *r)
 {
-    int err = 0;
-    ipc_client *cl = ipc_client_connect(loop, path, "TestPort", &client_cbs,
-                                        cs, &err);
-    ck_assert_msg(cl, "connect: %s", ipc_strerror(err));
-    for (int i = 0; i < 400 && !cs->bound_cb && !cs->disconnected; i++)
-        ipc_loop_run_once(loop, 10);
-    return cl;
+    ipc_host *host = test_host(loop, path, svc);
+    ipc_host_set_refused_cb(host, on_refused, r);
+    return host;
 }
 
 /* One uid may hold max_per_uid connections; the next is refused, told
@@ -1537,9 +1530,8 @@ START_TEST(test_admit_per_uid_limit)
     const char *path = host_sock_path();
     ipc_loop *loop = ipc_loop_create();
     test_svc svc = { 0 };
-    ipc_host *host = test_host(loop, path, &svc);
     refusals r = { 0 };
-    ipc_host_set_refused_cb(host, on_refused, &r);
+    ipc_host *host = watched_host(loop, path, &svc, &r);
     ipc_host_set_max_conns_per_uid(host, 2);
 
     cli_state s1 = { 0 }, s2 = { 0 }, s3 = { 0 }, s4 = { 0 }, s5 = { 0 };
@@ -1640,9 +1632,8 @@ START_TEST(test_admit_out_of_descriptors)
     const char *path = host_sock_path();
     ipc_loop *loop = ipc_loop_create();
     test_svc svc = { 0 };
-    ipc_host *host = test_host(loop, path, &svc);
     refusals r = { 0 };
-    ipc_host_set_refused_cb(host, on_refused, &r);
+    ipc_host *host = watched_host(loop, path, &svc, &r);
     enum { CLIENTS = 6 };
     int res[2], go[2];
     ck_assert_int_eq(pipe(res), 0);
