@@ -3,6 +3,7 @@
  *
  * One read pass (wire-formats.md §3, order not to be depended on):
  *   1. first pass only: clock snapshot, trace_config echo, trace_uuid,
+ *      system_info (svc_sysinfo.c),
  *      tracing_started and all_data_sources_started service events;
  *   2. once disabled: tracing_disabled / all_data_sources_flushed events;
  *   3. the packets of every buffer, in config order: each copied out of the
@@ -97,6 +98,7 @@
 
 #include "svc_int.h"
 #include "svc_packet.h"
+#include "svc_sysinfo.h"
 
 /* Staging bytes per writev(). Smaller batches, so that a small-packet
  * session's batch (reused, written on the main thread) stays in a 1 MiB
@@ -393,6 +395,15 @@ static int emit_first_pass(svc_service *svc, svc_session *s, svc_scratch *sc,
         u.msb = s->uuid_msb;
         u.lsb = s->uuid_lsb;
         pk.trace_uuid = &u;
+        if ((rc = emit_service_packet(sc, &pk, emit, ctx)) < 0)
+            return rc;
+    }
+    if (!(b && b->has_disable_system_info && b->disable_system_info)) {
+        Perfetto__Protos__TracePacket pk = PERFETTO__PROTOS__TRACE_PACKET__INIT;
+        svc_sysinfo si;
+        svc_sysinfo_fill(&si);
+        service_header(svc, &pk, false);
+        pk.system_info = &si.info;
         if ((rc = emit_service_packet(sc, &pk, emit, ctx)) < 0)
             return rc;
     }

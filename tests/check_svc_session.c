@@ -9,6 +9,8 @@
  * The set-up (service, producers, config, session) and the chunk writer
  * and reader are tests/svc_fixture.h.
  */
+#include "config.h"
+
 #include <check.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -20,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/utsname.h>
 
 #include "svc_fixture.h"
 #include "svc_packet.h"
@@ -301,6 +304,64 @@ SVF_TEST(test_read_adds_trusted_fields_and_sequences, 2)
     ck_assert_int_eq(r.values, 0);
     ck_assert_int_eq(r.n_config, 0);
     ck_assert_int_eq(r.n_stats, 1);
+}
+
+/* The major version trace processor reads from tracing_service_version
+ * ("Perfetto vNN." or "Perfetto vNN-"), or -1. */
+static long service_major(const char *v)
+{
+    const char *prefix = "Perfetto v";
+    if (strncmp(v, prefix, strlen(prefix)) != 0)
+        return -1;
+    char *end;
+    long major = strtol(v + strlen(prefix), &end, 10);
+    return end > v + strlen(prefix) && (*end == '.' || *end == '-') ? major
+                                                                     : -1;
+}
+
+SVF_TEST(test_read_writes_system_info_once, 1)
+{
+    svc_session *s = svf_enable(f);
+    svf_put(f, f->p[0], 0, 1, 0, 0, 2);
+    svf_readout r;
+    svf_read_all(f->svc, s, &r);
+    struct utsname u;
+    ck_assert_int_eq(uname(&u), 0);
+    ck_assert_int_eq(r.n_sysinfo, 1);
+    ck_assert_str_eq(r.sys_release, u.release);
+    ck_assert_str_eq(r.sys_machine, u.machine);
+    ck_assert_uint_eq(r.sys_page_size, (uint32_t)sysconf(_SC_PAGESIZE));
+    ck_assert_uint_eq(r.sys_num_cpus,
+                      (uint32_t)sysconf(_SC_NPROCESSORS_CONF));
+    ck_assert_uint_gt(r.sys_ram_bytes, 0);
+    /* Trace processor flags write_into_file without flush_period_ms for
+     * services before v54, which did not flush before their file writes;
+     * shmtraced does (write_flush_mode), and says which service it is. */
+    ck_assert_int_ge(service_major(r.sys_version), 54);
+    ck_assert_ptr_nonnull(strstr(r.sys_version, "shmtraced " PACKAGE_VERSION));
+    ck_assert_int_eq(r.values, 2);
+    /* Not again on the next pass. */
+    svf_put(f, f->p[0], 1, 1, 1, 2, 1);
+    svf_read_all(f->svc, s, &r);
+    ck_assert_int_eq(r.n_sysinfo, 0);
+    ck_assert_int_eq(r.values, 1);
+}
+
+SVF_TEST(test_read_system_info_can_be_disabled, 1)
+{
+    Perfetto__Protos__TraceConfig__BuiltinDataSource b =
+        PERFETTO__PROTOS__TRACE_CONFIG__BUILTIN_DATA_SOURCE__INIT;
+    b.has_disable_system_info = true;
+    b.disable_system_info = true;
+    f->c.cfg.builtin_data_sources = &b;
+    svc_session *s = svf_enable(f);
+    svf_put(f, f->p[0], 0, 1, 0, 0, 2);
+    svf_readout r;
+    svf_read_all(f->svc, s, &r);
+    ck_assert_int_eq(r.n_sysinfo, 0);
+    ck_assert_int_eq(r.n_uuid, 1);                  /* the rest is there */
+    ck_assert_int_eq(r.n_config, 1);
+    ck_assert_int_eq(r.values, 2);
 }
 
 SVF_TEST(test_read_in_bounded_batches, 1)
@@ -2332,6 +2393,8 @@ static Suite *svc_session_suite(void)
              test_writer_table_grows);
     TCK_CASE(s, "read", test_read_adds_trusted_fields_and_sequences,
              test_read_in_bounded_batches,
+             test_read_writes_system_info_once,
+             test_read_system_info_can_be_disabled,
              test_read_drops_invalid_packets_and_flags_next);
     TCK_CASE(s, "untrusted", test_commit_lies_are_counted_not_fatal);
     TCK_CASE(s, "stats", test_stats_writer_histograms,

@@ -292,7 +292,10 @@ static inline void svf_commit(svc_service *svc, svc_producer *p,
 /* ------------------------------------------------------------ reading */
 
 typedef struct {
-    int n, n_service, n_stats, n_config, n_uuid;
+    int n, n_service, n_stats, n_config, n_uuid, n_sysinfo;
+    char sys_release[128], sys_machine[64], sys_version[160];
+    uint32_t sys_page_size, sys_num_cpus;
+    uint64_t sys_ram_bytes;
     uint32_t seq_of_value[64];
     int32_t pid_of_value[64];
     uint32_t dropped_of_value[64];
@@ -326,6 +329,22 @@ static inline int svf_collect(void *ctx, const uint8_t *data, size_t size)
             r->n_config++;
         if (p->trace_uuid)
             r->n_uuid++;
+        if (p->system_info) {
+            const Perfetto__Protos__SystemInfo *si = p->system_info;
+            r->n_sysinfo++;
+            if (si->utsname && si->utsname->release)
+                snprintf(r->sys_release, sizeof(r->sys_release), "%s",
+                         si->utsname->release);
+            if (si->utsname && si->utsname->machine)
+                snprintf(r->sys_machine, sizeof(r->sys_machine), "%s",
+                         si->utsname->machine);
+            if (si->tracing_service_version)
+                snprintf(r->sys_version, sizeof(r->sys_version), "%s",
+                         si->tracing_service_version);
+            r->sys_page_size = si->page_size;
+            r->sys_num_cpus = si->num_cpus;
+            r->sys_ram_bytes = si->system_ram_bytes;
+        }
     } else if (p->for_testing) {
         uint32_t v = p->for_testing->seq_value;
         if (v < 64) {

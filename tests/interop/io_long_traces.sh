@@ -6,7 +6,9 @@
 # data_loss stat equal to traced_buf_bytes_overwritten), a DISCARD buffer
 # with write_into_file is flagged (config_write_into_file_discard), no
 # flush_period_ms on a service of unknown version is an error
-# (config_write_into_file_no_flush). The inspector must give exactly trace
+# (config_write_into_file_no_flush), and so is none from shmtraced only
+# when its SystemInfo is turned off (it writes one, as traced does, which
+# gives trace processor the same metadata keys). The inspector must give exactly trace
 # processor's stats rows on every one of these traces (with trace processor
 # present), and on its own the data_loss/error rows the config implies.
 . "$top_srcdir/tests/interop/io_lib.sh"
@@ -22,6 +24,21 @@ inspect() {
     rm -f "$2"
     "$INSPECT" -q "$1" -o "$2" >/dev/null 2>"$D/inspect.log" ||
         e2e_fail "shmtrace-inspect $1: $(cat "$D/inspect.log")"
+}
+
+# sysinfo_keys TRACE: the metadata keys trace processor takes from the
+# SystemInfo packet, with a value.
+SYSINFO_KEYS="name like 'system_%' or name in ('timezone_off_mins',
+    'tracing_service_version')"
+sysinfo_keys() {
+    "$P_TP" -Q "select name from metadata where ($SYSINFO_KEYS) and
+        coalesce(str_value, int_value) is not null order by name" "$1" \
+        2>/dev/null | tail -n +2 | tr -d '"'
+}
+# tp_meta TRACE KEY: a metadata value, as trace processor reads it.
+tp_meta() {
+    "$P_TP" -Q "select coalesce(str_value, int_value) from metadata
+        where name = '$2'" "$1" 2>/dev/null | tail -n +2 | tr -d '"'
 }
 
 long_cfg() { # FILE POLICY SYSINFO(true|false) FLUSH_MS
@@ -58,6 +75,7 @@ io_stats_match "$D/p_ring_nosys.pftrace"
 long_cfg "$D/ring_sys.pbtxt" RING_BUFFER false 0
 io_perfetto_record "$D/ring_sys.pbtxt" "$D/p_ring_sys.pftrace"
 io_stats_match "$D/p_ring_sys.pftrace"
+io_have_tp && sysinfo_keys "$D/p_ring_sys.pftrace" >"$D/traced_keys.txt"
 
 long_cfg "$D/discard.pbtxt" DISCARD true 200
 io_perfetto_record "$D/discard.pbtxt" "$D/p_discard.pftrace"
@@ -85,6 +103,38 @@ for t in s_ring_perfetto s_ring_shm s_big; do
     io_no_error_stats "$D/$t.pftrace"
     io_stats_match "$D/$t.pftrace"
 done
+# SystemInfo, as traced writes it: no flush_period_ms is then no error,
+# since the service says it flushes before its file writes (v54 and on),
+# and trace processor has the machine's metadata: the same keys as from
+# traced's trace above, with this machine's values. Without SystemInfo
+# (disable_system_info), the error comes back, as with traced.
+long_cfg "$D/s_noflush.pbtxt" RING_BUFFER false 0
+io_perfetto_record "$D/s_noflush.pbtxt" "$D/s_noflush.pftrace"
+io_no_error_stats "$D/s_noflush.pftrace"
+io_stats_match "$D/s_noflush.pftrace"
+if io_have_tp; then
+    sysinfo_keys "$D/s_noflush.pftrace" >"$D/shm_keys.txt"
+    [ -s "$D/shm_keys.txt" ] || e2e_fail "no SystemInfo metadata from shmtraced"
+    diff "$D/traced_keys.txt" "$D/shm_keys.txt" >&2 ||
+        e2e_fail "SystemInfo: metadata keys differ (< traced, > shmtraced)"
+    [ "$(tp_meta "$D/s_noflush.pftrace" system_release)" = "$(uname -r)" ] ||
+        e2e_fail "SystemInfo: system_release is not uname -r"
+    [ "$(tp_meta "$D/s_noflush.pftrace" system_machine)" = "$(uname -m)" ] ||
+        e2e_fail "SystemInfo: system_machine is not uname -m"
+    case "$(tp_meta "$D/s_noflush.pftrace" tracing_service_version)" in
+    "Perfetto v"*-shmtraced-*) ;;
+    *) e2e_fail "SystemInfo: tracing_service_version names no shmtraced" ;;
+    esac
+fi
+long_cfg "$D/s_noflush_nosys.pbtxt" RING_BUFFER true 0
+"$CLI" record -q -c "$D/s_noflush_nosys.pbtxt" \
+    -o "$D/s_noflush_nosys.pftrace" 2>"$D/rec.log" ||
+    e2e_fail "shmtrace record (no SystemInfo) failed"
+inspect "$D/s_noflush_nosys.pftrace" "$D/d.db"
+[ "$(ins_stat "$D/d.db" config_write_into_file_no_flush -1)" = 1 ] ||
+    e2e_fail "no SystemInfo, no flush_period_ms: config_write_into_file_no_flush missing"
+io_stats_match "$D/s_noflush_nosys.pftrace"
+
 # A buffer large enough streams everything: no gap, nothing overwritten.
 io_refgen_content "$D/s_big.pftrace" "shmtraced write_into_file"
 inspect "$D/s_big.pftrace" "$D/c.db"
