@@ -362,6 +362,12 @@ size_t ipc_host_num_conns(const ipc_host *host);
  * (0, the default: no per-uid limit). */
 #define IPC_HOST_MAX_CONNS 1024u
 void ipc_host_set_max_conns_per_uid(ipc_host *host, uint32_t n);
+/* The last n of the IPC_HOST_MAX_CONNS are kept for peers of uid a or b
+ * (a daemon passes root and its own uid), so that its owner can still
+ * get in when other users together hold the rest. 0, the default: none
+ * kept. */
+void ipc_host_set_reserved_conns(ipc_host *host, uint32_t n, uid_t a,
+                                 uid_t b);
 /* Told of every connection refused (a limit, or no descriptors left:
  * dropped false, why is what the peer was sent) and of every connection
  * dropped because it did not read its replies (a transmit bound: dropped

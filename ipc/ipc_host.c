@@ -20,9 +20,10 @@
  * the calls. ipc_conn_close() defers teardown to a loop task so handlers may
  * call it on their own connection.
  *
- * Admission: at most IPC_HOST_MAX_CONNS connections, and at most
- * max_per_uid of one peer uid (SO_PEERCRED), so that one user cannot take
- * them all. A connection over a limit is refused: it gets one
+ * Admission: at most IPC_HOST_MAX_CONNS connections, the last `reserved`
+ * of them only for two uids (the daemon's owner: root and its own), and
+ * at most max_per_uid of one peer uid (SO_PEERCRED), so that one user
+ * cannot take them all, nor several users the owner's. A connection over a limit is refused: it gets one
  * msg_request_error frame without a request id saying why (our clients
  * print it; others just see the connection close), is closed, and the
  * refusal is counted and reported (on_refused, which also hears of
@@ -104,6 +105,8 @@ struct ipc_host {
     ipc_conn *conns;
     size_t n_conns;
     uint32_t max_per_uid;   /* 0: IPC_HOST_MAX_CONNS only */
+    uint32_t reserved;      /* the last connections, kept for: */
+    uid_t reserved_for[2];
     uint64_t refused;
     ipc_refused_fn on_refused;
     void *refused_ctx;
@@ -542,6 +545,14 @@ static int admit(const ipc_host *h, uid_t uid, char *why, size_t len)
                  "socket, its limit; try again later", h->n_conns);
         return -EMFILE;
     }
+    if (h->reserved && h->n_conns + h->reserved >= IPC_HOST_MAX_CONNS &&
+        uid != h->reserved_for[0] && uid != h->reserved_for[1]) {
+        snprintf(why, len, "the tracing service has %zu connections on this "
+                 "socket, and keeps the last %u of its %u for root and its "
+                 "own uid; try again later", h->n_conns, h->reserved,
+                 IPC_HOST_MAX_CONNS);
+        return -EMFILE;
+    }
     if (!h->max_per_uid)
         return 0;
     const uid_tx *t = uid_find(h, uid);
@@ -755,6 +766,14 @@ size_t ipc_host_num_conns(const ipc_host *host)
 void ipc_host_set_max_conns_per_uid(ipc_host *host, uint32_t n)
 {
     host->max_per_uid = n;
+}
+
+void ipc_host_set_reserved_conns(ipc_host *host, uint32_t n, uid_t a,
+                                 uid_t b)
+{
+    host->reserved = n < IPC_HOST_MAX_CONNS ? n : IPC_HOST_MAX_CONNS;
+    host->reserved_for[0] = a;
+    host->reserved_for[1] = b;
 }
 
 void ipc_host_set_refused_cb(ipc_host *host, ipc_refused_fn fn, void *ctx)

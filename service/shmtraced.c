@@ -71,6 +71,8 @@ static void usage(FILE *f)
 "                            socket (default 512: half the 1024 a socket\n"
 "                            serves; every uid); the next is refused and\n"
 "                            told why\n"
+"Whatever the limits, the last %u MiB of buffers and the last %u\n"
+"connections of each socket are kept for root and the daemon's own uid.\n"
 "\n"
 "  -h, --help                this help\n"
 "  -V, --version             print the version\n"
@@ -104,7 +106,7 @@ static void usage(FILE *f)
 "shmtraced exits 0 after a clean stop and 1 when it cannot start (the\n"
 "message says why: socket in use, directory not its own, path too long,\n"
 "...).\n"
-"\n" CLI_EXIT_HELP);
+"\n" CLI_EXIT_HELP, SVC_RESERVED_BUFFER_KB / 1024u, SVC_RESERVED_CONNS);
 }
 
 typedef struct {

@@ -366,6 +366,8 @@ struct svc_service {
     bool root_access;            /* uid 0 consumers may use any session */
     uint32_t max_sessions_per_uid;   /* 0: no limit (svc_set_uid_limits) */
     uint64_t max_buffer_kb_per_uid;  /* 0: only the service's budget */
+    uint64_t max_total_buffer_kb;    /* svc_set_buffer_budget */
+    uint64_t reserved_buffer_kb;     /* of it, for root and svc->uid only */
     size_t file_step_bytes;      /* per step of a file pass (svc_flush.c) */
     size_t file_in_place_min;    /* packets written in place (svc_read.c) */
     svc_file_copied_mode file_copied_mode;      /* ibid., copied_out */

@@ -37,6 +37,10 @@ svc_service *svc_daemon_service(svc_daemon *);
  * socket's IPC_HOST_MAX_CONNS); default SVC_MAX_CONNS_PER_UID, half of
  * them, so that one user cannot take them all. Refusals are logged. */
 #define SVC_MAX_CONNS_PER_UID (IPC_HOST_MAX_CONNS / 2)
+/* The last connections of each socket, kept for root and the daemon's
+ * own uid (ipc_host_set_reserved_conns): when other users together hold
+ * the rest, the owner can still look in (shmtrace stats) and record. */
+#define SVC_RESERVED_CONNS 16u
 void svc_daemon_set_max_conns_per_uid(svc_daemon *, uint32_t n);
 /* write_into_file through the service's writer thread (svc_fwrite.h),
  * whose completions wake the loop. 0 or -errno. */

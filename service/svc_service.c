@@ -44,6 +44,8 @@ svc_service *svc_create(const svc_ops *ops, void *ops_ctx, uid_t uid)
     svc->root_access = true;
     svc->max_sessions_per_uid = SVC_MAX_SESSIONS_PER_UID_DEFAULT;
     svc->max_buffer_kb_per_uid = SVC_MAX_BUFFER_KB_PER_UID_DEFAULT;
+    svc_set_buffer_budget(svc, SVC_MAX_TOTAL_BUFFER_KB,
+                          SVC_RESERVED_BUFFER_KB);
     svc->file_step_bytes = SVC_FILE_STEP_BYTES;
     svc->file_in_place_min = SVC_FILE_IN_PLACE_MIN;
     return svc;
@@ -100,6 +102,13 @@ int svc_file_writer_fd(const svc_service *svc)
 void svc_set_root_access(svc_service *svc, bool root_may_access_all)
 {
     svc->root_access = root_may_access_all;
+}
+
+void svc_set_buffer_budget(svc_service *svc, uint64_t total_kb,
+                           uint64_t reserved_kb)
+{
+    svc->max_total_buffer_kb = total_kb ? total_kb : SVC_MAX_TOTAL_BUFFER_KB;
+    svc->reserved_buffer_kb = reserved_kb;
 }
 
 void svc_set_uid_limits(svc_service *svc, uint32_t max_sessions,

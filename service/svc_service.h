@@ -93,7 +93,7 @@ void svc_set_root_access(svc_service *, bool root_may_access_all);
 /* Per-uid limits, so that one user cannot lock the others out: a consumer
  * uid may have at most max_sessions sessions it started (clones not
  * counted, as in Perfetto) and hold at most max_buffer_kb KB of buffers,
- * clones included, within the service's SVC_MAX_TOTAL_BUFFER_KB. 0 lifts
+ * clones included, within the service's budget (svc_set_buffer_budget). 0 lifts
  * either. The session limit holds for every uid, as Perfetto's; the
  * buffer share for every uid but the daemon's own (which has the whole
  * budget). Defaults: 5 sessions (Perfetto's) and 2 GiB (half the budget). */
@@ -102,6 +102,15 @@ void svc_set_root_access(svc_service *, bool root_may_access_all);
 #define SVC_MAX_BUFFER_KB_PER_UID_DEFAULT (2u * 1024 * 1024)  /* 2 GiB */
 void svc_set_uid_limits(svc_service *, uint32_t max_sessions,
                         uint64_t max_buffer_kb);
+/* The service's buffer budget, all sessions and clones together, and the
+ * part of it only root and the daemon's own uid may take: several users
+ * together may hold at most total_kb - reserved_kb, so that the owner can
+ * still record (or clone) when they have taken the rest. Defaults:
+ * SVC_MAX_TOTAL_BUFFER_KB (4 GiB; total_kb 0 restores it) and
+ * SVC_RESERVED_BUFFER_KB (reserved_kb 0: nothing kept). */
+#define SVC_RESERVED_BUFFER_KB (256u * 1024)   /* 256 MiB */
+void svc_set_buffer_budget(svc_service *, uint64_t total_kb,
+                           uint64_t reserved_kb);
 /* Bytes of packets per step of a periodic file pass (svc_flush.c);
  * 0 restores the default SVC_FILE_STEP_BYTES. */
 void svc_set_file_step_bytes(svc_service *, size_t bytes);

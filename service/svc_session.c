@@ -92,21 +92,35 @@ static int check_uid_sessions(const svc_service *svc, uid_t uid, char *err,
 }
 
 /* May uid take kb more KB of buffers (what = "the config" or "the
- * clone")? The service's budget first, then the uid's share of it: every
- * uid's but the daemon's own (the share keeps users from locking each
- * other out, not the owner from its own service, which may then clone a
- * session as large as the share). */
+ * clone")? The service's budget first, less its reserve unless uid is
+ * root or the daemon's own (several users together must not lock the
+ * owner out), then the uid's share of it: every uid's but the daemon's
+ * own (the share keeps users from locking each other out, not the owner
+ * from its own service, which may then clone a session as large as the
+ * share). */
 static int check_buffer_budget(const svc_service *svc, uid_t uid,
         uint64_t kb, const char *what, char *err, size_t errlen)
 {
-    if (svc->total_buffer_kb + kb > SVC_MAX_TOTAL_BUFFER_KB) {
-        if (err && errlen)
+    bool owner = uid == 0 || uid == svc->uid;
+    uint64_t total = svc->max_total_buffer_kb;
+    uint64_t kept = owner ? 0 : svc->reserved_buffer_kb;
+    uint64_t open = total > kept ? total - kept : 0;
+    if (svc->total_buffer_kb + kb > open) {
+        if (err && errlen && kept && svc->total_buffer_kb + kb <= total)
+            snprintf(err, errlen, "%s needs %llu KB of buffers, but the "
+                     "service holds %llu KB in all sessions and keeps the "
+                     "last %llu KB of its %llu KB for root and its own "
+                     "uid; ask for less, or try again when sessions have "
+                     "ended", what, (unsigned long long)kb,
+                     (unsigned long long)svc->total_buffer_kb,
+                     (unsigned long long)kept, (unsigned long long)total);
+        else if (err && errlen)
             snprintf(err, errlen, "%s needs %llu KB of buffers, but the "
                      "service holds %llu KB in all sessions and allows "
                      "%llu KB; ask for less, or try again when sessions "
                      "have ended", what, (unsigned long long)kb,
                      (unsigned long long)svc->total_buffer_kb,
-                     (unsigned long long)SVC_MAX_TOTAL_BUFFER_KB);
+                     (unsigned long long)total);
         return -ENOMEM;
     }
     uint64_t max = uid == svc->uid ? 0 : svc->max_buffer_kb_per_uid;

@@ -1587,6 +1587,55 @@ START_TEST(test_admit_per_uid_limit)
 }
 END_TEST
 
+/* The last connections are kept for two uids (a daemon's owner): others
+ * are refused, told why, once the rest are taken, even with no per-uid
+ * limit; one of those two uids still gets in. Here all but 2 of the
+ * host's connections are kept, for two uids that are not ours. */
+START_TEST(test_admit_reserved_for_owner)
+{
+    const char *path = host_sock_path();
+    ipc_loop *loop = ipc_loop_create();
+    test_svc svc = { 0 };
+    refusals r = { 0 };
+    ipc_host *host = watched_host(loop, path, &svc, &r);
+    uid_t other = getuid() == 12345 ? 12346 : 12345;
+    ipc_host_set_reserved_conns(host, IPC_HOST_MAX_CONNS - 2, 0 == getuid()
+                                ? other : 0, other);
+
+    cli_state s1 = { 0 }, s2 = { 0 }, s3 = { 0 }, s4 = { 0 };
+    ipc_client *c1 = connect_settled(loop, path, &s1);
+    ipc_client *c2 = connect_settled(loop, path, &s2);
+    ck_assert(s1.bound_ok && s2.bound_ok);
+    ipc_client *c3 = connect_settled(loop, path, &s3);
+    ck_assert(s3.disconnected && !s3.bound_ok);
+    const char *why = ipc_client_refusal(c3);
+    ck_assert_ptr_nonnull(why);
+    char want[128];
+    snprintf(want, sizeof want, "has 2 connections on this socket, and "
+             "keeps the last %u of its %u for root and its own uid",
+             IPC_HOST_MAX_CONNS - 2, IPC_HOST_MAX_CONNS);
+    ck_assert_msg(strstr(why, want), "%s", why);
+    ck_assert_int_eq(r.n, 1);
+    ck_assert_uint_eq(ipc_host_num_conns(host), 2);
+
+    /* The same connections kept for us: in. */
+    ipc_host_set_reserved_conns(host, IPC_HOST_MAX_CONNS - 2, other,
+                                getuid());
+    ipc_client *c4 = connect_settled(loop, path, &s4);
+    ck_assert(s4.bound_ok);
+    ck_assert_ptr_null(ipc_client_refusal(c4));
+    ck_assert_int_eq(r.n, 1);
+
+    ipc_client_destroy(c1);
+    ipc_client_destroy(c2);
+    ipc_client_destroy(c3);
+    ipc_client_destroy(c4);
+    ipc_host_destroy(host);
+    ipc_loop_destroy(loop);
+    rm_tmpdir();
+}
+END_TEST
+
 /* A host that refused us before our BindService went out: the send fails
  * (EPIPE), and the refusal waiting in our receive queue is still read
  * before the close is reported (the channel's "last words"). */
@@ -1741,6 +1790,7 @@ static Suite *ipc_suite(void)
              test_fdpass_host_dies_client_notified,
              test_fdpass_back_to_back_fds_not_mixed);
     TCK_CASE(s, "admit", test_admit_per_uid_limit,
+             test_admit_reserved_for_owner,
              test_admit_refusal_read_after_failed_send,
              test_admit_out_of_descriptors);
     TCK_CASE(s, "arena", test_arena_pieces_aligned_and_kept,

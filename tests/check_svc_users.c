@@ -412,6 +412,53 @@ START_TEST(test_users_buffers_per_uid)
 }
 END_TEST
 
+/* Several users together cannot take the service's whole budget: the
+ * last reserved KB are for root and the daemon's own uid, which can still
+ * record and clone once the others hold the rest; nobody passes the
+ * total. Here the daemon runs as DAEMON, the budget is 4096 KB with 1024
+ * kept, and no per-uid share. */
+#define DAEMON 999
+START_TEST(test_users_buffer_reserve)
+{
+    svc_service *svc = svc_create(NULL, NULL, DAEMON);
+    svc_set_uid_limits(svc, 0, 0);
+    svc_set_buffer_budget(svc, 4096, 1024);
+    char err[512];
+    svc_session *m = try_enable(svc, MALLORY, 2048, err, sizeof err);
+    ck_assert_msg(m != NULL, "%s", err);
+    svc_session *a = try_enable(svc, ALICE, 1024, err, sizeof err);
+    ck_assert_msg(a != NULL, "%s", err);
+    /* 3072 KB held: the rest is kept. */
+    ck_assert_ptr_null(try_enable(svc, ALICE, 4, err, sizeof err));
+    ck_assert_msg(strstr(err, "the config needs 4 KB of buffers, but the "
+                         "service holds 3072 KB in all sessions and keeps "
+                         "the last 1024 KB of its 4096 KB for root and its "
+                         "own uid"), "%s", err);
+    ck_assert_ptr_null(clone_as(svc, MALLORY, svc_session_id(m), NULL, err,
+                                sizeof err));
+    ck_assert_msg(strstr(err, "the clone needs 2048 KB"), "%s", err);
+    /* The owner gets in: root and the daemon's uid, up to the total. */
+    svc_session *r = try_enable(svc, ROOT, 512, err, sizeof err);
+    ck_assert_msg(r != NULL, "%s", err);
+    svc_session *d = try_enable(svc, DAEMON, 256, err, sizeof err);
+    ck_assert_msg(d != NULL, "%s", err);
+    svc_session *rc = clone_as(svc, ROOT, svc_session_id(d), NULL, err,
+                               sizeof err);
+    ck_assert_msg(rc != NULL, "%s", err);
+    ck_assert_ptr_null(try_enable(svc, ROOT, 4, err, sizeof err));
+    ck_assert_msg(strstr(err, "holds 4096 KB in all sessions and allows "
+                         "4096 KB"), "%s", err);
+    /* Freed KB are the others' again, up to the kept part. */
+    svc_session_free(svc, m);
+    ck_assert_ptr_nonnull(try_enable(svc, ALICE, 1024, err, sizeof err));
+    ck_assert_ptr_null(try_enable(svc, MALLORY, 1024, err, sizeof err));
+    /* Nothing kept: the others may take it all. */
+    svc_set_buffer_budget(svc, 4096, 0);
+    ck_assert_ptr_nonnull(try_enable(svc, MALLORY, 1024, err, sizeof err));
+    svc_destroy(svc);
+}
+END_TEST
+
 /* The file system of a descriptor, from /proc (never from the file
  * system itself): FUSE is told apart by its type. */
 START_TEST(test_users_fstype_from_proc)
@@ -449,7 +496,8 @@ static Suite *users_suite(void)
     TCK_CASE(s, "isolation", test_users_clone_confined,
              test_users_names_per_uid, test_users_stats_confined);
     TCK_CASE(s, "limits", test_users_sessions_per_uid,
-             test_users_buffers_per_uid);
+             test_users_buffers_per_uid,
+             test_users_buffer_reserve);
     TCK_CASE(s, "files", test_users_output_path_rule,
              test_users_open_output_regular_only,
              test_users_fstype_from_proc);

@@ -12,7 +12,9 @@
 #     words, the daemon logs it);
 #   - descriptors: a daemon out of them (a low hard RLIMIT_NOFILE) refuses
 #     the connections it cannot take, saying so, and sleeps; it used to
-#     spin on the pending connection at 100% of a CPU.
+#     spin on the pending connection at 100% of a CPU;
+#   - several users: two, each within its limit, cannot take a socket's
+#     last 16 connections, kept for root, who still gets in and records.
 . "${top_srcdir:-.}/tests/e2e_lib.sh"
 . "${top_srcdir:-.}/tests/e2e_sec_lib.sh"
 e2e_need_tools "$SHMTRACED" "$CONSUMER" "$TRACECHECK"
@@ -153,7 +155,42 @@ t1=$(cpu_ticks "$DAEMON_PID")
 kill -TERM "$FDHOLD"
 wait "$FDHOLD"
 e2e_until 200 0.05 "root never got back in" "$CLI" stats
+
+# --- several users: the last 16 connections are root's ----------------
+# Two users, each within its 512 (the default), take all they can of a
+# socket's 1024: the second is refused at 1008, told why, and root still
+# gets in.
+kill -TERM "$DAEMON_PID"
+wait "$DAEMON_PID"
+rm -f "$PERFETTO_PRODUCER_SOCK_NAME" "$PERFETTO_CONSUMER_SOCK_NAME"
+start_daemon -
+hold_as() {     # hold_as NAME UID N: a hoarder of N consumer connections
+    e2e_spawn "$1" bash -c 'ulimit -n 4096 && exec setpriv --reuid="$1" \
+        --regid="$1" --clear-groups -- "$2" hold "$3"' _ "$2" "$CONSUMER" "$3"
+    e2e_until 1200 0.05 "hoarder $1 never reported" grep -q '^why=' \
+        "$E2E_DIR/$1.log"
+}
+hold_as hold1 "$SEC_UID" 510
+grep -qx 'bound=510' "$E2E_DIR/hold1.log" ||
+    e2e_fail "first user's hoard: $(cat "$E2E_DIR/hold1.log")"
+hold_as hold2 "$((SEC_UID + 1))" 510
+grep -qx 'bound=498' "$E2E_DIR/hold2.log" && grep -qx 'refused=12' \
+    "$E2E_DIR/hold2.log" || e2e_fail "second user's hoard: \
+$(cat "$E2E_DIR/hold2.log")"
+kept="has 1008 connections on this socket, and keeps the last 16 of its 1024"
+grep -q "^why=the tracing service $kept for root and its own uid" \
+    "$E2E_DIR/hold2.log" ||
+    e2e_fail "not told the rest is kept: $(cat "$E2E_DIR/hold2.log")"
+sec_as_user "$CLI" stats >"$E2E_DIR/att.log" 2>&1
+rc=$?
+[ $rc -eq 3 ] && grep -q "$kept" "$E2E_DIR/att.log" ||
+    e2e_fail "a user past 1008: exit $rc: $(cat "$E2E_DIR/att.log")"
+"$CLI" stats >"$E2E_DIR/root.log" 2>&1 ||
+    e2e_fail "two users locked root out: $(cat "$E2E_DIR/root.log")"
+"$CLI" record -q -o "$E2E_DIR/root3.pftrace" -t 300ms -b 1m \
+    >"$E2E_DIR/root.log" 2>&1 ||
+    e2e_fail "root could not record past two users: $(cat "$E2E_DIR/root.log")"
 kill -TERM "$DAEMON_PID"
 wait "$DAEMON_PID" || e2e_fail "the daemon did not stop cleanly"
-echo "PASS: per-uid limits on sessions, buffers, connections; no spin \
-without descriptors"
+echo "PASS: per-uid limits on sessions, buffers, connections; the last \
+connections kept for root; no spin without descriptors"
