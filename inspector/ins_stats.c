@@ -384,7 +384,7 @@ static int apply_service_event(ins_tracker *t, const ins_packet *p,
 static int on_packet(ins_tracker *t, const ins_packet *p,
                      const Perfetto__Protos__TraceStats *ts_msg, char *err,
                      size_t errlen);
-static void apply_system_info(ins_tracker *t, const ins_packet *p);
+static int apply_system_info(ins_tracker *t, const ins_packet *p);
 
 static int packet_row(ins_tracker *t, const ins_packet *p)
 {
@@ -554,8 +554,8 @@ static int on_packet(ins_tracker *t, const ins_packet *p,
     }
     if (p->trace_config.present && (rc = apply_trace_config(t, p)) != 0)
         return rc;
-    if (p->system_info.present)
-        apply_system_info(t, p);
+    if (p->system_info.present && (rc = apply_system_info(t, p)) != 0)
+        return rc;
     int64_t ts = p->has_timestamp ? (int64_t)p->timestamp : t->latest_ts;
     if (p->service_event.present &&
         (rc = apply_service_event(t, p, ts)) != 0)
@@ -589,48 +589,114 @@ loss_row:
     return 0;
 }
 
-/* SystemInfo.tracing_service_version (field 4): "Perfetto vNN.M-...". */
-static void apply_system_info(ins_tracker *t, const ins_packet *p)
+/* A string field of SystemInfo or Utsname into trace_info as key: printable
+ * ASCII only (others as '?'), at most INS_SYSINFO_MAX bytes, since it
+ * comes from the trace and is shown on terminals by sqlite3. */
+#define INS_SYSINFO_MAX 256
+static int put_sysinfo_text(ins_tracker *t, const char *key,
+                            const uint8_t *q, size_t n)
 {
+    char v[INS_SYSINFO_MAX + 1];
+    if (n > INS_SYSINFO_MAX)
+        n = INS_SYSINFO_MAX;
+    for (size_t i = 0; i < n; i++)
+        v[i] = q[i] >= 0x20 && q[i] < 0x7f ? (char)q[i] : '?';
+    v[n] = 0;
+    return ins_db_info_text(t->db, key, v);
+}
+
+/* One field of a message in [*q, end): its number, wire type, and value
+ * (varint in *v, or a length-delimited body at *body of *v bytes). 0, or
+ * -1 at a malformed field (the walk stops there, keeping what it read). */
+static int sysinfo_field(const uint8_t **q, const uint8_t *end,
+                         uint64_t *field, unsigned *wt, uint64_t *v,
+                         const uint8_t **body)
+{
+    uint64_t tag;
+    if (ins_varint(q, end, &tag) != 0)
+        return -1;
+    *field = tag >> 3;
+    *wt = (unsigned)(tag & 7);
+    if (*wt == 0)
+        return ins_varint(q, end, v) != 0 ? -1 : 0;
+    if (*wt == 2) {
+        if (ins_varint(q, end, v) != 0 || *v > (uint64_t)(end - *q))
+            return -1;
+        *body = *q;
+        *q += *v;
+        return 0;
+    }
+    if (*wt == 1 || *wt == 5) {
+        size_t n = *wt == 1 ? 8 : 4;
+        if ((size_t)(end - *q) < n)
+            return -1;
+        *q += n;
+        return 0;
+    }
+    return -1;
+}
+
+/* "Perfetto vNN.M-..." -> NN, as trace processor reads it (digits, then
+ * '.' or '-'), else -1. */
+static int64_t service_major(const uint8_t *q, size_t n)
+{
+    static const char prefix[] = "Perfetto v";
+    size_t k = sizeof(prefix) - 1;
+    if (n <= k || memcmp(q, prefix, k) != 0)
+        return -1;
+    int64_t m = 0;
+    size_t i = k;
+    while (i < n && q[i] >= '0' && q[i] <= '9' && m < 100000000)
+        m = m * 10 + (q[i++] - '0');
+    return i > k && i < n && (q[i] == '.' || q[i] == '-') ? m : -1;
+}
+
+/* SystemInfo: tracing_service_version's major (config_write_into_file_
+ * no_flush at the end), and the machine's facts into trace_info under
+ * trace processor's metadata names: tracing_service_version,
+ * system_name / _version / _release / _machine (utsname),
+ * timezone_off_mins, system_ram_bytes. */
+static int apply_system_info(ins_tracker *t, const ins_packet *p)
+{
+    static const char *const uts_keys[] = {
+        NULL, "system_name", "system_version", "system_release",
+        "system_machine",
+    };
     const uint8_t *q = p->system_info.data;
     const uint8_t *end = q + p->system_info.len;
-    while (q < end) {
-        uint64_t tag, v;
-        if (ins_varint(&q, end, &tag) != 0)
-            return;
-        unsigned wt = (unsigned)(tag & 7);
-        if (wt == 0) {
-            if (ins_varint(&q, end, &v) != 0)
-                return;
-        } else if (wt == 2) {
-            if (ins_varint(&q, end, &v) != 0 || v > (uint64_t)(end - q))
-                return;
-            if (tag >> 3 == 4) {
-                static const char prefix[] = "Perfetto v";
-                size_t n = (size_t)v, k = sizeof(prefix) - 1;
-                int64_t major = -1;
-                if (n > k && memcmp(q, prefix, k) == 0) {
-                    int64_t m = 0;
-                    size_t i = k;
-                    while (i < n && q[i] >= '0' && q[i] <= '9' &&
-                           m < 100000000)
-                        m = m * 10 + (q[i++] - '0');
-                    /* Digits then '.' or '-', as trace processor wants. */
-                    if (i > k && i < n && (q[i] == '.' || q[i] == '-'))
-                        major = m;
-                }
-                t->service_major = major;
+    int rc = 0;
+    while (q < end && rc == 0) {
+        uint64_t field, v = 0;
+        unsigned wt;
+        const uint8_t *body = NULL;
+        if (sysinfo_field(&q, end, &field, &wt, &v, &body) != 0)
+            break;
+        if (field == 4 && wt == 2) {
+            t->service_major = service_major(body, (size_t)v);
+            rc = put_sysinfo_text(t, "tracing_service_version", body,
+                                  (size_t)v);
+        } else if (field == 1 && wt == 2) {
+            const uint8_t *u = body, *uend = body + v;
+            while (u < uend && rc == 0) {
+                uint64_t uf, uv = 0;
+                unsigned uwt;
+                const uint8_t *ub = NULL;
+                if (sysinfo_field(&u, uend, &uf, &uwt, &uv, &ub) != 0)
+                    break;
+                if (uwt == 2 && uf >= 1 && uf <= 4)
+                    rc = put_sysinfo_text(t, uts_keys[uf], ub, (size_t)uv);
             }
-            q += v;
-        } else if (wt == 1 || wt == 5) {
-            size_t n = wt == 1 ? 8 : 4;
-            if ((size_t)(end - q) < n)
-                return;
-            q += n;
-        } else {
-            return;
+        } else if (field == 7 && wt == 0) {
+            /* int32: a negative offset is a sign-extended varint */
+            rc = ins_db_info_int(t->db, "timezone_off_mins",
+                                 (int64_t)(int32_t)(uint32_t)v);
+        } else if (field == 16 && wt == 0) {
+            rc = ins_db_info_int(t->db, "system_ram_bytes",
+                                 v > (uint64_t)INT64_MAX ? INT64_MAX
+                                                         : (int64_t)v);
         }
     }
+    return rc;
 }
 
 /* Trace processor's end-of-trace config checks (ins_stats.h). */

@@ -33,6 +33,7 @@
  *    is > 0; if write_into_file, no flush_period_ms and the service's major
  *    version (SystemInfo.tracing_service_version "Perfetto vNN...") is
  *    unknown or < 54, config_write_into_file_no_flush = 1.
+ *  - SystemInfo's facts go to trace_info (sql/schema.sql says which).
  *  - Service-event stats (clone timestamps) use the packet's raw timestamp
  *    (BOOTTIME = trace time for the service's packets; a packet without one
  *    uses the latest timestamp seen, as trace processor does).

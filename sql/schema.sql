@@ -121,6 +121,12 @@ CREATE TABLE buffer_config (
 --   'truncated' | 'malformed' | 'io_error'), error, error_offset,
 --   compressed_packets_expanded, compressed_packets_skipped (zstd, not
 --   expanded), inspector_version, write_into_file, duration_ms, ...
+--   From the trace's SystemInfo, under trace processor's metadata names
+--   (printable ASCII; absent when the service wrote none):
+--   tracing_service_version (which service: "Perfetto vNN... (sha)" for
+--   traced, "...-shmtraced-VERSION" for shmtraced), system_name,
+--   system_version, system_release, system_machine, timezone_off_mins,
+--   system_ram_bytes.
 CREATE TABLE trace_info (
   key   TEXT PRIMARY KEY,
   value

@@ -469,6 +469,83 @@ static void write_raw(FILE *f, uint32_t field, const uint8_t *body, size_t n)
     ck_write_packet_extra(f, &p, extra, e);
 }
 
+/* SystemInfo (a hostile one): the machine's facts into trace_info under
+ * trace processor's metadata names, text made printable; the service's
+ * major version decides config_write_into_file_no_flush (v54+ flushes
+ * before its file writes); a malformed field ends the walk, keeping
+ * what came before it. */
+static void write_system_info(FILE *f, const char *version, bool tail)
+{
+    uint8_t uts[128], body[512];
+    size_t u = 0, n = 0;
+    u += put_len(uts + u, 1, (const uint8_t *)"Linux", 5);
+    u += put_len(uts + u, 3, (const uint8_t *)"6.1\x1b[31m\n", 9);
+    u += put_len(uts + u, 4, (const uint8_t *)"x86_64", 6);
+    u += put_var(uts + u, 9, 1);                  /* unknown: skipped */
+    n += put_len(body + n, 1, uts, u);
+    n += put_len(body + n, 4, (const uint8_t *)version, strlen(version));
+    n += put_var(body + n, 7, (uint64_t)(int64_t)-300);   /* UTC-5 */
+    n += put_var(body + n, 16, 1ull << 33);
+    if (tail) {
+        n += put_tag(body + n, 5, 7);             /* no such wire type */
+        n += put_var(body + n, 16, 7);            /* never read */
+    }
+    write_raw(f, 45, body, n);
+}
+
+static void write_file_config(FILE *f)
+{
+    Perfetto__Protos__TraceConfig tc = PERFETTO__PROTOS__TRACE_CONFIG__INIT;
+    tc.has_write_into_file = 1;
+    tc.write_into_file = 1;
+    tpkt p = PERFETTO__PROTOS__TRACE_PACKET__INIT;
+    p.has_trusted_packet_sequence_id = 1;
+    p.trusted_packet_sequence_id = 1;
+    p.trace_config = &tc;
+    ck_write_packet(f, &p);
+}
+
+START_TEST(test_stats_system_info)
+{
+    session s;
+    s_open(&s);
+    write_file_config(s.f);
+    write_system_info(s.f, "Perfetto v58.2-shmtraced-0.1.0 (x)", true);
+    s_inspect(&s);
+    char v[128];
+    ck_q_text(s.conn, v, sizeof v, "select value from trace_info where key "
+              "= 'system_release'");
+    ck_assert_str_eq(v, "6.1?[31m?");
+    ck_q_text(s.conn, v, sizeof v, "select value from trace_info where key "
+              "= 'system_machine'");
+    ck_assert_str_eq(v, "x86_64");
+    ck_q_text(s.conn, v, sizeof v, "select value from trace_info where key "
+              "= 'tracing_service_version'");
+    ck_assert_str_eq(v, "Perfetto v58.2-shmtraced-0.1.0 (x)");
+    ck_assert_int_eq(ck_q_int(s.conn, -1, NULL, "select value from "
+                              "trace_info where key = 'timezone_off_mins'"),
+                     -300);
+    ck_assert_int_eq(ck_q_int(s.conn, -1, NULL, "select value from "
+                              "trace_info where key = 'system_ram_bytes'"),
+                     (int64_t)1 << 33);
+    ck_assert_int_eq(ck_stat(s.conn, "config_write_into_file_no_flush", -1,
+                             -2), 0);
+    s_close(&s);
+
+    /* A service before v54 (or of no known version): the error. */
+    s_open(&s);
+    write_file_config(s.f);
+    write_system_info(s.f, "Perfetto v53.0 (old)", false);
+    s_inspect(&s);
+    ck_assert_int_eq(ck_stat(s.conn, "config_write_into_file_no_flush", -1,
+                             -2), 1);
+    ck_assert_int_eq(ck_q_int(s.conn, -1, NULL, "select value from "
+                              "trace_info where key = 'system_ram_bytes'"),
+                     (int64_t)1 << 33);
+    s_close(&s);
+}
+END_TEST
+
 START_TEST(test_stats_ftrace)
 {
     session s;
@@ -644,7 +721,7 @@ static Suite *stats_suite(void)
              test_stats_reason_names);
     TCK_CASE(s, "service_events", test_stats_clone_events);
     TCK_CASE(s, "tables", test_stats_buffer_config_and_view,
-             test_stats_ftrace);
+             test_stats_ftrace, test_stats_system_info);
     return s;
 }
 

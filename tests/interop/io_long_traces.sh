@@ -112,6 +112,13 @@ long_cfg "$D/s_noflush.pbtxt" RING_BUFFER false 0
 io_perfetto_record "$D/s_noflush.pbtxt" "$D/s_noflush.pftrace"
 io_no_error_stats "$D/s_noflush.pftrace"
 io_stats_match "$D/s_noflush.pftrace"
+inspect "$D/s_noflush.pftrace" "$D/e.db"
+[ "$(sqlite3 "$D/e.db" "select value from trace_info
+      where key = 'system_release'")" = "$(uname -r)" ] ||
+    e2e_fail "inspector: trace_info.system_release is not uname -r"
+sqlite3 "$D/e.db" "select value from trace_info
+    where key = 'tracing_service_version'" | grep -q -- '-shmtraced-' ||
+    e2e_fail "inspector: trace_info names no shmtraced service"
 if io_have_tp; then
     sysinfo_keys "$D/s_noflush.pftrace" >"$D/shm_keys.txt"
     [ -s "$D/shm_keys.txt" ] || e2e_fail "no SystemInfo metadata from shmtraced"
