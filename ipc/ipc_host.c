@@ -23,11 +23,12 @@
  * Admission: at most IPC_HOST_MAX_CONNS connections, the last `reserved`
  * of them only for two uids (the daemon's owner: root and its own), and
  * at most max_per_uid of one peer uid (SO_PEERCRED), so that one user
- * cannot take them all, nor several users the owner's. A connection over a limit is refused: it gets one
- * msg_request_error frame without a request id saying why (our clients
- * print it; others just see the connection close), is closed, and the
- * refusal is counted and reported (on_refused, which also hears of
- * connections dropped at a transmit bound). When the process is out
+ * cannot take them all, nor several users the owner's. A connection over
+ * a limit is refused: it gets one msg_request_error frame without a
+ * request id saying why (our clients print it; others just see the
+ * connection close), is closed, and the refusal is counted and reported
+ * (on_refused, which also hears of connections dropped at a transmit
+ * bound). When the process is out
  * of descriptors (EMFILE/ENFILE), the pending connection would stay in
  * the listen queue and keep poll() waking us at once, a busy loop for as
  * long as a user holds the descriptors: the host keeps one spare

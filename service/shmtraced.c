@@ -71,6 +71,7 @@ static void usage(FILE *f)
 "                            socket (default 512: half the 1024 a socket\n"
 "                            serves; every uid); the next is refused and\n"
 "                            told why\n"
+"\n"
 "Whatever the limits, the last %u MiB of buffers and the last %u\n"
 "connections of each socket are kept for root and the daemon's own uid.\n"
 "\n"

@@ -93,8 +93,8 @@ void svc_set_root_access(svc_service *, bool root_may_access_all);
 /* Per-uid limits, so that one user cannot lock the others out: a consumer
  * uid may have at most max_sessions sessions it started (clones not
  * counted, as in Perfetto) and hold at most max_buffer_kb KB of buffers,
- * clones included, within the service's budget (svc_set_buffer_budget). 0 lifts
- * either. The session limit holds for every uid, as Perfetto's; the
+ * clones included, within the service's budget (svc_set_buffer_budget).
+ * 0 lifts either. The session limit holds for every uid, as Perfetto's; the
  * buffer share for every uid but the daemon's own (which has the whole
  * budget). Defaults: 5 sessions (Perfetto's) and 2 GiB (half the budget). */
 #define SVC_MAX_SESSIONS_PER_UID_DEFAULT  5u  /* Perfetto's
