@@ -651,6 +651,28 @@ static int64_t service_major(const uint8_t *q, size_t n)
     return i > k && i < n && (q[i] == '.' || q[i] == '-') ? m : -1;
 }
 
+/* Utsname (SystemInfo field 1) into trace_info: sysname, version,
+ * release, machine (fields 1-4). */
+static int apply_utsname(ins_tracker *t, const uint8_t *q, size_t len)
+{
+    static const char *const keys[] = {
+        NULL, "system_name", "system_version", "system_release",
+        "system_machine",
+    };
+    const uint8_t *end = q + len;
+    int rc = 0;
+    while (q < end && rc == 0) {
+        uint64_t field, v = 0;
+        unsigned wt;
+        const uint8_t *body = NULL;
+        if (sysinfo_field(&q, end, &field, &wt, &v, &body) != 0)
+            break;
+        if (wt == 2 && field >= 1 && field <= 4)
+            rc = put_sysinfo_text(t, keys[field], body, (size_t)v);
+    }
+    return rc;
+}
+
 /* SystemInfo: tracing_service_version's major (config_write_into_file_
  * no_flush at the end), and the machine's facts into trace_info under
  * trace processor's metadata names: tracing_service_version,
@@ -658,10 +680,6 @@ static int64_t service_major(const uint8_t *q, size_t n)
  * timezone_off_mins, system_ram_bytes. */
 static int apply_system_info(ins_tracker *t, const ins_packet *p)
 {
-    static const char *const uts_keys[] = {
-        NULL, "system_name", "system_version", "system_release",
-        "system_machine",
-    };
     const uint8_t *q = p->system_info.data;
     const uint8_t *end = q + p->system_info.len;
     int rc = 0;
@@ -676,16 +694,7 @@ static int apply_system_info(ins_tracker *t, const ins_packet *p)
             rc = put_sysinfo_text(t, "tracing_service_version", body,
                                   (size_t)v);
         } else if (field == 1 && wt == 2) {
-            const uint8_t *u = body, *uend = body + v;
-            while (u < uend && rc == 0) {
-                uint64_t uf, uv = 0;
-                unsigned uwt;
-                const uint8_t *ub = NULL;
-                if (sysinfo_field(&u, uend, &uf, &uwt, &uv, &ub) != 0)
-                    break;
-                if (uwt == 2 && uf >= 1 && uf <= 4)
-                    rc = put_sysinfo_text(t, uts_keys[uf], ub, (size_t)uv);
-            }
+            rc = apply_utsname(t, body, (size_t)v);
         } else if (field == 7 && wt == 0) {
             /* int32: a negative offset is a sign-extended varint */
             rc = ins_db_info_int(t->db, "timezone_off_mins",

@@ -28,10 +28,10 @@
  * request id saying why (our clients print it; others just see the
  * connection close), is closed, and the refusal is counted and reported
  * (on_refused, which also hears of connections dropped at a transmit
- * bound). When the process is out
- * of descriptors (EMFILE/ENFILE), the pending connection would stay in
- * the listen queue and keep poll() waking us at once, a busy loop for as
- * long as a user holds the descriptors: the host keeps one spare
+ * bound). When the process is out of descriptors (EMFILE/ENFILE), the
+ * pending connection would stay in the listen queue and keep poll()
+ * waking us at once, a busy loop for as long as a user holds the
+ * descriptors: the host keeps one spare
  * descriptor (/dev/null), lets it go to accept and refuse that
  * connection, and takes it back; without a spare it stops listening for
  * ACCEPT_PAUSE_MS.
@@ -497,10 +497,14 @@ static void on_chan_close(ipc_chan *chan, int err, void *ctx)
 {
     ipc_conn *conn = ctx;
     ipc_host *h = conn->host;
-    if (err == -ENOBUFS && h->on_refused)
-        h->on_refused(h->refused_ctx, ipc_chan_peer_uid(chan), true,
-                      "it did not read its replies (32 MiB queued for the "
-                      "connection, or 256 MiB for its uid on this socket)");
+    if (err == -ENOBUFS && h->on_refused) {
+        char why[160];
+        snprintf(why, sizeof why, "it did not read its replies (%u MiB "
+                 "queued for the connection, or %llu MiB for its uid on "
+                 "this socket)", IPC_CHAN_TX_MAX_BYTES >> 20,
+                 (unsigned long long)(h->tx_max_per_uid >> 20));
+        h->on_refused(h->refused_ctx, ipc_chan_peer_uid(chan), true, why);
+    }
     teardown(conn);
 }
 

@@ -104,7 +104,9 @@ svc_daemon *svc_daemon_create(ipc_loop *loop, const char *producer_path,
     }
     d->loop = loop;
     d->fw_fd = -1;
-    d->svc = svc_create(&ops, d, getuid());
+    uid_t owner = getuid();   /* the service's uid: its buffers' and
+                                 connections' reserve is this uid's */
+    d->svc = svc_create(&ops, d, owner);
     if (!d->svc) {
         e = -ENOMEM;
         goto fail;
@@ -120,8 +122,8 @@ svc_daemon *svc_daemon_create(ipc_loop *loop, const char *producer_path,
     ipc_host_set_refused_cb(d->phost, log_refusal, &d->prefused);
     ipc_host_set_refused_cb(d->chost, log_refusal, &d->crefused);
     svc_daemon_set_max_conns_per_uid(d, SVC_MAX_CONNS_PER_UID);
-    ipc_host_set_reserved_conns(d->phost, SVC_RESERVED_CONNS, 0, getuid());
-    ipc_host_set_reserved_conns(d->chost, SVC_RESERVED_CONNS, 0, getuid());
+    ipc_host_set_reserved_conns(d->phost, SVC_RESERVED_CONNS, 0, owner);
+    ipc_host_set_reserved_conns(d->chost, SVC_RESERVED_CONNS, 0, owner);
     if ((e = ipc_host_expose_service(d->phost, &svc__producer_port, d)) < 0 ||
         (e = ipc_host_expose_service(d->chost, &svc__consumer_port, d)) < 0)
         goto fail;

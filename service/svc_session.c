@@ -106,21 +106,21 @@ static int check_buffer_budget(const svc_service *svc, uid_t uid,
     uint64_t kept = owner ? 0 : svc->reserved_buffer_kb;
     uint64_t open = total > kept ? total - kept : 0;
     if (svc->total_buffer_kb + kb > open) {
-        if (err && errlen && kept && svc->total_buffer_kb + kb <= total)
+        if (err && errlen) {
+            char limit[128];
+            if (svc->total_buffer_kb + kb <= total)   /* the kept part */
+                snprintf(limit, sizeof limit, "keeps the last %llu KB of "
+                         "its %llu KB for root and its own uid",
+                         (unsigned long long)kept, (unsigned long long)total);
+            else
+                snprintf(limit, sizeof limit, "allows %llu KB",
+                         (unsigned long long)total);
             snprintf(err, errlen, "%s needs %llu KB of buffers, but the "
-                     "service holds %llu KB in all sessions and keeps the "
-                     "last %llu KB of its %llu KB for root and its own "
-                     "uid; ask for less, or try again when sessions have "
-                     "ended", what, (unsigned long long)kb,
-                     (unsigned long long)svc->total_buffer_kb,
-                     (unsigned long long)kept, (unsigned long long)total);
-        else if (err && errlen)
-            snprintf(err, errlen, "%s needs %llu KB of buffers, but the "
-                     "service holds %llu KB in all sessions and allows "
-                     "%llu KB; ask for less, or try again when sessions "
-                     "have ended", what, (unsigned long long)kb,
-                     (unsigned long long)svc->total_buffer_kb,
-                     (unsigned long long)total);
+                     "service holds %llu KB in all sessions and %s; ask for "
+                     "less, or try again when sessions have ended", what,
+                     (unsigned long long)kb,
+                     (unsigned long long)svc->total_buffer_kb, limit);
+        }
         return -ENOMEM;
     }
     uint64_t max = uid == svc->uid ? 0 : svc->max_buffer_kb_per_uid;
