@@ -605,35 +605,43 @@ static int put_sysinfo_text(ins_tracker *t, const char *key,
     return ins_db_info_text(t->db, key, v);
 }
 
-/* One field of a message in [*q, end): its number, wire type, and value
- * (varint in *v, or a length-delimited body at *body of *v bytes). 0, or
- * -1 at a malformed field (the walk stops there, keeping what it read). */
-static int sysinfo_field(const uint8_t **q, const uint8_t *end,
-                         uint64_t *field, unsigned *wt, uint64_t *v,
-                         const uint8_t **body)
+/* fn(t, field number, wire type, value, body) for each field of the
+ * message [q, q + len): a varint's value in v; a length-delimited field's
+ * body at body, v bytes. Stops at fn's first non-zero rc (returned), or
+ * at a malformed field (0: the walk keeps what it read before it). */
+typedef int (*field_fn)(ins_tracker *t, uint64_t field, unsigned wt,
+                        uint64_t v, const uint8_t *body);
+static int walk_fields(ins_tracker *t, const uint8_t *q, size_t len,
+                       field_fn fn)
 {
-    uint64_t tag;
-    if (ins_varint(q, end, &tag) != 0)
-        return -1;
-    *field = tag >> 3;
-    *wt = (unsigned)(tag & 7);
-    if (*wt == 0)
-        return ins_varint(q, end, v) != 0 ? -1 : 0;
-    if (*wt == 2) {
-        if (ins_varint(q, end, v) != 0 || *v > (uint64_t)(end - *q))
-            return -1;
-        *body = *q;
-        *q += *v;
-        return 0;
+    const uint8_t *end = q + len;
+    while (q < end) {
+        uint64_t tag, v = 0;
+        const uint8_t *body = NULL;
+        if (ins_varint(&q, end, &tag) != 0)
+            return 0;
+        unsigned wt = (unsigned)(tag & 7);
+        if (wt == 0) {
+            if (ins_varint(&q, end, &v) != 0)
+                return 0;
+        } else if (wt == 2) {
+            if (ins_varint(&q, end, &v) != 0 || v > (uint64_t)(end - q))
+                return 0;
+            body = q;
+            q += v;
+        } else if (wt == 1 || wt == 5) {
+            size_t n = wt == 1 ? 8 : 4;
+            if ((size_t)(end - q) < n)
+                return 0;
+            q += n;
+        } else {
+            return 0;
+        }
+        int rc = fn(t, tag >> 3, wt, v, body);
+        if (rc != 0)
+            return rc;
     }
-    if (*wt == 1 || *wt == 5) {
-        size_t n = *wt == 1 ? 8 : 4;
-        if ((size_t)(end - *q) < n)
-            return -1;
-        *q += n;
-        return 0;
-    }
-    return -1;
+    return 0;
 }
 
 /* "Perfetto vNN.M-..." -> NN, as trace processor reads it (digits, then
@@ -651,61 +659,49 @@ static int64_t service_major(const uint8_t *q, size_t n)
     return i > k && i < n && (q[i] == '.' || q[i] == '-') ? m : -1;
 }
 
-/* Utsname (SystemInfo field 1) into trace_info: sysname, version,
- * release, machine (fields 1-4). */
-static int apply_utsname(ins_tracker *t, const uint8_t *q, size_t len)
+/* A Utsname field (SystemInfo field 1) into trace_info: sysname,
+ * version, release, machine (fields 1-4). */
+static int utsname_field(ins_tracker *t, uint64_t field, unsigned wt,
+                         uint64_t v, const uint8_t *body)
 {
     static const char *const keys[] = {
         NULL, "system_name", "system_version", "system_release",
         "system_machine",
     };
-    const uint8_t *end = q + len;
-    int rc = 0;
-    while (q < end && rc == 0) {
-        uint64_t field, v = 0;
-        unsigned wt;
-        const uint8_t *body = NULL;
-        if (sysinfo_field(&q, end, &field, &wt, &v, &body) != 0)
-            break;
-        if (wt == 2 && field >= 1 && field <= 4)
-            rc = put_sysinfo_text(t, keys[field], body, (size_t)v);
-    }
-    return rc;
+    if (wt == 2 && field >= 1 && field <= 4)
+        return put_sysinfo_text(t, keys[field], body, (size_t)v);
+    return 0;
 }
 
-/* SystemInfo: tracing_service_version's major (config_write_into_file_
- * no_flush at the end), and the machine's facts into trace_info under
- * trace processor's metadata names: tracing_service_version,
- * system_name / _version / _release / _machine (utsname),
- * timezone_off_mins, system_ram_bytes. */
+/* A SystemInfo field: tracing_service_version's major
+ * (config_write_into_file_no_flush at the end), and the machine's facts
+ * into trace_info under trace processor's metadata names:
+ * tracing_service_version, system_name / _version / _release / _machine
+ * (utsname), timezone_off_mins, system_ram_bytes. */
+static int system_info_field(ins_tracker *t, uint64_t field, unsigned wt,
+                             uint64_t v, const uint8_t *body)
+{
+    if (field == 4 && wt == 2) {
+        t->service_major = service_major(body, (size_t)v);
+        return put_sysinfo_text(t, "tracing_service_version", body,
+                                (size_t)v);
+    }
+    if (field == 1 && wt == 2)
+        return walk_fields(t, body, (size_t)v, utsname_field);
+    if (field == 7 && wt == 0)   /* int32: negative is sign-extended */
+        return ins_db_info_int(t->db, "timezone_off_mins",
+                               (int64_t)(int32_t)(uint32_t)v);
+    if (field == 16 && wt == 0)
+        return ins_db_info_int(t->db, "system_ram_bytes",
+                               v > (uint64_t)INT64_MAX ? INT64_MAX
+                                                       : (int64_t)v);
+    return 0;
+}
+
 static int apply_system_info(ins_tracker *t, const ins_packet *p)
 {
-    const uint8_t *q = p->system_info.data;
-    const uint8_t *end = q + p->system_info.len;
-    int rc = 0;
-    while (q < end && rc == 0) {
-        uint64_t field, v = 0;
-        unsigned wt;
-        const uint8_t *body = NULL;
-        if (sysinfo_field(&q, end, &field, &wt, &v, &body) != 0)
-            break;
-        if (field == 4 && wt == 2) {
-            t->service_major = service_major(body, (size_t)v);
-            rc = put_sysinfo_text(t, "tracing_service_version", body,
-                                  (size_t)v);
-        } else if (field == 1 && wt == 2) {
-            rc = apply_utsname(t, body, (size_t)v);
-        } else if (field == 7 && wt == 0) {
-            /* int32: a negative offset is a sign-extended varint */
-            rc = ins_db_info_int(t->db, "timezone_off_mins",
-                                 (int64_t)(int32_t)(uint32_t)v);
-        } else if (field == 16 && wt == 0) {
-            rc = ins_db_info_int(t->db, "system_ram_bytes",
-                                 v > (uint64_t)INT64_MAX ? INT64_MAX
-                                                         : (int64_t)v);
-        }
-    }
-    return rc;
+    return walk_fields(t, p->system_info.data, p->system_info.len,
+                       system_info_field);
 }
 
 /* Trace processor's end-of-trace config checks (ins_stats.h). */
