@@ -43,15 +43,13 @@ ins_exit ins_live(const ins_live_options *lo, const ins_options *o,
     char err[512] = "";
     cons_out out;
     memset(&out, 0, sizeof(out));
+    /* No service, one of another user we refused to talk to, or one that
+     * refused us (too many connections of ours): no_service. */
+    bool no_service = false;
     int rc = cons_clone_to_file(lo->socket, lo->session_id, lo->session_name,
-                                path, &out, err, sizeof(err));
+                                path, &out, &no_service, err, sizeof(err));
     cons_out_fini(&out);
     if (rc < 0) {
-        /* No service, one of another user we refused to talk to, or one
-         * that refused us (too many connections of ours). */
-        bool no_service = strncmp(err, "cannot connect", 14) == 0 ||
-                          strstr(err, "neither root nor you") != NULL ||
-                          strstr(err, "refused the connection") != NULL;
         res->status = no_service ? INS_EXIT_NO_SERVICE : INS_EXIT_LIVE;
         snprintf(res->message, sizeof(res->message),
                  "cannot clone the live session: %s%s", err,

@@ -1089,11 +1089,20 @@ START_TEST(test_client_no_service)
     char msg[256], out[80];
     snprintf(out, sizeof out, "/tmp/check_cli_nosuch_%d.pftrace",
              (int)getpid());
+    bool unreachable = false;
     ck_assert_int_lt(cons_clone_to_file(path, UINT64_MAX, NULL, out, NULL,
-                                        msg, sizeof msg), 0);
+                                        &unreachable, msg, sizeof msg), 0);
+    ck_assert(unreachable);                   /* exit 3, not 1 */
     ck_assert_ptr_nonnull(strstr(msg, "cannot connect"));
     ck_assert_ptr_nonnull(strstr(msg, path)); /* the socket is named */
     ck_assert_int_ne(access(out, F_OK), 0);   /* nothing left behind */
+    /* An output it cannot create fails first, and is not "no service". */
+    snprintf(out, sizeof out, "/tmp/check_cli_nosuch_%d/x.pftrace",
+             (int)getpid());
+    ck_assert_int_lt(cons_clone_to_file(path, UINT64_MAX, NULL, out, NULL,
+                                        &unreachable, msg, sizeof msg), 0);
+    ck_assert(!unreachable);
+    ck_assert_ptr_null(strstr(msg, "cannot connect"));
 }
 END_TEST
 

@@ -122,6 +122,12 @@ e2e_until 200 0.05 "the producer hoarder never reported" grep -q '^why=' \
     "$E2E_DIR/phold.log"
 grep -qx 'bound=8' "$E2E_DIR/phold.log" && grep -qx 'refused=2' \
     "$E2E_DIR/phold.log" || e2e_fail "producer hoard: $(cat "$E2E_DIR/phold.log")"
+# The user's triggers come on the producer socket: refused, told why, exit 3.
+sec_as_user "$CLI" trigger hoarded >"$E2E_DIR/att.log" 2>&1
+rc=$?
+[ $rc -eq 3 ] && grep -q "refused the connection: uid $SEC_UID has 8 \
+connections" "$E2E_DIR/att.log" || e2e_fail "trigger on a refused \
+connection: exit $rc: $(cat "$E2E_DIR/att.log")"
 e2e_spawn producer2 "$PRODUCER" -t 1 -r 100 -S 64
 e2e_until 600 0.05 "root's second producer was locked out" \
     e2e_stat_ge producers_connected 2

@@ -76,6 +76,17 @@ grep -q "runs as uid $SEC_UID, neither root nor you" "$E2E_DIR/c2.log" ||
 [ -e "$E2E_DIR/x.pftrace" ] && e2e_fail "record created its output anyway"
 PERFETTO_CONSUMER_SOCK_NAME="$UC" "$CLI" stats >"$E2E_DIR/c3.log" 2>&1 &&
     e2e_fail "stats talked to the user's daemon"
+"$CLI" clone -o "$E2E_DIR/y.pftrace" --socket "$UC" >"$E2E_DIR/c5.log" 2>&1
+rc=$?
+[ $rc -eq 3 ] && grep -q "runs as uid $SEC_UID, neither root nor you" \
+    "$E2E_DIR/c5.log" || e2e_fail "clone to the user's daemon: exit $rc: \
+$(cat "$E2E_DIR/c5.log")"
+[ -e "$E2E_DIR/y.pftrace" ] && e2e_fail "clone created its output anyway"
+"$CLI" trigger --socket "$UP" rootsecret >"$E2E_DIR/c6.log" 2>&1
+rc=$?
+[ $rc -eq 3 ] && grep -q "runs as uid $SEC_UID, neither root nor you" \
+    "$E2E_DIR/c6.log" || e2e_fail "trigger to the user's daemon: exit $rc: \
+$(cat "$E2E_DIR/c6.log")"
 "$INSPECT" --live --socket "$UC" -o "$E2E_DIR/l.db" >"$E2E_DIR/c4.log" 2>&1
 rc=$?
 [ $rc -eq 3 ] || e2e_fail "inspect --live to the user's daemon: exit $rc, not 3"

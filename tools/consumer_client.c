@@ -563,11 +563,13 @@ void cons_losses_from_stats(const Perfetto__Protos__TraceStats *st,
 
 int cons_clone_to_file(const char *socket_override, uint64_t session_id,
                        const char *name, const char *path, cons_out *result,
-                       char *err, size_t err_len)
+                       bool *unreachable, char *err, size_t err_len)
 {
     int rc = 0;
     if (err_len)
         err[0] = 0;
+    if (unreachable)
+        *unreachable = false;
     /* Whole or nothing: a failed run leaves no file behind. The output is
      * checked first, so a bad -o fails before anything else. */
     cli_outfile of;
@@ -577,6 +579,8 @@ int cons_clone_to_file(const char *socket_override, uint64_t session_id,
     cons_client *c = cons_connect(socket_override, &rc);
     if (!c) {
         cons_connect_error(socket_override, rc, err, err_len);
+        if (unreachable)
+            *unreachable = true;
         cli_outfile_abort(&of);
         return rc;
     }

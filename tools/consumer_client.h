@@ -153,13 +153,16 @@ void cons_connect_error(const char *socket_override, int rc, char *msg,
                         size_t len);
 
 /* Clone a running session into a trace file at path (created/truncated):
- * connect, CloneSession, ReadBuffers, FreeBuffers. For the inspector's
- * --live. The file appears only if the whole clone was read (a failure
- * leaves none, and an older file at path intact). *result (may be NULL)
- * gets the counts; err the message, which starts with "cannot connect"
- * when the service could not be reached. */
+ * connect, CloneSession, ReadBuffers, FreeBuffers. For `shmtrace clone`
+ * and the inspector's --live. The file appears only if the whole clone
+ * was read (a failure leaves none, and an older file at path intact).
+ * *result (may be NULL) gets the counts; err the message. *unreachable
+ * (may be NULL) is set when the failure was reaching the service: no
+ * socket or no one listening, a daemon of another user we will not talk
+ * to, or one that refused the connection (cons_connect_error's cases);
+ * it is false for every later failure. */
 int cons_clone_to_file(const char *socket_override, uint64_t session_id,
                        const char *name, const char *path, cons_out *result,
-                       char *err, size_t err_len);
+                       bool *unreachable, char *err, size_t err_len);
 
 #endif /* SHMTRACE_CONSUMER_CLIENT_H */

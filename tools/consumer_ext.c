@@ -279,6 +279,7 @@ typedef struct {
     bool bound_done, bound_ok, disc;
     bool init_done, trig_done;
     int init_status, trig_status;
+    char refused_why[256];   /* the service's reason, if it refused us */
 } tstate;
 
 static void t_bound(ipc_client *ic, bool ok, void *ctx)
@@ -290,7 +291,11 @@ static void t_bound(ipc_client *ic, bool ok, void *ctx)
 
 static void t_disc(ipc_client *ic, int err, void *ctx)
 {
+    (void)err;
     tstate *t = ctx;
+    const char *why = ipc_client_refusal(ic);
+    if (why && !t->bound_done)
+        snprintf(t->refused_why, sizeof t->refused_why, "%s", why);
     t->disc = true;
     t->bound_done = true;
 }
@@ -327,14 +332,21 @@ static int t_wait(ipc_loop *loop, tstate *t, const bool *flag)
 
 int cons_activate_triggers(const char *producer_socket,
                            const char *producer_name,
-                           const char *const *names, size_t n, char *err,
-                           size_t err_len)
+                           const char *const *names, size_t n,
+                           bool *unreachable, char *err, size_t err_len)
 {
     char path[108];
+    if (unreachable)
+        *unreachable = false;
+    if (err_len)
+        err[0] = 0;
     int rc = ipc_sock_path(IPC_SOCK_PRODUCER, producer_socket, path,
                            sizeof(path));
-    if (rc < 0)
+    if (rc < 0) {
+        snprintf(err, err_len, "no usable producer socket name: %s",
+                 strerror(-rc));
         return rc;
+    }
     ipc_loop *loop = ipc_loop_create();
     if (!loop)
         return -ENOMEM;
@@ -343,12 +355,25 @@ int cons_activate_triggers(const char *producer_socket,
     ipc_client *ic = ipc_client_connect(loop, path, IPC_PRODUCER_PORT, &cbs,
                                         &t, &rc);
     if (!ic) {
-        snprintf(err, err_len, "cannot connect to the producer socket %s: "
-                 "%s", path, strerror(-rc));
+        if (rc == -EPERM)   /* a daemon of another user: say whose */
+            ipc_sock_describe_error(path, rc, err, err_len);
+        else
+            snprintf(err, err_len, "cannot connect to the tracing service's "
+                     "producer socket %s: %s (is shmtraced running? see "
+                     "--socket)", path, strerror(-rc));
+        if (unreachable)
+            *unreachable = true;
         ipc_loop_destroy(loop);
         return rc;
     }
     rc = t_wait(loop, &t, &t.bound_done);
+    if (t.refused_why[0]) {   /* too many connections of ours, say */
+        snprintf(err, err_len, "the tracing service at %s refused the "
+                 "connection: %s", path, t.refused_why);
+        if (unreachable)
+            *unreachable = true;
+        rc = -ECONNREFUSED;
+    }
     if (rc == 0 && !t.bound_ok)
         rc = -EPROTONOSUPPORT;
     if (rc == 0) {

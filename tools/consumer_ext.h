@@ -45,10 +45,12 @@ int cons_clone_ex(cons_client *c, uint64_t session_id, const char *name,
                   char *err, size_t err_len);
 /* Connect to the producer socket (override, else
  * $PERFETTO_PRODUCER_SOCK_NAME, else the default) as producer
- * producer_name and send ActivateTriggers(names). */
+ * producer_name and send ActivateTriggers(names). On failure err says
+ * why; *unreachable (may be NULL) is set when the service could not be
+ * reached (no one listening, a daemon of another user, a refusal). */
 int cons_activate_triggers(const char *producer_socket,
                            const char *producer_name,
-                           const char *const *names, size_t n, char *err,
-                           size_t err_len);
+                           const char *const *names, size_t n,
+                           bool *unreachable, char *err, size_t err_len);
 
 #endif /* SHMTRACE_CONSUMER_EXT_H */

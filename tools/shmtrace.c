@@ -168,14 +168,13 @@ static int cmd_clone(int argc, char **argv)
     cons_out o;
     memset(&o, 0, sizeof o);
     uint64_t t0 = ipc_now_ms();
-    int rc = cons_clone_to_file(socket, id, name, out, &o, err, sizeof err);
+    bool unreachable = false;
+    int rc = cons_clone_to_file(socket, id, name, out, &o, &unreachable, err,
+                                sizeof err);
     if (rc < 0) {
         fprintf(stderr, "shmtrace clone: %s; nothing written\n", err);
         cons_out_fini(&o);
-        return strstr(err, "cannot connect") ||
-               strstr(err, "refused the connection") ||
-               strstr(err, "refusing to use it") ? EXIT_NO_SERVICE
-                                                 : EXIT_FAIL;
+        return unreachable ? EXIT_NO_SERVICE : EXIT_FAIL;
     }
     if (json)
         cli_json_summary("clone", out, &o, o.last_stats,

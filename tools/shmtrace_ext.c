@@ -429,8 +429,12 @@ static void usage_trigger(FILE *f)
 "\n"
 "  -s, --socket PATH         producer socket (default\n"
 "                            $PERFETTO_PRODUCER_SOCK_NAME, else\n"
-"                            $XDG_RUNTIME_DIR/shmtrace-producer.sock, else\n"
-"                            /tmp/shmtrace-producer.sock)\n"
+"                            shmtrace-producer.sock in your own runtime\n"
+"                            directory ($XDG_RUNTIME_DIR, else\n"
+"                            /tmp/shmtrace-UID) if a daemon of yours is\n"
+"                            there, else the system daemon's\n"
+"                            " IPC_SYSTEM_SOCK_DIR "/shmtrace-producer.sock\n"
+"                            (root: always the system one))\n"
 "  -N, --producer-name NAME  producer name the triggers come from (matched\n"
 "                            by producer_name_regex; default\n"
 "                            shmtrace-trigger)\n"
@@ -471,12 +475,14 @@ int shx_cmd_trigger(int argc, char **argv)
             return EXIT_USAGE;
         }
     char err[512] = "";
+    bool unreachable = false;
     int rc = cons_activate_triggers(socket, pname,
                                     (const char *const *)argv + optind,
-                                    (size_t)(argc - optind), err, sizeof err);
+                                    (size_t)(argc - optind), &unreachable,
+                                    err, sizeof err);
     if (rc < 0) {
         fprintf(stderr, "shmtrace trigger: %s\n", err);
-        return strstr(err, "cannot connect") ? EXIT_NO_SERVICE : EXIT_FAIL;
+        return unreachable ? EXIT_NO_SERVICE : EXIT_FAIL;
     }
     return 0;
 }
