@@ -1106,6 +1106,34 @@ START_TEST(test_client_no_service)
 }
 END_TEST
 
+/* How a session ended is a flag, not the service's words: a service error
+ * that says "lost" is not a lost connection (shmtrace record then keeps
+ * the partial file and says the service went away). */
+START_TEST(test_client_end_by_disconnect)
+{
+    cons_client c;
+    memset(&c, 0, sizeof c);
+    c.enable_sent = true;
+    Perfetto__Protos__EnableTracingResponse r =
+        PERFETTO__PROTOS__ENABLE_TRACING_RESPONSE__INIT;
+    r.error = "producer p: 3 packets lost";
+    cons__on_enable_reply(NULL, 0, &r.base, false, &c);
+    const char *why = NULL;
+    ck_assert(cons_ended(&c, &why));
+    ck_assert_str_eq(why, "producer p: 3 packets lost");
+    ck_assert(!cons_ended_by_disconnect(&c));
+    /* The call failed because the connection dropped. */
+    cons__on_enable_reply(NULL, -ECONNRESET, NULL, false, &c);
+    ck_assert(cons_ended(&c, &why));
+    ck_assert(cons_ended_by_disconnect(&c));
+    ck_assert_ptr_nonnull(strstr(why, "connection"));
+    /* Refused outright: ended, not by a disconnect. */
+    cons__on_enable_reply(NULL, -EINVAL, NULL, false, &c);
+    ck_assert(!cons_ended_by_disconnect(&c));
+    free(c.end_error);
+}
+END_TEST
+
 START_TEST(test_parse_sizes_and_durations)
 {
     uint32_t v = 7;
@@ -1173,6 +1201,7 @@ static Suite *cli_suite(void)
              test_out_scan_follow, test_out_scan_follow_sparse,
              test_out_scan_file_shrinks_while_walked);
     TCK_CASE(s, "client", test_client_no_service);
+    TCK_CASE(s, "client", test_client_end_by_disconnect);
     return s;
 }
 

@@ -55,6 +55,7 @@ static void on_disc(ipc_client *ic, int err, void *ctx)
     c->bound_done = true;
     if (c->enable_sent && !c->ended) {
         c->ended = true;
+        c->end_lost = true;
         free(c->end_error);
         c->end_error = strdup("connection to the tracing service lost");
     }
@@ -209,8 +210,9 @@ void cons__on_enable_reply(ipc_client *ic, int status,
     free(c->end_error);
     c->end_error = NULL;
     const Perfetto__Protos__EnableTracingResponse *r = (const void *)msg;
+    c->end_lost = status == -ECONNRESET;
     if (status < 0)
-        c->end_error = strdup(status == -ECONNRESET
+        c->end_error = strdup(c->end_lost
                                   ? "connection to the tracing service lost"
                                   : "the service refused the trace config");
     else if (r && r->error && r->error[0])
@@ -313,6 +315,11 @@ bool cons_ended(const cons_client *c, const char **error)
     if (error)
         *error = c->end_error;
     return c->ended;
+}
+
+bool cons_ended_by_disconnect(const cons_client *c)
+{
+    return c->ended && c->end_lost;
 }
 
 int cons_disable(cons_client *c)

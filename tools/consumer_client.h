@@ -57,6 +57,9 @@ void cons_free_names(char **names, size_t n);
 /* Whether the session ended (EnableTracing answered or the connection
  * dropped); *error gets the service's error text or NULL. */
 bool cons_ended(const cons_client *c, const char **error);
+/* Whether it ended because the connection to the service dropped (the
+ * error is then our own words for that, not the service's). */
+bool cons_ended_by_disconnect(const cons_client *c);
 /* Run the loop for up to timeout_ms (returns early on any event). */
 void cons_poll(cons_client *c, int timeout_ms);
 

@@ -16,6 +16,7 @@ struct cons_client {
     bool bound_done, bound_ok;
     bool disconnected;
     bool enable_sent, ended;
+    bool end_lost;     /* it ended because the connection dropped */
     char *end_error;
     /* ObserveEvents (consumer_ext.c): clone trigger hits not taken yet */
     bool observing;

@@ -548,7 +548,7 @@ int shc_cmd_record(int argc, char **argv)
     }
     if (end_err) {
         cli_progress_draw(&pg, c, &o, true);
-        if (strstr(end_err, "lost")) {
+        if (cons_ended_by_disconnect(c)) {
             fprintf(stderr, "shmtrace record: the connection to the tracing "
                     "service at %s was lost after %.1f s (shmtraced stopped "
                     "or killed?)\n", cons_socket_path(c),
