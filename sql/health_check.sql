@@ -15,4 +15,9 @@ SELECT CASE WHEN EXISTS (
          OR EXISTS (SELECT 1 FROM sequence WHERE lost_packets > 0)
        THEN 'data loss or errors: see data_loss.sql and lost_packets.sql'
        ELSE 'healthy' END AS health,
-       (SELECT value FROM trace_info WHERE key = 'status') AS inspection;
+       (SELECT value FROM trace_info WHERE key = 'status') AS inspection,
+       -- Which service wrote it (its SystemInfo packet), and on what.
+       COALESCE((SELECT value FROM trace_info
+                 WHERE key = 'tracing_service_version'),
+                'unknown (no SystemInfo)') AS service,
+       (SELECT value FROM trace_info WHERE key = 'system_machine') AS machine;

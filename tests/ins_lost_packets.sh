@@ -3,12 +3,14 @@
 #  - traces recorded by Perfetto's own service (tests/data) have no exact
 #    counts: sequence.lost_packets is NULL (unknown, never 0), packet_loss
 #    is empty, lost_packets.sql says so and shows per buffer what can be
-#    known, loudly when the ring wrapped or chunks were refused; then
-#    data_loss.sql never says "no data loss" and health_check.sql never
-#    says "healthy";
+#    known, loudly when the ring wrapped or chunks were refused; for the
+#    two that lost data, data_loss.sql never says "no data loss" and
+#    health_check.sql never says "healthy"; ok_v2 is healthy, its service
+#    unknown (no SystemInfo packet);
 #  - a trace recorded by shmtraced over a wrapping ring: lost_packets is
-#    set on every producer sequence, packet_loss rows add up to it, and
-#    packets + lost_packets is what each writer attempted (--count).
+#    set on every producer sequence, packet_loss rows add up to it,
+#    packets + lost_packets is what each writer attempted (--count), and
+#    health_check.sql names shmtraced and this machine.
 . "${top_srcdir:-.}/tests/e2e_lib.sh"
 INSPECT="$top_builddir/inspector/shmtrace-inspect"
 e2e_need_tools "$INSPECT"
@@ -45,6 +47,9 @@ for t in ring_loss_v2 discard_v2; do
     fi
 done
 grep -q "LOSS" "$E2E_DIR/ok_v2.lost" && e2e_fail "ok_v2 lost nothing"
+# ok_v2 lost nothing, and has no SystemInfo packet to name its service.
+grep -q "^healthy  *complete  *unknown (no SystemInfo)" "$E2E_DIR/ok_v2.hc" ||
+    e2e_fail "ok_v2: health_check.sql: $(cat "$E2E_DIR/ok_v2.hc")"
 
 # Our own trace, with exact counts.
 N=20000
@@ -82,6 +87,10 @@ grep -q "overwrite=" "$E2E_DIR/ours.lost" || e2e_fail "lost_packets.sql: no caus
 grep -q "TOTAL: lost" "$E2E_DIR/ours.lost" || e2e_fail "lost_packets.sql: no total"
 sqlite3 "$db" <"$SQL/data_loss.sql" | grep -q "no data loss" &&
     e2e_fail "data_loss.sql says no data loss"
-sqlite3 "$db" <"$SQL/health_check.sql" | grep -q "healthy" &&
-    e2e_fail "health_check.sql says healthy"
+sqlite3 "$db" <"$SQL/health_check.sql" >"$E2E_DIR/ours.hc"
+grep -q "healthy" "$E2E_DIR/ours.hc" && e2e_fail "health_check.sql says healthy"
+grep -q "^data loss.*complete .*(shmtraced [0-9.]*)  *$(uname -m)" \
+    "$E2E_DIR/ours.hc" ||
+    e2e_fail "health_check.sql does not name shmtraced and this machine: \
+$(cat "$E2E_DIR/ours.hc")"
 echo "ok"
