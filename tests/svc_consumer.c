@@ -184,9 +184,11 @@ static int read_buffers(cons_t *c)
             &perfetto__protos__read_buffers_response__descriptor, on_read,
             c) < 0)
         return -1;
-    while (!c->read_done && !c->failed)
+    while (!c->read_done && !c->failed && !g_stop)
         ipc_loop_run_once(c->loop, 50);
-    return c->failed ? -1 : 0;
+    if (!c->read_done && !c->failed)
+        fprintf(stderr, "svc_consumer: interrupted while reading\n");
+    return c->read_done && !c->failed ? 0 : -1;
 }
 
 static int finish(cons_t *c, int rc)
@@ -398,8 +400,10 @@ int main(int argc, char **argv)
                           &perfetto__protos__clone_session_response__descriptor,
                           on_clone, &c);
         run_until(&c, &clone_ok, 5000);
-        if (c.failed) {
-            fprintf(stderr, "svc_consumer: %s\n", c.error);
+        if (c.failed || !clone_ok) {
+            fprintf(stderr, "svc_consumer: %s\n", c.failed ? c.error :
+                    g_stop ? "interrupted before CloneSession's reply" :
+                    "no reply to CloneSession in 5 s");
             close(fd);
             return finish(&c, 1);
         }
