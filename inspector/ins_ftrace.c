@@ -40,6 +40,7 @@ struct ins_ftrace {
     int64_t kprobe_hits_begin, kprobe_misses_begin;
     uint32_t *err_seqs;         /* sequences that reported setup errors */
     size_t nerr_seqs;
+    bool preserve_seen;         /* an FtraceStats had preserve_ftrace_buffer */
 };
 
 ins_ftrace *ins_ftrace_create(ins_db *db)
@@ -86,44 +87,6 @@ int ins_ftrace_start(ins_ftrace *f)
     return 0;
 }
 
-/* Next field of [*p, end): number, wire type, varint/fixed value or
- * length-delimited bytes. false at the end or on malformed input. */
-static bool next(const uint8_t **p, const uint8_t *end, uint32_t *num,
-                 unsigned *wt, uint64_t *v, const uint8_t **d, size_t *n)
-{
-    uint64_t tag;
-    if (*p >= end || ins_varint(p, end, &tag) != 0)
-        return false;
-    *num = (uint32_t)(tag >> 3);
-    *wt = (unsigned)(tag & 7);
-    *d = NULL;
-    *n = 0;
-    switch (*wt) {
-    case 0:
-        return ins_varint(p, end, v) == 0;
-    case 1:
-    case 5: {
-        size_t k = *wt == 1 ? 8 : 4;
-        if ((size_t)(end - *p) < k)
-            return false;
-        *v = 0;
-        for (size_t i = 0; i < k; i++)
-            *v |= (uint64_t)(*p)[i] << (8 * i);
-        *p += k;
-        return true;
-    }
-    case 2:
-        if (ins_varint(p, end, v) != 0 || *v > (uint64_t)(end - *p))
-            return false;
-        *d = *p;
-        *n = (size_t)*v;
-        *p += *n;
-        return true;
-    default:
-        return false;
-    }
-}
-
 /* seconds (a double's bits) * 1e9 as trace processor converts it. */
 static int64_t secs_to_ns(uint64_t bits)
 {
@@ -161,7 +124,7 @@ static int cpu_stats(ins_ftrace *f, bool is_end, const uint8_t *d, size_t n)
     uint64_t v, cpu = 0;
     size_t sn;
     int64_t val[C_N] = {0};
-    while (next(&p, end, &num, &wt, &v, &sub, &sn)) {
+    while (ins_pb_next(&p, end, &num, &wt, &v, &sub, &sn)) {
         if (num == 1 && wt == 0) cpu = v;
         else if (num == 2 && wt == 0) val[C_ENTRIES] = (int64_t)v;
         else if (num == 3 && wt == 0) val[C_OVERRUN] = (int64_t)v;
@@ -212,7 +175,7 @@ int ins_ftrace_stats(ins_ftrace *f, uint32_t seq_id, const uint8_t *data,
     uint64_t v, phase = 0;
     size_t n;
     /* First pass: the phase (it may come after the cpu stats). */
-    while (next(&p, end, &num, &wt, &v, &sub, &n))
+    while (ins_pb_next(&p, end, &num, &wt, &v, &sub, &n))
         if (num == 1 && wt == 0)
             phase = v;
     if (phase != 1 && phase != 2)
@@ -221,7 +184,7 @@ int ins_ftrace_stats(ins_ftrace *f, uint32_t seq_id, const uint8_t *data,
     int rc = 0;
     int64_t hits = 0, misses = 0, setup_errors = 0, zero_len = 0;
     p = data;
-    while (rc == 0 && next(&p, end, &num, &wt, &v, &sub, &n)) {
+    while (rc == 0 && ins_pb_next(&p, end, &num, &wt, &v, &sub, &n)) {
         if (num == 2 && wt == 2) {
             rc = cpu_stats(f, is_end, sub, n);
         } else if (num == 10 && wt == 2) {
@@ -230,7 +193,7 @@ int ins_ftrace_stats(ins_ftrace *f, uint32_t seq_id, const uint8_t *data,
             unsigned w;
             uint64_t x;
             size_t m;
-            while (next(&q, qe, &k, &w, &x, &s2, &m)) {
+            while (ins_pb_next(&q, qe, &k, &w, &x, &s2, &m)) {
                 if (k == 1 && w == 0) hits = (int64_t)x;
                 else if (k == 2 && w == 0) misses = (int64_t)x;
             }
@@ -238,6 +201,8 @@ int ins_ftrace_stats(ins_ftrace *f, uint32_t seq_id, const uint8_t *data,
             setup_errors++;
         } else if ((num == 5 || num == 13) && wt == 2 && n > 0) {
             setup_errors++;
+        } else if (num == 8 && wt == 0 && v) {
+            f->preserve_seen = true;
         } else if (num == 9 && wt == 0) {
             zero_len += v == ZERO_DATA_LENGTH;
         } else if (num == 9 && wt == 2) {          /* packed */
@@ -290,7 +255,7 @@ int ins_ftrace_bundle(ins_ftrace *f, const uint8_t *data, size_t len)
     uint64_t v, cpu = 0;
     size_t n;
     bool has_cpu = false, lost = false;
-    while (next(&p, end, &num, &wt, &v, &sub, &n)) {
+    while (ins_pb_next(&p, end, &num, &wt, &v, &sub, &n)) {
         if (num == 1 && wt == 0) {
             has_cpu = true;
             cpu = v;
@@ -302,4 +267,9 @@ int ins_ftrace_bundle(ins_ftrace *f, const uint8_t *data, size_t len)
         return 0;
     return put(f, "ftrace_cpu_has_data_loss", true, (int64_t)cpu,
                "data_loss", 1, false);
+}
+
+bool ins_ftrace_preserve_seen(const ins_ftrace *f)
+{
+    return f->preserve_seen;
 }

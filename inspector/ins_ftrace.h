@@ -21,14 +21,15 @@
  *    FTRACE_STATUS_ABI_ZERO_DATA_LENGTH.
  *  - A bundle with lost_events: ftrace_cpu_has_data_loss[cpu] = 1
  *    (data_loss).
- * Not computed: ftrace_packet_before_tracing_start (it needs every ftrace
- * event's timestamp against the tracing start).
+ * The stats that come from the events themselves (before tracing start,
+ * compact_sched skips) are ins_fevents.h's.
  *
  * Ownership: ins_ftrace_create borrows DB; ins_ftrace_destroy frees.
  */
 #ifndef INS_FTRACE_H
 #define INS_FTRACE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -47,5 +48,7 @@ int ins_ftrace_stats(ins_ftrace *f, uint32_t seq_id, const uint8_t *data,
                      size_t len);
 /* One FtraceEventBundle. 0 or -EIO. */
 int ins_ftrace_bundle(ins_ftrace *f, const uint8_t *data, size_t len);
+/* Whether an FtraceStats (begin or end) said preserve_ftrace_buffer. */
+bool ins_ftrace_preserve_seen(const ins_ftrace *f);
 
 #endif /* INS_FTRACE_H */

@@ -33,6 +33,42 @@ int ins_varint(const uint8_t **p, const uint8_t *end, uint64_t *out)
     return -1;
 }
 
+bool ins_pb_next(const uint8_t **p, const uint8_t *end, uint32_t *num,
+                 unsigned *wt, uint64_t *v, const uint8_t **d, size_t *n)
+{
+    uint64_t tag;
+    if (*p >= end || ins_varint(p, end, &tag) != 0)
+        return false;
+    *num = (uint32_t)(tag >> 3);
+    *wt = (unsigned)(tag & 7);
+    *d = NULL;
+    *n = 0;
+    switch (*wt) {
+    case 0:
+        return ins_varint(p, end, v) == 0;
+    case 1:
+    case 5: {
+        size_t k = *wt == 1 ? 8 : 4;
+        if ((size_t)(end - *p) < k)
+            return false;
+        *v = 0;
+        for (size_t i = 0; i < k; i++)
+            *v |= (uint64_t)(*p)[i] << (8 * i);
+        *p += k;
+        return true;
+    }
+    case 2:
+        if (ins_varint(p, end, v) != 0 || *v > (uint64_t)(end - *p))
+            return false;
+        *d = *p;
+        *n = (size_t)*v;
+        *p += *n;
+        return true;
+    default:
+        return false;
+    }
+}
+
 void ins_decoder_init(ins_decoder *d, ins_reader *r)
 {
     memset(d, 0, sizeof(*d));
@@ -49,6 +85,7 @@ void ins_packet_free(ins_packet *pkt)
     free(pkt->system_info.data);
     free(pkt->ftrace_stats.data);
     free(pkt->ftrace_bundle.data);
+    free(pkt->clock_snapshot.data);
     free(pkt->compressed.data);
     memset(pkt, 0, sizeof(*pkt));
 }
@@ -180,6 +217,7 @@ static void packet_reset(ins_packet *p)
     blob_reset(&p->system_info);
     blob_reset(&p->ftrace_stats);
     blob_reset(&p->ftrace_bundle);
+    blob_reset(&p->clock_snapshot);
 }
 
 static void set_scalar(ins_packet *p, uint32_t field, uint64_t v)
@@ -309,8 +347,10 @@ static ins_decode_status decode_body(ins_decoder *d, ins_packet *p,
             else if (field == INS_TP_COMPRESSED_PACKETS) {
                 blob = &p->compressed;
                 p->has_compressed_packets = true;
-            } else if (field == INS_TP_CLOCK_SNAPSHOT)
+            } else if (field == INS_TP_CLOCK_SNAPSHOT) {
+                blob = &p->clock_snapshot;
                 p->has_clock_snapshot = true;
+            }
             else if (field == INS_TP_ZSTD_COMPRESSED_PACKETS) {
                 p->has_compressed_packets = true;
                 p->has_zstd_packets = true;

@@ -66,6 +66,9 @@ enum {
     INS_TP_FOR_TESTING = 900
 };
 
+/* BuiltinClock BOOTTIME: trace processor's default trace clock. */
+#define INS_CLOCK_BOOTTIME 6
+
 /* A copied submessage: bytes owned by the decoder, valid until the next
  * ins_decoder_next(). present = the field occurred (last one kept). */
 typedef struct ins_blob {
@@ -103,7 +106,8 @@ typedef struct ins_packet {
     ins_blob service_event; /* field 69 */
     ins_blob system_info;   /* field 45 (tracing_service_version) */
     ins_blob ftrace_stats;  /* field 34 */
-    ins_blob ftrace_bundle; /* field 1 (only cpu and lost_events are read) */
+    ins_blob ftrace_bundle; /* field 1 (ins_ftrace.c, ins_fevents.c) */
+    ins_blob clock_snapshot; /* field 6 (its primary_trace_clock) */
     ins_blob compressed;    /* field 50: zlib/gzip DEFLATE of Trace bytes */
 } ins_packet;
 
@@ -140,5 +144,13 @@ const char *ins_packet_field_name(uint32_t field);
 /* Decode a varint from [*p, end). Returns 0 and advances *p, or -1 if it
  * runs past END or is longer than 10 bytes. Shared with ins_stats.c. */
 int ins_varint(const uint8_t **p, const uint8_t *end, uint64_t *out);
+
+/* The next field of the message bytes [*p, end): its number, wire type,
+ * and value (varint or fixed) or bytes (*d, *n; length-delimited). false
+ * at the end or on malformed input (a bad tag, varint or length, or a
+ * wire type that does not exist); *p then stays unusable. Shared with
+ * ins_ftrace.c and ins_fevents.c, which walk messages not in protos/. */
+bool ins_pb_next(const uint8_t **p, const uint8_t *end, uint32_t *num,
+                 unsigned *wt, uint64_t *v, const uint8_t **d, size_t *n);
 
 #endif /* INS_PACKET_H */

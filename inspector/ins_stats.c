@@ -23,6 +23,7 @@
 
 #include "common.pb-c.h"
 #include "config.pb-c.h"
+#include "ins_fevents.h"
 #include "ins_ftrace.h"
 #include "ins_seq.h"
 
@@ -59,6 +60,7 @@ struct ins_tracker {
     int64_t *overwritten;       /* traced_buf_bytes_overwritten[idx] */
     size_t n_overwritten;
     ins_ftrace *ftrace;         /* ftrace_* stats (ins_ftrace.h) */
+    ins_fevents *fevents;       /* stats from the events (ins_fevents.h) */
 };
 
 int ins_tracker_create(ins_db *db, bool packet_rows, ins_tracker **out)
@@ -70,7 +72,10 @@ int ins_tracker_create(ins_db *db, bool packet_rows, ins_tracker **out)
     t->packet_rows = packet_rows;
     t->service_major = -1;
     t->ftrace = ins_ftrace_create(db);
-    if (t->ftrace == NULL) {
+    t->fevents = ins_fevents_create(db);
+    if (t->ftrace == NULL || t->fevents == NULL) {
+        ins_ftrace_destroy(t->ftrace);
+        ins_fevents_destroy(t->fevents);
         free(t);
         return -ENOMEM;
     }
@@ -87,6 +92,7 @@ void ins_tracker_destroy(ins_tracker *t)
     free(t->buckets);
     free(t->overwritten);
     ins_ftrace_destroy(t->ftrace);
+    ins_fevents_destroy(t->fevents);
     free(t->loss_blob);
     free(t);
 }
@@ -148,7 +154,8 @@ int ins_tracker_start(ins_tracker *t)
         if (stat_set(t, (ins_stat_id)i, false, 0, 0, false) != 0)
             return -EIO;
     }
-    return ins_ftrace_start(t->ftrace);
+    int rc = ins_ftrace_start(t->ftrace);
+    return rc ? rc : ins_fevents_start(t->fevents);
 }
 
 static bucket *bucket_get(ins_tracker *t, int32_t idx)
@@ -338,7 +345,25 @@ static int apply_trace_config(ins_tracker *t, const ins_packet *p)
     return rc;
 }
 
-/* TracingServiceEvent: clone_started (10) and buffer_cloned (11). */
+/* A ClockSnapshot choosing a primary trace clock other than BOOTTIME:
+ * trace processor then converts every timestamp, which the ftrace
+ * analysis does not (ins_fevents.h). */
+static void check_trace_clock(ins_tracker *t, const ins_packet *p)
+{
+    const uint8_t *q = p->clock_snapshot.data, *d;
+    const uint8_t *end = q + p->clock_snapshot.len;
+    uint32_t num;
+    unsigned wt;
+    uint64_t v;
+    size_t n;
+    while (ins_pb_next(&q, end, &num, &wt, &v, &d, &n))
+        if (num == 2 && wt == 0 && v != INS_CLOCK_BOOTTIME)
+            ins_fevents_inexact(t->fevents, "a ClockSnapshot chose a "
+                                "primary trace clock other than boottime");
+}
+
+/* TracingServiceEvent: tracing_started (2, for the ftrace analysis),
+ * clone_started (10) and buffer_cloned (11). */
 static int apply_service_event(ins_tracker *t, const ins_packet *p,
                                int64_t ts)
 {
@@ -353,7 +378,13 @@ static int apply_service_event(ins_tracker *t, const ins_packet *p,
         if (wt == 0) {
             if (ins_varint(&q, end, &v) != 0)
                 return 0;
-            if (tag >> 3 == 10) {
+            if (tag >> 3 == 2 && v) {
+                if (p->clock_id != 0 && p->clock_id != INS_CLOCK_BOOTTIME)
+                    ins_fevents_inexact(t->fevents, "the service's "
+                                        "tracing_started is stamped with "
+                                        "another clock than boottime");
+                ins_fevents_tracing_started(t->fevents, ts);
+            } else if (tag >> 3 == 10) {
                 /* Parsed in timestamp order: the latest one wins. */
                 if (!t->clone_started_set || ts >= t->clone_started_ts) {
                     t->clone_started_set = true;
@@ -510,9 +541,13 @@ static int on_packet(ins_tracker *t, const ins_packet *p,
                                p->ftrace_stats.len)) != 0)
         return rc;
     if (p->ftrace_bundle.present &&
-        (rc = ins_ftrace_bundle(t->ftrace, p->ftrace_bundle.data,
-                                p->ftrace_bundle.len)) != 0)
+        ((rc = ins_ftrace_bundle(t->ftrace, p->ftrace_bundle.data,
+                                 p->ftrace_bundle.len)) != 0 ||
+         (rc = ins_fevents_bundle(t->fevents, p->ftrace_bundle.data,
+                                  p->ftrace_bundle.len)) != 0))
         return rc;
+    if (p->clock_snapshot.present)
+        check_trace_clock(t, p);
 
     /* Trace processor's sequence-scoped state. */
     first_seen = !s->tp_seen;
@@ -727,7 +762,11 @@ static int finish_config(ins_tracker *t)
 int ins_tracker_finish(ins_tracker *t)
 {
     int rc = finish_config(t);
-    return rc ? rc : finish_loss(t);
+    if (rc == 0)
+        rc = finish_loss(t);
+    if (rc == 0 && ins_ftrace_preserve_seen(t->ftrace))
+        ins_fevents_inexact(t->fevents, "preserve_ftrace_buffer was set");
+    return rc ? rc : ins_fevents_finish(t->fevents);
 }
 
 int ins_tracker_flush(ins_tracker *t)

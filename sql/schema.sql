@@ -127,6 +127,11 @@ CREATE TABLE buffer_config (
 --   traced, "...-shmtraced-VERSION" for shmtraced), system_name,
 --   system_version, system_release, system_machine, timezone_off_mins,
 --   system_ram_bytes.
+--   ftrace_analysis (traces with ftrace bundles): 'exact' when the stats
+--   that come from the ftrace events (compact_sched_*_skipped,
+--   mismatched_sched_switch_tids, ftrace_packet_before_tracing_start, ...)
+--   are as trace processor computes them, else 'approximate: WHY' (another
+--   clock, bundles out of order; inspector/ins_fevents.h).
 CREATE TABLE trace_info (
   key   TEXT PRIMARY KEY,
   value

@@ -611,6 +611,212 @@ START_TEST(test_stats_ftrace)
 }
 END_TEST
 
+/* ---- the ftrace analysis rows (ins_fevents.h) ---- */
+
+/* A packet on sequence SEQ, stamped TS, whose field FIELD holds BODY. */
+static void write_raw_ts(FILE *f, uint32_t seq, uint64_t ts, uint32_t field,
+                         const uint8_t *body, size_t n)
+{
+    uint8_t extra[1024];
+    size_t e = put_len(extra, field, body, n);
+    tpkt p = PERFETTO__PROTOS__TRACE_PACKET__INIT;
+    p.has_trusted_packet_sequence_id = 1;
+    p.trusted_packet_sequence_id = seq;
+    p.has_timestamp = 1;
+    p.timestamp = ts;
+    ck_write_packet_extra(f, &p, extra, e);
+}
+
+/* Packed varints VALS[0..n) as field FIELD. */
+static size_t put_packed(uint8_t *o, uint32_t field, const uint64_t *vals,
+                         size_t n)
+{
+    uint8_t tmp[128];
+    size_t t = 0;
+    for (size_t i = 0; i < n; i++)
+        t += ck_put_varint(tmp + t, vals[i]);
+    return put_len(o, field, tmp, t);
+}
+
+/* An FtraceEvent at TS with pid 1; SWITCH: a sched_switch PREV -> NEXT,
+ * else a print. NO_TS: without its timestamp; NO_EVENT: without any. */
+static size_t put_fevent(uint8_t *o, uint64_t ts, bool sw, uint64_t prev,
+                         uint64_t next, bool no_ts, bool no_event)
+{
+    uint8_t ev[64], body[32];
+    size_t n = 0, b = 0;
+    if (!no_ts)
+        n += put_var(ev + n, 1, ts);
+    n += put_var(ev + n, 2, 1);
+    if (sw) {
+        b += put_var(body + b, 2, prev);
+        b += put_var(body + b, 6, next);
+        n += put_len(ev + n, 4, body, b);
+    } else if (!no_event) {
+        n += put_len(ev + n, 3, (const uint8_t *)"\x12\x01x", 3);
+    }
+    return put_len(o, 2, ev, n);
+}
+
+/* TracingServiceEvent tracing_started, stamped TS, on sequence 1. */
+static void write_tracing_started(FILE *f, uint64_t ts)
+{
+    uint8_t b[4];
+    write_raw_ts(f, 1, ts, 69, b, put_var(b, 2, 1));
+}
+
+/* The bundles of test_stats_ftrace_analysis (TRACING_STARTED: where the
+ * service event goes: 0 first, 1 last, 2 nowhere). Expected, as trace
+ * processor computes them (checked against trace_processor_shell on
+ * this file when written):
+ *   cpu 0, first bundle, previous_bundle_end_timestamp 1500: compact
+ *     switches at 900 (dropped: before tracing_started 1000), 1200 (its
+ *     cpu's first: skipped) and 2000; compact wakings at 1100 (before
+ *     the first switch: skipped) and 2500; a print at 950 (dropped).
+ *   cpu 1: sched_switch FtraceEvents at 1400 (before the soft-drop point
+ *     1500: not parsed), 1600 (0 -> 10), 1700 (10 -> 11), 1800 (99 -> 12:
+ *     mismatched); an event without a timestamp (tokenizer error), one
+ *     without an event (missing id).
+ *   a bundle without a cpu (tokenizer error).
+ *   cpu 2: a compact switch whose comm index is past the intern table
+ *     (parse error), wakings whose arrays differ in length (parse error;
+ *     the first, at 3100, is read, and skipped: no switch on cpu 2).
+ */
+static void write_fevents_trace(FILE *f, int tracing_started)
+{
+    uint8_t b[512], cs[256];
+    size_t n, c;
+    if (tracing_started == 0)
+        write_tracing_started(f, 1000);
+    /* cpu 0 */
+    static const uint64_t sw_ts[] = {900, 300, 800};   /* deltas */
+    static const uint64_t zeros[] = {0, 0, 0}, pids[] = {5, 6, 7};
+    static const uint64_t prios[] = {120, 120, 120};
+    static const uint64_t wk_ts[] = {1100, 1400}, wk_pid[] = {8, 9};
+    static const uint64_t wk_cpu[] = {0, 0}, wk_prio[] = {120, 120};
+    c = put_len(cs, 5, (const uint8_t *)"comm", 4);
+    c += put_packed(cs + c, 1, sw_ts, 3);
+    c += put_packed(cs + c, 2, zeros, 3);
+    c += put_packed(cs + c, 3, pids, 3);
+    c += put_packed(cs + c, 4, prios, 3);
+    c += put_packed(cs + c, 6, zeros, 3);
+    c += put_packed(cs + c, 7, wk_ts, 2);
+    c += put_packed(cs + c, 8, wk_pid, 2);
+    c += put_packed(cs + c, 9, wk_cpu, 2);
+    c += put_packed(cs + c, 10, wk_prio, 2);
+    c += put_packed(cs + c, 11, zeros, 2);
+    n = put_var(b, 1, 0);
+    n += put_var(b + n, 10, 1500);
+    n += put_len(b + n, 4, cs, c);
+    n += put_fevent(b + n, 950, false, 0, 0, false, false);
+    write_raw_ts(f, 7, 3000, 1, b, n);
+    /* cpu 1 */
+    n = put_var(b, 1, 1);
+    n += put_fevent(b + n, 1400, true, 7, 0, false, false);
+    n += put_fevent(b + n, 1600, true, 0, 10, false, false);
+    n += put_fevent(b + n, 1700, true, 10, 11, false, false);
+    n += put_fevent(b + n, 1800, true, 99, 12, false, false);
+    n += put_fevent(b + n, 1900, false, 0, 0, true, false);
+    n += put_fevent(b + n, 1950, false, 0, 0, false, true);
+    write_raw_ts(f, 7, 3000, 1, b, n);
+    /* no cpu */
+    n = put_fevent(b, 2000, false, 0, 0, false, false);
+    write_raw_ts(f, 7, 3000, 1, b, n);
+    /* cpu 2 */
+    static const uint64_t one_ts[] = {3000}, seven[] = {7};
+    static const uint64_t two_ts[] = {3100, 10};
+    c = put_len(cs, 5, (const uint8_t *)"comm", 4);
+    c += put_packed(cs + c, 1, one_ts, 1);
+    c += put_packed(cs + c, 2, zeros, 1);
+    c += put_packed(cs + c, 3, pids, 1);
+    c += put_packed(cs + c, 4, prios, 1);
+    c += put_packed(cs + c, 6, seven, 1);          /* past the table */
+    c += put_packed(cs + c, 7, two_ts, 2);
+    c += put_packed(cs + c, 8, wk_pid, 1);         /* one short */
+    c += put_packed(cs + c, 9, wk_cpu, 2);
+    c += put_packed(cs + c, 10, wk_prio, 2);
+    c += put_packed(cs + c, 11, zeros, 2);
+    n = put_var(b, 1, 2);
+    n += put_len(b + n, 4, cs, c);
+    write_raw_ts(f, 7, 3200, 1, b, n);
+    if (tracing_started == 1)
+        write_tracing_started(f, 1000);
+}
+
+static void check_fevents(sqlite3 *db)
+{
+    ck_assert_int_eq(ck_stat(db, "ftrace_packet_before_tracing_start", -1,
+                             -1), 2);
+    ck_assert_int_eq(ck_stat(db, "compact_sched_switch_skipped", -1, -1), 1);
+    ck_assert_int_eq(ck_stat(db, "compact_sched_waking_skipped", -1, -1), 2);
+    ck_assert_int_eq(ck_stat(db, "mismatched_sched_switch_tids", -1, -1), 1);
+    ck_assert_int_eq(ck_stat(db, "ftrace_bundle_tokenizer_errors", -1, -1), 2);
+    ck_assert_int_eq(ck_stat(db, "ftrace_missing_event_id", -1, -1), 1);
+    ck_assert_int_eq(ck_stat(db, "compact_sched_has_parse_errors", -1, -1),
+                     2);
+}
+
+START_TEST(test_stats_ftrace_analysis)
+{
+    char v[128];
+    /* tracing_started first, then last in the file (the replay from the
+     * start gives the same answers), both exact. */
+    for (int where = 0; where < 2; where++) {
+        session s;
+        s_open(&s);
+        write_fevents_trace(s.f, where);
+        s_inspect(&s);
+        check_fevents(s.conn);
+        ck_q_text(s.conn, v, sizeof v, "select value from trace_info where "
+                  "key = 'ftrace_analysis'");
+        ck_assert_str_eq(v, "exact");
+        ck_assert_int_eq(rows(&s, "name = 'mismatched_sched_switch_tids' "
+                              "and severity = 'error' and source = "
+                              "'analysis'"), 1);
+        ck_assert_int_eq(rows(&s, "name = 'compact_sched_has_parse_errors' "
+                              "and severity = 'error' and source = "
+                              "'trace'"), 1);
+        s_close(&s);
+    }
+    /* No tracing_started: nothing dropped. The switch at 900 is then
+     * cpu 0's first (the one skipped), and its waking at 1100 follows it:
+     * only cpu 2's waking is skipped. */
+    session s;
+    s_open(&s);
+    write_fevents_trace(s.f, 2);
+    s_inspect(&s);
+    ck_assert_int_eq(ck_stat(s.conn, "ftrace_packet_before_tracing_start",
+                             -1, -1), 0);
+    ck_assert_int_eq(ck_stat(s.conn, "compact_sched_switch_skipped", -1, -1),
+                     1);
+    ck_assert_int_eq(ck_stat(s.conn, "compact_sched_waking_skipped", -1, -1),
+                     1);
+    s_close(&s);
+    /* An ftrace_clock trace processor converts with: approximate, why. */
+    s_open(&s);
+    uint8_t b[32];
+    size_t n = put_var(b, 1, 0);
+    n += put_var(b + n, 5, 2);                     /* FTRACE_CLOCK_GLOBAL */
+    n += put_fevent(b + n, 10, false, 0, 0, false, false);
+    write_raw_ts(s.f, 7, 20, 1, b, n);
+    s_inspect(&s);
+    ck_q_text(s.conn, v, sizeof v, "select value from trace_info where key "
+              "= 'ftrace_analysis'");
+    ck_assert_str_eq(v, "approximate: a bundle names an ftrace_clock other "
+                        "than boottime");
+    s_close(&s);
+    /* No bundles: no row. */
+    s_open(&s);
+    ck_write_seq_packet(s.f, 2, 100, 0, 0);
+    s_inspect(&s);
+    ck_assert_int_eq(ck_q_int(s.conn, -1, NULL, "select count(*) from "
+                              "trace_info where key = 'ftrace_analysis'"), 0);
+    ck_assert_int_eq(ck_stat(s.conn, "compact_sched_switch_skipped", -1, -1),
+                     0);
+    s_close(&s);
+}
+END_TEST
+
 START_TEST(test_stats_buffer_config_and_view)
 {
     session s;
@@ -721,7 +927,8 @@ static Suite *stats_suite(void)
              test_stats_reason_names);
     TCK_CASE(s, "service_events", test_stats_clone_events);
     TCK_CASE(s, "tables", test_stats_buffer_config_and_view,
-             test_stats_ftrace, test_stats_system_info);
+             test_stats_ftrace, test_stats_system_info,
+             test_stats_ftrace_analysis);
     return s;
 }
 

@@ -22,6 +22,7 @@ interop_tests = tests/interop/io_perfetto_to_shmtraced.sh \
 	tests/interop/io_shmtrace_to_traced.sh \
 	tests/interop/io_record_vs_perfetto.sh \
 	tests/interop/io_probes_to_shmtraced.sh \
+	tests/interop/io_ftrace_analysis.sh \
 	tests/interop/io_long_traces.sh \
 	tests/interop/io_config_equal.sh \
 	tests/interop/io_cli_conventions.sh

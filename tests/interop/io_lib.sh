@@ -189,13 +189,13 @@ io_trace_ok() {
 # io_stats_match TRACE: every stats row with a value, and every traced_%
 # row, is the same (name, idx, severity, source, value) in the inspector
 # and in trace processor (its own timing rows excepted). No-op without
-# trace processor. Not yet reproduced by the inspector, and set aside
-# (printed as a NOTE when present): trace processor's `analysis` rows that
-# come from decoding the ftrace events themselves (IO_FTRACE_ANALYSIS).
-IO_FTRACE_ANALYSIS="'ftrace_packet_before_tracing_start',
-    'compact_sched_switch_skipped', 'compact_sched_waking_skipped',
-    'compact_sched_has_parse_errors', 'ftrace_bundle_tokenizer_errors',
-    'sched_switch_out_of_order', 'sched_waking_out_of_order'"
+# trace processor. Not reproduced by the inspector, and set aside (printed
+# as a NOTE when present): trace processor's rows that need the events'
+# contents decoded (IO_FTRACE_ANALYSIS). The ftrace analysis rows it does
+# reproduce (ins_fevents.h) are compared like the others, and its
+# trace_info must call them exact.
+IO_FTRACE_ANALYSIS="'task_state_invalid', 'sched_switch_out_of_order',
+    'sched_waking_out_of_order'"
 IO_STATS_WHERE="where (value != 0 or name like 'traced_%')
     and name not in ('guess_trace_type_duration_ns',
     'parse_trace_duration_ns', 'clock_sync_cache_miss',
@@ -225,5 +225,10 @@ io_stats_match() {
         cat "$E2E_DIR/stats.diff" >&2
         e2e_fail "inspector and trace processor disagree on $1's stats"
     fi
+    local fa
+    fa=$(sqlite3 "$db" "select value from trace_info where key =
+        'ftrace_analysis'")
+    [ -z "$fa" ] || [ "$fa" = exact ] ||
+        e2e_fail "the inspector's ftrace analysis of $1 is not exact: $fa"
     IO_STATS_CHECKED=$((${IO_STATS_CHECKED:-0} + 1))
 }
