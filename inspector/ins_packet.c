@@ -75,18 +75,26 @@ void ins_decoder_init(ins_decoder *d, ins_reader *r)
     d->reader = r;
 }
 
+/* Every blob of a packet, once: reset and free walk this list. */
+static const size_t BLOBS[] = {
+    offsetof(ins_packet, trace_stats),   offsetof(ins_packet, trace_config),
+    offsetof(ins_packet, service_event), offsetof(ins_packet, system_info),
+    offsetof(ins_packet, ftrace_stats),  offsetof(ins_packet, ftrace_bundle),
+    offsetof(ins_packet, clock_snapshot), offsetof(ins_packet, compressed),
+};
+#define N_BLOBS (sizeof(BLOBS) / sizeof(*BLOBS))
+
+static ins_blob *blob_at(ins_packet *p, size_t i)
+{
+    return (ins_blob *)((char *)p + BLOBS[i]);
+}
+
 void ins_packet_free(ins_packet *pkt)
 {
     if (pkt == NULL)
         return;
-    free(pkt->trace_stats.data);
-    free(pkt->trace_config.data);
-    free(pkt->service_event.data);
-    free(pkt->system_info.data);
-    free(pkt->ftrace_stats.data);
-    free(pkt->ftrace_bundle.data);
-    free(pkt->clock_snapshot.data);
-    free(pkt->compressed.data);
+    for (size_t i = 0; i < N_BLOBS; i++)
+        free(blob_at(pkt, i)->data);
     memset(pkt, 0, sizeof(*pkt));
 }
 
@@ -197,27 +205,17 @@ static int blob_store(ins_blob *b, const uint8_t *src, size_t n)
     return 0;
 }
 
+/* Clear the packet for the next decode, keeping the blobs' buffers. */
 static void packet_reset(ins_packet *p)
 {
-    ins_blob ts = p->trace_stats, tc = p->trace_config, se = p->service_event;
-    ins_blob cp = p->compressed, si = p->system_info;
-    ins_blob fs = p->ftrace_stats, fb = p->ftrace_bundle;
+    ins_blob keep[N_BLOBS];
+    for (size_t i = 0; i < N_BLOBS; i++)
+        keep[i] = *blob_at(p, i);
     memset(p, 0, sizeof(*p));
-    p->system_info = si;
-    p->ftrace_stats = fs;
-    p->ftrace_bundle = fb;
-    p->trace_stats = ts;
-    p->trace_config = tc;
-    p->service_event = se;
-    p->compressed = cp;
-    blob_reset(&p->compressed);
-    blob_reset(&p->trace_stats);
-    blob_reset(&p->trace_config);
-    blob_reset(&p->service_event);
-    blob_reset(&p->system_info);
-    blob_reset(&p->ftrace_stats);
-    blob_reset(&p->ftrace_bundle);
-    blob_reset(&p->clock_snapshot);
+    for (size_t i = 0; i < N_BLOBS; i++) {
+        *blob_at(p, i) = keep[i];
+        blob_reset(blob_at(p, i));
+    }
 }
 
 static void set_scalar(ins_packet *p, uint32_t field, uint64_t v)
