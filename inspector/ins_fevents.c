@@ -493,17 +493,17 @@ int ins_fevents_bundle(ins_fevents *f, const uint8_t *data, size_t len)
         }
     }
     points_check(f);
+    if (f->nev == 0)   /* (qsort and memcpy take no NULL, even for 0) */
+        return 0;
     qsort(f->ev, f->nev, sizeof(*f->ev), by_time);
-    if (f->nev && c->has_last_ts && f->ev[0].ts < c->last_ts)
+    if (c->has_last_ts && f->ev[0].ts < c->last_ts)
         ins_fevents_inexact(f, "a cpu's ftrace bundles are not in time "
                             "order in the file");
     journal_add(f);
     for (size_t i = 0; i < f->nev; i++)
         replay(f, c, &f->ev[i]);
-    if (f->nev) {
-        c->has_last_ts = true;
-        c->last_ts = f->ev[f->nev - 1].ts;
-    }
+    c->has_last_ts = true;
+    c->last_ts = f->ev[f->nev - 1].ts;
     return 0;
 }
 

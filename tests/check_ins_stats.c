@@ -799,6 +799,8 @@ START_TEST(test_stats_ftrace_analysis)
     n += put_var(b + n, 5, 2);                     /* FTRACE_CLOCK_GLOBAL */
     n += put_fevent(b + n, 10, false, 0, 0, false, false);
     write_raw_ts(s.f, 7, 20, 1, b, n);
+    n = put_var(b, 1, 3);                          /* a bundle, no events */
+    write_raw_ts(s.f, 7, 30, 1, b, n);
     s_inspect(&s);
     ck_q_text(s.conn, v, sizeof v, "select value from trace_info where key "
               "= 'ftrace_analysis'");
