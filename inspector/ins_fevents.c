@@ -5,7 +5,7 @@
  * ins_fevents_bundle decodes a bundle's events into a scratch array, in
  * the order trace processor's tokenizer pushes them (compact switches,
  * compact wakings, own events), sorts it by timestamp keeping that order
- * for ties, and replays it against the cpu's state (replay()). Decoding
+ * for ties (a natural merge sort: the groups come sorted), and replays it against the cpu's state (replay()). Decoding
  * counts the tokenizer's errors; the replay counts the parser's and the
  * sched tracker's.
  */
@@ -25,7 +25,6 @@ enum { EV_OTHER, EV_SWITCH, EV_COMPACT_SWITCH, EV_COMPACT_WAKING };
 
 typedef struct {
     int64_t ts;
-    uint32_t order;        /* push order, for ties */
     uint32_t cpu;
     uint8_t kind;
     bool has_pid;          /* EV_SWITCH: the FtraceEvent has a pid */
@@ -47,6 +46,8 @@ struct ins_fevents {
     size_t ncpus;
     fevent *ev;            /* the bundle being replayed */
     size_t nev, capev;
+    fevent *tmp;           /* scratch for sorting it */
+    size_t captmp;
     fevent *journal;       /* every event replayed so far, in order */
     size_t njournal, capjournal;
     bool journal_dropped;  /* past INS_FEVENTS_JOURNAL_MAX */
@@ -80,6 +81,7 @@ void ins_fevents_destroy(ins_fevents *f)
         return;
     free(f->cpus);
     free(f->ev);
+    free(f->tmp);
     free(f->journal);
     free(f);
 }
@@ -152,7 +154,7 @@ static fevent *push(ins_fevents *f, int64_t ts, int kind)
     memset(e, 0, sizeof(*e));
     e->ts = ts;
     e->cpu = f->bundle_cpu;
-    e->order = (uint32_t)f->nev++;
+    f->nev++;
     e->kind = (uint8_t)kind;
     return e;
 }
@@ -280,12 +282,51 @@ static void journal_add(ins_fevents *f)
     f->njournal += f->nev;
 }
 
-static int by_time(const void *a, const void *b)
+/* The end of the sorted run starting at i (timestamps not decreasing). */
+static size_t run_end(const fevent *ev, size_t i, size_t n)
 {
-    const fevent *x = a, *y = b;
-    if (x->ts != y->ts)
-        return x->ts < y->ts ? -1 : 1;
-    return x->order < y->order ? -1 : x->order > y->order;
+    while (i + 1 < n && ev[i].ts <= ev[i + 1].ts)
+        i++;
+    return i + 1;
+}
+
+/* Sort the bundle's events by timestamp, keeping push order for ties: a
+ * natural merge sort (stable). Its groups come sorted already (compact
+ * timestamps are deltas; a cpu's events are in time order), so this is
+ * one pass or a few merges, where qsort took half the inspector's time
+ * on ftrace traces. */
+static int sort_events(ins_fevents *f)
+{
+    size_t n = f->nev;
+    if (run_end(f->ev, 0, n) == n)
+        return 0;
+    if (f->captmp < n) {
+        fevent *t = realloc(f->tmp, n * sizeof(*t));
+        if (!t)
+            return -ENOMEM;
+        f->tmp = t;
+        f->captmp = n;
+    }
+    for (;;) {
+        size_t i = 0, runs = 0;
+        while (i < n) {
+            size_t mid = run_end(f->ev, i, n);
+            size_t end = mid < n ? run_end(f->ev, mid, n) : n;
+            size_t a = i, b = mid, o = i;
+            while (a < mid && b < end)   /* ties: the left one first */
+                f->tmp[o++] = f->ev[b].ts < f->ev[a].ts ? f->ev[b++]
+                                                        : f->ev[a++];
+            while (a < mid)
+                f->tmp[o++] = f->ev[a++];
+            while (b < end)
+                f->tmp[o++] = f->ev[b++];
+            i = end;
+            runs++;
+        }
+        memcpy(f->ev, f->tmp, n * sizeof(*f->ev));
+        if (runs == 1)
+            return 0;
+    }
 }
 
 /* ---- decoding a bundle ---- */
@@ -301,6 +342,10 @@ static bool packed_next(packed *a, uint64_t *v)
 {
     if (a->bad || a->p >= a->end)
         return false;
+    if (*a->p < 0x80) {   /* most values (prio, state, comm) are one byte */
+        *v = *a->p++;
+        return true;
+    }
     if (ins_varint(&a->p, a->end, v) != 0) {
         a->bad = true;
         return false;
@@ -493,9 +538,10 @@ int ins_fevents_bundle(ins_fevents *f, const uint8_t *data, size_t len)
         }
     }
     points_check(f);
-    if (f->nev == 0)   /* (qsort and memcpy take no NULL, even for 0) */
+    if (f->nev == 0)   /* (memcpy takes no NULL, even for 0 bytes) */
         return 0;
-    qsort(f->ev, f->nev, sizeof(*f->ev), by_time);
+    if ((rc = sort_events(f)) != 0)
+        return rc;
     if (c->has_last_ts && f->ev[0].ts < c->last_ts)
         ins_fevents_inexact(f, "a cpu's ftrace bundles are not in time "
                             "order in the file");

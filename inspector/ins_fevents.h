@@ -72,7 +72,7 @@
 
 #include "ins_db.h"
 
-/* Events kept for replaying them again (about 32 bytes each). */
+/* Events kept for replaying them again (24 bytes each). */
 #define INS_FEVENTS_JOURNAL_MAX (1u << 20)
 
 typedef struct ins_fevents ins_fevents;

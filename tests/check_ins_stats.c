@@ -674,13 +674,16 @@ static void write_tracing_started(FILE *f, uint64_t ts)
  *     cpu's first: skipped) and 2000; compact wakings at 1100 (before
  *     the first switch: skipped) and 2500; a print at 950 (dropped).
  *   cpu 1: sched_switch FtraceEvents at 1400 (before the soft-drop point
- *     1500: not parsed), 1600 (0 -> 10), 1700 (10 -> 11), 1800 (99 -> 12:
- *     mismatched); an event without a timestamp (tokenizer error), one
- *     without an event (missing id).
+ *     1500: not parsed), 1700 (10 -> 11) written before 1600 (0 -> 10),
+ *     1800 (99 -> 12: mismatched); an event without a timestamp (tokenizer
+ *     error), one without an event (missing id).
  *   a bundle without a cpu (tokenizer error).
  *   cpu 2: a compact switch whose comm index is past the intern table
  *     (parse error), wakings whose arrays differ in length (parse error;
  *     the first, at 3100, is read, and skipped: no switch on cpu 2).
+ *   cpu 3: a compact switch (its cpu's first: skipped) and a compact
+ *     waking at the same time, 5000: the switch was pushed first, so the
+ *     waking follows it and is not skipped.
  */
 static void write_fevents_trace(FILE *f, int tracing_started)
 {
@@ -713,8 +716,8 @@ static void write_fevents_trace(FILE *f, int tracing_started)
     /* cpu 1 */
     n = put_var(b, 1, 1);
     n += put_fevent(b + n, 1400, true, 7, 0, false, false);
+    n += put_fevent(b + n, 1700, true, 10, 11, false, false);  /* sorted */
     n += put_fevent(b + n, 1600, true, 0, 10, false, false);
-    n += put_fevent(b + n, 1700, true, 10, 11, false, false);
     n += put_fevent(b + n, 1800, true, 99, 12, false, false);
     n += put_fevent(b + n, 1900, false, 0, 0, true, false);
     n += put_fevent(b + n, 1950, false, 0, 0, false, true);
@@ -739,6 +742,22 @@ static void write_fevents_trace(FILE *f, int tracing_started)
     n = put_var(b, 1, 2);
     n += put_len(b + n, 4, cs, c);
     write_raw_ts(f, 7, 3200, 1, b, n);
+    /* cpu 3: a compact switch and waking at the same time */
+    static const uint64_t at5000[] = {5000};
+    c = put_len(cs, 5, (const uint8_t *)"comm", 4);
+    c += put_packed(cs + c, 1, at5000, 1);
+    c += put_packed(cs + c, 2, zeros, 1);
+    c += put_packed(cs + c, 3, pids, 1);
+    c += put_packed(cs + c, 4, prios, 1);
+    c += put_packed(cs + c, 6, zeros, 1);
+    c += put_packed(cs + c, 7, at5000, 1);
+    c += put_packed(cs + c, 8, wk_pid, 1);
+    c += put_packed(cs + c, 9, wk_cpu, 1);
+    c += put_packed(cs + c, 10, wk_prio, 1);
+    c += put_packed(cs + c, 11, zeros, 1);
+    n = put_var(b, 1, 3);
+    n += put_len(b + n, 4, cs, c);
+    write_raw_ts(f, 7, 5100, 1, b, n);
     if (tracing_started == 1)
         write_tracing_started(f, 1000);
 }
@@ -747,7 +766,7 @@ static void check_fevents(sqlite3 *db)
 {
     ck_assert_int_eq(ck_stat(db, "ftrace_packet_before_tracing_start", -1,
                              -1), 2);
-    ck_assert_int_eq(ck_stat(db, "compact_sched_switch_skipped", -1, -1), 1);
+    ck_assert_int_eq(ck_stat(db, "compact_sched_switch_skipped", -1, -1), 2);
     ck_assert_int_eq(ck_stat(db, "compact_sched_waking_skipped", -1, -1), 2);
     ck_assert_int_eq(ck_stat(db, "mismatched_sched_switch_tids", -1, -1), 1);
     ck_assert_int_eq(ck_stat(db, "ftrace_bundle_tokenizer_errors", -1, -1), 2);
@@ -788,7 +807,7 @@ START_TEST(test_stats_ftrace_analysis)
     ck_assert_int_eq(ck_stat(s.conn, "ftrace_packet_before_tracing_start",
                              -1, -1), 0);
     ck_assert_int_eq(ck_stat(s.conn, "compact_sched_switch_skipped", -1, -1),
-                     1);
+                     2);
     ck_assert_int_eq(ck_stat(s.conn, "compact_sched_waking_skipped", -1, -1),
                      1);
     s_close(&s);
