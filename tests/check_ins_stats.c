@@ -658,6 +658,30 @@ static size_t put_fevent(uint8_t *o, uint64_t ts, bool sw, uint64_t prev,
     return put_len(o, 2, ev, n);
 }
 
+static const uint64_t ZEROS[4], PIDS[4] = {5, 6, 7, 8};
+static const uint64_t PRIOS[4] = {120, 120, 120, 120};
+
+/* A CompactSched with one interned comm: NSW switches at SW_TS (deltas)
+ * with comm indexes SW_COMM, NWK wakings at WK_TS with NWK_PID pids (the
+ * other arrays NWK long). Arrays of at most 4. */
+static size_t put_compact(uint8_t *o, const uint64_t *sw_ts,
+                          const uint64_t *sw_comm, size_t nsw,
+                          const uint64_t *wk_ts, size_t nwk, size_t nwk_pid)
+{
+    size_t c = put_len(o, 5, (const uint8_t *)"comm", 4);
+    c += put_packed(o + c, 1, sw_ts, nsw);
+    c += put_packed(o + c, 2, ZEROS, nsw);
+    c += put_packed(o + c, 3, PIDS, nsw);
+    c += put_packed(o + c, 4, PRIOS, nsw);
+    c += put_packed(o + c, 6, sw_comm, nsw);
+    c += put_packed(o + c, 7, wk_ts, nwk);
+    c += put_packed(o + c, 8, PIDS, nwk_pid);
+    c += put_packed(o + c, 9, ZEROS, nwk);
+    c += put_packed(o + c, 10, PRIOS, nwk);
+    c += put_packed(o + c, 11, ZEROS, nwk);
+    return c;
+}
+
 /* TracingServiceEvent tracing_started, stamped TS, on sequence 1. */
 static void write_tracing_started(FILE *f, uint64_t ts)
 {
@@ -693,21 +717,8 @@ static void write_fevents_trace(FILE *f, int tracing_started)
         write_tracing_started(f, 1000);
     /* cpu 0 */
     static const uint64_t sw_ts[] = {900, 300, 800};   /* deltas */
-    static const uint64_t zeros[] = {0, 0, 0}, pids[] = {5, 6, 7};
-    static const uint64_t prios[] = {120, 120, 120};
-    static const uint64_t wk_ts[] = {1100, 1400}, wk_pid[] = {8, 9};
-    static const uint64_t wk_cpu[] = {0, 0}, wk_prio[] = {120, 120};
-    c = put_len(cs, 5, (const uint8_t *)"comm", 4);
-    c += put_packed(cs + c, 1, sw_ts, 3);
-    c += put_packed(cs + c, 2, zeros, 3);
-    c += put_packed(cs + c, 3, pids, 3);
-    c += put_packed(cs + c, 4, prios, 3);
-    c += put_packed(cs + c, 6, zeros, 3);
-    c += put_packed(cs + c, 7, wk_ts, 2);
-    c += put_packed(cs + c, 8, wk_pid, 2);
-    c += put_packed(cs + c, 9, wk_cpu, 2);
-    c += put_packed(cs + c, 10, wk_prio, 2);
-    c += put_packed(cs + c, 11, zeros, 2);
+    static const uint64_t wk_ts[] = {1100, 1400};
+    c = put_compact(cs, sw_ts, ZEROS, 3, wk_ts, 2, 2);
     n = put_var(b, 1, 0);
     n += put_var(b + n, 10, 1500);
     n += put_len(b + n, 4, cs, c);
@@ -728,33 +739,13 @@ static void write_fevents_trace(FILE *f, int tracing_started)
     /* cpu 2 */
     static const uint64_t one_ts[] = {3000}, seven[] = {7};
     static const uint64_t two_ts[] = {3100, 10};
-    c = put_len(cs, 5, (const uint8_t *)"comm", 4);
-    c += put_packed(cs + c, 1, one_ts, 1);
-    c += put_packed(cs + c, 2, zeros, 1);
-    c += put_packed(cs + c, 3, pids, 1);
-    c += put_packed(cs + c, 4, prios, 1);
-    c += put_packed(cs + c, 6, seven, 1);          /* past the table */
-    c += put_packed(cs + c, 7, two_ts, 2);
-    c += put_packed(cs + c, 8, wk_pid, 1);         /* one short */
-    c += put_packed(cs + c, 9, wk_cpu, 2);
-    c += put_packed(cs + c, 10, wk_prio, 2);
-    c += put_packed(cs + c, 11, zeros, 2);
+    c = put_compact(cs, one_ts, seven, 1, two_ts, 2, 1);
     n = put_var(b, 1, 2);
     n += put_len(b + n, 4, cs, c);
     write_raw_ts(f, 7, 3200, 1, b, n);
     /* cpu 3: a compact switch and waking at the same time */
     static const uint64_t at5000[] = {5000};
-    c = put_len(cs, 5, (const uint8_t *)"comm", 4);
-    c += put_packed(cs + c, 1, at5000, 1);
-    c += put_packed(cs + c, 2, zeros, 1);
-    c += put_packed(cs + c, 3, pids, 1);
-    c += put_packed(cs + c, 4, prios, 1);
-    c += put_packed(cs + c, 6, zeros, 1);
-    c += put_packed(cs + c, 7, at5000, 1);
-    c += put_packed(cs + c, 8, wk_pid, 1);
-    c += put_packed(cs + c, 9, wk_cpu, 1);
-    c += put_packed(cs + c, 10, wk_prio, 1);
-    c += put_packed(cs + c, 11, zeros, 1);
+    c = put_compact(cs, at5000, ZEROS, 1, at5000, 1, 1);
     n = put_var(b, 1, 3);
     n += put_len(b + n, 4, cs, c);
     write_raw_ts(f, 7, 5100, 1, b, n);
