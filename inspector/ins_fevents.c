@@ -51,7 +51,7 @@ struct ins_fevents {
     fevent *journal;       /* every event replayed so far, in order */
     size_t njournal, capjournal;
     bool journal_dropped;  /* past INS_FEVENTS_JOURNAL_MAX */
-    int64_t replayed_drop, replayed_soft;  /* what the replay assumed */
+    int64_t replayed_drop, replayed_soft;  /* the points the replay uses */
     uint32_t bundle_cpu;   /* the cpu of the bundle being decoded */
     bool any_bundle;
     bool drop_known;
@@ -175,9 +175,10 @@ static int64_t soft_drop_ts(const ins_fevents *f)
     return f->has_latest_start && f->latest_start > d ? f->latest_start : d;
 }
 
+/* One event, against the points as points_check() last took them. */
 static void replay(ins_fevents *f, cpu_sched *c, const fevent *e)
 {
-    if (e->ts < drop_ts(f)) {
+    if (e->ts < f->replayed_drop) {
         f->before_start++;
         return;
     }
@@ -186,7 +187,7 @@ static void replay(ins_fevents *f, cpu_sched *c, const fevent *e)
             f->early_min = e->ts;
         f->early = true;
     }
-    bool raw_only = e->ts < soft_drop_ts(f);
+    bool raw_only = e->ts < f->replayed_soft;
     if (!raw_only && (e->kind == EV_SWITCH || e->kind == EV_COMPACT_SWITCH)) {
         /* The end checks that the point did not move past this one. */
         if (!f->above_soft || e->ts < f->above_soft_min)
@@ -238,17 +239,26 @@ static void replay_all(ins_fevents *f)
         replay(f, &f->cpus[f->journal[i].cpu], &f->journal[i]);
 }
 
-/* Both points as they stand: if they moved since the last replay, the
- * journal is replayed again (while it is kept; past it, the end says
- * whether the move mattered). */
+/* Take both points as they stand: if they moved since the last replay,
+ * the journal is replayed again with them (while it is kept; past it,
+ * the end says whether the move mattered). */
 static void points_check(ins_fevents *f)
 {
     if (drop_ts(f) == f->replayed_drop && soft_drop_ts(f) == f->replayed_soft)
         return;
-    if (!f->journal_dropped)
-        replay_all(f);
     f->replayed_drop = drop_ts(f);
     f->replayed_soft = soft_drop_ts(f);
+    if (!f->journal_dropped)
+        replay_all(f);
+}
+
+/* Past the bound (or out of memory): no more replays from the start. */
+static void journal_drop(ins_fevents *f)
+{
+    free(f->journal);
+    f->journal = NULL;
+    f->njournal = f->capjournal = 0;
+    f->journal_dropped = true;
 }
 
 /* Keep the bundle's events for a replay again, up to the bound. */
@@ -257,10 +267,7 @@ static void journal_add(ins_fevents *f)
     if (f->journal_dropped)
         return;
     if (f->njournal + f->nev > INS_FEVENTS_JOURNAL_MAX) {
-        free(f->journal);
-        f->journal = NULL;
-        f->njournal = f->capjournal = 0;
-        f->journal_dropped = true;
+        journal_drop(f);
         return;
     }
     if (f->njournal + f->nev > f->capjournal) {
@@ -268,11 +275,8 @@ static void journal_add(ins_fevents *f)
         while (cap < f->njournal + f->nev)
             cap *= 2;
         fevent *j = realloc(f->journal, cap * sizeof(*j));
-        if (!j) {   /* no room: as past the bound */
-            free(f->journal);
-            f->journal = NULL;
-            f->njournal = f->capjournal = 0;
-            f->journal_dropped = true;
+        if (!j) {
+            journal_drop(f);
             return;
         }
         f->journal = j;

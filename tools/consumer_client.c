@@ -121,18 +121,25 @@ fail:
     return NULL;
 }
 
+void cons_describe_connect_failure(const char *path, int rc,
+                                   const char *refused, char *msg,
+                                   size_t len)
+{
+    if (rc == -EPERM)   /* a daemon of another user: say so */
+        ipc_sock_describe_error(path, rc, msg, len);
+    else if (rc == -ECONNREFUSED && refused && refused[0])
+        snprintf(msg, len, "the tracing service at %s refused the "
+                 "connection: %s", path, refused);
+    else
+        snprintf(msg, len, CONS_NO_SERVICE_FMT, path, strerror(-rc));
+}
+
 void cons_connect_error(const char *socket_override, int rc, char *msg,
                         size_t len)
 {
     char sock[108] = "";
     ipc_sock_path(IPC_SOCK_CONSUMER, socket_override, sock, sizeof sock);
-    if (rc == -EPERM)   /* a daemon of another user: say so */
-        ipc_sock_describe_error(sock, rc, msg, len);
-    else if (rc == -ECONNREFUSED && refused_why[0])
-        snprintf(msg, len, "the tracing service at %s refused the "
-                 "connection: %s", sock, refused_why);
-    else
-        snprintf(msg, len, CONS_NO_SERVICE_FMT, sock, strerror(-rc));
+    cons_describe_connect_failure(sock, rc, refused_why, msg, len);
 }
 
 void cons_destroy(cons_client *c)

@@ -154,6 +154,12 @@ void cons_losses_from_stats(const Perfetto__Protos__TraceStats *st,
  * refusal: too many connections of this uid, no descriptors left). */
 void cons_connect_error(const char *socket_override, int rc, char *msg,
                         size_t len);
+/* The same words for a failed connect to the socket at path, with the
+ * service's refusal (NULL or "" if none): for any socket, the producer
+ * one too (shmtrace trigger). */
+void cons_describe_connect_failure(const char *path, int rc,
+                                   const char *refused, char *msg,
+                                   size_t len);
 
 /* Clone a running session into a trace file at path (created/truncated):
  * connect, CloneSession, ReadBuffers, FreeBuffers. For `shmtrace clone`

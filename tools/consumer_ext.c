@@ -355,12 +355,7 @@ int cons_activate_triggers(const char *producer_socket,
     ipc_client *ic = ipc_client_connect(loop, path, IPC_PRODUCER_PORT, &cbs,
                                         &t, &rc);
     if (!ic) {
-        if (rc == -EPERM)   /* a daemon of another user: say whose */
-            ipc_sock_describe_error(path, rc, err, err_len);
-        else
-            snprintf(err, err_len, "cannot connect to the tracing service's "
-                     "producer socket %s: %s (is shmtraced running? see "
-                     "--socket)", path, strerror(-rc));
+        cons_describe_connect_failure(path, rc, NULL, err, err_len);
         if (unreachable)
             *unreachable = true;
         ipc_loop_destroy(loop);
@@ -368,11 +363,10 @@ int cons_activate_triggers(const char *producer_socket,
     }
     rc = t_wait(loop, &t, &t.bound_done);
     if (t.refused_why[0]) {   /* too many connections of ours, say */
-        snprintf(err, err_len, "the tracing service at %s refused the "
-                 "connection: %s", path, t.refused_why);
+        rc = -ECONNREFUSED;
+        cons_describe_connect_failure(path, rc, t.refused_why, err, err_len);
         if (unreachable)
             *unreachable = true;
-        rc = -ECONNREFUSED;
     }
     if (rc == 0 && !t.bound_ok)
         rc = -EPROTONOSUPPORT;
