@@ -4,7 +4,9 @@
 #                          PERFETTO_CONSUMER_SOCK_NAME at that daemon's
 #                          sockets ($DIR/SERVICE-p.sock, -c.sock)
 #   start_service SERVICE  start shmtraced (the build tree's) or traced
-#                          ($PERFETTO_BIN's) there, its output in
+#                          ($OTHER_DAEMON if set, else $PERFETTO_BIN's:
+#                          bench_vs_perfetto.sh's baseline puts another
+#                          build's shmtraced there) there, its output in
 #                          $DIR/SERVICE.log, and wait up to 10 s for its
 #                          consumer socket; its PID in service_pid. A
 #                          daemon that does not come up: its log on stderr
@@ -17,7 +19,7 @@ sockets() {
 start_service() {
     sockets "$1"
     if [ "$1" = traced ]; then
-        "$PERFETTO_BIN/traced" >"$DIR/$1.log" 2>&1 &
+        "${OTHER_DAEMON:-$PERFETTO_BIN/traced}" >"$DIR/$1.log" 2>&1 &
     else
         "$top_builddir/service/shmtraced" >"$DIR/$1.log" 2>&1 &
     fi

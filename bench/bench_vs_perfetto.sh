@@ -74,6 +74,14 @@
 # "perfetto shmtrace"), BENCH_VS_REFGEN_MS (default 2000, 0 skips refgen),
 # BENCH_VS_WARM (default 1), BENCH_DIR (where the files go; default the
 # build tree).
+#
+# A/B of two builds of shmtraced (bench/ab_service.sh, `make bench-ab`):
+# BENCH_VS_BASELINE=DAEMON runs DAEMON (another build's shmtraced) in
+# traced's place, named BENCH_VS_BASELINE_NAME (default "base") in the
+# output, with the same workloads, alternation and figures; the perfetto
+# consumer and refgen run when Perfetto's binaries are there. Below the
+# table it prints each cell's median service CPU per packet of each side,
+# since a 5% change hides in the sums on a noisy host.
 set -eu
 : "${top_builddir:=.}"
 : "${top_srcdir:=$top_builddir}"
@@ -93,7 +101,24 @@ command -v hyperfine >/dev/null ||
     { echo "bench_vs_perfetto: hyperfine not found (apt-get install" \
         "hyperfine)" >&2; exit 1; }
 SERVICES="shmtraced"
-if [ -x "$PERFETTO_BIN/traced" ] && [ -x "$PERFETTO_BIN/perfetto" ]; then
+# OTHER: how the output names the second service; OTHER_DAEMON: the
+# program bench_services.sh starts for it
+BASELINE=${BENCH_VS_BASELINE:-}
+OTHER=traced
+OTHER_DAEMON=$PERFETTO_BIN/traced
+if [ -n "$BASELINE" ]; then
+    [ -x "$BASELINE" ] || { echo "bench_vs_perfetto: BENCH_VS_BASELINE" \
+        "$BASELINE is not an executable daemon" >&2; exit 2; }
+    SERVICES="shmtraced traced"
+    OTHER=${BENCH_VS_BASELINE_NAME:-base}
+    OTHER_DAEMON=$BASELINE
+    if [ ! -x "$PERFETTO_BIN/perfetto" ]; then
+        echo "bench_vs_perfetto: no Perfetto binaries in $PERFETTO_BIN:" \
+            "the shmtrace consumer only, no refgen"
+        CONSUMERS=shmtrace
+        REFGEN_MS=0
+    fi
+elif [ -x "$PERFETTO_BIN/traced" ] && [ -x "$PERFETTO_BIN/perfetto" ]; then
     SERVICES="shmtraced traced"
 else
     echo "bench_vs_perfetto: no Perfetto binaries in $PERFETTO_BIN" \
@@ -101,6 +126,7 @@ else
     CONSUMERS=shmtrace
     REFGEN_MS=0
 fi
+export OTHER_DAEMON
 REPORTED=/sys/module/page_reporting/parameters/reported_kib
 reported0=$(cat "$REPORTED" 2>/dev/null || echo -)
 DIR=$(mktemp -d "${BENCH_DIR:-$top_builddir}/bench-vs.XXXXXX")
@@ -355,9 +381,14 @@ if [ "$REFGEN_MS" -gt 0 ]; then
 fi
 
 echo
-echo "shmtraced vs Perfetto's traced, one run, $RUNS recordings per cell," \
+if [ -n "$BASELINE" ]; then
+    what="shmtraced (this tree) vs $OTHER ($BASELINE)"
+else
+    what="shmtraced vs Perfetto's traced"
+fi
+echo "$what, one run, $RUNS recordings per cell," \
     "alternating; load: $(uptime | sed 's/.*load/load/')"
-echo "ratio > 1: shmtraced better (MB/s ours/traced; CPU traced/ours)." \
+echo "ratio > 1: shmtraced better (MB/s ours/$OTHER; CPU $OTHER/ours)." \
     "Wall clock: hyperfine (CLOCK_MONOTONIC);"
 # The mount's own type (stat -f names ext4 "ext2/ext3": one magic number).
 fstype=$(findmnt -n -o FSTYPE -T "$DIR" 2>/dev/null) ||
@@ -374,8 +405,8 @@ THP=/sys/kernel/mm/transparent_hugepage/shmem_enabled
 [ "$WARM" = 1 ] && echo "page cache warmed before each recording and" \
     "copy (BENCH_VS_WARM=0: not; see the top of bench_vs_perfetto.sh)."
 printf "%-14s %-9s %8s %8s %6s | %6s %6s %6s | %6s %6s %6s | %5s %5s\n" \
-    "case" consumer "MB/s" traced ratio "svc ns/p" traced ratio \
-    "prod ns/p" traced ratio lost traced
+    "case" consumer "MB/s" "$OTHER" ratio "svc ns/p" "$OTHER" ratio \
+    "prod ns/p" "$OTHER" ratio lost "$OTHER"
 for row in $rows; do
     IFS=: read -r cell size p mb <<ROW
 $row
@@ -415,7 +446,9 @@ for cell in cold $(for row in $rows; do echo "${row%%:*}"; done) refgen \
         for cons in $CONSUMERS; do
             f="$DIR/$cell.$svc.$cons"
             [ -f "$f" ] || continue
-            line=$(awk -v name="$cell $svc $cons" '
+            name=$svc
+            [ "$svc" = traced ] && name=$OTHER
+            line=$(awk -v name="$cell $name $cons" '
                 $5 > 0 { v[n++] = $3 / $5 }
                 END {
                     if (n < 2) exit
@@ -440,6 +473,38 @@ if [ -n "$spread" ]; then
     printf "%s" "$spread"
 fi
 [ -f "$DIR/notes" ] && cat "$DIR/notes"
+# median FILE COLUMN: the median of one per-recording figure of a cell
+# (1: MB/s, 2: service ns per packet)
+median() {
+    awk -v c="$2" '$5 > 0 { print (c == 1 ? $2 / 1048576 / $1 : $3 / $5) }' \
+        "$1" | sort -g | awk '{ v[n++] = $1 } END {
+        if (n == 0) print "-"
+        else printf "%.1f\n", n % 2 ? v[(n - 1) / 2] \
+                                       : (v[n / 2 - 1] + v[n / 2]) / 2 }'
+}
+if [ -n "$BASELINE" ]; then
+    echo
+    echo "medians of the recordings (the A/B figures: the sums above let" \
+        "one slow recording move a cell)"
+    printf "%-16s %-9s %8s %8s %6s | %8s %8s %6s\n" cell consumer "MB/s" \
+        "$OTHER" ratio "svc ns/p" "$OTHER" ratio
+    for cell in cold $(for row in $rows; do echo "${row%%:*}"; done) \
+            refgen refgensmb; do
+        for cons in $CONSUMERS; do
+            a="$DIR/$cell.shmtraced.$cons" b="$DIR/$cell.traced.$cons"
+            [ -f "$a" ] && [ -f "$b" ] || continue
+            printf "%s %s %s %s %s %s\n" "$cell" "$cons" \
+                "$(median "$a" 1)" "$(median "$b" 1)" \
+                "$(median "$a" 2)" "$(median "$b" 2)" | awk '
+            function ratio(x, y) {
+                return (x == "-" || y == "-" || x + 0 == 0 || y + 0 == 0) \
+                    ? "   -" : sprintf("%5.3fx", x / y)
+            }
+            { printf "%-16s %-9s %8s %8s %6s | %8s %8s %6s\n", $1, $2,
+                $3, $4, ratio($3, $4), $5, $6, ratio($6, $5) }'
+        done
+    done
+fi
 if [ "$reported0" != - ]; then
     reported1=$(cat "$REPORTED")
     echo "free page reporting: the guest handed" \

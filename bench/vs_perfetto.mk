@@ -9,6 +9,7 @@ bench_bench_cputime_SOURCES = bench/bench_cputime.c
 bench_bench_fwrite_SOURCES = bench/bench_fwrite.c service/svc_prealloc.c
 bench_bench_fwrite_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/service
 EXTRA_DIST += bench/bench_vs_perfetto.sh bench/bench_vs_run.sh \
+	bench/ab_service.sh \
 	bench/bench_services.sh \
 	bench/bench_vs_sdk.sh
 
@@ -25,3 +26,11 @@ bench-vs-perfetto: all $(check_PROGRAMS)
 bench-vs-sdk: all $(check_PROGRAMS)
 	top_builddir='$(top_builddir)' top_srcdir='$(top_srcdir)' \
 		$(SHELL) $(top_srcdir)/bench/bench_vs_sdk.sh
+
+# This tree's shmtraced against another build of it (a git revision or a
+# program), side by side in one run: `make bench-ab BASE=HEAD~1`
+# (bench/ab_service.sh; its knobs are bench_vs_perfetto.sh's).
+.PHONY: bench-ab
+bench-ab: all $(check_PROGRAMS)
+	top_builddir='$(top_builddir)' top_srcdir='$(top_srcdir)' \
+		$(SHELL) $(top_srcdir)/bench/ab_service.sh '$(BASE)'
