@@ -80,8 +80,9 @@
 # traced's place, named BENCH_VS_BASELINE_NAME (default "base") in the
 # output, with the same workloads, alternation and figures; the perfetto
 # consumer and refgen run when Perfetto's binaries are there. Below the
-# table it prints each cell's median service CPU per packet of each side,
-# since a 5% change hides in the sums on a noisy host.
+# table it prints each cell's median MB/s and service CPU per packet of
+# each side over its recordings, since a 5% change hides in the sums on a
+# noisy host.
 set -eu
 : "${top_builddir:=.}"
 : "${top_srcdir:=$top_builddir}"
