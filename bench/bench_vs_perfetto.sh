@@ -64,6 +64,14 @@
 # so this reduces the noise, it does not remove it (both services are
 # exposed alike; BENCH_VS_RUNS > 1 averages it). The run prints how much
 # memory the guest reported during it. BENCH_VS_WARM=0: no warm-up.
+# How much the warm-up hides (2026-12-06, a micro outside the tree: 1 GiB
+# in 1 MiB pwritev2() calls to ext4, system CPU by rusage): 1815-2956 ns
+# per KiB into cold page cache (right after another file was deleted)
+# against 188-219 warmed; with RWF_DONTCACHE (Linux 6.14+; each page is
+# dropped once written back, so the next writes reuse it) 212-226 ns
+# either way, but only ~2 GB/s of wall speed (writeback-bound) against
+# 4.3-5.0 warmed. Neither service uses it; a user on such a VM pays the
+# cold figure.
 #
 # Perfetto's binaries: $PERFETTO_BIN, else $top_srcdir/../shared/perfetto/bin.
 # Without them only our figures and the ceilings are printed.
