@@ -59,7 +59,7 @@ trap 'exit 130' INT TERM
 
 if [ -f "$base" ] && [ -x "$base" ]; then
     daemon=$(cd "$(dirname "$base")" && pwd)/$(basename "$base")
-    name=$(basename "$base")
+    name=base       # not the program's name: that is shmtraced too
 else
     rev=$(git -C "$top_srcdir" rev-parse --verify --quiet \
         "$base^{commit}") ||
