@@ -61,6 +61,11 @@ if [ -f "$base" ] && [ -x "$base" ]; then
     daemon=$(cd "$(dirname "$base")" && pwd)/$(basename "$base")
     name=base       # not the program's name: that is shmtraced too
 else
+    git -C "$top_srcdir" rev-parse --git-dir >/dev/null 2>&1 ||
+        { echo "ab_service.sh: $base is not a program, and a revision" \
+            "needs git and a git checkout at $top_srcdir (this is not" \
+            "one, or git is missing): give a shmtraced program" >&2
+          exit 2; }
     rev=$(git -C "$top_srcdir" rev-parse --verify --quiet \
         "$base^{commit}") ||
         { echo "ab_service.sh: $base is neither a shmtraced program nor a" \
