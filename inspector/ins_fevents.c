@@ -5,9 +5,9 @@
  * ins_fevents_bundle decodes a bundle's events into a scratch array, in
  * the order trace processor's tokenizer pushes them (compact switches,
  * compact wakings, own events), sorts it by timestamp keeping that order
- * for ties (a natural merge sort: the groups come sorted), and replays it against the cpu's state (replay()). Decoding
- * counts the tokenizer's errors; the replay counts the parser's and the
- * sched tracker's.
+ * for ties (a natural merge sort: the groups come sorted), and replays it
+ * against the cpu's state (replay()). Decoding counts the tokenizer's
+ * errors; the replay counts the parser's and the sched tracker's.
  */
 #include "ins_fevents.h"
 
@@ -16,9 +16,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ins_ftrace.h"
 #include "ins_packet.h"
 
-#define MAX_CPU 1024u          /* trace processor refuses a trace past it */
 #define SCHED_SWITCH_FIELD 4   /* FtraceEvent.sched_switch */
 
 enum { EV_OTHER, EV_SWITCH, EV_COMPACT_SWITCH, EV_COMPACT_WAKING };
@@ -140,16 +140,27 @@ static cpu_sched *cpu_get(ins_fevents *f, uint32_t cpu)
     return &f->cpus[cpu];
 }
 
+/* Room for `need` events in *arr (capacity *cap, doubling from `first`);
+ * -ENOMEM leaves the array as it was. */
+static int reserve(fevent **arr, size_t *cap, size_t need, size_t first)
+{
+    if (need <= *cap)
+        return 0;
+    size_t ncap = *cap ? *cap : first;
+    while (ncap < need)
+        ncap *= 2;
+    fevent *n = realloc(*arr, ncap * sizeof(*n));
+    if (!n)
+        return -ENOMEM;
+    *arr = n;
+    *cap = ncap;
+    return 0;
+}
+
 static fevent *push(ins_fevents *f, int64_t ts, int kind)
 {
-    if (f->nev == f->capev) {
-        size_t cap = f->capev ? f->capev * 2 : 256;
-        fevent *n = realloc(f->ev, cap * sizeof(*n));
-        if (!n)
-            return NULL;
-        f->ev = n;
-        f->capev = cap;
-    }
+    if (reserve(&f->ev, &f->capev, f->nev + 1, 256))
+        return NULL;
     fevent *e = &f->ev[f->nev];
     memset(e, 0, sizeof(*e));
     e->ts = ts;
@@ -270,17 +281,9 @@ static void journal_add(ins_fevents *f)
         journal_drop(f);
         return;
     }
-    if (f->njournal + f->nev > f->capjournal) {
-        size_t cap = f->capjournal ? f->capjournal : 1024;
-        while (cap < f->njournal + f->nev)
-            cap *= 2;
-        fevent *j = realloc(f->journal, cap * sizeof(*j));
-        if (!j) {
-            journal_drop(f);
-            return;
-        }
-        f->journal = j;
-        f->capjournal = cap;
+    if (reserve(&f->journal, &f->capjournal, f->njournal + f->nev, 1024)) {
+        journal_drop(f);
+        return;
     }
     memcpy(f->journal + f->njournal, f->ev, f->nev * sizeof(*f->ev));
     f->njournal += f->nev;
@@ -304,13 +307,8 @@ static int sort_events(ins_fevents *f)
     size_t n = f->nev;
     if (run_end(f->ev, 0, n) == n)
         return 0;
-    if (f->captmp < n) {
-        fevent *t = realloc(f->tmp, n * sizeof(*t));
-        if (!t)
-            return -ENOMEM;
-        f->tmp = t;
-        f->captmp = n;
-    }
+    if (reserve(&f->tmp, &f->captmp, n, n))
+        return -ENOMEM;
     for (;;) {
         size_t i = 0, runs = 0;
         while (i < n) {
@@ -514,7 +512,7 @@ int ins_fevents_bundle(ins_fevents *f, const uint8_t *data, size_t len)
         f->tokenizer_errors++;
         return 0;
     }
-    if (cpu >= MAX_CPU)
+    if (cpu >= INS_FTRACE_MAX_BUNDLE_CPU)
         return 0;
     if (clock != 0)
         ins_fevents_inexact(f, "a bundle names an ftrace_clock other than "

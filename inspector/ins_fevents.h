@@ -60,7 +60,8 @@
  *
  * Hostile input: every field is bounds-checked (ins_pb_next); a message
  * that does not decode ends its walk, keeping what came before; cpus at
- * or above 1024 are ignored (trace processor refuses the trace).
+ * or above INS_FTRACE_MAX_BUNDLE_CPU (1024) are ignored, as trace processor
+ * refuses their bundles.
  *
  * Ownership: ins_fevents_create borrows DB; ins_fevents_destroy frees.
  */

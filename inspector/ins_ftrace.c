@@ -263,7 +263,7 @@ int ins_ftrace_bundle(ins_ftrace *f, const uint8_t *data, size_t len)
             lost = v != 0;
         }
     }
-    if (!has_cpu || cpu >= 1024 || !lost)
+    if (!has_cpu || cpu >= INS_FTRACE_MAX_BUNDLE_CPU || !lost)
         return 0;
     return put(f, "ftrace_cpu_has_data_loss", true, (int64_t)cpu,
                "data_loss", 1, false);

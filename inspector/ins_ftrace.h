@@ -33,6 +33,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* Trace processor's tokenizer refuses a FtraceEventBundle of a cpu at or
+ * above this (kMaxCpuCount): its lost_events and its events count for
+ * nothing (here and in ins_fevents.c). */
+#define INS_FTRACE_MAX_BUNDLE_CPU 1024u
+
 #include "ins_db.h"
 
 typedef struct ins_ftrace ins_ftrace;
