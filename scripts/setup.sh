@@ -27,8 +27,10 @@ esac
 PKGS="build-essential autoconf automake libtool pkg-config check
 libsqlite3-dev sqlite3 libprotobuf-c-dev protobuf-c-compiler hyperfine
 libprotobuf32 libsqlite3-0 clang libclang-rt-dev llvm"
-# bindfs: a FUSE file system for tests/e2e_sec_fuse.sh (test only).
-[ "$mode" = test ] && PKGS="$PKGS bindfs"
+# bindfs: a FUSE file system for tests/e2e_sec_fuse.sh, which finds its
+# process with pgrep (procps: "important", not "required", so a minimal
+# Debian 12 may lack it) (test only).
+[ "$mode" = test ] && PKGS="$PKGS bindfs procps"
 missing=""
 for p in $PKGS; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" \

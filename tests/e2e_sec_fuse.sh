@@ -18,6 +18,9 @@ sec_need_root
 command -v bindfs >/dev/null 2>&1 || {
     echo "SKIP: bindfs is not installed (apt-get install bindfs; the test" \
          "install step does it)" >&2; exit 77; }
+command -v pgrep >/dev/null 2>&1 || {
+    echo "SKIP: pgrep is not installed (apt-get install procps; the test" \
+         "install step does it)" >&2; exit 77; }
 [ -c /dev/fuse ] || { echo "SKIP: no /dev/fuse here" >&2; exit 77; }
 sec_setup
 SRC="$E2E_DIR/fusesrc"
