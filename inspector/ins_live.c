@@ -53,8 +53,9 @@ ins_exit ins_live(const ins_live_options *lo, const ins_options *o,
         res->status = no_service ? INS_EXIT_NO_SERVICE : INS_EXIT_LIVE;
         snprintf(res->message, sizeof(res->message),
                  "cannot clone the live session: %s%s", err,
-                 no_service ? "" : " (is a session recording? `shmtrace "
-                 "stats` shows the service's sessions)");
+                 no_service || cons_connect_failure_is_local(rc) ? "" :
+                 " (is a session recording? `shmtrace stats` shows the "
+                 "service's sessions)");
         if (tmp)
             unlink(tmp);
         free(tmp);

@@ -577,11 +577,12 @@ prod_producer *prod_create(const prod_options *opts, const prod_callbacks *cb,
                                                     : "shmtrace-producer");
     p->opts.socket_path = NULL;
     p->opts.producer_name = NULL;
-    p->loop = rc == 0 ? ipc_loop_create() : NULL;
-    if (rc < 0 || !p->loop || !p->producer_name) {
-        rc = rc < 0 ? rc : -ENOMEM;
+    if (rc == 0 && !p->producer_name)
+        rc = -ENOMEM;
+    if (rc == 0 && !(p->loop = ipc_loop_create()))
+        rc = errno ? -errno : -ENOMEM;     /* calloc or pipe() failed */
+    if (rc < 0)
         goto fail;
-    }
     rc = connect_now(p);
     if (rc < 0) {
         if (!p->opts.reconnect)

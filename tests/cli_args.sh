@@ -141,6 +141,46 @@ expect 3 "$INSPECT" --live -o "$DIR/l.db" --socket "$NOSOCK" \
 expect_text "cannot connect to the tracing service at $NOSOCK" err
 expect_no_file "$DIR/l.db"
 expect_no_file "$DIR/l.pftrace"
+# A client that runs out of descriptors before it reaches the service
+# says so, exits 1 (a failure of its own, not 3) and does not ask whether
+# shmtraced runs: with fds 3-9 closed and 4 allowed, the dynamic loader
+# still gets its one, the event loop's pipe cannot.
+lowfd() {
+    sh -c 'exec 3>&- 4>&- 5>&- 6>&- 7>&- 8>&- 9>&-
+           ulimit -n 4 && exec "$@"' lowfd "$@"
+}
+expect_local_limit() { # PROGRAM-NAME: the last command's err
+    expect_text "^$1: cannot connect to the tracing service at $NOSOCK: Too many open files (a limit of this process, not of the service: raise its open files limit, ulimit -n)\$" err
+    if grep -q "is shmtraced running" "$DIR/err"; then
+        echo "FAIL: '$1' blames the service for its own descriptor limit" >&2
+        fails=$((fails + 1))
+    fi
+}
+expect 1 lowfd "$CLI" stats -s "$NOSOCK"
+expect_local_limit "shmtrace stats"
+expect 1 lowfd "$CLI" query -s "$NOSOCK"
+expect_local_limit "shmtrace query"
+expect 1 lowfd "$CLI" trigger -s "$NOSOCK" t1
+expect_local_limit "shmtrace trigger"
+# the producer's program itself, not libtool's wrapper script (a shell
+# script that cannot run with 4 descriptors)
+PRODUCER_REAL=$PRODUCER
+PRODUCER_LIBPATH=${LD_LIBRARY_PATH:-}
+if [ -x "$top_builddir/libtool" ]; then
+    PRODUCER_REAL=$("$top_builddir/libtool" --mode=execute \
+        sh -c 'printf %s "$1"' sh "$PRODUCER")
+    PRODUCER_LIBPATH=$("$top_builddir/libtool" --mode=execute \
+        sh -c 'printf %s "${LD_LIBRARY_PATH:-}"' sh "$PRODUCER")
+fi
+expect 1 lowfd env LD_LIBRARY_PATH="$PRODUCER_LIBPATH" "$PRODUCER_REAL" \
+    --no-reconnect -s "$NOSOCK"
+expect_local_limit "shmtrace-producer"
+# with descriptors to spare, the same commands blame the missing service
+expect 3 "$CLI" stats -s "$NOSOCK"
+expect_text "(is shmtraced running? see --socket)" err
+expect 3 "$CLI" trigger -s "$NOSOCK" t1
+expect_text "(is shmtraced running? see --socket)" err
+
 # An output that is a directory is refused before anything starts.
 mkdir "$DIR/adir"
 expect 1 "$CLI" clone -o "$DIR/adir" -s "$NOSOCK"

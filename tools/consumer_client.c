@@ -97,8 +97,8 @@ cons_client *cons_connect(const char *socket_override, int *err)
     if (rc < 0)
         goto fail;
     c->loop = ipc_loop_create();
-    if (!c->loop) {
-        rc = -ENOMEM;
+    if (!c->loop) {          /* calloc or pipe() failed; errno says */
+        rc = errno ? -errno : -ENOMEM;
         goto fail;
     }
     c->ipc = ipc_client_connect(c->loop, c->path, IPC_CONSUMER_PORT, &cbs, c,
@@ -121,11 +121,23 @@ fail:
     return NULL;
 }
 
+bool cons_connect_failure_is_local(int rc)
+{
+    return rc == -EMFILE || rc == -ENFILE || rc == -ENOMEM ||
+           rc == -ENOBUFS;
+}
+
 void cons_describe_connect_failure(const char *path, int rc,
                                    const char *refused, char *msg,
                                    size_t len)
 {
-    if (rc == -EPERM)   /* a daemon of another user: say so */
+    if (cons_connect_failure_is_local(rc))
+        snprintf(msg, len, CONS_LOCAL_LIMIT_FMT, path, strerror(-rc),
+                 rc == -EMFILE ? "raise its open files limit, ulimit -n" :
+                 rc == -ENFILE ? "the system's open files limit, "
+                                 "fs.file-max, is reached" :
+                 "free some memory");
+    else if (rc == -EPERM)   /* a daemon of another user: say so */
         ipc_sock_describe_error(path, rc, msg, len);
     else if (rc == -ECONNREFUSED && refused && refused[0])
         snprintf(msg, len, "the tracing service at %s refused the "
@@ -594,7 +606,7 @@ int cons_clone_to_file(const char *socket_override, uint64_t session_id,
     if (!c) {
         cons_connect_error(socket_override, rc, err, err_len);
         if (unreachable)
-            *unreachable = true;
+            *unreachable = !cons_connect_failure_is_local(rc);
         cli_outfile_abort(&of);
         return rc;
     }

@@ -148,10 +148,19 @@ void cons_losses_from_stats(const Perfetto__Protos__TraceStats *st,
 #define CONS_NO_SERVICE_FMT \
     "cannot connect to the tracing service at %s: %s (is shmtraced " \
     "running? see --socket)"
+/* A failed connect's rc that says nothing about the service: this process
+ * ran out of descriptors (-EMFILE, -ENFILE) or memory (-ENOMEM, -ENOBUFS)
+ * before it could reach it. Programs exit CLI_EXIT_FAIL for these, not
+ * CLI_EXIT_NO_SERVICE, and do not ask whether shmtraced is running. */
+#define CONS_LOCAL_LIMIT_FMT \
+    "cannot connect to the tracing service at %s: %s (a limit of this " \
+    "process, not of the service: %s)"
+bool cons_connect_failure_is_local(int rc);
 /* The words for cons_connect's failure rc, into msg: CONS_NO_SERVICE_FMT;
- * a daemon of another user holding the socket (-EPERM); or the service's
- * own reason when it refused the connection (-ECONNREFUSED after a
- * refusal: too many connections of this uid, no descriptors left). */
+ * CONS_LOCAL_LIMIT_FMT for a local limit (above); a daemon of another user
+ * holding the socket (-EPERM); or the service's own reason when it
+ * refused the connection (-ECONNREFUSED after a refusal: too many
+ * connections of this uid, no descriptors left). */
 void cons_connect_error(const char *socket_override, int rc, char *msg,
                         size_t len);
 /* The same words for a failed connect to the socket at path, with the

@@ -348,8 +348,11 @@ int cons_activate_triggers(const char *producer_socket,
         return rc;
     }
     ipc_loop *loop = ipc_loop_create();
-    if (!loop)
-        return -ENOMEM;
+    if (!loop) {             /* calloc or pipe() failed; errno says */
+        rc = errno ? -errno : -ENOMEM;
+        cons_describe_connect_failure(path, rc, NULL, err, err_len);
+        return rc;
+    }
     static const ipc_client_cbs cbs = { t_bound, t_disc };
     tstate t = { 0 };
     ipc_client *ic = ipc_client_connect(loop, path, IPC_PRODUCER_PORT, &cbs,
@@ -357,7 +360,7 @@ int cons_activate_triggers(const char *producer_socket,
     if (!ic) {
         cons_describe_connect_failure(path, rc, NULL, err, err_len);
         if (unreachable)
-            *unreachable = true;
+            *unreachable = !cons_connect_failure_is_local(rc);
         ipc_loop_destroy(loop);
         return rc;
     }

@@ -248,8 +248,7 @@ static int cmd_stats(int argc, char **argv)
     int rc = 0;
     cons_client *c = cons_connect(socket, &rc);
     if (!c) {
-        shc_connect_error("stats", socket, rc);
-        return EXIT_NO_SERVICE;
+        return shc_connect_error("stats", socket, rc);
     }
     Perfetto__Protos__TraceStats *st = NULL;
     rc = cons_get_stats(c, &st);

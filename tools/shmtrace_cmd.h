@@ -42,8 +42,10 @@ const char *shc_thousands(uint64_t v, char *out);
  * NULL; secs < 0: no duration). */
 void shc_print_summary(const char *what, const char *path, const cons_out *o,
                        const Perfetto__Protos__TraceStats *st, double secs);
-/* A failed cons_connect, worded for the user. */
-void shc_connect_error(const char *cmd, const char *socket, int rc);
+/* A failed cons_connect, worded for the user; returns the exit status:
+ * CLI_EXIT_NO_SERVICE, or CLI_EXIT_FAIL for a limit of this process
+ * (cons_connect_failure_is_local). */
+int shc_connect_error(const char *cmd, const char *socket, int rc);
 
 /* shmtrace_record.c */
 void shc_usage_record(FILE *f);

@@ -164,9 +164,11 @@ void shc_print_summary(const char *what, const char *path,
 }
 
 /* A failed cons_connect, worded for the user (cons_connect_error). */
-void shc_connect_error(const char *cmd, const char *socket, int rc)
+int shc_connect_error(const char *cmd, const char *socket, int rc)
 {
     char msg[768];
     cons_connect_error(socket, rc, msg, sizeof msg);
     fprintf(stderr, "shmtrace %s: %s\n", cmd, msg);
+    return cons_connect_failure_is_local(rc) ? CLI_EXIT_FAIL
+                                             : CLI_EXIT_NO_SERVICE;
 }

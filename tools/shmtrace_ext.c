@@ -69,8 +69,7 @@ static cons_client *connect_or_say(const char *cmd, const char *socket,
     int rc = 0;
     cons_client *c = cons_connect(socket, &rc);
     if (!c) {
-        shc_connect_error(cmd, socket, rc);
-        *status = EXIT_NO_SERVICE;
+        *status = shc_connect_error(cmd, socket, rc);
     }
     return c;
 }

@@ -723,6 +723,19 @@ int main(int argc, char **argv)
                 "--socket / $PERFETTO_PRODUCER_SOCK_NAME)\n", g_sock);
         return EXIT_NO_SERVICE;
     }
+    if (!g_prod && (errno == EMFILE || errno == ENFILE || errno == ENOMEM ||
+                    errno == ENOBUFS)) {
+        /* this process's limit, not the service's (as the consumer
+         * library words it: CONS_LOCAL_LIMIT_FMT) */
+        int e = errno;
+        fprintf(stderr, "shmtrace-producer: cannot connect to the tracing "
+                "service at %s: %s (a limit of this process, not of the "
+                "service: %s)\n", g_sock, strerror(e),
+                e == EMFILE ? "raise its open files limit, ulimit -n" :
+                e == ENFILE ? "the system's open files limit, fs.file-max, "
+                              "is reached" : "free some memory");
+        return CLI_EXIT_FAIL;
+    }
     if (!g_prod) {
         fprintf(stderr, "shmtrace-producer: cannot connect to the tracing "
                 "service at %s: %s (is shmtraced running? see --socket)\n",

@@ -418,8 +418,7 @@ int shc_cmd_record(int argc, char **argv)
         goto out;
     c = cons_connect(ro.socket, &rc);
     if (!c) {
-        shc_connect_error("record", ro.socket, rc);
-        status = EXIT_NO_SERVICE;
+        status = shc_connect_error("record", ro.socket, rc);
         goto out;
     }
     rcfg_warn_unknown_data_sources(c, cfg);
