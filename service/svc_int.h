@@ -506,6 +506,8 @@ void svc__loss_commit(svc_service *, svc_producer *,
 void svc__loss_producer_gone(svc_service *, svc_producer *);
 void svc__loss_invalid(svc_session *, uint32_t key, uint32_t buffer_index,
                        uint64_t bytes);
+void svc__loss_file_full(svc_session *, uint32_t key, uint32_t buffer_index,
+                         uint64_t bytes);
 int svc__loss_fill(svc_service *, svc_session *,
                    Perfetto__Protos__TraceStats *);
 void svc__loss_free(svc_session *);

@@ -9,6 +9,10 @@
  *     packets their writers dropped before any fragment reached the SMB
  *     (cause producer_smb_full), kept here as svc_xloss entries;
  *   - packets the service refused after reading them (cause invalid);
+ *   - packets it read but could not write because the session's file
+ *     reached max_file_size_bytes (cause file_full: the session stops
+ *     there, and what its buffers still hold is read and counted, not
+ *     dropped unseen);
  *   - producers that went away: what their sequences still have pending
  *     can never complete (cause producer_gone).
  * Producer-level facts (does it report its drops? did it go away while the
@@ -31,9 +35,9 @@
 typedef Perfetto__Protos__TraceStats__ShmtraceSequenceLoss svc_sloss;
 typedef Perfetto__Protos__TraceStats__ShmtraceLossCause svc_scause;
 
-enum { X_SMB_FULL = 0, X_GONE, X_INVALID, X_NUM };
+enum { X_SMB_FULL = 0, X_GONE, X_INVALID, X_FILE_FULL, X_NUM };
 static const char *const x_names[X_NUM] = {
-    "producer_smb_full", "producer_gone", "invalid",
+    "producer_smb_full", "producer_gone", "invalid", "file_full",
 };
 
 struct svc_xloss {
@@ -161,14 +165,26 @@ void svc__loss_producer_gone(svc_service *svc, svc_producer *p)
     }
 }
 
-void svc__loss_invalid(svc_session *s, uint32_t key, uint32_t bi,
-                       uint64_t bytes)
+static void loss_after_read(svc_session *s, uint32_t key, uint32_t bi,
+                            uint64_t bytes, int cause)
 {
     svc_xloss *e = (key & 0xFFFFu) ? xget(s, key, bi) : NULL;
     if (e) {
-        e->packets[X_INVALID]++;
-        e->bytes[X_INVALID] = sat_add(e->bytes[X_INVALID], bytes);
+        e->packets[cause] = sat_add(e->packets[cause], 1);
+        e->bytes[cause] = sat_add(e->bytes[cause], bytes);
     }
+}
+
+void svc__loss_invalid(svc_session *s, uint32_t key, uint32_t bi,
+                       uint64_t bytes)
+{
+    loss_after_read(s, key, bi, bytes, X_INVALID);
+}
+
+void svc__loss_file_full(svc_session *s, uint32_t key, uint32_t bi,
+                         uint64_t bytes)
+{
+    loss_after_read(s, key, bi, bytes, X_FILE_FULL);
 }
 
 void svc__loss_free(svc_session *s)

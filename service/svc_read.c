@@ -536,6 +536,19 @@ static void packet_invalid(svc_session *s, uint32_t key, size_t bi,
         s->seqs.pending_loss[slot] |= dropped | TB_LOSS_PRESENT;
 }
 
+/* A packet read out of its buffer that the file has no room for: the
+ * session's file reached max_file_size_bytes (s->file_full; the session
+ * is disabled after this pass, svc_flush.c). Counted per sequence as
+ * cause file_full, like an invalid one, so that the consumer's summary
+ * and GetTraceStats say how many packets the limit kept out of the
+ * trace; the file gets no further packet, so nothing is flagged. */
+static void packet_not_written(svc_session *s, uint32_t key, size_t bi,
+                               size_t bytes)
+{
+    s->file_full = true;
+    svc__loss_file_full(s, key, (uint32_t)bi, bytes);
+}
+
 /*
  * The read pass. With fw (file mode) a packet is copied straight from the
  * buffer into the file batch behind its Trace.packet header and dropped
@@ -645,6 +658,10 @@ static int session_read(svc_service *svc, svc_session *s, size_t max_bytes,
                 }
             }
             size_t total = pkt.size + tlen;
+            if (fw && s->file_full) {     /* counted, not copied */
+                packet_not_written(s, key, bi, pkt.size);
+                continue;
+            }
             bool own_flag;   /* the packet's own previous_packet_dropped */
             bool checked = false;        /* validated already */
             if (fw && pkt.size >= svc->file_in_place_min) {
@@ -688,6 +705,12 @@ static int session_read(svc_service *svc, svc_session *s, size_t max_bytes,
                                           &dst)) < 0)
                 goto out;
             bool direct = dst != NULL;
+            if (fw && !direct && checked) {
+                /* filew_reserve: the file is full, or this packet would
+                 * fill it; a valid one (else it is counted invalid) */
+                packet_not_written(s, key, bi, pkt.size);
+                continue;
+            }
             if (!direct) {
                 if (scratch_reserve(&sc, total + SVC_TRAILER_MAX - tlen) <
                     0) {
@@ -709,6 +732,10 @@ static int session_read(svc_service *svc, svc_session *s, size_t max_bytes,
             }
             if (!checked && !svc_packet_check(dst, off, &own_flag)) {
                 packet_invalid(s, key, bi, off, slot, dropped);
+                continue;
+            }
+            if (fw && !direct) {
+                packet_not_written(s, key, bi, pkt.size);
                 continue;
             }
             memcpy(dst + off, trailer, SVC_TRAILER_MAX);

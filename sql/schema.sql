@@ -80,8 +80,10 @@ CREATE TABLE sequence (
 -- reassembly (fragments that never made a whole packet, incl. left at
 -- stop), producer_smb_full (dropped in the producer: shared memory full),
 -- producer_gone (the producer died with packets unfinished), invalid
--- (refused by the service after reading). Sum over causes =
--- sequence.lost_packets.
+-- (refused by the service after reading), file_full (read but not written:
+-- the file reached max_file_size_bytes; such a file has no final stats,
+-- GetTraceStats and `shmtrace record`'s summary report it). Sum over
+-- causes = sequence.lost_packets.
 CREATE TABLE packet_loss (
   seq_id   INTEGER NOT NULL,   -- trusted_packet_sequence_id
   cause    TEXT NOT NULL,

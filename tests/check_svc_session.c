@@ -382,13 +382,15 @@ SVF_TEST(test_read_in_bounded_batches, 1)
     ck_assert_int_gt(rounds, 2);
 }
 
-/* Packets the service refused as invalid, by the session's loss table
- * (cause "invalid") for writer `writer` of the first producer. */
-static uint64_t invalid_in_loss_table(svf_fx *f, svc_session *s,
-                                      uint32_t writer)
+/* Packets lost to `cause` by the session's loss table, for writer
+ * `writer` of the first producer; *total_lost (if not NULL) gets that
+ * writer's lost_packets over all causes. */
+static uint64_t cause_in_loss_table(svf_fx *f, svc_session *s,
+                                    uint32_t writer, const char *cause,
+                                    uint64_t *total_lost)
 {
     Perfetto__Protos__TraceStats *st = svc_stats_build(f->svc, s);
-    uint64_t n = 0;
+    uint64_t n = 0, all = 0;
     ck_assert_ptr_nonnull(st);
     for (size_t i = 0; i < st->n_shmtrace_sequence_loss; i++) {
         const Perfetto__Protos__TraceStats__ShmtraceSequenceLoss *l =
@@ -396,12 +398,22 @@ static uint64_t invalid_in_loss_table(svf_fx *f, svc_session *s,
         if (l->producer_id != svc_producer_id(f->p[0]) ||
             l->writer_id != writer)
             continue;
+        all += l->lost_packets;
         for (size_t c = 0; c < l->n_causes; c++)
-            if (strcmp(l->causes[c]->cause, "invalid") == 0)
+            if (strcmp(l->causes[c]->cause, cause) == 0)
                 n += l->causes[c]->packets;
     }
     svc_stats_free(st);
+    if (total_lost)
+        *total_lost = all;
     return n;
+}
+
+/* Packets the service refused as invalid (cause "invalid"). */
+static uint64_t invalid_in_loss_table(svf_fx *f, svc_session *s,
+                                      uint32_t writer)
+{
+    return cause_in_loss_table(f, s, writer, "invalid", NULL);
 }
 
 SVF_TEST(test_read_drops_invalid_packets_and_flags_next, 1)
@@ -765,6 +777,15 @@ SVF_TEST(test_file_mode_writes_trace_records_and_caps_size, 1)
     svf_readout r;
     svf_read_file_records(mine, &r);
     ck_assert_int_gt(r.n, 3);
+    /* Every one of the 400 packets is either in the file or counted as
+     * kept out by the limit (cause file_full), and that is the writer's
+     * whole loss. */
+    uint64_t lost = 0;
+    uint64_t kept_out = cause_in_loss_table(f, s, 1, "file_full", &lost);
+    ck_assert_int_gt(r.values, 0);
+    ck_assert_uint_gt(kept_out, 0);
+    ck_assert_uint_eq((uint64_t)r.values + kept_out, 400);
+    ck_assert_uint_eq(lost, kept_out);
     close(mine);
 }
 

@@ -65,13 +65,27 @@ size=$(stat -c %s "$E2E_DIR/big.pftrace")
     e2e_fail "a $size-byte file past the $LIMIT_KB KiB limit"
 
 # The same daemon serves the next session; one that stops under the limit
-# (max_file_size_bytes, the advice given) ends cleanly.
+# (max_file_size_bytes, the advice given) ends cleanly, and the packets the
+# limit kept out of the file are counted, not dropped unseen: record's
+# summary says "lost X of Y ... not written: the file reached
+# max_file_size_bytes", and Y - X is exactly what the file holds.
 cfg "$E2E_DIR/capped.cfg" 'max_file_size_bytes: 300000'
-e2e_spawn capped "$CLI" record -q -c "$E2E_DIR/capped.cfg" \
+e2e_spawn capped "$CLI" record -c "$E2E_DIR/capped.cfg" \
     -o "$E2E_DIR/capped.pftrace"
 e2e_wait_ok "$E2E_LAST_PID" 15 "a session under the limit"
 e2e_check "$E2E_DIR/capped.pftrace" >/dev/null
-[ "$(e2e_value test_packets)" -gt 0 ] || e2e_fail "capped: no packets"
+in_file=$(e2e_value test_packets)
+[ "$in_file" -gt 0 ] || e2e_fail "capped: no packets"
+line=$(grep "^shmtrace: lost " "$E2E_DIR/capped.log" | tr -d ,)
+lost=$(echo "$line" | sed -n 's/^shmtrace: lost \([0-9]*\) of .*/\1/p')
+of=$(echo "$line" | sed -n 's/^shmtrace: lost [0-9]* of \([0-9]*\) .*/\1/p')
+kept_out=$(echo "$line" | sed -n 's/.*[ :]\([0-9]*\) not written: the file reached max_file_size_bytes.*/\1/p')
+[ -n "$lost" ] && [ -n "$of" ] && [ -n "$kept_out" ] && [ "$kept_out" -gt 0 ] ||
+    e2e_fail "capped: no count of the packets the limit kept out: $(cat "$E2E_DIR/capped.log")"
+[ $((of - lost)) -eq "$in_file" ] ||
+    e2e_fail "capped: $in_file packets in the file, but record says $lost lost of $of"
+grep -q "a larger max_file_size_bytes" "$E2E_DIR/capped.log" ||
+    e2e_fail "capped: no advice for the limit"
 [ "$(grep -c "writing the trace file failed" "$E2E_DIR/daemon.log")" = 1 ] ||
     e2e_fail "the capped session's file was reported as failed"
 

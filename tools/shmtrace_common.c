@@ -86,6 +86,8 @@ static void print_loss_line(const Perfetto__Protos__TraceStats *st)
         {"corrupted", "in corrupted chunks", NULL},
         {"patch_failed", "waiting for a patch that failed", NULL},
         {"invalid", "refused by the service as invalid", NULL},
+        {"file_full", "not written: the file reached max_file_size_bytes",
+         "a larger max_file_size_bytes in the config, or none"},
     };
     enum { NC = sizeof(names) / sizeof(*names) };
     uint64_t by[NC] = {0}, lost = 0, delivered = 0, unknown = 0;
@@ -94,18 +96,19 @@ static void print_loss_line(const Perfetto__Protos__TraceStats *st)
     for (size_t i = 0; i < st->n_shmtrace_sequence_loss; i++) {
         const Perfetto__Protos__TraceStats__ShmtraceSequenceLoss *l =
             st->shmtrace_sequence_loss[i];
-        uint64_t invalid = 0;
+        uint64_t after_read = 0;   /* read out of the buffer, then lost */
         for (size_t c = 0; c < l->n_causes; c++) {
             const char *name = l->causes[c]->cause ? l->causes[c]->cause : "";
             for (size_t k = 0; k < NC; k++)
                 if (strcmp(name, names[k].cause) == 0)
                     by[k] += l->causes[c]->packets;
-            if (strcmp(name, "invalid") == 0)
-                invalid += l->causes[c]->packets;
+            if (strcmp(name, "invalid") == 0 ||
+                strcmp(name, "file_full") == 0)
+                after_read += l->causes[c]->packets;
         }
         lost += l->lost_packets;
-        delivered += l->packets_read > invalid ? l->packets_read - invalid
-                                               : 0;
+        delivered += l->packets_read > after_read
+                     ? l->packets_read - after_read : 0;
         unknown += !l->producer_counts_known;
     }
     char a[32], b[32], c[32];
