@@ -289,6 +289,15 @@ static void finalize_disable(svc_service *svc, svc_session *s)
             error = file_err;
             fprintf(stderr, "shmtraced: session %llu: %s\n",
                     (unsigned long long)s->id, file_err);
+        } else if (s->file_full) {
+            /* the config's own limit: no error for the consumer, but the
+             * packets it kept out are said (and counted as file_full) */
+            fprintf(stderr, "shmtraced: session %llu: the trace file "
+                    "reached max_file_size_bytes (%llu); the session ended "
+                    "there, %llu packet(s) of its buffers not written\n",
+                    (unsigned long long)s->id,
+                    (unsigned long long)s->max_file_size_bytes,
+                    (unsigned long long)s->file_full_packets);
         }
         s->next_file_write_ms = 0;
         /* the last write (all of it waited for): what was reserved past

@@ -271,6 +271,7 @@ struct svc_session {
     bool file_failed;
     int file_errno;
     bool file_full;
+    uint64_t file_full_packets;  /* read but not written: file full */
     /* A periodic file pass runs in steps of SVC_FILE_STEP_BYTES (svc_tick,
      * svc_read.c), so commits are served between them: file_pass_open
      * while a pass has steps left. file_mark_written: the session's

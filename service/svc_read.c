@@ -546,6 +546,7 @@ static void packet_not_written(svc_session *s, uint32_t key, size_t bi,
                                size_t bytes)
 {
     s->file_full = true;
+    s->file_full_packets++;
     svc__loss_file_full(s, key, (uint32_t)bi, bytes);
 }
 

@@ -86,6 +86,8 @@ kept_out=$(echo "$line" | sed -n 's/.*[ :]\([0-9]*\) not written: the file reach
     e2e_fail "capped: $in_file packets in the file, but record says $lost lost of $of"
 grep -q "a larger max_file_size_bytes" "$E2E_DIR/capped.log" ||
     e2e_fail "capped: no advice for the limit"
+grep -q "session [0-9]*: the trace file reached max_file_size_bytes (300000); the session ended there, $kept_out packet(s) of its buffers not written" \
+    "$E2E_DIR/daemon.log" || e2e_fail "capped: the daemon's log does not say what the limit kept out"
 [ "$(grep -c "writing the trace file failed" "$E2E_DIR/daemon.log")" = 1 ] ||
     e2e_fail "the capped session's file was reported as failed"
 
