@@ -13,6 +13,7 @@
 
 #include <errno.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -51,8 +52,11 @@ struct ins_fevents {
     fevent *journal;       /* every event replayed so far, in order */
     size_t njournal, capjournal;
     bool journal_dropped;  /* past INS_FEVENTS_JOURNAL_MAX */
+    bool catch_up;         /* a point moved: the journal is replayed once,
+                              at the end or before it is dropped */
     int64_t replayed_drop, replayed_soft;  /* the points the replay uses */
     uint32_t bundle_cpu;   /* the cpu of the bundle being decoded */
+    bool bundle_over;      /* it has more than INS_FEVENTS_BUNDLE_MAX */
     bool any_bundle;
     bool drop_known;
     int64_t drop_before;   /* tracing_started */
@@ -63,6 +67,7 @@ struct ins_fevents {
     bool above_soft;       /* switches replayed as past the soft-drop point */
     int64_t above_soft_min;
     const char *inexact;
+    const char *refused;   /* why trace processor refuses the trace */
     int64_t tokenizer_errors, missing_event_id, parse_errors;
     int64_t before_start, switch_skipped, waking_skipped, mismatched;
 };
@@ -126,6 +131,12 @@ void ins_fevents_inexact(ins_fevents *f, const char *why)
         f->inexact = why;
 }
 
+void ins_fevents_refused(ins_fevents *f, const char *why)
+{
+    if (!f->refused)
+        f->refused = why;
+}
+
 static cpu_sched *cpu_get(ins_fevents *f, uint32_t cpu)
 {
     if (cpu >= f->ncpus) {
@@ -157,8 +168,14 @@ static int reserve(fevent **arr, size_t *cap, size_t need, size_t first)
     return 0;
 }
 
+/* The next event of the bundle; NULL past INS_FEVENTS_BUNDLE_MAX (the
+ * bundle is analysed up to there: bundle_over) or on no memory. */
 static fevent *push(ins_fevents *f, int64_t ts, int kind)
 {
+    if (f->nev >= INS_FEVENTS_BUNDLE_MAX) {
+        f->bundle_over = true;
+        return NULL;
+    }
     if (reserve(&f->ev, &f->capev, f->nev + 1, 256))
         return NULL;
     fevent *e = &f->ev[f->nev];
@@ -235,7 +252,11 @@ static void replay(ins_fevents *f, cpu_sched *c, const fevent *e)
 }
 
 /* Replay the journal again from the start: the drop or soft-drop point
- * moved (trace processor knows both before it parses anything). */
+ * moved (trace processor knows both before it parses anything). Not at
+ * each move, which a file can make as often as it has packets (a point
+ * moved back and forth between bundles made every short packet replay
+ * the whole journal: hours for a few KB), but once when it is needed:
+ * at the end, or before the journal is dropped (catch_up). */
 static void replay_all(ins_fevents *f)
 {
     for (size_t i = 0; i < f->ncpus; i++) {
@@ -248,11 +269,13 @@ static void replay_all(ins_fevents *f)
     f->early = f->above_soft = false;
     for (size_t i = 0; i < f->njournal; i++)
         replay(f, &f->cpus[f->journal[i].cpu], &f->journal[i]);
+    f->catch_up = false;
 }
 
 /* Take both points as they stand: if they moved since the last replay,
- * the journal is replayed again with them (while it is kept; past it,
- * the end says whether the move mattered). */
+ * the journal is to be replayed again with them (while it is kept; past
+ * it, the end says whether the move mattered). Until then new bundles
+ * only join the journal. */
 static void points_check(ins_fevents *f)
 {
     if (drop_ts(f) == f->replayed_drop && soft_drop_ts(f) == f->replayed_soft)
@@ -260,12 +283,15 @@ static void points_check(ins_fevents *f)
     f->replayed_drop = drop_ts(f);
     f->replayed_soft = soft_drop_ts(f);
     if (!f->journal_dropped)
-        replay_all(f);
+        f->catch_up = true;
 }
 
-/* Past the bound (or out of memory): no more replays from the start. */
+/* Past the bound (or out of memory): no more replays from the start, so
+ * the one owed is done first, with the points as they stand. */
 static void journal_drop(ins_fevents *f)
 {
+    if (f->catch_up)
+        replay_all(f);
     free(f->journal);
     f->journal = NULL;
     f->njournal = f->capjournal = 0;
@@ -392,6 +418,8 @@ static int compact_group(ins_fevents *f, packed *arr, uint64_t ntable,
             break;
         }
         fevent *e = push(f, acc, kind);
+        if (!e && f->bundle_over)
+            return 0;             /* not a parse error: the rest not read */
         if (!e)
             return -ENOMEM;
         e->next_pid = (uint32_t)v[ARR_PID];   /* an int32, as a uint32 */
@@ -475,7 +503,7 @@ static int ftrace_event(ins_fevents *f, const uint8_t *data, size_t len)
     bool is_switch = event_id == SCHED_SWITCH_FIELD;
     fevent *e = push(f, (int64_t)ts, is_switch ? EV_SWITCH : EV_OTHER);
     if (!e)
-        return -ENOMEM;
+        return f->bundle_over ? 0 : -ENOMEM;
     e->has_pid = has_pid;
     if (is_switch)
         switch_pids(e, body, body_len);
@@ -512,8 +540,10 @@ int ins_fevents_bundle(ins_fevents *f, const uint8_t *data, size_t len)
         f->tokenizer_errors++;
         return 0;
     }
-    if (cpu >= INS_FTRACE_MAX_BUNDLE_CPU)
+    if (cpu >= INS_FTRACE_MAX_BUNDLE_CPU) {
+        ins_fevents_refused(f, "a bundle names a cpu of 1024 or more");
         return 0;
+    }
     if (clock != 0)
         ins_fevents_inexact(f, "a bundle names an ftrace_clock other than "
                             "boottime");
@@ -522,12 +552,17 @@ int ins_fevents_bundle(ins_fevents *f, const uint8_t *data, size_t len)
         return -ENOMEM;
     f->nev = 0;
     f->bundle_cpu = (uint32_t)cpu;
+    f->bundle_over = false;
     int rc = compact ? compact_sched(f, compact, compact_len) : 0;
     for (p = data; rc == 0 && ins_pb_next(&p, end, &num, &wt, &v, &d, &n);)
         if (num == 2 && wt == 2)
             rc = ftrace_event(f, d, n);
     if (rc)
         return rc;
+    if (f->bundle_over)
+        ins_fevents_inexact(f, "a bundle holds more events than the "
+                            "inspector analyses in one (the rest of it is "
+                            "not counted)");
     /* The first bundle of each cpu says from when its data is valid
      * (trace processor takes it at tokenization, before any replay). */
     if (!c->seen_bundle) {
@@ -548,8 +583,9 @@ int ins_fevents_bundle(ins_fevents *f, const uint8_t *data, size_t len)
         ins_fevents_inexact(f, "a cpu's ftrace bundles are not in time "
                             "order in the file");
     journal_add(f);
-    for (size_t i = 0; i < f->nev; i++)
-        replay(f, c, &f->ev[i]);
+    if (!f->catch_up)      /* else they are in the journal, replayed later */
+        for (size_t i = 0; i < f->nev; i++)
+            replay(f, c, &f->ev[i]);
     c->has_last_ts = true;
     c->last_ts = f->ev[f->nev - 1].ts;
     return 0;
@@ -558,6 +594,8 @@ int ins_fevents_bundle(ins_fevents *f, const uint8_t *data, size_t len)
 int ins_fevents_finish(ins_fevents *f)
 {
     points_check(f);
+    if (f->catch_up)
+        replay_all(f);
     if (f->early && f->drop_known && f->early_min < f->drop_before)
         ins_fevents_inexact(f, "ftrace events earlier than tracing_started "
                             "came before it in the file");
@@ -569,9 +607,12 @@ int ins_fevents_finish(ins_fevents *f)
                               f->switch_skipped, f->waking_skipped,
                               f->mismatched};
     int rc = put_rows(f, values);
-    if (rc == 0 && f->any_bundle) {
-        char text[200] = "exact";
-        if (f->inexact) {
+    if (rc == 0 && (f->any_bundle || f->refused)) {
+        char text[256] = "exact";
+        if (f->refused) {
+            snprintf(text, sizeof(text), "not comparable: trace processor "
+                     "refuses the whole trace (%s)", f->refused);
+        } else if (f->inexact) {
             strcpy(text, "approximate: ");
             strncat(text, f->inexact, sizeof(text) - strlen(text) - 1);
         }

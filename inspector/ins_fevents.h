@@ -52,7 +52,8 @@
  * ftrace_clock, no ClockSnapshot chooses another primary trace clock, and
  * the service's packets carry no other clock. When one of those does not
  * hold, when a cpu's bundles are out of order, when a point moved past
- * events already replayed and no longer kept, or when
+ * events already replayed and no longer kept, when a bundle holds more
+ * than INS_FEVENTS_BUNDLE_MAX events, or when
  * preserve_ftrace_buffer was set (trace processor then keeps early data
  * in some cases), the counts are still written and trace_info's
  * ftrace_analysis says "approximate" and why; otherwise it says "exact".
@@ -60,8 +61,9 @@
  *
  * Hostile input: every field is bounds-checked (ins_pb_next); a message
  * that does not decode ends its walk, keeping what came before; cpus at
- * or above INS_FTRACE_MAX_BUNDLE_CPU (1024) are ignored, as trace processor
- * refuses their bundles.
+ * or above INS_FTRACE_MAX_BUNDLE_CPU (1024) are ignored, and since trace
+ * processor then refuses the whole trace, ftrace_analysis says "not
+ * comparable" (as for the FtraceStats it refuses: ins_ftrace_refusal).
  *
  * Ownership: ins_fevents_create borrows DB; ins_fevents_destroy frees.
  */
@@ -75,6 +77,13 @@
 
 /* Events kept for replaying them again (24 bytes each). */
 #define INS_FEVENTS_JOURNAL_MAX (1u << 20)
+/* Events analysed per bundle (24 bytes each, twice while sorting): a
+ * bundle is one cpu's read of its ring buffer, a few thousand events
+ * (traced_probes reads at most a few MB per cpu and tick), while a
+ * crafted 64 KB compressed packet can hold millions of one-byte compact
+ * events. Past it the bundle's remaining events are not counted and the
+ * analysis says approximate. */
+#define INS_FEVENTS_BUNDLE_MAX (1u << 18)
 
 typedef struct ins_fevents ins_fevents;
 
@@ -91,6 +100,10 @@ void ins_fevents_tracing_started(ins_fevents *f, int64_t ts);
 /* The counts cannot be exact, because of why (a static string; the
  * first reason is kept). */
 void ins_fevents_inexact(ins_fevents *f, const char *why);
+/* Trace processor refuses the whole trace, because of why (a static
+ * string; the first is kept): ftrace_analysis then says "not comparable"
+ * and why, whatever else holds. */
+void ins_fevents_refused(ins_fevents *f, const char *why);
 /* Write the counts and trace_info's ftrace_analysis. 0 or -EIO. */
 int ins_fevents_finish(ins_fevents *f);
 

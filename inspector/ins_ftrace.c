@@ -41,6 +41,7 @@ struct ins_ftrace {
     uint32_t *err_seqs;         /* sequences that reported setup errors */
     size_t nerr_seqs;
     bool preserve_seen;         /* an FtraceStats had preserve_ftrace_buffer */
+    const char *refusal;        /* why trace processor stops at the trace */
 };
 
 ins_ftrace *ins_ftrace_create(ins_db *db)
@@ -85,6 +86,14 @@ int ins_ftrace_start(ins_ftrace *f)
         if (put(f, singles[i][0], false, 0, singles[i][1], 0, false))
             return -EIO;
     return 0;
+}
+
+/* a - b wrapping as trace processor's int64 arithmetic does on its
+ * machines, without the undefined behaviour of a signed overflow (a file
+ * may hold begin 1 and end 2^63). */
+static int64_t delta(int64_t a, int64_t b)
+{
+    return (int64_t)((uint64_t)a - (uint64_t)b);
 }
 
 /* seconds (a double's bits) * 1e9 as trace processor converts it. */
@@ -152,7 +161,7 @@ static int cpu_stats(ins_ftrace *f, bool is_end, const uint8_t *d, size_t n)
             snprintf(name, sizeof(name), "ftrace_cpu_%s_delta", CNAME[c]);
             bool err = c == C_COMMIT_OVERRUN || c == C_DROPPED;
             rc = put(f, name, true, idx, err ? "error" : "info",
-                     val[c] - cb->begin[c], false);
+                     delta(val[c], cb->begin[c]), false);
         }
     }
     return rc;
@@ -178,11 +187,16 @@ int ins_ftrace_stats(ins_ftrace *f, uint32_t seq_id, const uint8_t *data,
     while (ins_pb_next(&p, end, &num, &wt, &v, &sub, &n))
         if (num == 1 && wt == 0)
             phase = v;
-    if (phase != 1 && phase != 2)
+    if (phase != 1 && phase != 2) {
+        if (!f->refusal)
+            f->refusal = "an FtraceStats has a phase other than start or "
+                         "end of trace";
         return 0;
+    }
     bool is_end = phase == 2;
     int rc = 0;
     int64_t hits = 0, misses = 0, setup_errors = 0, zero_len = 0;
+    int64_t critical = 0;   /* parse errors trace processor rejects */
     p = data;
     while (rc == 0 && ins_pb_next(&p, end, &num, &wt, &v, &sub, &n)) {
         if (num == 2 && wt == 2) {
@@ -205,15 +219,19 @@ int ins_ftrace_stats(ins_ftrace *f, uint32_t seq_id, const uint8_t *data,
             f->preserve_seen = true;
         } else if (num == 9 && wt == 0) {
             zero_len += v == ZERO_DATA_LENGTH;
-        } else if (num == 9 && wt == 2) {          /* packed */
-            const uint8_t *q = sub, *qe = sub + n;
-            uint64_t x;
-            while (q < qe && ins_varint(&q, qe, &x) == 0)
-                zero_len += x == ZERO_DATA_LENGTH;
+            critical += v != ZERO_DATA_LENGTH;
+        } else if (num == 9) {
+            /* Not a varint (packed, say): trace processor's decoder of
+             * this unpacked repeated enum reads one value that is no
+             * status it knows (PBZERO_UNKNOWN_ENUM_VALUE): critical. */
+            critical++;
         }
     }
     if (rc)
         return rc;
+    if (critical && !f->refusal)
+        f->refusal = "an FtraceStats reports critical ftrace parse errors "
+                     "(ftrace_parse_errors other than ABI_ZERO_DATA_LENGTH)";
     const char *ph = is_end ? "end" : "begin";
     char name[64];
     snprintf(name, sizeof(name), "ftrace_kprobe_hits_%s", ph);
@@ -226,10 +244,10 @@ int ins_ftrace_stats(ins_ftrace *f, uint32_t seq_id, const uint8_t *data,
     } else {
         if (f->kprobe_hits_begin)
             rc |= put(f, "ftrace_kprobe_hits_delta", false, 0, "info",
-                      hits - f->kprobe_hits_begin, false);
+                      delta(hits, f->kprobe_hits_begin), false);
         if (f->kprobe_misses_begin)
             rc |= put(f, "ftrace_kprobe_misses_delta", false, 0, "data_loss",
-                      misses - f->kprobe_misses_begin, false);
+                      delta(misses, f->kprobe_misses_begin), false);
     }
     if (!is_end && setup_errors && !seq_had_errors(f, seq_id)) {
         uint32_t *ns = realloc(f->err_seqs,
@@ -272,4 +290,9 @@ int ins_ftrace_bundle(ins_ftrace *f, const uint8_t *data, size_t len)
 bool ins_ftrace_preserve_seen(const ins_ftrace *f)
 {
     return f->preserve_seen;
+}
+
+const char *ins_ftrace_refusal(const ins_ftrace *f)
+{
+    return f->refusal;
 }

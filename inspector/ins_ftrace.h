@@ -34,8 +34,9 @@
 #include <stdint.h>
 
 /* Trace processor's tokenizer refuses a FtraceEventBundle of a cpu at or
- * above this (kMaxCpuCount): its lost_events and its events count for
- * nothing (here and in ins_fevents.c). */
+ * above this (kMaxCpuCount), and with it the whole trace: its lost_events
+ * and its events count for nothing here and in ins_fevents.c, which says
+ * that trace processor refuses the trace (ins_fevents_refused). */
 #define INS_FTRACE_MAX_BUNDLE_CPU 1024u
 
 #include "ins_db.h"
@@ -55,5 +56,13 @@ int ins_ftrace_stats(ins_ftrace *f, uint32_t seq_id, const uint8_t *data,
 int ins_ftrace_bundle(ins_ftrace *f, const uint8_t *data, size_t len);
 /* Whether an FtraceStats (begin or end) said preserve_ftrace_buffer. */
 bool ins_ftrace_preserve_seen(const ins_ftrace *f);
+/* Why trace processor would refuse the whole trace ("Trace parse
+ * failure"), from the FtraceStats seen: one with a phase other than
+ * START/END_OF_TRACE, or with ftrace_parse_errors other than
+ * ABI_ZERO_DATA_LENGTH (it rejects such traces unless told
+ * --dev-flag ignore-ftrace-parse-errors=true). NULL: none. The counts
+ * are still written (they are what the file holds up to the end), but
+ * there are no trace processor figures to compare them with. */
+const char *ins_ftrace_refusal(const ins_ftrace *f);
 
 #endif /* INS_FTRACE_H */

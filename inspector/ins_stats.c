@@ -766,6 +766,8 @@ int ins_tracker_finish(ins_tracker *t)
         rc = finish_loss(t);
     if (rc == 0 && ins_ftrace_preserve_seen(t->ftrace))
         ins_fevents_inexact(t->fevents, "preserve_ftrace_buffer was set");
+    if (rc == 0 && ins_ftrace_refusal(t->ftrace))
+        ins_fevents_refused(t->fevents, ins_ftrace_refusal(t->ftrace));
     return rc ? rc : ins_fevents_finish(t->fevents);
 }
 

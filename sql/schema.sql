@@ -133,7 +133,9 @@ CREATE TABLE buffer_config (
 --   that come from the ftrace events (compact_sched_*_skipped,
 --   mismatched_sched_switch_tids, ftrace_packet_before_tracing_start, ...)
 --   are as trace processor computes them, else 'approximate: WHY' (another
---   clock, bundles out of order; inspector/ins_fevents.h).
+--   clock, bundles out of order; inspector/ins_fevents.h), or 'not
+--   comparable: trace processor refuses the whole trace (WHY)' (critical
+--   ftrace parse errors, a cpu of 1024 or more: it loads nothing).
 CREATE TABLE trace_info (
   key   TEXT PRIMARY KEY,
   value

@@ -9,6 +9,7 @@
 #include "check_ins_util.h"
 
 #include "config.pb-c.h"
+#include "ins_fevents.h"
 #include "ins_stats.h"
 #include "tck_main.h"
 
@@ -766,6 +767,107 @@ static void check_fevents(sqlite3 *db)
                      2);
 }
 
+/* Hostile FtraceStats: counters whose end - begin overflows an int64
+ * wrap as in trace processor (they were a signed overflow, undefined
+ * behaviour UBSan stopped on); a phase other than start/end, or a parse
+ * error other than ABI_ZERO_DATA_LENGTH (packed too), make trace
+ * processor refuse the whole trace: the counts are written and
+ * ftrace_analysis says they are not comparable, and why. */
+START_TEST(test_stats_ftrace_hostile_stats)
+{
+    session s;
+    s_open(&s);
+    uint8_t cpu[64], msg[128], kp[16];
+    for (int phase = 1; phase <= 2; phase++) {
+        uint64_t big = phase == 1 ? 1 : (uint64_t)1 << 63;
+        size_t c = put_var(cpu, 1, 0);
+        c += put_var(cpu + c, 2, big);          /* entries */
+        size_t k = put_var(kp, 1, big);         /* kprobe hits */
+        size_t m = put_var(msg, 1, (uint64_t)phase);
+        m += put_len(msg + m, 2, cpu, c);
+        m += put_len(msg + m, 10, kp, k);
+        write_raw(s.f, 34, msg, m);
+    }
+    s_inspect(&s);
+    ck_assert_int_eq(ck_stat(s.conn, "ftrace_cpu_entries_delta", 0, -1),
+                     INT64_MAX);
+    ck_assert_int_eq(ck_stat(s.conn, "ftrace_kprobe_hits_delta", -1, -1),
+                     INT64_MAX);
+    ck_assert_int_eq(ck_q_int(s.conn, -1, NULL, "select count(*) from "
+                              "trace_info where key = 'ftrace_analysis'"), 0);
+    s_close(&s);
+
+    static const char *const why[] = {
+        "an FtraceStats has a phase other than start or end of trace",
+        "an FtraceStats reports critical ftrace parse errors "
+        "(ftrace_parse_errors other than ABI_ZERO_DATA_LENGTH)",
+        "an FtraceStats reports critical ftrace parse errors "
+        "(ftrace_parse_errors other than ABI_ZERO_DATA_LENGTH)",
+        "a bundle names a cpu of 1024 or more",
+    };
+    for (int t = 0; t < 4; t++) {
+        s_open(&s);
+        size_t m = put_var(msg, 1, t == 0 ? 3 : 1);
+        if (t == 1) {
+            m += put_var(msg + m, 9, 12);      /* tolerated, counted */
+            m += put_var(msg + m, 9, 5);       /* critical */
+        } else if (t == 2) {
+            static const uint64_t twelves[] = {12, 12};
+            m += put_packed(msg + m, 9, twelves, 2);   /* not a varint */
+        }
+        write_raw(s.f, 34, msg, m);
+        uint8_t b[32];
+        size_t n = put_var(b, 1, t == 3 ? 1024 : 0);
+        n += put_fevent(b + n, 10, false, 0, 0, false, false);
+        write_raw_ts(s.f, 7, 20, 1, b, n);
+        s_inspect(&s);
+        char v[256], want[256];
+        snprintf(want, sizeof want, "not comparable: trace processor refuses "
+                 "the whole trace (%s)", why[t]);
+        ck_q_text(s.conn, v, sizeof v, "select value from trace_info where "
+                  "key = 'ftrace_analysis'");
+        ck_assert_str_eq(v, want);
+        ck_assert_int_eq(ck_stat(s.conn, "ftrace_abi_errors_skipped_zero_"
+                                 "data_length", -1, -1), t == 1);
+        s_close(&s);
+    }
+}
+END_TEST
+
+/* A bundle of cpu CPU with N compact switches, 1 ns apart from TS0
+ * (each array N one-byte entries). */
+static void write_big_compact_bundle(FILE *f, uint32_t cpu, uint64_t ts0,
+                                     size_t nsw)
+{
+    size_t cap = 16 + 6 * (nsw + 16);
+    uint8_t *arr = malloc(nsw + 10), *cs = malloc(cap), *b = malloc(cap + 32);
+    uint8_t *extra = malloc(cap + 64);
+    ck_assert(arr && cs && b && extra);
+    size_t c = put_len(cs, 5, (const uint8_t *)"comm", 4);
+    static const struct { uint32_t field; uint8_t v; } A[] = {
+        {1, 1}, {2, 0}, {3, 5}, {4, 120}, {6, 0}};
+    for (size_t a = 0; a < 5; a++) {
+        size_t len = nsw;
+        memset(arr, A[a].v, nsw + 10);
+        if (A[a].field == 1)         /* the first delta is ts0 itself */
+            len = ck_put_varint(arr, ts0) + nsw - 1;
+        c += put_len(cs + c, A[a].field, arr, len);
+    }
+    size_t n = put_var(b, 1, cpu);
+    n += put_len(b + n, 4, cs, c);
+    size_t e = put_len(extra, 1, b, n);
+    tpkt p = PERFETTO__PROTOS__TRACE_PACKET__INIT;
+    p.has_trusted_packet_sequence_id = 1;
+    p.trusted_packet_sequence_id = 7;
+    p.has_timestamp = 1;
+    p.timestamp = ts0;
+    ck_write_packet_extra(f, &p, extra, e);
+    free(arr);
+    free(cs);
+    free(b);
+    free(extra);
+}
+
 START_TEST(test_stats_ftrace_analysis)
 {
     char v[128];
@@ -816,6 +918,50 @@ START_TEST(test_stats_ftrace_analysis)
               "= 'ftrace_analysis'");
     ck_assert_str_eq(v, "approximate: a bundle names an ftrace_clock other "
                         "than boottime");
+    s_close(&s);
+    /* The drop point moved 40000 times (tracing_started at 1001 and 1000
+     * in turn, a bundle after each), behind a cpu with 200000 switches:
+     * the answers are those of the last point, as when it came first (cpu
+     * 5's first switch is one more skipped). Replaying the events at each
+     * move took minutes here (hours for a few KB compressed); they are
+     * replayed once, at the end. */
+    s_open(&s);
+    write_fevents_trace(s.f, 2);
+    write_big_compact_bundle(s.f, 5, 10000, 200000);
+    for (int i = 0; i < 20000; i++) {
+        write_tracing_started(s.f, 1001);
+        n = put_var(b, 1, 0);
+        write_raw_ts(s.f, 7, 300000, 1, b, n);
+        write_tracing_started(s.f, 1000);
+        write_raw_ts(s.f, 7, 300000, 1, b, n);
+    }
+    s_inspect(&s);
+    ck_assert_int_eq(ck_stat(s.conn, "ftrace_packet_before_tracing_start",
+                             -1, -1), 2);
+    ck_assert_int_eq(ck_stat(s.conn, "compact_sched_switch_skipped", -1, -1),
+                     3);
+    ck_assert_int_eq(ck_stat(s.conn, "compact_sched_waking_skipped", -1, -1),
+                     2);
+    ck_assert_int_eq(ck_stat(s.conn, "mismatched_sched_switch_tids", -1, -1),
+                     1);
+    ck_q_text(s.conn, v, sizeof v, "select value from trace_info where key "
+              "= 'ftrace_analysis'");
+    ck_assert_str_eq(v, "exact");
+    s_close(&s);
+    /* A bundle past INS_FEVENTS_BUNDLE_MAX events is analysed up to it
+     * (memory stays bounded) and says so. */
+    s_open(&s);
+    write_big_compact_bundle(s.f, 0, 10000, INS_FEVENTS_BUNDLE_MAX + 10);
+    s_inspect(&s);
+    ck_assert_int_eq(ck_stat(s.conn, "compact_sched_switch_skipped", -1, -1),
+                     1);
+    ck_assert_int_eq(ck_stat(s.conn, "compact_sched_has_parse_errors", -1,
+                             -1), 0);
+    ck_q_text(s.conn, v, sizeof v, "select value from trace_info where key "
+              "= 'ftrace_analysis'");
+    ck_assert_str_eq(v, "approximate: a bundle holds more events than the "
+                        "inspector analyses in one (the rest of it is not "
+                        "counted)");
     s_close(&s);
     /* No bundles: no row. */
     s_open(&s);
@@ -938,6 +1084,7 @@ static Suite *stats_suite(void)
              test_stats_incremental_sequences_dropped,
              test_stats_reason_names);
     TCK_CASE(s, "service_events", test_stats_clone_events);
+    TCK_CASE(s, "ftrace_hostile", test_stats_ftrace_hostile_stats);
     TCK_CASE(s, "tables", test_stats_buffer_config_and_view,
              test_stats_ftrace, test_stats_system_info,
              test_stats_ftrace_analysis);
