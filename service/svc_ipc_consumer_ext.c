@@ -24,6 +24,7 @@
 #include <string.h>
 
 #include "svc_ipc_int.h"
+#include "svc_log.h"
 
 /* Below IPC_MAX_PAYLOAD_BYTES with room for the reply's framing. */
 #define SVC_QUERY_PIECE_BYTES (IPC_MAX_PAYLOAD_BYTES - 1024u)
@@ -100,8 +101,11 @@ void svc__c_change_config(ipc_call *call, const ProtobufCMessage *args,
     if (!cc || !cc->s ||
         svc_session_change_config(d->svc, cc->s, req->trace_config, err,
                                   sizeof(err)) < 0) {
+        /* err quotes the consumer's config (filter names, regexes) */
+        char logged[SVC_LOG_STR_BYTES(sizeof err)];
         if (err[0])
-            fprintf(stderr, "shmtraced: %s\n", err);
+            fprintf(stderr, "shmtraced: ChangeTraceConfig refused: %s\n",
+                    svc_log_str(logged, sizeof logged, err, sizeof err));
         ipc_call_fail(call);
         return;
     }

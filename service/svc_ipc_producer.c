@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "svc_ipc_int.h"
+#include "svc_log.h"
 
 /* ================================================================ producer */
 
@@ -205,9 +206,11 @@ static void p_initialize(ipc_call *call, const ProtobufCMessage *args,
         ipc_conn_close(conn);
         return;
     }
+    char name[SVC_LOG_NAME_BYTES];
     fprintf(stderr, "shmtraced: producer %u \"%s\" connected (pid %ld, uid "
             "%ld)\n", svc_producer_id(pc->p),
-            req->producer_name ? req->producer_name : "",
+            svc_log_str(name, sizeof name, req->producer_name,
+                        SVC_LOG_NAME_MAX),
             (long)ipc_conn_pid(conn), (long)ipc_conn_uid(conn));
     ipc_conn_set_data(conn, pc);
     Perfetto__Protos__InitializeConnectionResponse r =

@@ -34,6 +34,7 @@
 
 #include "ipc.h"
 #include "svc_int.h"
+#include "svc_log.h"
 
 
 /* ---------------------------------------------------------------- config */
@@ -294,9 +295,12 @@ static int start_instance(svc_service *svc, svc_session *s, svc_producer *p,
                          SVC_MAX_SMB_BYTES_PER_UID >> 30);
             else
                 snprintf(why, sizeof why, "%s", strerror(-rc));
-            fprintf(stderr, "shmtraced: session %llu: data source %s of "
-                    "producer %s (uid %lu pid %ld) not started: %s\n",
-                    (unsigned long long)s->id, r->name, p->name,
+            char dsn[SVC_LOG_NAME_BYTES], pn[SVC_LOG_NAME_BYTES];
+            fprintf(stderr, "shmtraced: session %llu: data source \"%s\" "
+                    "of producer \"%s\" (uid %lu pid %ld) not started: %s\n",
+                    (unsigned long long)s->id,
+                    svc_log_str(dsn, sizeof dsn, r->name, SVC_LOG_NAME_MAX),
+                    svc_log_str(pn, sizeof pn, p->name, SVC_LOG_NAME_MAX),
                     (unsigned long)p->uid, (long)p->pid, why);
             return rc;
         }

@@ -40,6 +40,7 @@
 #include <time.h>
 
 #include "svc_int.h"
+#include "svc_log.h"
 
 #define SVC_TRIG_HISTORY_MAX   65536u
 #define SVC_TRIG_MAX_RECEIVED  4096u   /* per session, kept for the trace */
@@ -299,9 +300,10 @@ static void schedule_clone(svc_session *s, const svc_trigger_hit *h,
 {
     svc_trig_state *t = &s->trig;
     if (t->npending >= SVC_TRIG_MAX_PENDING) {
+        char tn[SVC_LOG_NAME_BYTES];
         fprintf(stderr, "shmtraced: session %llu: too many snapshots pending, "
-                "trigger %s not acted on\n", (unsigned long long)s->id,
-                h->name);
+                "trigger \"%s\" not acted on\n", (unsigned long long)s->id,
+                svc_log_str(tn, sizeof tn, h->name, SVC_LOG_NAME_MAX));
         return;
     }
     svc_trig_pending *g = realloc(t->pending, (t->npending + 1) * sizeof(*g));
@@ -395,10 +397,14 @@ size_t svc_activate_triggers(svc_service *svc, const char *producer_name,
             default:
                 break;
             }
-            if (what)
-                fprintf(stderr, "shmtraced: trigger \"%s\" from %s %s "
-                        "session %llu (in %u ms)\n", name, pname, what,
-                        (unsigned long long)s->id, delay);
+            if (what) {
+                char tn[SVC_LOG_NAME_BYTES], pn[SVC_LOG_NAME_BYTES];
+                fprintf(stderr, "shmtraced: trigger \"%s\" from \"%s\" %s "
+                        "session %llu (in %u ms)\n",
+                        svc_log_str(tn, sizeof tn, name, SVC_LOG_NAME_MAX),
+                        svc_log_str(pn, sizeof pn, pname, SVC_LOG_NAME_MAX),
+                        what, (unsigned long long)s->id, delay);
+            }
         }
         if (matched)
             history_add(svc, now_ns, hash);

@@ -76,3 +76,11 @@ sec_e2e_tests = tests/e2e_sec_users.sh tests/e2e_sec_sockets.sh \
 dist_check_SCRIPTS += $(sec_e2e_tests)
 EXTRA_DIST += tests/e2e_sec_lib.sh
 TESTS += $(sec_e2e_tests)
+
+# Peer-chosen names in the daemon's log: escaped, cut, one line each
+# (svc_log_str, and the producer and trigger lines that use it).
+check_PROGRAMS += tests/check_svc_log
+tests_check_svc_log_SOURCES = tests/check_svc_log.c
+tests_check_svc_log_CFLAGS = $(svc_test_cflags)
+tests_check_svc_log_LDADD = $(svc_test_ldadd)
+TESTS += tests/check_svc_log
