@@ -28,12 +28,17 @@
 
 /* Bounds on what one peer can make the daemon hold. */
 #define SVC_MAX_PENDING_FLUSHES 64    /* per consumer connection */
-#define SVC_MAX_QUEUED_CMDS     4096  /* per producer without GetAsyncCommand */
+/* Commands queued for a producer without GetAsyncCommand: at most this
+ * many, and this many bytes (packed), per connection; past either it is
+ * dropped (svc_ipc_producer.c). */
+#define SVC_MAX_QUEUED_CMDS      4096
+#define SVC_MAX_QUEUED_CMD_BYTES (4u << 20)
 
 typedef struct svc_cmd {
     uint8_t *data;
     size_t len;
     int fd;
+    uint64_t instance_id;        /* Setup/StartDataSource's; 0 otherwise */
 } svc_cmd;
 
 typedef struct {
@@ -43,6 +48,8 @@ typedef struct {
     ipc_call *async_call;
     svc_cmd *queue;
     size_t nqueue;
+    size_t queue_bytes;          /* sum of queue[].len */
+    bool queue_overflowed;       /* dropped for it; close pending */
 } svc_pconn;
 
 typedef struct {

@@ -6,8 +6,25 @@
  * Flush to the producer.
  *
  * Commands the service issues before the producer opened GetAsyncCommand
- * are queued (packed, fd dup'ed), at most SVC_MAX_QUEUED_CMDS: a producer
- * that never asks is disconnected rather than growing our memory.
+ * are queued (packed, fd dup'ed) and sent when it does. Perfetto's service
+ * drops them instead (its RemoteProducer::SetupDataSource / Start / Stop
+ * return while async_producer_commands is unbound); we keep them so that a
+ * producer that registers its data sources before asking for commands
+ * still traces, but a producer that never asks cannot make us hold much:
+ *   - a StopDataSource for an instance whose SetupDataSource is still
+ *     queued takes that Setup and its Start out of the queue and is not
+ *     queued itself: the producer never heard of the instance, and the
+ *     service has forgotten it (data source unregistered, session freed)
+ *     or is stopping it (it then waits for no ack it could get, as with
+ *     Perfetto). Registering and unregistering a data source a session
+ *     wants, in a loop, queues nothing: each cycle held a packed copy of
+ *     the session's DataSourceConfig (twice) before.
+ *   - past SVC_MAX_QUEUED_CMDS commands or SVC_MAX_QUEUED_CMD_BYTES bytes
+ *     the connection is dropped, the reason logged, the queue freed at
+ *     once. Dropping some commands instead would leave the producer a
+ *     Start without its Setup, or a session it half knows; a producer
+ *     that reconnects (the Perfetto SDK does) registers again and starts
+ *     clean.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -20,33 +37,97 @@
 
 /* ================================================================ producer */
 
+static void cmd_free(svc_cmd *c)
+{
+    if (c->fd >= 0)
+        close(c->fd);
+    free(c->data);
+    c->data = NULL;
+    c->fd = -1;
+}
+
+static void queue_free(svc_pconn *pc)
+{
+    for (size_t i = 0; i < pc->nqueue; i++)
+        cmd_free(&pc->queue[i]);
+    free(pc->queue);
+    pc->queue = NULL;
+    pc->nqueue = 0;
+    pc->queue_bytes = 0;
+}
+
+/* The producer does not read its commands and has too many waiting: it is
+ * dropped (once; the close runs from the loop), and what was queued for
+ * it goes now. */
+static int queue_overflow(svc_pconn *pc, size_t adding)
+{
+    if (!pc->queue_overflowed) {
+        pc->queue_overflowed = true;
+        fprintf(stderr, "shmtraced: producer %u (pid %ld, uid %ld) "
+                "dropped: it has not opened GetAsyncCommand and %zu "
+                "command(s) of %zu bytes wait for it (+%zu), past the %u "
+                "commands or %u MiB a producer connection may have "
+                "queued\n", pc->p ? svc_producer_id(pc->p) : 0u,
+                (long)ipc_conn_pid(pc->conn), (long)ipc_conn_uid(pc->conn),
+                pc->nqueue, pc->queue_bytes, adding, SVC_MAX_QUEUED_CMDS,
+                SVC_MAX_QUEUED_CMD_BYTES >> 20);
+        queue_free(pc);
+        ipc_conn_close(pc->conn);
+    }
+    return -ENOBUFS;
+}
+
 static int send_cmd(svc_pconn *pc,
-                    const Perfetto__Protos__GetAsyncCommandResponse *r, int fd)
+                    const Perfetto__Protos__GetAsyncCommandResponse *r, int fd,
+                    uint64_t instance_id)
 {
     if (pc->async_call) {
         return fd >= 0 ?
             ipc_call_reply_fd(pc->async_call, &r->base, true, fd) :
             ipc_call_reply(pc->async_call, &r->base, true);
     }
-    /* A producer that never opens GetAsyncCommand cannot make us queue
-     * commands without limit: past the bound it is disconnected. */
-    if (pc->nqueue >= SVC_MAX_QUEUED_CMDS) {
-        ipc_conn_close(pc->conn);
-        return -ENOBUFS;
-    }
+    if (pc->queue_overflowed)
+        return -ENOBUFS;            /* being dropped */
+    size_t len = perfetto__protos__get_async_command_response__get_packed_size(
+        r);
+    if (pc->nqueue >= SVC_MAX_QUEUED_CMDS ||
+        len > SVC_MAX_QUEUED_CMD_BYTES - pc->queue_bytes)
+        return queue_overflow(pc, len);
     svc_cmd *g = realloc(pc->queue, (pc->nqueue + 1) * sizeof(*g));
     if (!g)
         return -ENOMEM;
     pc->queue = g;
     svc_cmd *c = &pc->queue[pc->nqueue];
-    c->len = perfetto__protos__get_async_command_response__get_packed_size(r);
+    c->len = len;
     c->data = malloc(c->len ? c->len : 1);
     if (!c->data)
         return -ENOMEM;
     perfetto__protos__get_async_command_response__pack(r, c->data);
     c->fd = fd >= 0 ? dup(fd) : -1;
+    c->instance_id = instance_id;
     pc->nqueue++;
+    pc->queue_bytes += len;
     return 0;
+}
+
+/* Takes instance id's queued Setup/StartDataSource out of the queue (in
+ * order); true if there was one, i.e. the producer never heard of it. */
+static bool unqueue_instance(svc_pconn *pc, uint64_t id)
+{
+    size_t kept = 0;
+    bool found = false;
+    for (size_t i = 0; i < pc->nqueue; i++) {
+        svc_cmd *c = &pc->queue[i];
+        if (id != 0 && c->instance_id == id) {
+            pc->queue_bytes -= c->len;
+            cmd_free(c);
+            found = true;
+            continue;
+        }
+        pc->queue[kept++] = *c;
+    }
+    pc->nqueue = kept;
+    return found;
 }
 
 static void flush_queue(svc_pconn *pc)
@@ -57,15 +138,10 @@ static void flush_queue(svc_pconn *pc)
             perfetto__protos__get_async_command_response__unpack(NULL, c->len,
                                                                  c->data);
         if (r && pc->async_call)
-            send_cmd(pc, r, c->fd);
+            send_cmd(pc, r, c->fd, 0);
         perfetto__protos__get_async_command_response__free_unpacked(r, NULL);
-        if (c->fd >= 0)
-            close(c->fd);
-        free(c->data);
     }
-    free(pc->queue);
-    pc->queue = NULL;
-    pc->nqueue = 0;
+    queue_free(pc);
 }
 
 int svc__op_setup_tracing(void *ctx, void *conn, int fd, uint32_t page_kb)
@@ -79,7 +155,7 @@ int svc__op_setup_tracing(void *ctx, void *conn, int fd, uint32_t page_kb)
     r.cmd_case =
         PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__CMD_SETUP_TRACING;
     r.setup_tracing = &st;
-    return send_cmd(conn, &r, fd);
+    return send_cmd(conn, &r, fd, 0);
 }
 
 int svc__op_setup_ds(void *ctx, void *conn, uint64_t id,
@@ -95,7 +171,7 @@ int svc__op_setup_ds(void *ctx, void *conn, uint64_t id,
     r.cmd_case =
         PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__CMD_SETUP_DATA_SOURCE;
     r.setup_data_source = &m;
-    return send_cmd(conn, &r, -1);
+    return send_cmd(conn, &r, -1, id);
 }
 
 int svc__op_start_ds(void *ctx, void *conn, uint64_t id,
@@ -111,11 +187,14 @@ int svc__op_start_ds(void *ctx, void *conn, uint64_t id,
     r.cmd_case =
         PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__CMD_START_DATA_SOURCE;
     r.start_data_source = &m;
-    return send_cmd(conn, &r, -1);
+    return send_cmd(conn, &r, -1, id);
 }
 
 int svc__op_stop_ds(void *ctx, void *conn, uint64_t id)
 {
+    svc_pconn *pc = conn;
+    if (!pc->async_call && unqueue_instance(pc, id))
+        return 0;                   /* never told of it: nothing to stop */
     Perfetto__Protos__GetAsyncCommandResponse r =
         PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__INIT;
     Perfetto__Protos__GetAsyncCommandResponse__StopDataSource m =
@@ -125,7 +204,7 @@ int svc__op_stop_ds(void *ctx, void *conn, uint64_t id)
     r.cmd_case =
         PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__CMD_STOP_DATA_SOURCE;
     r.stop_data_source = &m;
-    return send_cmd(conn, &r, -1);
+    return send_cmd(conn, &r, -1, 0);
 }
 
 int svc__op_flush(void *ctx, void *conn, const uint64_t *ids, size_t n,
@@ -143,7 +222,7 @@ int svc__op_flush(void *ctx, void *conn, const uint64_t *ids, size_t n,
     m.flags = flags;
     r.cmd_case = PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__CMD_FLUSH;
     r.flush = &m;
-    return send_cmd(conn, &r, -1);
+    return send_cmd(conn, &r, -1, 0);
 }
 
 /* incremental_state_config.clear_period_ms (svc_trigger.c). */
@@ -158,7 +237,7 @@ int svc__op_clear_incremental(void *ctx, void *conn, const uint64_t *ids,
     m.data_source_ids = (uint64_t *)ids;
     r.cmd_case = PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__CMD_CLEAR_INCREMENTAL_STATE;
     r.clear_incremental_state = &m;
-    return send_cmd(conn, &r, -1);
+    return send_cmd(conn, &r, -1, 0);
 }
 
 static svc_pconn *pconn_of(ipc_call *call)
@@ -339,12 +418,7 @@ static void p_disconnect(ipc_conn *conn, void *vd)
                 "%zu unfinished chunk(s) scraped from its shared memory\n",
                 id, (long)ipc_conn_pid(conn), n);
     }
-    for (size_t i = 0; i < pc->nqueue; i++) {
-        if (pc->queue[i].fd >= 0)
-            close(pc->queue[i].fd);
-        free(pc->queue[i].data);
-    }
-    free(pc->queue);
+    queue_free(pc);
     free(pc);
     ipc_conn_set_data(conn, NULL);
 }

@@ -498,6 +498,170 @@ START_TEST(test_ipc_second_daemon_refused)
 }
 END_TEST
 
+/* ---------------------------------------------- commands a producer leaves */
+
+/* A session whose data source "test.ds" has a config of legacy_kb KB (a
+ * packed copy goes into every SetupDataSource and StartDataSource), on
+ * its own consumer connection; returns that connection. */
+static ipc_client *session_with_big_config(size_t legacy_kb)
+{
+    bool bound = false;
+    int err = 0;
+    static const ipc_client_cbs cbs = { on_c_bound, on_disc };
+    ipc_client *c = ipc_client_connect(F.sv.loop, F.sv.cpath,
+                                       IPC_CONSUMER_PORT, &cbs, NULL, &err);
+    ck_assert_ptr_nonnull(c);
+    F.c_bound = false;
+    run_until(&F.c_bound, 500);
+    (void)bound;
+    svf_cfg cfg;
+    svf_cfg_init(&cfg, 64, 0);
+    cfg.buf[0].has_fill_policy = false;
+    char *legacy = malloc(legacy_kb * 1024 + 1);
+    memset(legacy, 'L', legacy_kb * 1024);
+    legacy[legacy_kb * 1024] = '\0';
+    cfg.dsc.legacy_config = legacy;
+    Perfetto__Protos__EnableTracingRequest req =
+        PERFETTO__PROTOS__ENABLE_TRACING_REQUEST__INIT;
+    req.trace_config = &cfg.cfg;
+    ck_assert_int_gt(ipc_client_invoke(c, "EnableTracing", &req.base, -1,
+            &perfetto__protos__enable_tracing_response__descriptor,
+            on_enable, NULL), 0);
+    run_for(5);
+    free(legacy);
+    return c;
+}
+
+/* A producer connection that never opens GetAsyncCommand. */
+static bool hoarder_gone;
+static void on_hoarder_disc(ipc_client *c, int err, void *ctx)
+{
+    hoarder_gone = true;
+}
+
+static ipc_client *connect_hoarder(void)
+{
+    static const ipc_client_cbs cbs = { on_p_bound, on_hoarder_disc };
+    int err = 0;
+    hoarder_gone = false;
+    F.p_bound = F.p_init = false;
+    ipc_client *h = ipc_client_connect(F.sv.loop, F.sv.ppath,
+                                       IPC_PRODUCER_PORT, &cbs, NULL, &err);
+    ck_assert_ptr_nonnull(h);
+    run_until(&F.p_bound, 500);
+    Perfetto__Protos__InitializeConnectionRequest ic =
+        PERFETTO__PROTOS__INITIALIZE_CONNECTION_REQUEST__INIT;
+    ic.producer_name = "hoarder";
+    ck_assert_int_gt(ipc_client_invoke(h, "InitializeConnection", &ic.base,
+            -1, &perfetto__protos__initialize_connection_response__descriptor,
+            on_init, NULL), 0);
+    run_until(&F.p_init, 500);
+    return h;
+}
+
+static void register_ds(ipc_client *p, const char *name)
+{
+    Perfetto__Protos__RegisterDataSourceRequest rr =
+        PERFETTO__PROTOS__REGISTER_DATA_SOURCE_REQUEST__INIT;
+    Perfetto__Protos__DataSourceDescriptor dd =
+        PERFETTO__PROTOS__DATA_SOURCE_DESCRIPTOR__INIT;
+    dd.name = (char *)name;
+    rr.data_source_descriptor = &dd;
+    F.p_registered = false;
+    ck_assert_int_gt(ipc_client_invoke(p, "RegisterDataSource", &rr.base,
+            -1, &perfetto__protos__register_data_source_response__descriptor,
+            on_reg, NULL), 0);
+    run_until(&F.p_registered, 500);
+}
+
+static void on_unreg(ipc_client *c, int st, const ProtobufCMessage *r,
+                     bool more, void *ctx)
+{
+    *(bool *)ctx = st == 0;
+}
+
+static void unregister_ds(ipc_client *p, const char *name)
+{
+    Perfetto__Protos__UnregisterDataSourceRequest ur =
+        PERFETTO__PROTOS__UNREGISTER_DATA_SOURCE_REQUEST__INIT;
+    ur.data_source_name = (char *)name;
+    bool done = false;
+    ck_assert_int_gt(ipc_client_invoke(p, "UnregisterDataSource", &ur.base,
+                                       -1, NULL, on_unreg, &done), 0);
+    run_until(&done, 500);
+}
+
+/* Registering and unregistering a data source a running session wants,
+ * without ever opening GetAsyncCommand, queued a SetupDataSource and a
+ * StartDataSource (each a packed copy of the session's 100 KB config) and
+ * a StopDataSource per cycle: +38 MiB of the daemon's heap per 200 cycles.
+ * A Stop now takes its instance's queued Setup and Start out of the queue:
+ * when the producer opens GetAsyncCommand at last it gets SetupTracing
+ * and the instance of its last registration only. */
+START_TEST(test_ipc_register_unregister_loop_queues_nothing)
+{
+    F.cc = session_with_big_config(100);
+    ipc_client *h = connect_hoarder();
+    for (int i = 0; i < 1300; i++) {
+        register_ds(h, "test.ds");
+        unregister_ds(h, "test.ds");
+    }
+    ck_assert(!hoarder_gone);
+    register_ds(h, "test.ds");
+    ck_assert_int_gt(ipc_client_invoke(h, "GetAsyncCommand", NULL, -1,
+            &perfetto__protos__get_async_command_response__descriptor,
+            on_cmd, NULL), 0);
+    run_for(50);
+    ck_assert(!hoarder_gone);
+    ck_assert_ptr_nonnull(F.smb);              /* SetupTracing was kept */
+    ck_assert_int_eq(F.starts, 1);
+    ck_assert_int_eq(F.stops, 0);
+    ck_assert_uint_ne(F.target_buffer, 0);
+    /* and that instance traces: its data reaches the session */
+    F.pc = h;                      /* register_writer, commit send on F.pc */
+    register_writer(1);
+    write_chunk(0, 1, 0, 0, 5, 3);
+    commit(0, 0);
+    run_for(10);
+    disable_and_wait();
+    read_buffers();
+    ck_assert_int_eq(F.values, 5);
+}
+END_TEST
+
+/* Commands for a producer that never opens GetAsyncCommand are bounded by
+ * bytes, not only by count: with sessions (the per-uid session limit
+ * lifted) whose 100 KB configs it matches, it is dropped once ~4 MiB wait
+ * for it (the 21st session), where the bound of 4,096 commands let it
+ * hold 60 sessions' 12 MB and more. A producer that reads its commands,
+ * under the same sessions, gets every one. */
+START_TEST(test_ipc_queued_commands_are_bounded_by_bytes)
+{
+    enum { SESSIONS = 30 };
+    svc_set_uid_limits(svc_daemon_service(F.sv.d), 0, 0);
+    connect_producer();                        /* reads its commands */
+    ipc_client *h = connect_hoarder();
+    register_ds(h, "test.ds");
+    ipc_client *consumers[SESSIONS];
+    int dropped_at = 0;
+    for (int i = 0; i < SESSIONS; i++) {
+        consumers[i] = session_with_big_config(100);
+        run_for(10);
+        if (hoarder_gone && !dropped_at)
+            dropped_at = i + 1;
+    }
+    run_for(20);
+    ck_assert_msg(hoarder_gone, "a producer holding %d sessions' commands "
+                  "is still connected", SESSIONS);
+    ck_assert_int_ge(dropped_at, 19);          /* 4 MiB / ~200 KB */
+    ck_assert_int_le(dropped_at, 22);
+    ck_assert_int_eq(F.starts, SESSIONS);      /* the honest one: all */
+    for (int i = 0; i < SESSIONS; i++)
+        ipc_client_destroy(consumers[i]);
+    ipc_client_destroy(h);
+}
+END_TEST
+
 static Suite *svc_ipc_suite(void)
 {
     Suite *s = suite_create("svc_ipc");
@@ -510,7 +674,9 @@ static Suite *svc_ipc_suite(void)
     tcase_add_checked_fixture(tc, setup, teardown);
     tc = TCK_CASE(s, "untrusted", test_ipc_malformed_frames_do_not_hurt,
                   test_ipc_pending_flushes_are_bounded,
-                  test_ipc_second_daemon_refused);
+                  test_ipc_second_daemon_refused,
+                  test_ipc_register_unregister_loop_queues_nothing,
+                  test_ipc_queued_commands_are_bounded_by_bytes);
     tcase_add_checked_fixture(tc, setup, teardown);
     return s;
 }
