@@ -13,7 +13,9 @@
  *                          triggers) and all_data_sources_started.
  *   QueryServiceState      a stream of TracingServiceState pieces: the
  *                          client concatenates them (protobuf merge), so
- *                          large states go in several replies.
+ *                          large states go in several replies; what it
+ *                          carries of data source descriptors is bounded
+ *                          (see "query" below).
  *   SaveTraceForBugreport  answered "not supported" with the alternative.
  * and what CloneSession adds: the cloning consumer's uid, and the trigger
  * that made perfetto clone (clone_snapshot_trigger packet).
@@ -28,6 +30,16 @@
 
 /* Below IPC_MAX_PAYLOAD_BYTES with room for the reply's framing. */
 #define SVC_QUERY_PIECE_BYTES (IPC_MAX_PAYLOAD_BYTES - 1024u)
+
+/* What one QueryServiceState reply carries of data sources (query_budget):
+ * descriptors whole up to SVC_QUERY_DESC_BYTES, all data source entries
+ * (whole or cut) up to SVC_QUERY_DS_BYTES; the reply is sent at once, and
+ * a connection may have IPC_CHAN_TX_MAX_BYTES queued. */
+#define SVC_QUERY_DESC_BYTES (4u << 20)
+#define SVC_QUERY_DS_BYTES   (8u << 20)
+_Static_assert(SVC_QUERY_DESC_BYTES <= SVC_QUERY_DS_BYTES &&
+               SVC_QUERY_DS_BYTES <= IPC_CHAN_TX_MAX_BYTES / 4,
+               "a query reply stays well under a connection's send queue");
 
 void svc__c_detach(ipc_call *call, const ProtobufCMessage *args, void *vd)
 {
@@ -250,18 +262,192 @@ static int send_piece(ipc_call *call, const uint8_t *p, size_t n,
     return rc;
 }
 
+/* ---- the data source budget
+ *
+ * Registered descriptors may total 1 MiB a producer and 64 MiB a uid
+ * (SVC_MAX_DS_BYTES_PER_*), and the reply is queued all at once: sent
+ * whole, one uid's producers (40 of them with 8 descriptors of 120 KB)
+ * took every consumer's query past the 32 MiB a connection may have
+ * queued, and the daemon dropped the consumer. Perfetto has no bound (its
+ * IPC blocks on a slow reader instead, with a timeout). Here a reply
+ * carries:
+ *   - descriptors whole up to SVC_QUERY_DESC_BYTES, those of the caller's
+ *     own uid first, then the smallest first (so that a few large ones
+ *     cannot push out many ordinary ones);
+ *   - the others cut to their name and flags (the fields this service
+ *     models; track_event_descriptor, ftrace_descriptor and other fields
+ *     it keeps as unknown bytes are dropped): `perfetto --query` still
+ *     lists them, without their categories;
+ *   - and once the data source entries take SVC_QUERY_DS_BYTES even cut,
+ *     none of the rest.
+ * What was cut or left out is logged (at most once a minute). */
+
+typedef struct {
+    size_t index;              /* in st->data_sources */
+    size_t bytes;              /* as a top-level field, descriptor whole */
+    bool own;                  /* registered by a producer of the caller */
+} ds_rank;
+
+typedef struct {
+    size_t cut, left_out;      /* data sources */
+    size_t registered, registered_bytes;
+} query_budget;
+
+static int ds_rank_cmp(const void *a, const void *b)
+{
+    const ds_rank *x = a, *y = b;
+    if (x->own != y->own)
+        return x->own ? -1 : 1;
+    if (x->bytes != y->bytes)
+        return x->bytes < y->bytes ? -1 : 1;
+    return x->index < y->index ? -1 : x->index > y->index;
+}
+
+/* Bytes of data source d as field 2 of TracingServiceState. */
+static size_t ds_field_bytes(
+    const Perfetto__Protos__TracingServiceState__DataSource *d)
+{
+    size_t n = protobuf_c_message_get_packed_size(&d->base);
+    size_t varint = 1;
+    for (size_t v = n; v >= 0x80; v >>= 7)
+        varint++;
+    return 1 + varint + n;
+}
+
+/* Replaces d's descriptor by one with only the fields we model (name, id,
+ * flags): the unknown fields it was kept with go. */
+static int cut_descriptor(Perfetto__Protos__TracingServiceState__DataSource *d)
+{
+    if (!d->ds_descriptor)
+        return 0;
+    Perfetto__Protos__DataSourceDescriptor known = *d->ds_descriptor;
+    known.base.n_unknown_fields = 0;
+    known.base.unknown_fields = NULL;
+    size_t n = perfetto__protos__data_source_descriptor__get_packed_size(
+        &known);
+    uint8_t *buf = malloc(n ? n : 1);
+    if (!buf)
+        return -ENOMEM;
+    perfetto__protos__data_source_descriptor__pack(&known, buf);
+    Perfetto__Protos__DataSourceDescriptor *cut =
+        perfetto__protos__data_source_descriptor__unpack(NULL, n, buf);
+    free(buf);
+    if (!cut)
+        return -ENOMEM;
+    perfetto__protos__data_source_descriptor__free_unpacked(d->ds_descriptor,
+                                                            NULL);
+    d->ds_descriptor = cut;
+    return 0;
+}
+
+static void ds_free(Perfetto__Protos__TracingServiceState__DataSource *d)
+{
+    if (d->ds_descriptor)
+        perfetto__protos__data_source_descriptor__free_unpacked(
+            d->ds_descriptor, NULL);
+    free(d);
+}
+
+/* Applies the budget to st (see above) for a query by caller_uid. */
+static int query_budget_apply(Perfetto__Protos__TracingServiceState *st,
+                              uid_t caller_uid, query_budget *qb)
+{
+    memset(qb, 0, sizeof(*qb));
+    size_t n = st->n_data_sources;
+    if (n == 0)
+        return 0;
+    ds_rank *rank = malloc(n * sizeof(*rank));
+    uint8_t *own_id = calloc(65536, 1);         /* by ProducerID */
+    if (!rank || !own_id) {
+        free(rank);
+        free(own_id);
+        return -ENOMEM;
+    }
+    for (size_t i = 0; i < st->n_producers; i++)
+        if ((uid_t)st->producers[i]->uid == caller_uid)
+            own_id[(uint16_t)st->producers[i]->id] = 1;
+    for (size_t i = 0; i < n; i++) {
+        const Perfetto__Protos__TracingServiceState__DataSource *d =
+            st->data_sources[i];
+        rank[i].index = i;
+        rank[i].bytes = ds_field_bytes(d);
+        rank[i].own = own_id[(uint16_t)d->producer_id] != 0;
+        qb->registered_bytes += rank[i].bytes;
+    }
+    qb->registered = n;
+    free(own_id);
+    qsort(rank, n, sizeof(*rank), ds_rank_cmp);
+    size_t whole = 0, all = 0;
+    for (size_t k = 0; k < n; k++) {
+        Perfetto__Protos__TracingServiceState__DataSource *d =
+            st->data_sources[rank[k].index];
+        size_t b = rank[k].bytes;
+        if (b <= SVC_QUERY_PIECE_BYTES && b <= SVC_QUERY_DESC_BYTES - whole &&
+            b <= SVC_QUERY_DS_BYTES - all) {
+            whole += b;
+            all += b;
+            continue;
+        }
+        if (cut_descriptor(d) == 0) {
+            b = ds_field_bytes(d);
+            if (b <= SVC_QUERY_DS_BYTES - all) {
+                all += b;
+                qb->cut++;
+                continue;
+            }
+        }
+        ds_free(d);
+        st->data_sources[rank[k].index] = NULL;
+        qb->left_out++;
+    }
+    free(rank);
+    size_t kept = 0;
+    for (size_t i = 0; i < n; i++)
+        if (st->data_sources[i])
+            st->data_sources[kept++] = st->data_sources[i];
+    st->n_data_sources = kept;
+    return 0;
+}
+
+static void query_budget_log(const query_budget *qb, uid_t caller_uid)
+{
+    static uint64_t last_ms;
+    uint64_t now = svc_now_ms();
+    if (!qb->cut && !qb->left_out)
+        return;
+    if (last_ms && now - last_ms < 60000)
+        return;
+    last_ms = now;
+    fprintf(stderr, "shmtraced: QueryServiceState (uid %ld): %zu of %zu "
+            "data sources sent with their descriptors cut to name and "
+            "flags, %zu left out: their %zu bytes pass what a reply carries "
+            "(%u MiB of descriptors, %u MiB of data sources); logged at most "
+            "once a minute\n", (long)caller_uid, qb->cut, qb->registered,
+            qb->left_out, qb->registered_bytes, SVC_QUERY_DESC_BYTES >> 20,
+            SVC_QUERY_DS_BYTES >> 20);
+}
+
 /* The state can exceed one IPC frame (many producers, large track_event
  * descriptors): it is cut at top-level field boundaries into pieces of at
  * most SVC_QUERY_PIECE_BYTES; the client concatenates them, which
- * protobuf decodes as the whole (repeated fields append). A single field
- * larger than a frame (one huge descriptor) is left out and logged. */
+ * protobuf decodes as the whole (repeated fields append). A data source
+ * larger than a piece is sent with its descriptor cut (query_budget_apply);
+ * any other field that large would be left out and logged. */
 void svc__c_query(ipc_call *call, const ProtobufCMessage *args, void *vd)
 {
     svc_daemon *d = vd;
     const Perfetto__Protos__QueryServiceStateRequest *req = (const void *)args;
     ipc_conn *conn = ipc_call_conn(call);
+    uid_t uid = ipc_conn_uid(conn);
     Perfetto__Protos__TracingServiceState *st = svc_query_state(d->svc,
-            ipc_conn_uid(conn), req->has_sessions_only && req->sessions_only);
+            uid, req->has_sessions_only && req->sessions_only);
+    query_budget qb;
+    if (st && query_budget_apply(st, uid, &qb) < 0) {
+        svc_query_free(st);
+        st = NULL;
+    }
+    if (st)
+        query_budget_log(&qb, uid);
     size_t n = st ? perfetto__protos__tracing_service_state__get_packed_size(
                         st) : 0;
     uint8_t *buf = st ? malloc(n ? n : 1) : NULL;
