@@ -280,7 +280,10 @@ static int send_piece(ipc_call *call, const uint8_t *p, size_t n,
  *     lists them, without their categories;
  *   - and once the data source entries take SVC_QUERY_DS_BYTES even cut,
  *     none of the rest.
- * What was cut or left out is logged (at most once a minute). */
+ * The reply says how many were cut or left out (shmtrace_data_sources_cut,
+ * _left_out: our extension of TracingServiceState, which has no such
+ * field; `shmtrace query` prints them), and so does the daemon's log, at
+ * most once a minute. */
 
 typedef struct {
     size_t index;              /* in st->data_sources */
@@ -388,11 +391,13 @@ static int query_budget_apply(Perfetto__Protos__TracingServiceState *st,
             all += b;
             continue;
         }
+        bool had_more = d->ds_descriptor &&
+                        d->ds_descriptor->base.n_unknown_fields > 0;
         if (cut_descriptor(d) == 0) {
             b = ds_field_bytes(d);
             if (b <= SVC_QUERY_DS_BYTES - all) {
                 all += b;
-                qb->cut++;
+                qb->cut += had_more;     /* else nothing was cut */
                 continue;
             }
         }
@@ -446,8 +451,13 @@ void svc__c_query(ipc_call *call, const ProtobufCMessage *args, void *vd)
         svc_query_free(st);
         st = NULL;
     }
-    if (st)
+    if (st) {
         query_budget_log(&qb, uid);
+        st->has_shmtrace_data_sources_cut = qb.cut != 0;
+        st->shmtrace_data_sources_cut = (uint32_t)qb.cut;
+        st->has_shmtrace_data_sources_left_out = qb.left_out != 0;
+        st->shmtrace_data_sources_left_out = (uint32_t)qb.left_out;
+    }
     size_t n = st ? perfetto__protos__tracing_service_state__get_packed_size(
                         st) : 0;
     uint8_t *buf = st ? malloc(n ? n : 1) : NULL;

@@ -827,6 +827,10 @@ START_TEST(test_ipc_query_survives_huge_descriptors)
     ck_assert_uint_le(whole_bytes, 4u << 20);
     ck_assert_uint_ge(whole_big, (4u << 20) / (BIG + 64) - 1);
     ck_assert_uint_eq(whole_big + cut, PRODUCERS * PER_PRODUCER);
+    /* and the reply says so (shmtraced's extension of the message) */
+    ck_assert(st->has_shmtrace_data_sources_cut);
+    ck_assert_uint_eq(st->shmtrace_data_sources_cut, cut);
+    ck_assert(!st->has_shmtrace_data_sources_left_out);
     perfetto__protos__tracing_service_state__free_unpacked(st, NULL);
     free(Q.buf);
     /* the connection still serves: a second query answers the same */
@@ -839,6 +843,81 @@ START_TEST(test_ipc_query_survives_huge_descriptors)
     ck_assert(!Q.gone);
     free(Q.buf);
     for (int i = 0; i <= PRODUCERS; i++)
+        ipc_client_destroy(ps[i]);
+}
+END_TEST
+
+static int regs_pending;
+static void on_reg_count(ipc_client *c, int st, const ProtobufCMessage *r,
+                         bool more, void *ctx)
+{
+    const Perfetto__Protos__RegisterDataSourceResponse *rr = (const void *)r;
+    ck_assert_msg(st == 0 && rr && !rr->error, "RegisterDataSource: %s",
+                  rr && rr->error ? rr->error : "failed");
+    regs_pending--;
+}
+
+/* Past 8 MiB of data source entries, even cut to their names, the rest
+ * are left out, and the reply says how many: 34 producers x 1,024 data
+ * sources with 256-byte names (~9 MiB of names alone). */
+START_TEST(test_ipc_query_leaves_out_past_its_budget)
+{
+    enum { PRODUCERS = 34, PER_PRODUCER = 1024, TOTAL = PRODUCERS * 1024 };
+    ipc_client *ps[PRODUCERS];
+    char name[257];
+    for (int i = 0; i < PRODUCERS; i++) {
+        ps[i] = plain_producer("names");
+        regs_pending = 0;
+        for (int k = 0; k < PER_PRODUCER; k++) {
+            memset(name, 'n', 256);
+            int l = snprintf(name, sizeof name, "%d.%d.", i, k);
+            name[l] = 'n';                      /* no NUL before 256 */
+            name[256] = '\0';
+            Perfetto__Protos__RegisterDataSourceRequest rr =
+                PERFETTO__PROTOS__REGISTER_DATA_SOURCE_REQUEST__INIT;
+            Perfetto__Protos__DataSourceDescriptor dd =
+                PERFETTO__PROTOS__DATA_SOURCE_DESCRIPTOR__INIT;
+            dd.name = name;
+            rr.data_source_descriptor = &dd;
+            ck_assert_int_gt(ipc_client_invoke(ps[i], "RegisterDataSource",
+                    &rr.base, -1,
+                    &perfetto__protos__register_data_source_response__descriptor,
+                    on_reg_count, NULL), 0);
+            regs_pending++;
+        }
+        for (int n = 0; n < 2000 && regs_pending > 0; n++)
+            ipc_loop_run_once(F.sv.loop, 10);
+        ck_assert_int_eq(regs_pending, 0);
+    }
+    static const ipc_client_cbs ccb = { on_c_bound, on_query_disc };
+    int err = 0;
+    F.cc = ipc_client_connect(F.sv.loop, F.sv.cpath, IPC_CONSUMER_PORT, &ccb,
+                              NULL, &err);
+    run_until(&F.c_bound, 500);
+    memset(&Q, 0, sizeof Q);
+    ck_assert_int_gt(ipc_client_invoke(F.cc, "QueryServiceState", NULL, -1,
+            &perfetto__protos__query_service_state_response__descriptor,
+            on_query, NULL), 0);
+    run_until(&Q.done, 3000);
+    ck_assert_int_eq(Q.status, 0);
+    ck_assert(!Q.gone);
+    ck_assert_uint_le(Q.len, (8u << 20) + (64u << 10));
+    Perfetto__Protos__TracingServiceState *st =
+        perfetto__protos__tracing_service_state__unpack(NULL, Q.len, Q.buf);
+    ck_assert_ptr_nonnull(st);
+    ck_assert_uint_eq(st->n_producers, PRODUCERS);
+    ck_assert(st->has_shmtrace_data_sources_left_out);
+    ck_assert_uint_gt(st->shmtrace_data_sources_left_out, 0);
+    ck_assert_uint_eq(st->n_data_sources + st->shmtrace_data_sources_left_out,
+                      TOTAL);
+    ck_assert_uint_gt(st->n_data_sources, TOTAL * 3 / 4);
+    ck_assert(!st->has_shmtrace_data_sources_cut);   /* had nothing to cut */
+    for (size_t i = 0; i < st->n_data_sources; i++)
+        ck_assert_uint_eq(strlen(st->data_sources[i]->ds_descriptor->name),
+                          256);
+    perfetto__protos__tracing_service_state__free_unpacked(st, NULL);
+    free(Q.buf);
+    for (int i = 0; i < PRODUCERS; i++)
         ipc_client_destroy(ps[i]);
 }
 END_TEST
@@ -859,7 +938,8 @@ static Suite *svc_ipc_suite(void)
                   test_ipc_register_unregister_loop_queues_nothing,
                   test_ipc_queued_commands_are_bounded_by_bytes);
     tcase_add_checked_fixture(tc, setup, teardown);
-    tc = TCK_CASE(s, "query", test_ipc_query_survives_huge_descriptors);
+    tc = TCK_CASE(s, "query", test_ipc_query_survives_huge_descriptors,
+                  test_ipc_query_leaves_out_past_its_budget);
     tcase_add_checked_fixture(tc, setup, teardown);
     return s;
 }

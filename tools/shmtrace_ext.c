@@ -514,6 +514,15 @@ static void print_state(FILE *f, const Perfetto__Protos__TracingServiceState *s)
                 d->ds_descriptor && d->ds_descriptor->name ?
                 d->ds_descriptor->name : "?", pn, d->producer_id);
     }
+    /* shmtraced keeps its reply within a byte budget and says so */
+    if (s->shmtrace_data_sources_cut)
+        fprintf(f, "  (%u of them listed with their descriptors cut to the "
+                "name: the service's reply has a size budget)\n",
+                s->shmtrace_data_sources_cut);
+    if (s->shmtrace_data_sources_left_out)
+        fprintf(f, "  (%u more registered but not listed: the service's "
+                "reply has a size budget)\n",
+                s->shmtrace_data_sources_left_out);
     fprintf(f, "\nsessions:\n  %-6s %-7s %-17s %-10s %-7s %-4s %s\n", "ID",
             "UID", "STATE", "BUF KB", "DUR s", "#DS", "NAME");
     for (size_t i = 0; i < s->n_tracing_sessions; i++) {
