@@ -88,6 +88,8 @@ static int xhash_rebuild(svc_session *s, size_t cap)
     return 0;
 }
 
+/* The entry of key, made if missing (NULL at the cap or without memory).
+ * Making one may move the others: pointers from earlier calls go stale. */
 static svc_xloss *xget(svc_session *s, uint32_t key, uint32_t bi)
 {
     svc_xloss *found = xfind(s, key);
@@ -135,10 +137,12 @@ void svc__loss_commit(svc_service *svc, svc_producer *p,
         uint32_t bi = 0;
         while (bi < s->nbufs && s->buf_ids[bi] != tbid)
             bi++;
-        svc_xloss *e = xget(s, ((uint32_t)p->id << 16) | wid, bi);
+        /* The producer's entry first: making an entry may move the
+         * others, so e must be the last one made. */
         svc_xloss *pe = xget(s, (uint32_t)p->id << 16, 0);
         if (pe)
             pe->reports = true;
+        svc_xloss *e = xget(s, ((uint32_t)p->id << 16) | wid, bi);
         if (!e)
             continue;
         e->packets[X_SMB_FULL] = sat_add(e->packets[X_SMB_FULL],

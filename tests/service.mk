@@ -22,6 +22,13 @@ tests_check_svc_ipc_LDADD = $(svc_test_ldadd)
 
 TESTS += tests/check_svc_packet tests/check_svc_session tests/check_svc_ipc
 
+# The session's loss accounting under many loss reports (svc_loss.c).
+check_PROGRAMS += tests/check_svc_loss
+tests_check_svc_loss_SOURCES = tests/check_svc_loss.c
+tests_check_svc_loss_CFLAGS = $(svc_test_cflags)
+tests_check_svc_loss_LDADD = $(svc_test_ldadd)
+TESTS += tests/check_svc_loss
+
 check_PROGRAMS += tests/check_svc_prealloc
 tests_check_svc_prealloc_SOURCES = tests/check_svc_prealloc.c
 tests_check_svc_prealloc_CFLAGS = $(svc_test_cflags)
