@@ -335,6 +335,16 @@ static void c_start(ipc_call *call, const ProtobufCMessage *args, void *vd)
         svc__reply_empty(call);
 }
 
+/* The final reply to call, or, if it cannot be sent (a reply larger than
+ * one frame: -EMSGSIZE, no memory), success = false: the consumer learns
+ * that the call failed instead of waiting forever, and the call is freed
+ * either way (ipc_call_reply keeps it open when nothing was sent). */
+static void reply_or_fail(ipc_call *call, const ProtobufCMessage *reply)
+{
+    if (ipc_call_reply(call, reply, false) < 0)
+        ipc_call_fail(call);
+}
+
 static void c_stats(ipc_call *call, const ProtobufCMessage *args, void *vd)
 {
     svc_daemon *d = vd;
@@ -353,7 +363,7 @@ static void c_stats(ipc_call *call, const ProtobufCMessage *args, void *vd)
     Perfetto__Protos__GetTraceStatsResponse r =
         PERFETTO__PROTOS__GET_TRACE_STATS_RESPONSE__INIT;
     r.trace_stats = st;
-    ipc_call_reply(call, &r.base, false);
+    reply_or_fail(call, &r.base);
     svc_stats_free(st);
 }
 
@@ -372,7 +382,7 @@ static void clone_reply_error(ipc_call *call, const char *error)
     r.has_success = true;
     r.success = false;
     r.error = (char *)error;
-    ipc_call_reply(call, &r.base, false);
+    reply_or_fail(call, &r.base);
 }
 
 static void clone_now(svc_daemon *d, svc_cconn *cc, ipc_call *call, int fd,
@@ -410,7 +420,7 @@ static void clone_now(svc_daemon *d, svc_cconn *cc, ipc_call *call, int fd,
         r.has_uuid_msb = r.has_uuid_lsb = true;
         svc_session_uuid(cc->s, &r.uuid_msb, &r.uuid_lsb);
     }
-    ipc_call_reply(call, &r.base, false);
+    reply_or_fail(call, &r.base);
 }
 
 /* The unique_session_name a CloneSession names, or NULL. */

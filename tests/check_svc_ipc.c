@@ -5,7 +5,8 @@
  * SMB it received by SCM_RIGHTS) and a consumer (ipc_client on
  * ConsumerPort) share the same ipc_loop. Also: malformed frames and
  * protocol misuse never bring the daemon down; a second daemon on the
- * same sockets is refused; consumer disconnect frees its session.
+ * same sockets is refused; consumer disconnect frees its session;
+ * GetTraceStats is always answered, with thousands of writers too.
  */
 #include <check.h>
 #include <errno.h>
@@ -919,6 +920,77 @@ START_TEST(test_ipc_query_leaves_out_past_its_budget)
     free(Q.buf);
     for (int i = 0; i < PRODUCERS; i++)
         ipc_client_destroy(ps[i]);
+/* GetTraceStats with thousands of writers. Writers 1..n write one chunk
+ * each (a page per writer, a round of commits per SMB's worth of pages). */
+static void many_writers_write(uint32_t n)
+{
+    uint32_t npages = (uint32_t)(F.smb_size / F.page_size);
+    for (uint32_t w = 1; w <= n;) {
+        for (uint32_t pg = 0; pg < npages && w <= n; pg++, w++) {
+            write_chunk(pg, (uint16_t)w, 0, w, 1, 3);
+            commit(pg, 0);
+        }
+        run_for(5);
+    }
+    run_for(20);
+}
+
+typedef struct {
+    bool done;
+    int status;
+    Perfetto__Protos__TraceStats *st;   /* unpacked reply, or NULL */
+} stats_reply_t;
+
+static void on_stats(ipc_client *c, int st, const ProtobufCMessage *msg,
+                     bool more, void *ctx)
+{
+    stats_reply_t *r = ctx;
+    const Perfetto__Protos__GetTraceStatsResponse *resp = (const void *)msg;
+    r->status = st;
+    if (st == 0 && resp && resp->trace_stats) {
+        size_t len =
+            perfetto__protos__trace_stats__get_packed_size(resp->trace_stats);
+        uint8_t *buf = malloc(len ? len : 1);
+        perfetto__protos__trace_stats__pack(resp->trace_stats, buf);
+        r->st = perfetto__protos__trace_stats__unpack(NULL, len, buf);
+        free(buf);
+    }
+    r->done = true;
+}
+
+/* GetTraceStats, waiting at most 3 s for its reply (r->done false if
+ * none came). */
+static void get_stats(stats_reply_t *r)
+{
+    memset(r, 0, sizeof(*r));
+    ck_assert_int_gt(ipc_client_invoke(F.cc, "GetTraceStats", NULL, -1,
+            &perfetto__protos__get_trace_stats_response__descriptor,
+            on_stats, r), 0);
+    for (int i = 0; i < 300 && !r->done; i++)
+        ipc_loop_run_once(F.sv.loop, 10);
+}
+
+/* A TraceStats larger than a frame (5,000 writers: their writer_stats
+ * alone are 170 KB) is answered with success = false, every time, instead
+ * of leaving the consumer waiting with the call open; the connection goes
+ * on working. */
+START_TEST(test_ipc_stats_too_large_fails_not_hangs)
+{
+    connect_producer();
+    connect_consumer();
+    enable(1024, 0);
+    run_for(20);
+    ck_assert_ptr_nonnull(F.smb);
+    many_writers_write(5000);
+    for (int i = 0; i < 3; i++) {
+        stats_reply_t r;
+        get_stats(&r);
+        ck_assert_msg(r.done, "GetTraceStats %d never answered", i);
+        ck_assert_int_lt(r.status, 0);
+        ck_assert_ptr_null(r.st);
+    }
+    read_buffers();
+    ck_assert_int_eq(F.values, 5000);
 }
 END_TEST
 
@@ -941,6 +1013,9 @@ static Suite *svc_ipc_suite(void)
     tc = TCK_CASE(s, "query", test_ipc_query_survives_huge_descriptors,
                   test_ipc_query_leaves_out_past_its_budget);
     tcase_add_checked_fixture(tc, setup, teardown);
+    tc = TCK_CASE(s, "stats", test_ipc_stats_too_large_fails_not_hangs);
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 60);
     return s;
 }
 
