@@ -49,6 +49,17 @@
 #define SVC_MAX_TOTAL_BUFFER_KB     (4u * 1024 * 1024) /* 4 GiB, all sessions */
 #define SVC_MAX_PATCHES_PER_CHUNK   1024
 #define SVC_MAX_WRITER_ID           32767
+/* A session's TraceStats is kept under SVC_STATS_MAX_BYTES, so that a
+ * GetTraceStats reply fits one IPC frame (IPC_MAX_PAYLOAD_BYTES, 131008,
+ * holds it with the response's own few bytes); the trace's stats packets
+ * are the same message. The per-sequence loss list is what is bounded: it
+ * gets the room buffer_stats and writer_stats leave, less
+ * SVC_STATS_TAIL_BYTES for the counters and shmtrace_file set after it
+ * (svc_loss.c folds writers beyond it). writer_stats alone can still go
+ * past it with about 3,600 writers or more (GetTraceStats then answers
+ * success = false). */
+#define SVC_STATS_MAX_BYTES         (120u * 1024)
+#define SVC_STATS_TAIL_BYTES        512u
 #define SVC_SMB_PAGE_DEFAULT        4096u
 #define SVC_SMB_SIZE_DEFAULT        (256u * 1024)
 #define SVC_SMB_PAGE_MAX            32768u

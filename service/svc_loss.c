@@ -25,6 +25,17 @@
  * ignored; counts only add up (saturating). Entries are found through a
  * hash (a producer may name all 32767 writers in every report) and are
  * capped per session (SVC_XLOSS_MAX; beyond it reports are dropped).
+ *
+ * The list written (svc__loss_fill) has to fit the TraceStats into
+ * SVC_STATS_MAX_BYTES (GetTraceStats answers in one IPC frame), and the
+ * same bounded list goes into the trace's stats packets and clones. When
+ * one entry per writer would not fit, the writers that lost the most keep
+ * their own entry and the others are folded into aggregate entries, one
+ * per producer and buffer (or, if even those do not fit, one per buffer),
+ * with writer_id 0 and a sequence id no packet carries. An aggregate's
+ * counts are the sums of its writers', so the invariant of
+ * protos/common.proto holds for it too and the entries still add up to
+ * every packet offered, read and lost.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -40,8 +51,18 @@ static const char *const x_names[X_NUM] = {
     "producer_smb_full", "producer_gone", "invalid", "file_full",
 };
 
+/* Keys: producer << 16 | writer (1..32767) for a writer's entry,
+ * producer << 16 for the producer's facts. An aggregate of the list is
+ * known to the session's sequence ids (svc__seq_id) as the writer
+ * XKEY_FOLD | buffer index of its producer (0: every producer), which no
+ * writer is (writer ids never reach XKEY_FOLD, buffer indexes stay below
+ * it). */
+#define XKEY_FOLD 0x8000u
+_Static_assert(SVC_MAX_WRITER_ID < XKEY_FOLD &&
+               SVC_MAX_BUFFERS_PER_SESSION <= XKEY_FOLD, "loss keys");
+
 struct svc_xloss {
-    uint32_t key;                /* producer << 16 | writer (0: producer) */
+    uint32_t key;
     uint32_t buffer_index;
     uint64_t packets[X_NUM], bytes[X_NUM];
     bool reports;                /* writer 0: producer reports its drops */
@@ -54,6 +75,12 @@ static uint64_t sat_add(uint64_t a, uint64_t b)
 }
 
 #define SVC_XLOSS_MAX 8192u
+
+static bool key_is_writer(uint32_t key)
+{
+    uint32_t w = key & 0xFFFFu;
+    return w != 0 && w < XKEY_FOLD;
+}
 
 static size_t xslot(uint32_t key, size_t cap)
 {
@@ -223,12 +250,23 @@ static void producer_facts(svc_service *svc, const svc_session *s,
     *reports = (pe && pe->reports) || (p && p->reports_loss);
 }
 
-/* One entry being built, with its cause array. */
+/* ---------------------------------------------------------- the list */
+
+/* One entry being built, with its cause array (moved only by
+ * entry_move: the pointers lead into it). */
 typedef struct {
     svc_sloss sl;
     svc_scause c[TB_NUM_CAUSES + X_NUM];
     svc_scause *cp[TB_NUM_CAUSES + X_NUM];
 } svc_lentry;
+
+/* What the list's fold needs to know of an entry besides itself. */
+typedef struct {
+    uint32_t buffer;
+    uint32_t producer;
+    size_t wire;                 /* its bytes in the TraceStats */
+    bool kept;                   /* listed on its own */
+} svc_lmeta;
 
 static void add_cause(svc_lentry *e, const char *name, uint64_t packets,
                       uint64_t bytes)
@@ -253,17 +291,16 @@ total:
     e->sl.lost_bytes = sat_add(e->sl.lost_bytes, bytes);
 }
 
-static void entry_init(svc_lentry *e, svc_session *s, uint32_t key,
+static void entry_init(svc_lentry *e, uint32_t sequence_id, uint32_t key,
                        uint32_t bi)
 {
     perfetto__protos__trace_stats__shmtrace_sequence_loss__init(&e->sl);
     e->sl.has_sequence_id = e->sl.has_buffer = true;
-    e->sl.sequence_id = svc__seq_id(&s->seqs, (uint16_t)(key >> 16),
-                                    (uint16_t)key, bi);
+    e->sl.sequence_id = sequence_id;
     e->sl.buffer = bi;
     e->sl.has_producer_id = e->sl.has_writer_id = true;
     e->sl.producer_id = key >> 16;
-    e->sl.writer_id = key & 0xFFFFu;
+    e->sl.writer_id = key_is_writer(key) ? key & 0xFFFFu : 0;
     e->sl.has_packets_offered = e->sl.has_packets_read = true;
     e->sl.has_packets_pending = true;
     e->sl.has_lost_packets = e->sl.has_lost_bytes = true;
@@ -271,10 +308,216 @@ static void entry_init(svc_lentry *e, svc_session *s, uint32_t key,
     e->sl.causes = e->cp;
 }
 
+/* A writer's entry, with its sequence id. */
+static void writer_init(svc_lentry *e, svc_session *s, uint32_t key,
+                        uint32_t bi)
+{
+    entry_init(e, svc__seq_id(&s->seqs, (uint16_t)(key >> 16),
+                              (uint16_t)key, bi), key, bi);
+}
+
+static void entry_move(svc_lentry *dst, const svc_lentry *src)
+{
+    *dst = *src;
+    for (size_t i = 0; i < dst->sl.n_causes; i++)
+        dst->cp[i] = &dst->c[i];
+    dst->sl.causes = dst->cp;
+}
+
 static void add_x(svc_lentry *e, const svc_xloss *x)
 {
     for (int c = 0; x && c < X_NUM; c++)
         add_cause(e, x_names[c], x->packets[c], x->bytes[c]);
+}
+
+/* Bytes of one shmtrace_sequence_loss entry in a TraceStats: tag (field
+ * 6000: 3 bytes), length, the message. */
+static size_t entry_wire(const svc_sloss *sl)
+{
+    size_t n = protobuf_c_message_get_packed_size(&sl->base);
+    size_t len = 1;
+    for (size_t v = n; v >= 0x80; v >>= 7)
+        len++;
+    return 3 + len + n;
+}
+
+/* Adds member m's counts to aggregate a. */
+static void agg_add(svc_lentry *a, const svc_lentry *m)
+{
+    a->sl.packets_offered = sat_add(a->sl.packets_offered,
+                                    m->sl.packets_offered);
+    a->sl.packets_read = sat_add(a->sl.packets_read, m->sl.packets_read);
+    a->sl.packets_pending = sat_add(a->sl.packets_pending,
+                                    m->sl.packets_pending);
+    a->sl.producer_counts_known &= m->sl.producer_counts_known;
+    for (size_t c = 0; c < m->sl.n_causes; c++)
+        add_cause(a, m->c[c].cause, m->c[c].packets, m->c[c].bytes);
+}
+
+/* The aggregates of the entries not kept, one per (buffer, producer), or
+ * per buffer with by_buffer (producer_id 0), in that order; `order` lists
+ * the entries sorted by buffer then producer. Into out[] (their count
+ * returned) with their sequence ids, or, with out NULL, only their bytes
+ * added to *bytes, sequence ids counted at their largest. */
+static size_t fold(svc_session *s, const svc_lentry *le,
+                   const svc_lmeta *m, const size_t *order, size_t n,
+                   bool by_buffer, svc_lentry *out, size_t *bytes)
+{
+    size_t nout = 0;
+    svc_lentry tmp;
+    for (size_t i = 0; i < n;) {
+        uint32_t bi = m[order[i]].buffer;
+        uint32_t pid = by_buffer ? 0 : m[order[i]].producer;
+        size_t j = i;
+        svc_lentry *a = NULL;
+        for (; j < n && m[order[j]].buffer == bi &&
+               (by_buffer || m[order[j]].producer == pid); j++) {
+            size_t x = order[j];
+            if (m[x].kept)
+                continue;
+            if (!a) {
+                a = out ? &out[nout] : &tmp;
+                uint32_t key = (pid << 16) | XKEY_FOLD | bi;
+                entry_init(a, out ? svc__seq_id(&s->seqs, (uint16_t)pid,
+                                                (uint16_t)(key & 0xFFFFu),
+                                                bi) : UINT32_MAX, key, bi);
+                a->sl.producer_counts_known = true;
+            }
+            agg_add(a, &le[x]);
+        }
+        if (a) {
+            nout++;
+            if (bytes)
+                *bytes += entry_wire(&a->sl);
+        }
+        i = j;
+    }
+    return nout;
+}
+
+/* Entries in order of loss, the largest first (then of bytes, then as
+ * listed), and in order of place (buffer, producer, as listed). */
+typedef struct {
+    uint64_t lost, lost_bytes;
+    size_t i;
+} svc_lrank;
+
+static int by_loss(const void *va, const void *vb)
+{
+    const svc_lrank *a = va, *b = vb;
+    if (a->lost != b->lost)
+        return a->lost > b->lost ? -1 : 1;
+    if (a->lost_bytes != b->lost_bytes)
+        return a->lost_bytes > b->lost_bytes ? -1 : 1;
+    return a->i < b->i ? -1 : a->i > b->i;
+}
+
+typedef struct {
+    uint32_t buffer, producer;
+    size_t i;
+} svc_lplace;
+
+static int by_place(const void *va, const void *vb)
+{
+    const svc_lplace *a = va, *b = vb;
+    if (a->buffer != b->buffer)
+        return a->buffer < b->buffer ? -1 : 1;
+    if (a->producer != b->producer)
+        return a->producer < b->producer ? -1 : 1;
+    return a->i < b->i ? -1 : a->i > b->i;
+}
+
+/* Bytes the list may take: what SVC_STATS_MAX_BYTES leaves beside what st
+ * holds already (svc_stats_build fills buffer_stats and writer_stats
+ * first) and SVC_STATS_TAIL_BYTES for what is set after the list. */
+static size_t list_budget(const Perfetto__Protos__TraceStats *st)
+{
+    size_t used = perfetto__protos__trace_stats__get_packed_size(st) +
+                  SVC_STATS_TAIL_BYTES;
+    return used < SVC_STATS_MAX_BYTES ? SVC_STATS_MAX_BYTES - used : 0;
+}
+
+/* Puts the n entries le[] into st: all of them if they fit the budget (le
+ * then belongs to st), else the largest losers on their own and the rest
+ * folded (a new block; le stays the caller's). 1 if st took le, 0 if not,
+ * -ENOMEM. */
+static int list_put(svc_session *s, Perfetto__Protos__TraceStats *st,
+                    svc_lentry *le, svc_lmeta *m, size_t n)
+{
+    size_t budget = list_budget(st), listed = 0;
+    for (size_t i = 0; i < n; i++) {
+        m[i].wire = entry_wire(&le[i].sl);
+        listed += m[i].wire;
+    }
+    if (listed <= budget) {
+        svc_sloss **lp = calloc(n, sizeof(*lp));
+        if (!lp)
+            return -ENOMEM;
+        for (size_t i = 0; i < n; i++)
+            lp[i] = &le[i].sl;
+        st->n_shmtrace_sequence_loss = n;
+        st->shmtrace_sequence_loss = lp;
+        return 1;
+    }
+    svc_lplace *pl = calloc(n, sizeof(*pl));
+    svc_lrank *rk = calloc(n, sizeof(*rk));
+    size_t *order = calloc(n, sizeof(*order));
+    if (!pl || !rk || !order) {
+        free(pl);
+        free(rk);
+        free(order);
+        return -ENOMEM;
+    }
+    for (size_t i = 0; i < n; i++)
+        pl[i] = (svc_lplace){ m[i].buffer, m[i].producer, i };
+    qsort(pl, n, sizeof(*pl), by_place);
+    for (size_t i = 0; i < n; i++)
+        order[i] = pl[i].i;
+    free(pl);
+    /* Not all writers fit: the largest losers keep their own entry in the
+     * room the aggregates of everything leave. */
+    size_t agg = 0;
+    bool by_buffer = false;
+    for (size_t i = 0; i < n; i++)
+        m[i].kept = false;
+    fold(s, le, m, order, n, false, NULL, &agg);
+    if (agg > budget) {
+        by_buffer = true;
+        agg = 0;
+        fold(s, le, m, order, n, true, NULL, &agg);
+    }
+    size_t room = budget > agg ? budget - agg : 0;
+    for (size_t i = 0; i < n; i++)
+        rk[i] = (svc_lrank){ le[i].sl.lost_packets, le[i].sl.lost_bytes, i };
+    qsort(rk, n, sizeof(*rk), by_loss);
+    for (size_t r = 0; r < n && m[rk[r].i].wire <= room; r++) {
+        m[rk[r].i].kept = true;
+        room -= m[rk[r].i].wire;
+    }
+    free(rk);
+    size_t nkept = 0;
+    for (size_t i = 0; i < n; i++)
+        nkept += m[i].kept;
+    size_t nagg = fold(s, le, m, order, n, by_buffer, NULL, NULL);
+    svc_lentry *out = calloc(nkept + nagg, sizeof(*out));
+    svc_sloss **lp = calloc(nkept + nagg, sizeof(*lp));
+    if (!out || !lp) {
+        free(out);
+        free(lp);
+        free(order);
+        return -ENOMEM;
+    }
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++)
+        if (m[i].kept)
+            entry_move(&out[k++], &le[i]);
+    fold(s, le, m, order, n, by_buffer, out + k, NULL);
+    free(order);
+    for (size_t i = 0; i < nkept + nagg; i++)
+        lp[i] = &out[i].sl;
+    st->n_shmtrace_sequence_loss = nkept + nagg;
+    st->shmtrace_sequence_loss = lp;
+    return 0;
 }
 
 int svc__loss_fill(svc_service *svc, svc_session *s,
@@ -289,11 +532,11 @@ int svc__loss_fill(svc_service *svc, svc_session *s,
     if (!total)
         return 0;
     svc_lentry *le = calloc(total, sizeof(*le));
-    svc_sloss **lp = calloc(total, sizeof(*lp));
+    svc_lmeta *m = calloc(total, sizeof(*m));
     bool *used = calloc(s->nxloss ? s->nxloss : 1, sizeof(*used));
-    if (!le || !lp || !used) {
+    if (!le || !m || !used) {
         free(le);
-        free(lp);
+        free(m);
         free(used);
         return -ENOMEM;
     }
@@ -308,7 +551,7 @@ int svc__loss_fill(svc_service *svc, svc_session *s,
             uint32_t key = ((uint32_t)l[j].producer_id << 16) |
                            l[j].writer_id;
             svc_lentry *e = &le[k];
-            entry_init(e, s, key, (uint32_t)i);
+            writer_init(e, s, key, (uint32_t)i);
             bool reports, gone;
             producer_facts(svc, s, key, &reports, &gone);
             e->sl.producer_counts_known = reports;
@@ -327,30 +570,29 @@ int svc__loss_fill(svc_service *svc, svc_session *s,
                 add_x(e, xe);
                 used[xe - s->xloss] = true;
             }
-            lp[k] = &e->sl;
+            m[k] = (svc_lmeta){ .buffer = (uint32_t)i,
+                                .producer = l[j].producer_id };
             k++;
         }
     }
     /* Writers that lost everything before reaching any buffer. */
     for (size_t x = 0; x < s->nxloss && k < total; x++) {
-        if (used[x] || !(s->xloss[x].key & 0xFFFFu))
+        uint32_t key = s->xloss[x].key, bi = s->xloss[x].buffer_index;
+        if (used[x] || !key_is_writer(key))
             continue;
         svc_lentry *e = &le[k];
-        entry_init(e, s, s->xloss[x].key, s->xloss[x].buffer_index);
+        writer_init(e, s, key, bi);
         bool reports, gone;
-        producer_facts(svc, s, s->xloss[x].key, &reports, &gone);
+        producer_facts(svc, s, key, &reports, &gone);
         e->sl.producer_counts_known = reports;
         add_x(e, &s->xloss[x]);
-        lp[k] = &e->sl;
+        m[k] = (svc_lmeta){ .buffer = bi, .producer = key >> 16 };
         k++;
     }
     free(used);
-    if (!k) {
+    int rc = k ? list_put(s, st, le, m, k) : 0;
+    free(m);
+    if (rc <= 0)
         free(le);
-        free(lp);
-        return 0;
-    }
-    st->n_shmtrace_sequence_loss = k;
-    st->shmtrace_sequence_loss = lp;
-    return 0;
+    return rc < 0 ? rc : 0;
 }

@@ -1,18 +1,37 @@
 /*
- * check_svc_loss.c - the session's loss accounting (TraceStats.
- * shmtrace_sequence_loss, service/svc_loss.c) under loss reports
- * (CommitDataRequest.shmtrace_writer_loss) from several producers:
+ * check_svc_loss.c - the per-sequence loss list (TraceStats.
+ * shmtrace_sequence_loss, service/svc_loss.c) when there is much of it:
+ * loss reports (CommitDataRequest.shmtrace_writer_loss) from several
+ * producers, and thousands of writers.
  *
  *   - room: a producer's first loss report is counted when it makes the
- *     session's loss table grow.
+ *     session's loss table grow;
+ *   - frame: with 3,000 writers (a 180 KB TraceStats before the fold) the
+ *     TraceStats stays under SVC_STATS_MAX_BYTES, the writers that lost
+ *     the most keep their own entries, the others are folded into
+ *     aggregates whose counts add up exactly; with many producers the
+ *     aggregates fold further, per buffer;
+ *   - trace: the trace's stats packet and a clone's carry the same bounded
+ *     list, and the inspector's sequence and packet_loss tables still add
+ *     up to every packet lost.
  * Sums and per-entry invariants (protos/common.proto) are checked by
  * list_sums() on every list.
  */
+#include <inttypes.h>
+#include <sqlite3.h>
+
 #include "svc_fixture.h"
+#include "check_ins_util.h"
+#include "ipc.h"
 #include "tck_main.h"
 
 typedef Perfetto__Protos__TraceStats__ShmtraceSequenceLoss sloss_t;
 typedef Perfetto__Protos__CommitDataRequest__ShmtraceWriterLoss wloss_t;
+
+/* A GetTraceStatsResponse (tag and length: 4 bytes) of a TraceStats of
+ * SVC_STATS_MAX_BYTES fits one IPC frame. */
+_Static_assert(SVC_STATS_MAX_BYTES + 4 <= IPC_MAX_PAYLOAD_BYTES,
+               "GetTraceStats fits a frame");
 
 /* ------------------------------------------------------------ helpers */
 
@@ -59,6 +78,22 @@ static uint64_t forty_two(uint32_t w)
     return 42;
 }
 
+/* The losses of the 3,000-writer tests: every tenth writer lost as many
+ * packets as its id, the others none. */
+static uint64_t tenth_lose_their_id(uint32_t w)
+{
+    return w % 10 == 0 ? w : 0;
+}
+
+/* What writers 1..n lost in all (tenth_lose_their_id). */
+static uint64_t tenth_lost(uint32_t n)
+{
+    uint64_t k = n / 10;
+    return 10 * k * (k + 1) / 2;
+}
+
+#define MANY_WRITERS 3000u
+
 static bool is_buffer_cause(const char *name)
 {
     static const char *const names[] = {"overwrite", "discard",
@@ -75,7 +110,7 @@ static bool is_buffer_cause(const char *name)
  * left), packets_offered = read + pending + the causes inside the buffer. */
 typedef struct {
     uint64_t offered, read, pending, lost, lost_bytes, smb_full;
-    size_t entries;
+    size_t writers, aggregates, buffer_aggregates;
 } list_sums_t;
 
 static list_sums_t list_sums(const Perfetto__Protos__TraceStats *st,
@@ -106,7 +141,12 @@ static list_sums_t list_sums(const Perfetto__Protos__TraceStats *st,
         t.pending += l->packets_pending;
         t.lost += l->lost_packets;
         t.lost_bytes += l->lost_bytes;
-        t.entries++;
+        if (l->writer_id != 0)
+            t.writers++;
+        else if (l->producer_id != 0)
+            t.aggregates++;
+        else
+            t.buffer_aggregates++;
     }
     return t;
 }
@@ -120,6 +160,85 @@ static const sloss_t *entry_of(const Perfetto__Protos__TraceStats *st,
             st->shmtrace_sequence_loss[i]->writer_id == writer)
             return st->shmtrace_sequence_loss[i];
     return NULL;
+}
+
+/* Writers 1..n of p each write one chunk of one packet (value = writer
+ * id) into the session's buffer. */
+static void writers_write(svf_fx *f, svc_producer *p, uint32_t n)
+{
+    for (uint32_t w = 1; w <= n; w++)
+        svf_put(f, p, 0, (uint16_t)w, 0, w, 1);
+}
+
+/* A session of n writers: writers 1..n of producer 0 wrote a packet
+ * each into a 1 MiB buffer and every tenth reported losing as many as its
+ * id (chunk usage histograms, hence writer_stats, unless told not). */
+static svc_session *many_writers(svf_fx *f, uint32_t n, bool histograms)
+{
+    static Perfetto__Protos__TraceConfig__BuiltinDataSource builtin =
+        PERFETTO__PROTOS__TRACE_CONFIG__BUILTIN_DATA_SOURCE__INIT;
+    builtin.has_disable_chunk_usage_histograms = true;
+    builtin.disable_chunk_usage_histograms = true;
+    if (!histograms)
+        f->c.cfg.builtin_data_sources = &builtin;
+    f->c.buf[0].size_kb = 1024;
+    svc_session *s = svf_enable(f);
+    writers_write(f, f->p[0], n);
+    report_loss(f->svc, f->p[0], f->buf, 1, n, tenth_lose_their_id);
+    return s;
+}
+
+/* The checks of a list of an n-writer session (many_writers): under the
+ * bound, sums exact (read: how many of the packets were read), and, if
+ * folded, one aggregate with a sequence id of its own and no folded writer
+ * that lost more than a listed one. */
+static void check_many_writers_list(const Perfetto__Protos__TraceStats *st,
+                                    uint16_t pid, uint32_t n, uint64_t read,
+                                    bool running, bool folded)
+{
+    ck_assert_uint_le(perfetto__protos__trace_stats__get_packed_size(st),
+                      SVC_STATS_MAX_BYTES);
+    list_sums_t t = list_sums(st, -1, running);
+    ck_assert_uint_eq(t.offered, n);
+    ck_assert_uint_eq(t.read, read);
+    ck_assert_uint_eq(t.read + t.pending, running ? n : read);
+    ck_assert_uint_eq(t.lost, tenth_lost(n));
+    ck_assert_uint_eq(t.smb_full, tenth_lost(n));
+    ck_assert_uint_eq(t.lost_bytes, 10 * tenth_lost(n));
+    ck_assert_uint_eq(t.buffer_aggregates, 0);
+    if (!folded) {
+        ck_assert_uint_eq(t.writers, n);
+        ck_assert_uint_eq(t.aggregates, 0);
+        return;
+    }
+    ck_assert_uint_gt(t.writers, 100);
+    ck_assert_uint_lt(t.writers, n);
+    ck_assert_uint_eq(t.aggregates, 1);
+    bool *listed = calloc(n + 1, sizeof(*listed));
+    ck_assert_ptr_nonnull(listed);
+    uint64_t min_listed = UINT64_MAX, max_folded = 0;
+    const sloss_t *agg = entry_of(st, pid, 0);
+    ck_assert_ptr_nonnull(agg);
+    for (size_t i = 0; i < st->n_shmtrace_sequence_loss; i++) {
+        const sloss_t *l = st->shmtrace_sequence_loss[i];
+        if (l->writer_id == 0)
+            continue;
+        ck_assert_uint_eq(l->producer_id, pid);
+        ck_assert_uint_le(l->writer_id, n);
+        listed[l->writer_id] = true;
+        ck_assert_uint_eq(l->lost_packets, tenth_lose_their_id(l->writer_id));
+        if (l->lost_packets < min_listed)
+            min_listed = l->lost_packets;
+        ck_assert_uint_ne(l->sequence_id, agg->sequence_id);
+    }
+    for (uint32_t w = 1; w <= n; w++)
+        if (!listed[w] && tenth_lose_their_id(w) > max_folded)
+            max_folded = tenth_lose_their_id(w);
+    free(listed);
+    ck_assert_uint_le(max_folded, min_listed);
+    for (size_t i = 0; i < st->n_writer_stats; i++)
+        ck_assert_uint_ne(st->writer_stats[i]->sequence_id,
+                          agg->sequence_id);
 }
 
 /* ------------------------------------------------------------ room */
@@ -143,10 +262,208 @@ SVF_TEST(test_loss_first_report_of_a_producer_counted, 2)
     svc_stats_free(st);
 }
 
+/* ------------------------------------------------------------ frame */
+
+/* 3,000 writers: the list is folded to keep the TraceStats under the
+ * bound (it was 180 KB, more than an IPC frame); the largest losers keep
+ * their own entries, the aggregate adds up. */
+SVF_TEST(test_loss_list_of_many_writers_fits, 1)
+{
+    svc_session *s = many_writers(f, MANY_WRITERS, true);
+    Perfetto__Protos__TraceStats *st = svc_stats_build(f->svc, s);
+    ck_assert_ptr_nonnull(st);
+    ck_assert_uint_eq(st->n_writer_stats, MANY_WRITERS);
+    check_many_writers_list(st, svc_producer_id(f->p[0]), MANY_WRITERS, 0,
+                            true, true);
+    /* Built again: the same aggregate, with the same sequence id. */
+    Perfetto__Protos__TraceStats *again = svc_stats_build(f->svc, s);
+    ck_assert_uint_eq(again->n_shmtrace_sequence_loss,
+                      st->n_shmtrace_sequence_loss);
+    ck_assert_uint_eq(entry_of(again, svc_producer_id(f->p[0]), 0)
+                          ->sequence_id,
+                      entry_of(st, svc_producer_id(f->p[0]), 0)
+                          ->sequence_id);
+    svc_stats_free(again);
+    svc_stats_free(st);
+}
+
+/* A few writers: every one listed, no aggregate (nothing folded). */
+SVF_TEST(test_loss_list_of_few_writers_unfolded, 1)
+{
+    svc_session *s = svf_enable(f);
+    writers_write(f, f->p[0], 20);
+    report_loss(f->svc, f->p[0], f->buf, 1, 20, tenth_lose_their_id);
+    Perfetto__Protos__TraceStats *st = svc_stats_build(f->svc, s);
+    list_sums_t t = list_sums(st, -1, true);
+    ck_assert_uint_eq(t.writers, 20);
+    ck_assert_uint_eq(t.aggregates + t.buffer_aggregates, 0);
+    ck_assert_uint_eq(t.lost, 30);
+    svc_stats_free(st);
+}
+
+/* So many producers that even one aggregate per producer does not fit
+ * beside the writer_stats of 3,300 writers: one aggregate per buffer
+ * (producer_id 0), still exact. */
+SVF_TEST(test_loss_list_folds_per_buffer_with_many_producers, 1)
+{
+    f->c.buf[0].size_kb = 1024;
+    svc_session *s = svf_enable(f);
+    writers_write(f, f->p[0], 3300);
+    enum { NP = 200 };
+    svc_producer *p[NP];
+    char name[NP][16];
+    for (int i = 0; i < NP; i++) {
+        snprintf(name[i], sizeof(name[i]), "lossy%d", i);
+        p[i] = svf_add_producer(f->svc, name[i], 100 + i);
+        report_loss(f->svc, p[i], f->buf, 1, 1, forty_two);
+    }
+    Perfetto__Protos__TraceStats *st = svc_stats_build(f->svc, s);
+    ck_assert_ptr_nonnull(st);
+    ck_assert_uint_le(perfetto__protos__trace_stats__get_packed_size(st),
+                      SVC_STATS_MAX_BYTES);
+    list_sums_t t = list_sums(st, -1, true);
+    ck_assert_uint_eq(t.buffer_aggregates, 1);
+    ck_assert_uint_eq(t.aggregates, 0);
+    ck_assert_uint_eq(t.offered, 3300);
+    ck_assert_uint_eq(t.lost, NP * 42);
+    ck_assert_uint_eq(t.smb_full, NP * 42);
+    const sloss_t *b = entry_of(st, 0, 0);
+    ck_assert_uint_eq(b->buffer, 0);
+    svc_stats_free(st);
+}
+
+/* ------------------------------------------------------------ trace */
+
+/* svc_session_read callback keeping the last TraceStats packet (packed)
+ * and, into a FILE if given, every packet as a Trace.packet record. */
+typedef struct {
+    uint8_t *stats;
+    size_t stats_len;
+    FILE *out;
+} keep_stats_t;
+
+static int keep_stats(void *ctx, const uint8_t *data, size_t size)
+{
+    keep_stats_t *k = ctx;
+    if (k->out) {
+        uint8_t hdr[11];
+        hdr[0] = 0x0A;
+        size_t n = 1 + ck_put_varint(hdr + 1, size);
+        SVF_CHECK(fwrite(hdr, 1, n, k->out) == n);
+        SVF_CHECK(fwrite(data, 1, size, k->out) == size);
+    }
+    Perfetto__Protos__TracePacket *p =
+        perfetto__protos__trace_packet__unpack(NULL, size, data);
+    SVF_CHECK(p != NULL);
+    if (p->trace_stats) {
+        free(k->stats);
+        k->stats_len =
+            perfetto__protos__trace_stats__get_packed_size(p->trace_stats);
+        k->stats = malloc(k->stats_len);
+        perfetto__protos__trace_stats__pack(p->trace_stats, k->stats);
+    }
+    perfetto__protos__trace_packet__free_unpacked(p, NULL);
+    return 0;
+}
+
+/* The whole of session s read; its last TraceStats (caller frees with
+ * perfetto__protos__trace_stats__free_unpacked). */
+static Perfetto__Protos__TraceStats *read_stats(svf_fx *f, svc_session *s,
+                                                FILE *out)
+{
+    keep_stats_t k = { .out = out };
+    bool more = false;
+    ck_assert_int_eq(svc_session_read(f->svc, s, 0, keep_stats, &k, &more),
+                     0);
+    ck_assert(!more);
+    ck_assert_ptr_nonnull(k.stats);
+    Perfetto__Protos__TraceStats *st =
+        perfetto__protos__trace_stats__unpack(NULL, k.stats_len, k.stats);
+    free(k.stats);
+    ck_assert_ptr_nonnull(st);
+    return st;
+}
+
+/* The trace's stats packet and a clone's carry the same bounded list as
+ * GetTraceStats: 5,000 writers without histograms (a clone has none)
+ * need the fold in both. */
+SVF_TEST(test_loss_list_bounded_in_trace_and_clone, 1)
+{
+    enum { N = 5000 };
+    svc_session *s = many_writers(f, N, false);
+    uint16_t pid = svc_producer_id(f->p[0]);
+    char err[128];
+    svc_session *cl = svc_session_clone(f->svc, NULL, svc_session_id(s),
+                                        NULL, err, sizeof(err));
+    ck_assert_ptr_nonnull(cl);
+    Perfetto__Protos__TraceStats *st = read_stats(f, s, NULL);
+    check_many_writers_list(st, pid, N, N, true, true);
+    /* The same list as the stats built now (nothing changed since). */
+    Perfetto__Protos__TraceStats *now = svc_stats_build(f->svc, s);
+    ck_assert_uint_eq(now->n_shmtrace_sequence_loss,
+                      st->n_shmtrace_sequence_loss);
+    for (size_t i = 0; i < st->n_shmtrace_sequence_loss; i++) {
+        ck_assert_uint_eq(now->shmtrace_sequence_loss[i]->sequence_id,
+                          st->shmtrace_sequence_loss[i]->sequence_id);
+        ck_assert_uint_eq(now->shmtrace_sequence_loss[i]->lost_packets,
+                          st->shmtrace_sequence_loss[i]->lost_packets);
+    }
+    svc_stats_free(now);
+    perfetto__protos__trace_stats__free_unpacked(st, NULL);
+    /* The clone: a frozen snapshot, read whole. */
+    st = read_stats(f, cl, NULL);
+    check_many_writers_list(st, pid, N, N, false, true);
+    perfetto__protos__trace_stats__free_unpacked(st, NULL);
+}
+
+/* The inspector reads a folded list and its tables still add up: every
+ * packet lost is in sequence.lost_packets and in packet_loss, the
+ * aggregate as a sequence of its own with no packet. */
+SVF_TEST(test_loss_list_folded_adds_up_in_the_inspector, 1)
+{
+    svc_session *s = many_writers(f, MANY_WRITERS, true);
+    char *dir = ck_tmpdir();
+    char *trace = ck_path(dir, "t.pftrace"), *dbp = ck_path(dir, "t.db");
+    FILE *out = ck_fopen(trace, "wb");
+    Perfetto__Protos__TraceStats *st = read_stats(f, s, out);
+    ck_assert_int_eq(fclose(out), 0);
+    check_many_writers_list(st, svc_producer_id(f->p[0]), MANY_WRITERS,
+                            MANY_WRITERS, true, true);
+    const sloss_t *agg = entry_of(st, svc_producer_id(f->p[0]), 0);
+    ck_assert_int_eq(ck_inspect(trace, dbp, NULL), INS_EXIT_OK);
+    sqlite3 *db = ck_db_open(dbp);
+    ck_assert_int_eq(ck_q_int(db, -1, NULL, "SELECT sum(lost_packets) FROM "
+                              "sequence WHERE seq_id > 1"),
+                     (int64_t)tenth_lost(MANY_WRITERS));
+    ck_assert_int_eq(ck_q_int(db, -1, NULL, "SELECT sum(packets) FROM "
+                              "packet_loss"),
+                     (int64_t)tenth_lost(MANY_WRITERS));
+    ck_assert_int_eq(ck_q_int(db, -1, NULL, "SELECT sum(packets) FROM "
+                              "sequence WHERE seq_id > 1"), MANY_WRITERS);
+    ck_assert_int_eq(ck_q_int(db, -1, NULL, "SELECT packets FROM sequence "
+                              "WHERE seq_id = %u", agg->sequence_id), 0);
+    ck_assert_int_eq(ck_q_int(db, -1, NULL, "SELECT lost_packets FROM "
+                              "sequence WHERE seq_id = %u",
+                              agg->sequence_id),
+                     (int64_t)agg->lost_packets);
+    sqlite3_close(db);
+    perfetto__protos__trace_stats__free_unpacked(st, NULL);
+    free(trace);
+    free(dbp);
+    ck_rmdir(dir);
+}
+
 static Suite *svc_loss_suite(void)
 {
     Suite *s = suite_create("svc_loss");
     TCK_CASE(s, "room", test_loss_first_report_of_a_producer_counted);
+    TCase *tc = TCK_CASE(s, "frame", test_loss_list_of_many_writers_fits,
+                         test_loss_list_of_few_writers_unfolded,
+                         test_loss_list_folds_per_buffer_with_many_producers);
+    tcase_set_timeout(tc, 60);
+    tc = TCK_CASE(s, "trace", test_loss_list_bounded_in_trace_and_clone,
+                  test_loss_list_folded_adds_up_in_the_inspector);
+    tcase_set_timeout(tc, 60);
     return s;
 }
 

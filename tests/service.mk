@@ -22,11 +22,15 @@ tests_check_svc_ipc_LDADD = $(svc_test_ldadd)
 
 TESTS += tests/check_svc_packet tests/check_svc_session tests/check_svc_ipc
 
-# The session's loss accounting under many loss reports (svc_loss.c).
+# The loss list when there is much of it (svc_loss.c): many loss reports,
+# thousands of writers; one test reads a folded list back with the
+# inspector's library, to check that its tables still add up.
 check_PROGRAMS += tests/check_svc_loss
 tests_check_svc_loss_SOURCES = tests/check_svc_loss.c
-tests_check_svc_loss_CFLAGS = $(svc_test_cflags)
-tests_check_svc_loss_LDADD = $(svc_test_ldadd)
+tests_check_svc_loss_CFLAGS = $(svc_test_cflags) $(SQLITE_CFLAGS) \
+	-I$(top_srcdir)/inspector
+tests_check_svc_loss_LDADD = inspector/libins.la $(svc_test_ldadd) \
+	$(SQLITE_LIBS)
 TESTS += tests/check_svc_loss
 
 check_PROGRAMS += tests/check_svc_prealloc
