@@ -60,6 +60,14 @@
  * success = false). */
 #define SVC_STATS_MAX_BYTES         (120u * 1024)
 #define SVC_STATS_TAIL_BYTES        512u
+/* Writers' entries in a session's loss table (svc_loss.c: packets lost
+ * outside the buffers, from producers' reports and after reading): at
+ * most SVC_XLOSS_PER_PRODUCER per producer, and none once the session
+ * holds SVC_XLOSS_MAX entries (80 bytes each). What a writer without an
+ * entry loses is counted in an entry of its producer for the buffer,
+ * which is always made, and listed in an aggregate. */
+#define SVC_XLOSS_PER_PRODUCER      4096u
+#define SVC_XLOSS_MAX               65536u
 #define SVC_SMB_PAGE_DEFAULT        4096u
 #define SVC_SMB_SIZE_DEFAULT        (256u * 1024)
 #define SVC_SMB_PAGE_MAX            32768u

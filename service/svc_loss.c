@@ -24,7 +24,14 @@
  * in 1..32767 and a buffer the producer may write into, else it is
  * ignored; counts only add up (saturating). Entries are found through a
  * hash (a producer may name all 32767 writers in every report) and are
- * capped per session (SVC_XLOSS_MAX; beyond it reports are dropped).
+ * bounded (svc_int.h): one producer gets at most SVC_XLOSS_PER_PRODUCER
+ * writer entries, and the session makes no more once it holds
+ * SVC_XLOSS_MAX entries, so that one producer cannot take the room of the
+ * others. What a writer without an entry of its own loses is counted in
+ * its producer's fold entry for that buffer (key XKEY_FOLD | buffer
+ * index), which, like the producer's facts entry, is always made: there
+ * is at most one per buffer the producer may write into, i.e. per data
+ * source instance. Nothing reported is dropped.
  *
  * The list written (svc__loss_fill) has to fit the TraceStats into
  * SVC_STATS_MAX_BYTES (GetTraceStats answers in one IPC frame), and the
@@ -35,7 +42,8 @@
  * with writer_id 0 and a sequence id no packet carries. An aggregate's
  * counts are the sums of its writers', so the invariant of
  * protos/common.proto holds for it too and the entries still add up to
- * every packet offered, read and lost.
+ * every packet offered, read and lost. A producer's fold entry always
+ * ends up in its aggregate.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -52,11 +60,12 @@ static const char *const x_names[X_NUM] = {
 };
 
 /* Keys: producer << 16 | writer (1..32767) for a writer's entry,
- * producer << 16 for the producer's facts. An aggregate of the list is
- * known to the session's sequence ids (svc__seq_id) as the writer
- * XKEY_FOLD | buffer index of its producer (0: every producer), which no
- * writer is (writer ids never reach XKEY_FOLD, buffer indexes stay below
- * it). */
+ * producer << 16 for the producer's facts, producer << 16 | XKEY_FOLD |
+ * buffer index (a fold entry) for what its writers without an entry lost
+ * in that buffer. An aggregate of the list is known to the session's
+ * sequence ids (svc__seq_id) by the same key (producer 0: a buffer's
+ * aggregate), which no writer has (writer ids never reach XKEY_FOLD,
+ * buffer indexes stay below it). */
 #define XKEY_FOLD 0x8000u
 _Static_assert(SVC_MAX_WRITER_ID < XKEY_FOLD &&
                SVC_MAX_BUFFERS_PER_SESSION <= XKEY_FOLD, "loss keys");
@@ -65,8 +74,9 @@ struct svc_xloss {
     uint32_t key;
     uint32_t buffer_index;
     uint64_t packets[X_NUM], bytes[X_NUM];
-    bool reports;                /* writer 0: producer reports its drops */
-    bool gone;                   /* writer 0: producer disconnected */
+    uint32_t nwriters;           /* facts: its writer entries */
+    bool reports;                /* facts: producer reports its drops */
+    bool gone;                   /* facts: producer disconnected */
 };
 
 static uint64_t sat_add(uint64_t a, uint64_t b)
@@ -74,12 +84,15 @@ static uint64_t sat_add(uint64_t a, uint64_t b)
     return a + b < a ? UINT64_MAX : a + b;
 }
 
-#define SVC_XLOSS_MAX 8192u
-
 static bool key_is_writer(uint32_t key)
 {
     uint32_t w = key & 0xFFFFu;
     return w != 0 && w < XKEY_FOLD;
+}
+
+static bool key_is_fold(uint32_t key)
+{
+    return (key & XKEY_FOLD) != 0;
 }
 
 static size_t xslot(uint32_t key, size_t cap)
@@ -115,15 +128,14 @@ static int xhash_rebuild(svc_session *s, size_t cap)
     return 0;
 }
 
-/* The entry of key, made if missing (NULL at the cap or without memory).
- * Making one may move the others: pointers from earlier calls go stale. */
+/* The entry of key, made if missing (no bound here: xwriter bounds
+ * writers' entries); NULL only without memory. Making one may move the
+ * others: pointers from earlier calls go stale. */
 static svc_xloss *xget(svc_session *s, uint32_t key, uint32_t bi)
 {
     svc_xloss *found = xfind(s, key);
     if (found)
         return found;
-    if (s->nxloss >= SVC_XLOSS_MAX)
-        return NULL;
     if ((s->nxloss + 1) * 2 > s->xhash_cap &&
         xhash_rebuild(s, s->xhash_cap ? s->xhash_cap * 2 : 64) < 0)
         return NULL;
@@ -144,6 +156,27 @@ static svc_xloss *xget(svc_session *s, uint32_t key, uint32_t bi)
         j = (j + 1) & (s->xhash_cap - 1);
     s->xhash[j] = (uint32_t)s->nxloss;
     return e;
+}
+
+/* The entry that counts what writer `key` loses in buffer bi: its own,
+ * or, once its producer or the session has no room for another writer
+ * entry, its producer's fold entry of bi. NULL only without memory. */
+static svc_xloss *xwriter(svc_session *s, uint32_t key, uint32_t bi)
+{
+    svc_xloss *e = xfind(s, key);
+    if (e)
+        return e;
+    uint32_t pkey = key & 0xFFFF0000u;
+    svc_xloss *pe = xget(s, pkey, 0);
+    if (!pe)
+        return NULL;
+    if (pe->nwriters < SVC_XLOSS_PER_PRODUCER && s->nxloss < SVC_XLOSS_MAX) {
+        pe->nwriters++;
+        if ((e = xget(s, key, bi)) != NULL)
+            return e;
+        xfind(s, pkey)->nwriters--;
+    }
+    return xget(s, pkey | XKEY_FOLD | bi, bi);
 }
 
 void svc__loss_commit(svc_service *svc, svc_producer *p,
@@ -169,7 +202,9 @@ void svc__loss_commit(svc_service *svc, svc_producer *p,
         svc_xloss *pe = xget(s, (uint32_t)p->id << 16, 0);
         if (pe)
             pe->reports = true;
-        svc_xloss *e = xget(s, ((uint32_t)p->id << 16) | wid, bi);
+        if (!(l->has_packets && l->packets) && !(l->has_bytes && l->bytes))
+            continue;           /* nothing lost: no entry needed */
+        svc_xloss *e = xwriter(s, ((uint32_t)p->id << 16) | wid, bi);
         if (!e)
             continue;
         e->packets[X_SMB_FULL] = sat_add(e->packets[X_SMB_FULL],
@@ -199,7 +234,7 @@ void svc__loss_producer_gone(svc_service *svc, svc_producer *p)
 static void loss_after_read(svc_session *s, uint32_t key, uint32_t bi,
                             uint64_t bytes, int cause)
 {
-    svc_xloss *e = (key & 0xFFFFu) ? xget(s, key, bi) : NULL;
+    svc_xloss *e = key_is_writer(key) ? xwriter(s, key, bi) : NULL;
     if (e) {
         e->packets[cause] = sat_add(e->packets[cause], 1);
         e->bytes[cause] = sat_add(e->bytes[cause], bytes);
@@ -265,6 +300,7 @@ typedef struct {
     uint32_t buffer;
     uint32_t producer;
     size_t wire;                 /* its bytes in the TraceStats */
+    bool fold_only;              /* a fold entry: only in an aggregate */
     bool kept;                   /* listed on its own */
 } svc_lmeta;
 
@@ -437,19 +473,22 @@ static size_t list_budget(const Perfetto__Protos__TraceStats *st)
     return used < SVC_STATS_MAX_BYTES ? SVC_STATS_MAX_BYTES - used : 0;
 }
 
-/* Puts the n entries le[] into st: all of them if they fit the budget (le
- * then belongs to st), else the largest losers on their own and the rest
- * folded (a new block; le stays the caller's). 1 if st took le, 0 if not,
- * -ENOMEM. */
+/* Puts the n entries le[] into st: all of them if they fit the budget and
+ * none is a fold entry (le then belongs to st), else the largest losers
+ * on their own and the rest folded (a new block; le stays the caller's).
+ * 1 if st took le, 0 if not, -ENOMEM. */
 static int list_put(svc_session *s, Perfetto__Protos__TraceStats *st,
                     svc_lentry *le, svc_lmeta *m, size_t n)
 {
     size_t budget = list_budget(st), listed = 0;
+    bool folds = false;
     for (size_t i = 0; i < n; i++) {
-        m[i].wire = entry_wire(&le[i].sl);
+        m[i].kept = !m[i].fold_only;
+        m[i].wire = m[i].fold_only ? 0 : entry_wire(&le[i].sl);
         listed += m[i].wire;
+        folds |= m[i].fold_only;
     }
-    if (listed <= budget) {
+    if (!folds && listed <= budget) {
         svc_sloss **lp = calloc(n, sizeof(*lp));
         if (!lp)
             return -ENOMEM;
@@ -474,25 +513,31 @@ static int list_put(svc_session *s, Perfetto__Protos__TraceStats *st,
     for (size_t i = 0; i < n; i++)
         order[i] = pl[i].i;
     free(pl);
-    /* Not all writers fit: the largest losers keep their own entry in the
-     * room the aggregates of everything leave. */
     size_t agg = 0;
     bool by_buffer = false;
-    for (size_t i = 0; i < n; i++)
-        m[i].kept = false;
     fold(s, le, m, order, n, false, NULL, &agg);
-    if (agg > budget) {
-        by_buffer = true;
+    if (listed + agg > budget) {
+        /* Not all writers fit: the largest losers keep their own entry in
+         * the room the aggregates of everything leave. */
+        for (size_t i = 0; i < n; i++)
+            m[i].kept = false;
         agg = 0;
-        fold(s, le, m, order, n, true, NULL, &agg);
-    }
-    size_t room = budget > agg ? budget - agg : 0;
-    for (size_t i = 0; i < n; i++)
-        rk[i] = (svc_lrank){ le[i].sl.lost_packets, le[i].sl.lost_bytes, i };
-    qsort(rk, n, sizeof(*rk), by_loss);
-    for (size_t r = 0; r < n && m[rk[r].i].wire <= room; r++) {
-        m[rk[r].i].kept = true;
-        room -= m[rk[r].i].wire;
+        fold(s, le, m, order, n, false, NULL, &agg);
+        if (agg > budget) {
+            by_buffer = true;
+            agg = 0;
+            fold(s, le, m, order, n, true, NULL, &agg);
+        }
+        size_t room = budget > agg ? budget - agg : 0, nr = 0;
+        for (size_t i = 0; i < n; i++)
+            if (!m[i].fold_only)
+                rk[nr++] = (svc_lrank){ le[i].sl.lost_packets,
+                                        le[i].sl.lost_bytes, i };
+        qsort(rk, nr, sizeof(*rk), by_loss);
+        for (size_t r = 0; r < nr && m[rk[r].i].wire <= room; r++) {
+            m[rk[r].i].kept = true;
+            room -= m[rk[r].i].wire;
+        }
     }
     free(rk);
     size_t nkept = 0;
@@ -575,18 +620,23 @@ int svc__loss_fill(svc_service *svc, svc_session *s,
             k++;
         }
     }
-    /* Writers that lost everything before reaching any buffer. */
+    /* Writers that lost everything before reaching any buffer, and what
+     * writers without an entry of their own lost (fold entries). */
     for (size_t x = 0; x < s->nxloss && k < total; x++) {
         uint32_t key = s->xloss[x].key, bi = s->xloss[x].buffer_index;
-        if (used[x] || !key_is_writer(key))
+        if (used[x] || !(key_is_writer(key) || key_is_fold(key)))
             continue;
         svc_lentry *e = &le[k];
-        writer_init(e, s, key, bi);
+        if (key_is_fold(key))
+            entry_init(e, 0, key, bi);
+        else
+            writer_init(e, s, key, bi);
         bool reports, gone;
         producer_facts(svc, s, key, &reports, &gone);
         e->sl.producer_counts_known = reports;
         add_x(e, &s->xloss[x]);
-        m[k] = (svc_lmeta){ .buffer = bi, .producer = key >> 16 };
+        m[k] = (svc_lmeta){ .buffer = bi, .producer = key >> 16,
+                            .fold_only = key_is_fold(key) };
         k++;
     }
     free(used);

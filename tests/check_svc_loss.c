@@ -5,7 +5,11 @@
  * producers, and thousands of writers.
  *
  *   - room: a producer's first loss report is counted when it makes the
- *     session's loss table grow;
+ *     session's loss table grow; one producer naming 8,200 writers takes
+ *     at most its share of the table (SVC_XLOSS_PER_PRODUCER), so another
+ *     producer's report still gets its own entry; what a producer reports
+ *     beyond its share, or once the session's table is full, is counted
+ *     in its aggregate entry (writer_id 0), never dropped;
  *   - frame: with 3,000 writers (a 180 KB TraceStats before the fold) the
  *     TraceStats stays under SVC_STATS_MAX_BYTES, the writers that lost
  *     the most keep their own entries, the others are folded into
@@ -162,6 +166,16 @@ static const sloss_t *entry_of(const Perfetto__Protos__TraceStats *st,
     return NULL;
 }
 
+/* packets of `cause` in entry l. */
+static uint64_t cause_packets(const sloss_t *l, const char *cause)
+{
+    uint64_t n = 0;
+    for (size_t c = 0; l && c < l->n_causes; c++)
+        if (strcmp(l->causes[c]->cause, cause) == 0)
+            n += l->causes[c]->packets;
+    return n;
+}
+
 /* Writers 1..n of p each write one chunk of one packet (value = writer
  * id) into the session's buffer. */
 static void writers_write(svf_fx *f, svc_producer *p, uint32_t n)
@@ -259,6 +273,70 @@ SVF_TEST(test_loss_first_report_of_a_producer_counted, 2)
     ck_assert_ptr_nonnull(l);
     ck_assert_uint_eq(l->lost_packets, 42);
     ck_assert_uint_eq(list_sums(st, -1, true).lost, 14 + 42);
+    svc_stats_free(st);
+}
+
+/* One CommitData naming 8,200 writers does not crowd out another
+ * producer's report of 42 packets (the review's reproduction): each
+ * producer has its share; the rest of the 8,200 is counted in the
+ * producer's aggregate, again when reported again. */
+SVF_TEST(test_loss_reports_leave_room_for_other_producers, 2)
+{
+    svc_session *s = svf_enable(f);
+    svc_producer *evil = f->p[0], *honest = f->p[1];
+    report_loss(f->svc, evil, f->buf, 1, 8200, one_packet);
+    report_loss(f->svc, honest, f->buf, 1, 1, forty_two);
+    report_loss(f->svc, evil, f->buf, 1, 8200, one_packet);
+    Perfetto__Protos__TraceStats *st = svc_stats_build(f->svc, s);
+    ck_assert_ptr_nonnull(st);
+    const sloss_t *h = entry_of(st, svc_producer_id(honest), 1);
+    ck_assert_ptr_nonnull(h);
+    ck_assert_uint_eq(cause_packets(h, "producer_smb_full"), 42);
+    ck_assert_uint_eq(h->lost_bytes, 420);
+    ck_assert(h->producer_counts_known);
+    list_sums_t e = list_sums(st, svc_producer_id(evil), true);
+    ck_assert_uint_eq(e.lost, 2 * 8200);
+    ck_assert_uint_eq(e.smb_full, 2 * 8200);
+    ck_assert_uint_eq(e.lost_bytes, 2 * 82000);
+    ck_assert_uint_eq(e.aggregates, 1);
+    ck_assert_uint_lt(e.writers, 8200);
+    const sloss_t *agg = entry_of(st, svc_producer_id(evil), 0);
+    ck_assert(agg->producer_counts_known);
+    ck_assert_uint_eq(agg->lost_packets, 2 * (8200 - e.writers));
+    svc_stats_free(st);
+}
+
+/* Once the session's table is full (many producers, each naming more
+ * writers than its share), a report still counts, in its producer's
+ * aggregate, for the buffer it names. */
+SVF_TEST(test_loss_reports_counted_when_the_table_is_full, 1)
+{
+    svc_session *s = svf_enable(f);
+    enum { NP = SVC_XLOSS_MAX / SVC_XLOSS_PER_PRODUCER + 1,
+           NW = SVC_XLOSS_PER_PRODUCER + 100 };
+    svc_producer *p[NP];
+    char name[NP][16];
+    for (int i = 0; i < NP; i++) {
+        snprintf(name[i], sizeof(name[i]), "many%d", i);
+        p[i] = svf_add_producer(f->svc, name[i], 100 + i);
+        report_loss(f->svc, p[i], f->buf, 1, NW, one_packet);
+    }
+    report_loss(f->svc, f->p[0], f->buf, 7, 1, forty_two);
+    Perfetto__Protos__TraceStats *st = svc_stats_build(f->svc, s);
+    ck_assert_ptr_nonnull(st);
+    list_sums_t all = list_sums(st, -1, true);
+    ck_assert_uint_eq(all.lost, NP * NW + 42);
+    ck_assert_uint_eq(all.lost_bytes, 10 * (NP * NW + 42));
+    for (int i = 0; i < NP; i++)
+        ck_assert_uint_eq(list_sums(st, svc_producer_id(p[i]), true).lost,
+                          NW);
+    list_sums_t late = list_sums(st, svc_producer_id(f->p[0]), true);
+    ck_assert_uint_eq(late.lost, 42);
+    ck_assert_uint_eq(late.writers, 0);
+    const sloss_t *l = entry_of(st, svc_producer_id(f->p[0]), 0);
+    ck_assert_ptr_nonnull(l);
+    ck_assert_uint_eq(l->lost_packets, 42);
+    ck_assert_uint_eq(l->buffer, 0);
     svc_stats_free(st);
 }
 
@@ -456,7 +534,9 @@ SVF_TEST(test_loss_list_folded_adds_up_in_the_inspector, 1)
 static Suite *svc_loss_suite(void)
 {
     Suite *s = suite_create("svc_loss");
-    TCK_CASE(s, "room", test_loss_first_report_of_a_producer_counted);
+    TCK_CASE(s, "room", test_loss_first_report_of_a_producer_counted,
+             test_loss_reports_leave_room_for_other_producers,
+             test_loss_reports_counted_when_the_table_is_full);
     TCase *tc = TCK_CASE(s, "frame", test_loss_list_of_many_writers_fits,
                          test_loss_list_of_few_writers_unfolded,
                          test_loss_list_folds_per_buffer_with_many_producers);
