@@ -68,7 +68,10 @@ const char *shc_thousands(uint64_t v, char *out)
 }
 
 /* The exact loss, in one line a person understands, from the stats'
- * shmtrace_sequence_loss (protos/common.proto), and what to change. */
+ * shmtrace_sequence_loss (protos/common.proto), and what to change. An
+ * entry with writer_id 0 is a group of writers (the service folds writers
+ * when there are too many to list): its counts are sums like the rest,
+ * but it is counted as a group, not as one writer. */
 static void print_loss_line(const Perfetto__Protos__TraceStats *st)
 {
     static const struct { const char *cause, *text, *advice; } names[] = {
@@ -90,7 +93,8 @@ static void print_loss_line(const Perfetto__Protos__TraceStats *st)
          "a larger max_file_size_bytes in the config, or none"},
     };
     enum { NC = sizeof(names) / sizeof(*names) };
-    uint64_t by[NC] = {0}, lost = 0, delivered = 0, unknown = 0;
+    uint64_t by[NC] = {0}, lost = 0, delivered = 0;
+    uint64_t writers = 0, groups = 0, unknown = 0, unknown_groups = 0;
     if (!st || st->n_shmtrace_sequence_loss == 0)
         return;
     for (size_t i = 0; i < st->n_shmtrace_sequence_loss; i++) {
@@ -109,15 +113,23 @@ static void print_loss_line(const Perfetto__Protos__TraceStats *st)
         lost += l->lost_packets;
         delivered += l->packets_read > after_read
                      ? l->packets_read - after_read : 0;
-        unknown += !l->producer_counts_known;
+        bool group = l->writer_id == 0;
+        writers += !group;
+        groups += group;
+        unknown += !group && !l->producer_counts_known;
+        unknown_groups += group && !l->producer_counts_known;
     }
-    char a[32], b[32], c[32];
+    char a[32], b[32], c[32], g[80] = "";
+    if (groups)
+        snprintf(g, sizeof g, " and %s group(s) of other writers",
+                 shc_thousands(groups, c));
     if (lost == 0) {
-        fprintf(stderr, "shmtrace: no packet lost: all %s packets of %zu "
-                "writer(s) are in the trace%s\n", shc_thousands(delivered, a),
-                st->n_shmtrace_sequence_loss,
-                unknown ? " (drops inside non-libshm producers cannot be "
-                          "counted)" : "");
+        fprintf(stderr, "shmtrace: no packet lost: all %s packets of %s "
+                "writer(s)%s are in the trace%s\n",
+                shc_thousands(delivered, a), shc_thousands(writers, b), g,
+                unknown || unknown_groups ?
+                    " (drops inside non-libshm producers cannot be counted)"
+                    : "");
         return;
     }
     uint64_t total = delivered + lost;
@@ -131,9 +143,13 @@ static void print_loss_line(const Perfetto__Protos__TraceStats *st)
         fprintf(stderr, "%s%s %s", sep, shc_thousands(by[k], c), names[k].text);
         sep = ", ";
     }
-    if (unknown)
+    if (unknown && !unknown_groups)
         fprintf(stderr, "; drops inside %s non-libshm writer(s) cannot be "
                 "counted", shc_thousands(unknown, c));
+    else if (unknown_groups)
+        fprintf(stderr, "; drops inside non-libshm producers cannot be "
+                "counted (%s writer(s) and %s group(s) of writers)",
+                shc_thousands(unknown, c), shc_thousands(unknown_groups, b));
     fputc('\n', stderr);
     sep = "shmtrace: to lose less: ";
     for (size_t k = 0; k < NC; k++) {
