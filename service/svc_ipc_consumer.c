@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "svc_ipc_int.h"
+#include "svc_log.h"
 
 /* ================================================================ consumer */
 
@@ -108,9 +109,12 @@ static void c_enable(ipc_call *call, const ProtobufCMessage *args, void *vd)
     cc->s = svc_session_enable_uid(d->svc, cc, ipc_conn_uid(cc->conn),
                                    req->trace_config, fd, err, sizeof(err));
     if (!cc->s) {
+        /* err quotes the consumer's config (names): escaped, one line */
+        char logged[SVC_LOG_STR_BYTES(sizeof(err))];
         fprintf(stderr, "shmtraced: EnableTracing refused (consumer uid "
                 "%ld pid %ld): %s\n", (long)ipc_conn_uid(cc->conn),
-                (long)ipc_conn_pid(cc->conn), err);
+                (long)ipc_conn_pid(cc->conn),
+                svc_log_str(logged, sizeof logged, err, sizeof(err)));
         svc__send_disabled(cc, err[0] ? err : "EnableTracing failed");
     } else {
         fprintf(stderr, "shmtraced: session %llu started (consumer uid %ld "
@@ -341,8 +345,14 @@ static void c_start(ipc_call *call, const ProtobufCMessage *args, void *vd)
  * either way (ipc_call_reply keeps it open when nothing was sent). */
 static void reply_or_fail(ipc_call *call, const ProtobufCMessage *reply)
 {
-    if (ipc_call_reply(call, reply, false) < 0)
+    int rc = ipc_call_reply(call, reply, false);
+    if (rc < 0) {
+        fprintf(stderr, "shmtraced: a %s reply of %zu bytes could not be "
+                "sent (%s); the consumer is told the call failed\n",
+                reply->descriptor->short_name,
+                protobuf_c_message_get_packed_size(reply), strerror(-rc));
         ipc_call_fail(call);
+    }
 }
 
 static void c_stats(ipc_call *call, const ProtobufCMessage *args, void *vd)

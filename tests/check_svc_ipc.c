@@ -920,6 +920,9 @@ START_TEST(test_ipc_query_leaves_out_past_its_budget)
     free(Q.buf);
     for (int i = 0; i < PRODUCERS; i++)
         ipc_client_destroy(ps[i]);
+}
+END_TEST
+
 /* GetTraceStats with thousands of writers. Writers 1..n write one chunk
  * each (a page per writer, a round of commits per SMB's worth of pages). */
 static void many_writers_write(uint32_t n)

@@ -254,12 +254,16 @@ static int cmd_stats(int argc, char **argv)
     rc = cons_get_stats(c, &st);
     if (rc == -EPROTO) {
         /* Perfetto's traced answers GetTraceStats only for the caller's
-         * own session: show what QueryServiceState tells instead. */
+         * own session; shmtraced refuses it only when the stats do not
+         * fit one reply (its log says so): show what QueryServiceState
+         * tells instead. */
         char **names = NULL;
         size_t n = 0;
         fprintf(stderr, "shmtrace stats: the service refused GetTraceStats "
                 "(Perfetto's traced gives it only to the consumer that owns "
-                "a session; `perfetto --query` shows its state)\n");
+                "a session, and `perfetto --query` shows its state; "
+                "shmtraced, when the stats do not fit in one reply: see "
+                "its log)\n");
         if (cons_query_data_sources(c, &names, &n) == 0) {
             printf("data_sources_registered  %zu\n", n);
             for (size_t i = 0; i < n; i++)
