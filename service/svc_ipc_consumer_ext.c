@@ -27,6 +27,7 @@
 
 #include "svc_ipc_int.h"
 #include "svc_log.h"
+#include "svc_packet.h"
 
 /* Below IPC_MAX_PAYLOAD_BYTES with room for the reply's framing. */
 #define SVC_QUERY_PIECE_BYTES (IPC_MAX_PAYLOAD_BYTES - 1024u)
@@ -311,10 +312,7 @@ static size_t ds_field_bytes(
     const Perfetto__Protos__TracingServiceState__DataSource *d)
 {
     size_t n = protobuf_c_message_get_packed_size(&d->base);
-    size_t varint = 1;
-    for (size_t v = n; v >= 0x80; v >>= 7)
-        varint++;
-    return 1 + varint + n;
+    return 1 + svc_varint_len(n) + n;
 }
 
 /* Replaces d's descriptor by one with only the fields we model (name, id,

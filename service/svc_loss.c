@@ -50,6 +50,7 @@
 #include <string.h>
 
 #include "svc_int.h"
+#include "svc_packet.h"
 
 typedef Perfetto__Protos__TraceStats__ShmtraceSequenceLoss svc_sloss;
 typedef Perfetto__Protos__TraceStats__ShmtraceLossCause svc_scause;
@@ -371,10 +372,7 @@ static void add_x(svc_lentry *e, const svc_xloss *x)
 static size_t entry_wire(const svc_sloss *sl)
 {
     size_t n = protobuf_c_message_get_packed_size(&sl->base);
-    size_t len = 1;
-    for (size_t v = n; v >= 0x80; v >>= 7)
-        len++;
-    return 3 + len + n;
+    return 3 + svc_varint_len(n) + n;
 }
 
 /* Adds member m's counts to aggregate a. */

@@ -759,6 +759,22 @@ static void on_query_disc(ipc_client *c, int err, void *ctx)
     Q.gone = true;
 }
 
+/* A new consumer connection (F.cc) asks QueryServiceState; Q gets the
+ * reply, or says it was dropped (Q.gone). */
+static void query_as_new_consumer(void)
+{
+    static const ipc_client_cbs ccb = { on_c_bound, on_query_disc };
+    int err = 0;
+    F.cc = ipc_client_connect(F.sv.loop, F.sv.cpath, IPC_CONSUMER_PORT, &ccb,
+                              NULL, &err);
+    run_until(&F.c_bound, 500);
+    memset(&Q, 0, sizeof Q);
+    ck_assert_int_gt(ipc_client_invoke(F.cc, "QueryServiceState", NULL, -1,
+            &perfetto__protos__query_service_state_response__descriptor,
+            on_query, NULL), 0);
+    run_until(&Q.done, 3000);
+}
+
 /* Bytes of descriptor d's fields we do not model (track_event_descriptor
  * here), 0 if it was cut to name and flags. */
 static size_t unknown_bytes(const Perfetto__Protos__DataSourceDescriptor *d)
@@ -790,16 +806,7 @@ START_TEST(test_ipc_query_survives_huge_descriptors)
     }
     ps[PRODUCERS] = plain_producer("ordinary");
     register_blob_ds(ps[PRODUCERS], "ordinary.track_event", SMALL, 'c');
-    static const ipc_client_cbs ccb = { on_c_bound, on_query_disc };
-    int err = 0;
-    F.cc = ipc_client_connect(F.sv.loop, F.sv.cpath, IPC_CONSUMER_PORT, &ccb,
-                              NULL, &err);
-    run_until(&F.c_bound, 500);
-    memset(&Q, 0, sizeof Q);
-    ck_assert_int_gt(ipc_client_invoke(F.cc, "QueryServiceState", NULL, -1,
-            &perfetto__protos__query_service_state_response__descriptor,
-            on_query, NULL), 0);
-    run_until(&Q.done, 3000);
+    query_as_new_consumer();
     ck_assert_msg(Q.status == 0 && !Q.gone, "QueryServiceState failed (%d)%s",
                   Q.status, Q.gone ? ", the consumer was dropped" : "");
     ck_assert_uint_le(Q.len, (8u << 20) + (64u << 10));
@@ -890,16 +897,7 @@ START_TEST(test_ipc_query_leaves_out_past_its_budget)
             ipc_loop_run_once(F.sv.loop, 10);
         ck_assert_int_eq(regs_pending, 0);
     }
-    static const ipc_client_cbs ccb = { on_c_bound, on_query_disc };
-    int err = 0;
-    F.cc = ipc_client_connect(F.sv.loop, F.sv.cpath, IPC_CONSUMER_PORT, &ccb,
-                              NULL, &err);
-    run_until(&F.c_bound, 500);
-    memset(&Q, 0, sizeof Q);
-    ck_assert_int_gt(ipc_client_invoke(F.cc, "QueryServiceState", NULL, -1,
-            &perfetto__protos__query_service_state_response__descriptor,
-            on_query, NULL), 0);
-    run_until(&Q.done, 3000);
+    query_as_new_consumer();
     ck_assert_int_eq(Q.status, 0);
     ck_assert(!Q.gone);
     ck_assert_uint_le(Q.len, (8u << 20) + (64u << 10));

@@ -11,6 +11,8 @@
 #ifndef SHMTRACE_CLI_EXIT_H
 #define SHMTRACE_CLI_EXIT_H
 
+#include <errno.h>
+
 enum {
     CLI_EXIT_OK = 0,
     CLI_EXIT_FAIL = 1,        /* failure while running: the message says */
@@ -34,6 +36,27 @@ enum {
 "  5    the trace is truncated or corrupt: the output holds everything\n" \
 "       before the byte offset printed\n" \
 "  130  interrupted (Ctrl-C twice)\n"
+
+/* A client that could not reach the service because of a limit of its
+ * own (errno err: EMFILE, ENFILE, ENOMEM, ENOBUFS) exits CLI_EXIT_FAIL,
+ * not CLI_EXIT_NO_SERVICE, and says which limit, with CLI_LOCAL_LIMIT_FMT
+ * (socket path, strerror(err), this hint); NULL for any other errno.
+ * Here, header only, for the producer, which does not link the consumer
+ * library. */
+#define CLI_LOCAL_LIMIT_FMT \
+    "cannot connect to the tracing service at %s: %s (a limit of this " \
+    "process, not of the service: %s)"
+static inline const char *cli_local_limit_hint(int err)
+{
+    switch (err) {
+    case EMFILE: return "raise its open files limit, ulimit -n";
+    case ENFILE: return "the system's open files limit, fs.file-max, is "
+                        "reached";
+    case ENOMEM:
+    case ENOBUFS: return "free some memory";
+    default: return NULL;
+    }
+}
 
 /* One line for a bad option, as GNU tools do. */
 #define CLI_TRY_HELP(prog) "Try '" prog " --help' for more information.\n"

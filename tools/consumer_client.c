@@ -22,6 +22,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cli_exit.h"
 #include "cli_outfile.h"
 #include "consumer_client.h"
 #include "consumer_ext.h"
@@ -123,8 +124,7 @@ fail:
 
 bool cons_connect_failure_is_local(int rc)
 {
-    return rc == -EMFILE || rc == -ENFILE || rc == -ENOMEM ||
-           rc == -ENOBUFS;
+    return cli_local_limit_hint(-rc) != NULL;
 }
 
 void cons_describe_connect_failure(const char *path, int rc,
@@ -132,11 +132,8 @@ void cons_describe_connect_failure(const char *path, int rc,
                                    size_t len)
 {
     if (cons_connect_failure_is_local(rc))
-        snprintf(msg, len, CONS_LOCAL_LIMIT_FMT, path, strerror(-rc),
-                 rc == -EMFILE ? "raise its open files limit, ulimit -n" :
-                 rc == -ENFILE ? "the system's open files limit, "
-                                 "fs.file-max, is reached" :
-                 "free some memory");
+        snprintf(msg, len, CLI_LOCAL_LIMIT_FMT, path, strerror(-rc),
+                 cli_local_limit_hint(-rc));
     else if (rc == -EPERM)   /* a daemon of another user: say so */
         ipc_sock_describe_error(path, rc, msg, len);
     else if (rc == -ECONNREFUSED && refused && refused[0])

@@ -150,14 +150,12 @@ void cons_losses_from_stats(const Perfetto__Protos__TraceStats *st,
     "running? see --socket)"
 /* A failed connect's rc that says nothing about the service: this process
  * ran out of descriptors (-EMFILE, -ENFILE) or memory (-ENOMEM, -ENOBUFS)
- * before it could reach it. Programs exit CLI_EXIT_FAIL for these, not
- * CLI_EXIT_NO_SERVICE, and do not ask whether shmtraced is running. */
-#define CONS_LOCAL_LIMIT_FMT \
-    "cannot connect to the tracing service at %s: %s (a limit of this " \
-    "process, not of the service: %s)"
+ * before it could reach it (cli_local_limit_hint, cli_exit.h). Programs
+ * exit CLI_EXIT_FAIL for these, not CLI_EXIT_NO_SERVICE, and do not ask
+ * whether shmtraced is running. */
 bool cons_connect_failure_is_local(int rc);
 /* The words for cons_connect's failure rc, into msg: CONS_NO_SERVICE_FMT;
- * CONS_LOCAL_LIMIT_FMT for a local limit (above); a daemon of another user
+ * CLI_LOCAL_LIMIT_FMT for a local limit (above); a daemon of another user
  * holding the socket (-EPERM); or the service's own reason when it
  * refused the connection (-ECONNREFUSED after a refusal: too many
  * connections of this uid, no descriptors left). */

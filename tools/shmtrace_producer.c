@@ -723,17 +723,11 @@ int main(int argc, char **argv)
                 "--socket / $PERFETTO_PRODUCER_SOCK_NAME)\n", g_sock);
         return EXIT_NO_SERVICE;
     }
-    if (!g_prod && (errno == EMFILE || errno == ENFILE || errno == ENOMEM ||
-                    errno == ENOBUFS)) {
-        /* this process's limit, not the service's (as the consumer
-         * library words it: CONS_LOCAL_LIMIT_FMT) */
+    if (!g_prod && cli_local_limit_hint(errno)) {
+        /* this process's limit, not the service's */
         int e = errno;
-        fprintf(stderr, "shmtrace-producer: cannot connect to the tracing "
-                "service at %s: %s (a limit of this process, not of the "
-                "service: %s)\n", g_sock, strerror(e),
-                e == EMFILE ? "raise its open files limit, ulimit -n" :
-                e == ENFILE ? "the system's open files limit, fs.file-max, "
-                              "is reached" : "free some memory");
+        fprintf(stderr, "shmtrace-producer: " CLI_LOCAL_LIMIT_FMT "\n",
+                g_sock, strerror(e), cli_local_limit_hint(e));
         return CLI_EXIT_FAIL;
     }
     if (!g_prod) {
