@@ -55,11 +55,16 @@
  * are the same message. The per-sequence loss list is what is bounded: it
  * gets the room buffer_stats and writer_stats leave, less
  * SVC_STATS_TAIL_BYTES for the counters and shmtrace_file set after it
- * (svc_loss.c folds writers beyond it). writer_stats alone can still go
- * past it with about 3,600 writers or more (GetTraceStats then answers
- * success = false). */
+ * (svc_loss.c folds writers beyond it); writer_stats is bounded by
+ * SVC_WSTATS_MAX_BYTES. A reply that cannot be sent all the same is
+ * answered success = false (logged), never left open. */
 #define SVC_STATS_MAX_BYTES         (120u * 1024)
 #define SVC_STATS_TAIL_BYTES        512u
+/* writer_stats takes at most this much of it (svc_stats.c chooses which
+ * writers keep their entry beyond it and counts the others in
+ * shmtrace_writer_stats_left_out), so that the loss list keeps the rest:
+ * about 1,500 writers with busy histograms, more with light ones. */
+#define SVC_WSTATS_MAX_BYTES        (56u * 1024)
 /* Writers' entries in a session's loss table (svc_loss.c: packets lost
  * outside the buffers, from producers' reports and after reading): at
  * most SVC_XLOSS_PER_PRODUCER per producer, and none once the session
@@ -530,6 +535,11 @@ void svc__loss_file_full(svc_session *, uint32_t key, uint32_t buffer_index,
                          uint64_t bytes);
 int svc__loss_fill(svc_service *, svc_session *,
                    Perfetto__Protos__TraceStats *);
+/* Did writer key (producer_id << 16 | writer_id) lose packets outside the
+ * buffers (the session's loss table: producer reports, invalid,
+ * file_full)? Losses of writers without an entry of their own are not
+ * known per writer (false). */
+bool svc__loss_writer_lost(const svc_session *, uint32_t key);
 void svc__loss_free(svc_session *);
 int svc__loss_copy(svc_session *dst, const svc_session *src);
 

@@ -563,6 +563,15 @@ static int list_put(svc_session *s, Perfetto__Protos__TraceStats *st,
     return 0;
 }
 
+bool svc__loss_writer_lost(const svc_session *s, uint32_t key)
+{
+    const svc_xloss *x = key_is_writer(key) ? xfind(s, key) : NULL;
+    for (int c = 0; x && c < X_NUM; c++)
+        if (x->packets[c])
+            return true;
+    return false;
+}
+
 int svc__loss_fill(svc_service *svc, svc_session *s,
                    Perfetto__Protos__TraceStats *st)
 {

@@ -18,6 +18,13 @@
  * and 11 sums. Trace processors attribute per-sequence losses to buffers
  * through these entries. Clones start with empty histograms, hence no
  * entries; with the histograms disabled there is no writer_stats at all.
+ * writer_stats takes at most SVC_WSTATS_MAX_BYTES of the TraceStats
+ * (svc_int.h), so that the loss list (svc_loss.c) has room: beyond it,
+ * the writers whose sequences lost packets keep their entries first (the
+ * trace processor attributes a sequence's flagged losses to a buffer only
+ * through its entry: those of libbuf's tb_get_seq_loss and of the
+ * session's loss table), then those with the most chunks; how many were
+ * left out is shmtrace_writer_stats_left_out (protos/common.proto).
  *
  * GetTraceStats of a write_into_file session also carries shmtrace_file
  * (svc_stats_add_file): the records, bytes and flagged records the
@@ -34,6 +41,7 @@
 #include <string.h>
 
 #include "svc_int.h"
+#include "svc_packet.h"
 
 typedef Perfetto__Protos__TraceStats__BufferStats svc_bstats;
 typedef Perfetto__Protos__TraceStats__WriterStats svc_wstats;
@@ -55,7 +63,132 @@ static bool histograms_enabled(const svc_session *s)
              b->disable_chunk_usage_histograms);
 }
 
-/* writer_stats of session s (histograms enabled); 0 or -ENOMEM. */
+/* e := the writer_stats entry of h, of the session's buffer bi. */
+static void wentry_fill(svc_wentry *e, svc_session *s, uint32_t bi,
+                        const tb_writer_stats *h)
+{
+    perfetto__protos__trace_stats__writer_stats__init(&e->ws);
+    e->ws.has_sequence_id = true;
+    e->ws.sequence_id = svc__seq_id(&s->seqs, h->producer_id, h->writer_id,
+                                    bi);
+    e->ws.has_buffer = true;
+    e->ws.buffer = bi;
+    for (size_t q = 0; q < TB_HIST_BUCKETS; q++) {
+        e->counts[q] = h->count[q];
+        e->sums[q] = (int64_t)h->sum[q];
+    }
+    e->ws.n_chunk_payload_histogram_counts = TB_HIST_BUCKETS;
+    e->ws.chunk_payload_histogram_counts = e->counts;
+    e->ws.n_chunk_payload_histogram_sum = TB_HIST_BUCKETS;
+    e->ws.chunk_payload_histogram_sum = e->sums;
+}
+
+/* One (buffer, writer) while choosing which keep their entry. */
+typedef struct {
+    const tb_writer_stats *h;
+    uint32_t buffer;
+    uint32_t wire;               /* its bytes in the TraceStats */
+    bool lost;                   /* its sequence lost packets */
+    bool kept;
+    uint64_t chunks;
+} svc_wpick;
+
+/* Losers first, then the most chunks, then as listed. */
+static int by_worth(const void *va, const void *vb)
+{
+    const svc_wpick *a = *(const svc_wpick *const *)va;
+    const svc_wpick *b = *(const svc_wpick *const *)vb;
+    if (a->lost != b->lost)
+        return a->lost ? -1 : 1;
+    if (a->chunks != b->chunks)
+        return a->chunks > b->chunks ? -1 : 1;
+    return a < b ? -1 : a > b;
+}
+
+/* Is any in-buffer loss count of writer key (producer << 16 | writer) in
+ * l[0..n) non-zero? l is sorted by key (sorted_loss). */
+static bool buffer_lost(const tb_seq_loss *const *l, size_t n, uint32_t key)
+{
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        uint32_t k = ((uint32_t)l[mid]->producer_id << 16) |
+                     l[mid]->writer_id;
+        if (k == key) {
+            for (int c = 0; c < TB_NUM_CAUSES; c++)
+                if (l[mid]->lost_packets[c])
+                    return true;
+            return false;
+        }
+        if (k < key)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return false;
+}
+
+static int by_loss_key(const void *va, const void *vb)
+{
+    const tb_seq_loss *a = *(const tb_seq_loss *const *)va;
+    const tb_seq_loss *b = *(const tb_seq_loss *const *)vb;
+    uint32_t ka = ((uint32_t)a->producer_id << 16) | a->writer_id;
+    uint32_t kb = ((uint32_t)b->producer_id << 16) | b->writer_id;
+    return ka < kb ? -1 : ka > kb;
+}
+
+/* Marks which of the nw writers in pk keep their entry within
+ * SVC_WSTATS_MAX_BYTES (the rest fit in total: all). Returns how many are
+ * kept, or -ENOMEM. */
+static long choose_writers(svc_service *svc, svc_session *s, svc_wpick *pk,
+                           size_t nw, size_t total)
+{
+    if (total <= SVC_WSTATS_MAX_BYTES) {
+        for (size_t k = 0; k < nw; k++)
+            pk[k].kept = true;
+        return (long)nw;
+    }
+    svc_wpick **rank = calloc(nw, sizeof(*rank));
+    if (!rank)
+        return -ENOMEM;
+    for (size_t k = 0, i = 0; i < s->nbufs; i++) {
+        tb_buffer *b = svc__buffer(svc, s->buf_ids[i], NULL);
+        size_t nl = 0;
+        const tb_seq_loss *l = b ? tb_get_seq_loss(b, &nl) : NULL;
+        const tb_seq_loss **sl = nl ? calloc(nl, sizeof(*sl)) : NULL;
+        if (nl && !sl) {
+            free(rank);
+            return -ENOMEM;
+        }
+        for (size_t j = 0; j < nl; j++)
+            sl[j] = &l[j];
+        if (nl)
+            qsort(sl, nl, sizeof(*sl), by_loss_key);
+        for (; k < nw && pk[k].buffer == i; k++) {
+            uint32_t key = ((uint32_t)pk[k].h->producer_id << 16) |
+                           pk[k].h->writer_id;
+            pk[k].lost = buffer_lost(sl, nl, key) ||
+                         svc__loss_writer_lost(s, key);
+            rank[k] = &pk[k];
+        }
+        free(sl);
+    }
+    qsort(rank, nw, sizeof(*rank), by_worth);
+    size_t room = SVC_WSTATS_MAX_BYTES;
+    long kept = 0;
+    for (size_t r = 0; r < nw; r++)
+        if (rank[r]->wire <= room) {
+            rank[r]->kept = true;
+            room -= rank[r]->wire;
+            kept++;
+        }
+    free(rank);
+    return kept;
+}
+
+/* writer_stats of session s (histograms enabled), at most
+ * SVC_WSTATS_MAX_BYTES of them (choose_writers), in buffer then
+ * first-seen order; 0 or -ENOMEM. */
 static int fill_writer_stats(svc_service *svc, svc_session *s,
                              Perfetto__Protos__TraceStats *st)
 {
@@ -69,43 +202,58 @@ static int fill_writer_stats(svc_service *svc, svc_session *s,
     st->chunk_payload_histogram_def = (int64_t *)svc_hist_def;
     if (!nw)
         return 0;
-    svc_wentry *we = calloc(nw, sizeof(*we));
-    svc_wstats **wsp = calloc(nw, sizeof(*wsp));
-    if (!we || !wsp) {
-        free(we);
-        free(wsp);
+    svc_wpick *pk = calloc(nw, sizeof(*pk));
+    if (!pk)
         return -ENOMEM;
-    }
-    size_t k = 0;
+    size_t k = 0, total = 0;
     for (size_t i = 0; i < s->nbufs; i++) {
         tb_buffer *b = svc__buffer(svc, s->buf_ids[i], NULL);
         const tb_writer_stats *h = b ? tb_get_writer_stats(b, &n) : NULL;
         for (size_t j = 0; h && j < n && k < nw; j++, k++) {
-            svc_wentry *e = &we[k];
-            perfetto__protos__trace_stats__writer_stats__init(&e->ws);
-            e->ws.has_sequence_id = true;
-            e->ws.sequence_id = svc__seq_id(&s->seqs, h[j].producer_id,
-                                            h[j].writer_id, (uint32_t)i);
-            e->ws.has_buffer = true;
-            e->ws.buffer = (uint32_t)i;
-            for (size_t q = 0; q < TB_HIST_BUCKETS; q++) {
-                e->counts[q] = h[j].count[q];
-                e->sums[q] = (int64_t)h[j].sum[q];
-            }
-            e->ws.n_chunk_payload_histogram_counts = TB_HIST_BUCKETS;
-            e->ws.chunk_payload_histogram_counts = e->counts;
-            e->ws.n_chunk_payload_histogram_sum = TB_HIST_BUCKETS;
-            e->ws.chunk_payload_histogram_sum = e->sums;
-            wsp[k] = &e->ws;
+            svc_wentry e;
+            wentry_fill(&e, s, (uint32_t)i, &h[j]);
+            size_t len = protobuf_c_message_get_packed_size(&e.ws.base);
+            pk[k].h = &h[j];
+            pk[k].buffer = (uint32_t)i;
+            pk[k].wire = (uint32_t)(2 + svc_varint_len(len) + len); /* tag 18 */
+            for (size_t q = 0; q < TB_HIST_BUCKETS; q++)
+                pk[k].chunks += h[j].count[q];
+            total += pk[k].wire;
         }
     }
-    st->n_writer_stats = k;
-    st->writer_stats = wsp;
-    if (!k) {
+    nw = k;
+    long kept = choose_writers(svc, s, pk, nw, total);
+    if (kept < 0) {
+        free(pk);
+        return (int)kept;
+    }
+    if (kept < (long)nw) {
+        st->has_shmtrace_writer_stats_left_out = true;
+        st->shmtrace_writer_stats_left_out = (uint32_t)(nw - (size_t)kept);
+    }
+    if (kept == 0) {
+        free(pk);
+        return 0;
+    }
+    svc_wentry *we = calloc((size_t)kept, sizeof(*we));
+    svc_wstats **wsp = calloc((size_t)kept, sizeof(*wsp));
+    if (!we || !wsp) {
         free(we);
         free(wsp);
-        st->writer_stats = NULL;
+        free(pk);
+        return -ENOMEM;
     }
+    size_t w = 0;
+    for (k = 0; k < nw; k++) {
+        if (!pk[k].kept)
+            continue;
+        wentry_fill(&we[w], s, pk[k].buffer, pk[k].h);
+        wsp[w] = &we[w].ws;
+        w++;
+    }
+    free(pk);
+    st->n_writer_stats = w;
+    st->writer_stats = wsp;
     return 0;
 }
 

@@ -14,7 +14,9 @@
  *     TraceStats stays under SVC_STATS_MAX_BYTES, the writers that lost
  *     the most keep their own entries, the others are folded into
  *     aggregates whose counts add up exactly; with many producers the
- *     aggregates fold further, per buffer;
+ *     aggregates fold further, per buffer; writer_stats takes at most
+ *     SVC_WSTATS_MAX_BYTES, and the writers that lost packets (reported
+ *     by the producer or inside the buffer) keep their entries first;
  *   - trace: the trace's stats packet and a clone's carry the same bounded
  *     list, and the inspector's sequence and packet_loss tables still add
  *     up to every packet lost.
@@ -255,6 +257,35 @@ static void check_many_writers_list(const Perfetto__Protos__TraceStats *st,
                           agg->sequence_id);
 }
 
+/* writer_stats of an n-writer session of producer pid whose every tenth
+ * writer lost packets (many_writers, or tenth_lose_their_id otherwise):
+ * bounded by SVC_WSTATS_MAX_BYTES, every writer either listed once or
+ * counted as left out, and every writer that lost packets listed (its
+ * sequence's losses are attributed to its buffer only through its
+ * entry). */
+static void check_writer_stats(svc_session *s,
+                               const Perfetto__Protos__TraceStats *st,
+                               uint16_t pid, uint32_t n)
+{
+    size_t bytes = 0;
+    for (size_t i = 0; i < st->n_writer_stats; i++)
+        bytes += protobuf_c_message_get_packed_size(
+                     &st->writer_stats[i]->base) + 3;
+    ck_assert_uint_le(bytes, SVC_WSTATS_MAX_BYTES);
+    ck_assert(st->has_shmtrace_writer_stats_left_out);
+    ck_assert_uint_gt(st->shmtrace_writer_stats_left_out, 0);
+    ck_assert_uint_eq(st->n_writer_stats + st->shmtrace_writer_stats_left_out,
+                      n);
+    for (uint32_t w = 10; w <= n; w += 10) {
+        uint32_t seq = svc__seq_id(&s->seqs, pid, (uint16_t)w, 0);
+        size_t found = 0;
+        for (size_t i = 0; i < st->n_writer_stats; i++)
+            found += st->writer_stats[i]->sequence_id == seq;
+        ck_assert_msg(found == 1, "writer %u (lost %u) listed %zu times", w,
+                      w, found);
+    }
+}
+
 /* ------------------------------------------------------------ room */
 
 /* A producer's first report that makes the table grow is counted: the
@@ -350,7 +381,7 @@ SVF_TEST(test_loss_list_of_many_writers_fits, 1)
     svc_session *s = many_writers(f, MANY_WRITERS, true);
     Perfetto__Protos__TraceStats *st = svc_stats_build(f->svc, s);
     ck_assert_ptr_nonnull(st);
-    ck_assert_uint_eq(st->n_writer_stats, MANY_WRITERS);
+    check_writer_stats(s, st, svc_producer_id(f->p[0]), MANY_WRITERS);
     check_many_writers_list(st, svc_producer_id(f->p[0]), MANY_WRITERS, 0,
                             true, true);
     /* Built again: the same aggregate, with the same sequence id. */
@@ -380,14 +411,14 @@ SVF_TEST(test_loss_list_of_few_writers_unfolded, 1)
 }
 
 /* So many producers that even one aggregate per producer does not fit
- * beside the writer_stats of 3,300 writers: one aggregate per buffer
- * (producer_id 0), still exact. */
+ * in the room writer_stats (3,300 writers, SVC_WSTATS_MAX_BYTES of them)
+ * leaves: one aggregate per buffer (producer_id 0), still exact. */
 SVF_TEST(test_loss_list_folds_per_buffer_with_many_producers, 1)
 {
     f->c.buf[0].size_kb = 1024;
     svc_session *s = svf_enable(f);
     writers_write(f, f->p[0], 3300);
-    enum { NP = 200 };
+    enum { NP = 2000 };
     svc_producer *p[NP];
     char name[NP][16];
     for (int i = 0; i < NP; i++) {
@@ -407,6 +438,51 @@ SVF_TEST(test_loss_list_folds_per_buffer_with_many_producers, 1)
     ck_assert_uint_eq(t.smb_full, NP * 42);
     const sloss_t *b = entry_of(st, 0, 0);
     ck_assert_uint_eq(b->buffer, 0);
+    svc_stats_free(st);
+}
+
+/* writer_stats past its share (SVC_WSTATS_MAX_BYTES): 6,000 writers of
+ * two chunks each, of which every tenth reported a loss (outside the
+ * buffer) and every tenth from the fifth wrote a second chunk whose
+ * packet claims more bytes than the chunk has (an ABI violation: a loss
+ * inside the buffer). Every one of these 1,200 losers keeps its
+ * writer_stats entry, although the others committed as many chunks or
+ * more; the loss list still counts the losses. */
+SVF_TEST(test_writer_stats_keep_losers_first, 1)
+{
+    enum { N = 6000 };
+    svc_session *s = many_writers(f, N, true);
+    size_t size, psz;
+    uint8_t *smb = svc_producer_smb(f->p[0], &size, &psz);
+    ck_assert_ptr_nonnull(smb);
+    for (uint32_t w = 1; w <= N; w++) {
+        svf_write_chunk(f->p[0], 0, (uint16_t)w, 1, w, 1, 3);
+        if (w % 10 == 5) {
+            smb[16] = 0xFF;       /* the packet's length: 16383 bytes */
+            smb[17] = 0x7F;
+        }
+        svf_commit(f->svc, f->p[0], 0, 0, f->buf, 0);
+    }
+    Perfetto__Protos__TraceStats *st = svc_stats_build(f->svc, s);
+    ck_assert_ptr_nonnull(st);
+    ck_assert_uint_le(perfetto__protos__trace_stats__get_packed_size(st),
+                      SVC_STATS_MAX_BYTES);
+    uint16_t pid = svc_producer_id(f->p[0]);
+    check_writer_stats(s, st, pid, N);
+    for (uint32_t w = 5; w <= N; w += 10) {
+        uint32_t seq = svc__seq_id(&s->seqs, pid, (uint16_t)w, 0);
+        size_t found = 0;
+        for (size_t i = 0; i < st->n_writer_stats; i++)
+            found += st->writer_stats[i]->sequence_id == seq;
+        ck_assert_msg(found == 1, "writer %u (abi) listed %zu times", w,
+                      found);
+    }
+    uint64_t abi = 0;
+    for (size_t i = 0; i < st->n_shmtrace_sequence_loss; i++)
+        abi += cause_packets(st->shmtrace_sequence_loss[i], "abi_violation");
+    ck_assert_uint_eq(abi, N / 10);
+    list_sums_t t = list_sums(st, -1, true);
+    ck_assert_uint_eq(t.lost, tenth_lost(N) + N / 10);
     svc_stats_free(st);
 }
 
@@ -539,7 +615,8 @@ static Suite *svc_loss_suite(void)
              test_loss_reports_counted_when_the_table_is_full);
     TCase *tc = TCK_CASE(s, "frame", test_loss_list_of_many_writers_fits,
                          test_loss_list_of_few_writers_unfolded,
-                         test_loss_list_folds_per_buffer_with_many_producers);
+                         test_loss_list_folds_per_buffer_with_many_producers,
+                         test_writer_stats_keep_losers_first);
     tcase_set_timeout(tc, 60);
     tc = TCK_CASE(s, "trace", test_loss_list_bounded_in_trace_and_clone,
                   test_loss_list_folded_adds_up_in_the_inspector);

@@ -202,6 +202,11 @@ static void print_stats(const Perfetto__Protos__TraceStats *st)
     printf("flushes                  %" PRIu64 " requested, %" PRIu64
            " succeeded, %" PRIu64 " failed\n", st->flushes_requested,
            st->flushes_succeeded, st->flushes_failed);
+    if (st->has_shmtrace_writer_stats_left_out)
+        printf("writer_stats             %zu writers, %u left out to keep "
+               "the reply under one IPC frame (their chunk histograms; "
+               "their losses are still counted)\n", st->n_writer_stats,
+               st->shmtrace_writer_stats_left_out);
     for (size_t i = 0; i < st->n_buffer_stats; i++) {
         const Perfetto__Protos__TraceStats__BufferStats *b =
             st->buffer_stats[i];
