@@ -192,6 +192,7 @@ void svc_daemon_destroy(svc_daemon *d)
     ipc_host_destroy(d->phost);
     svc_destroy(d->svc);
     free(d->clones);
+    free(d->uid_queued);
     free(d);
 }
 

@@ -33,6 +33,16 @@
  * dropped (svc_ipc_producer.c). */
 #define SVC_MAX_QUEUED_CMDS      4096
 #define SVC_MAX_QUEUED_CMD_BYTES (4u << 20)
+/* ... and all the producer connections of one uid together at most this
+ * many bytes (a uid may have SVC_MAX_CONNS_PER_UID connections: 512 times
+ * the bound of one was 2 GiB of daemon heap). */
+#define SVC_MAX_QUEUED_CMD_BYTES_PER_UID (16u << 20)
+
+/* Bytes of commands queued for the producer connections of one uid. */
+typedef struct {
+    uid_t uid;
+    size_t bytes;
+} svc_uid_queued;
 
 typedef struct svc_cmd {
     uint8_t *data;
@@ -108,6 +118,8 @@ struct svc_daemon {
                                     -1 = none */
     svc_cconn **clones;          /* consumers whose clone waits for a flush */
     size_t nclones;
+    svc_uid_queued *uid_queued;  /* uids with queued producer commands */
+    size_t nuid_queued;
     uint64_t next_clone_token;
 };
 

@@ -19,9 +19,11 @@
  *     Perfetto). Registering and unregistering a data source a session
  *     wants, in a loop, queues nothing: each cycle held a packed copy of
  *     the session's DataSourceConfig (twice) before.
- *   - past SVC_MAX_QUEUED_CMDS commands or SVC_MAX_QUEUED_CMD_BYTES bytes
- *     the connection is dropped, the reason logged, the queue freed at
- *     once. Dropping some commands instead would leave the producer a
+ *   - past SVC_MAX_QUEUED_CMDS commands or SVC_MAX_QUEUED_CMD_BYTES bytes,
+ *     or when its uid's producer connections together would hold more
+ *     than SVC_MAX_QUEUED_CMD_BYTES_PER_UID (counted per uid in the
+ *     daemon, svc_uid_queued), the connection is dropped, the reason
+ *     logged, the queue freed at once. Dropping some commands instead would leave the producer a
  *     Start without its Setup, or a session it half knows; a producer
  *     that reconnects (the Perfetto SDK does) registers again and starts
  *     clean.
@@ -46,11 +48,44 @@ static void cmd_free(svc_cmd *c)
     c->fd = -1;
 }
 
+/* The bytes queued for the connections of pc's uid (an entry made if
+ * `make`); NULL if none (or no memory to make one). */
+static svc_uid_queued *uid_queued(svc_pconn *pc, bool make)
+{
+    svc_daemon *d = pc->d;
+    uid_t uid = ipc_conn_uid(pc->conn);
+    for (size_t i = 0; i < d->nuid_queued; i++)
+        if (d->uid_queued[i].uid == uid)
+            return &d->uid_queued[i];
+    if (!make)
+        return NULL;
+    svc_uid_queued *g = realloc(d->uid_queued,
+                                (d->nuid_queued + 1) * sizeof(*g));
+    if (!g)
+        return NULL;
+    d->uid_queued = g;
+    g[d->nuid_queued] = (svc_uid_queued){ .uid = uid, .bytes = 0 };
+    return &g[d->nuid_queued++];
+}
+
+/* len bytes of pc's queue are gone: its uid's count too (the entry goes
+ * with its last byte). */
+static void uid_unqueued(svc_pconn *pc, size_t len)
+{
+    svc_uid_queued *u = len ? uid_queued(pc, false) : NULL;
+    if (!u)
+        return;
+    u->bytes = u->bytes > len ? u->bytes - len : 0;
+    if (u->bytes == 0)
+        *u = pc->d->uid_queued[--pc->d->nuid_queued];
+}
+
 static void queue_free(svc_pconn *pc)
 {
     for (size_t i = 0; i < pc->nqueue; i++)
         cmd_free(&pc->queue[i]);
     free(pc->queue);
+    uid_unqueued(pc, pc->queue_bytes);
     pc->queue = NULL;
     pc->nqueue = 0;
     pc->queue_bytes = 0;
@@ -59,18 +94,20 @@ static void queue_free(svc_pconn *pc)
 /* The producer does not read its commands and has too many waiting: it is
  * dropped (once; the close runs from the loop), and what was queued for
  * it goes now. */
-static int queue_overflow(svc_pconn *pc, size_t adding)
+static int queue_overflow(svc_pconn *pc, size_t adding, size_t uid_bytes)
 {
     if (!pc->queue_overflowed) {
         pc->queue_overflowed = true;
         fprintf(stderr, "shmtraced: producer %u (pid %ld, uid %ld) "
                 "dropped: it has not opened GetAsyncCommand and %zu "
-                "command(s) of %zu bytes wait for it (+%zu), past the %u "
-                "commands or %u MiB a producer connection may have "
-                "queued\n", pc->p ? svc_producer_id(pc->p) : 0u,
+                "command(s) of %zu bytes wait for it (+%zu; %zu bytes for "
+                "all its uid's producers), past the %u commands or %u MiB "
+                "a producer connection may have queued, or the %u MiB of "
+                "a uid\n", pc->p ? svc_producer_id(pc->p) : 0u,
                 (long)ipc_conn_pid(pc->conn), (long)ipc_conn_uid(pc->conn),
-                pc->nqueue, pc->queue_bytes, adding, SVC_MAX_QUEUED_CMDS,
-                SVC_MAX_QUEUED_CMD_BYTES >> 20);
+                pc->nqueue, pc->queue_bytes, adding, uid_bytes,
+                SVC_MAX_QUEUED_CMDS, SVC_MAX_QUEUED_CMD_BYTES >> 20,
+                SVC_MAX_QUEUED_CMD_BYTES_PER_UID >> 20);
         queue_free(pc);
         ipc_conn_close(pc->conn);
     }
@@ -90,9 +127,17 @@ static int send_cmd(svc_pconn *pc,
         return -ENOBUFS;            /* being dropped */
     size_t len = perfetto__protos__get_async_command_response__get_packed_size(
         r);
+    svc_uid_queued *u = uid_queued(pc, true);
+    if (!u)
+        return -ENOMEM;
     if (pc->nqueue >= SVC_MAX_QUEUED_CMDS ||
-        len > SVC_MAX_QUEUED_CMD_BYTES - pc->queue_bytes)
-        return queue_overflow(pc, len);
+        len > SVC_MAX_QUEUED_CMD_BYTES - pc->queue_bytes ||
+        len > SVC_MAX_QUEUED_CMD_BYTES_PER_UID - u->bytes) {
+        size_t uid_bytes = u->bytes;
+        if (uid_bytes == 0)               /* made just now: unmake it */
+            *u = pc->d->uid_queued[--pc->d->nuid_queued];
+        return queue_overflow(pc, len, uid_bytes);
+    }
     svc_cmd *g = realloc(pc->queue, (pc->nqueue + 1) * sizeof(*g));
     if (!g)
         return -ENOMEM;
@@ -104,9 +149,16 @@ static int send_cmd(svc_pconn *pc,
         return -ENOMEM;
     perfetto__protos__get_async_command_response__pack(r, c->data);
     c->fd = fd >= 0 ? dup(fd) : -1;
+    if (fd >= 0 && c->fd < 0) {       /* out of descriptors: not queued */
+        int err = errno;
+        free(c->data);
+        c->data = NULL;
+        return -err;
+    }
     c->instance_id = instance_id;
     pc->nqueue++;
     pc->queue_bytes += len;
+    u->bytes += len;
     return 0;
 }
 
@@ -120,6 +172,7 @@ static bool unqueue_instance(svc_pconn *pc, uint64_t id)
         svc_cmd *c = &pc->queue[i];
         if (id != 0 && c->instance_id == id) {
             pc->queue_bytes -= c->len;
+            uid_unqueued(pc, c->len);
             cmd_free(c);
             found = true;
             continue;

@@ -24,6 +24,7 @@
 #include "svc_daemon_fixture.h"
 #include "svc_fixture.h"
 #include "svc_ipc.h"
+#include "svc_ipc_int.h"
 #include "tck_main.h"
 #include "trace.pb-c.h"
 
@@ -537,17 +538,18 @@ static ipc_client *session_with_big_config(size_t legacy_kb)
 static bool hoarder_gone;
 static void on_hoarder_disc(ipc_client *c, int err, void *ctx)
 {
-    hoarder_gone = true;
+    *(bool *)(ctx ? ctx : &hoarder_gone) = true;
 }
 
-static ipc_client *connect_hoarder(void)
+/* ... whose going away sets *gone (hoarder_gone if NULL). */
+static ipc_client *connect_hoarder_to(bool *gone)
 {
     static const ipc_client_cbs cbs = { on_p_bound, on_hoarder_disc };
     int err = 0;
-    hoarder_gone = false;
+    *(gone ? gone : &hoarder_gone) = false;
     F.p_bound = F.p_init = false;
     ipc_client *h = ipc_client_connect(F.sv.loop, F.sv.ppath,
-                                       IPC_PRODUCER_PORT, &cbs, NULL, &err);
+                                       IPC_PRODUCER_PORT, &cbs, gone, &err);
     ck_assert_ptr_nonnull(h);
     run_until(&F.p_bound, 500);
     Perfetto__Protos__InitializeConnectionRequest ic =
@@ -558,6 +560,11 @@ static ipc_client *connect_hoarder(void)
             on_init, NULL), 0);
     run_until(&F.p_init, 500);
     return h;
+}
+
+static ipc_client *connect_hoarder(void)
+{
+    return connect_hoarder_to(NULL);
 }
 
 static void register_ds(ipc_client *p, const char *name)
@@ -660,6 +667,47 @@ START_TEST(test_ipc_queued_commands_are_bounded_by_bytes)
     for (int i = 0; i < SESSIONS; i++)
         ipc_client_destroy(consumers[i]);
     ipc_client_destroy(h);
+}
+END_TEST
+
+/* Connections of one uid that all hoard: each stays under its own bound
+ * (10 sessions of ~200 KB of commands: 2 MB of its 4 MiB), but twelve of
+ * them would hold 24 MB, past SVC_MAX_QUEUED_CMD_BYTES_PER_UID (16 MiB;
+ * a uid may have 512 connections, 2 GiB before). Enough of them are
+ * dropped that the others hold at most the uid's bound; the honest
+ * producer gets every start; once they are gone the daemon counts no
+ * byte for the uid. */
+START_TEST(test_ipc_queued_commands_are_bounded_per_uid)
+{
+    enum { SESSIONS = 10, HOARDERS = 12 };
+    svc_set_uid_limits(svc_daemon_service(F.sv.d), 0, 0);
+    connect_producer();                        /* reads its commands */
+    bool gone[HOARDERS];
+    ipc_client *h[HOARDERS];
+    for (int i = 0; i < HOARDERS; i++) {
+        h[i] = connect_hoarder_to(&gone[i]);
+        register_ds(h[i], "test.ds");
+    }
+    ipc_client *consumers[SESSIONS];
+    for (int i = 0; i < SESSIONS; i++) {
+        consumers[i] = session_with_big_config(100);
+        run_for(10);
+    }
+    run_for(20);
+    int left = 0;
+    for (int i = 0; i < HOARDERS; i++)
+        left += !gone[i];
+    /* Each one left holds SESSIONS sessions' commands, over 2 MB. */
+    ck_assert_msg(left * 2 <= 16, "%d hoarders of one uid still hold "
+                  "%d sessions' commands each", left, SESSIONS);
+    ck_assert_int_gt(left, 0);
+    ck_assert_int_eq(F.starts, SESSIONS);      /* the honest one: all */
+    for (int i = 0; i < SESSIONS; i++)
+        ipc_client_destroy(consumers[i]);
+    for (int i = 0; i < HOARDERS; i++)
+        ipc_client_destroy(h[i]);
+    run_for(20);
+    ck_assert_uint_eq(F.sv.d->nuid_queued, 0);
 }
 END_TEST
 
@@ -1046,7 +1094,8 @@ static Suite *svc_ipc_suite(void)
                   test_ipc_pending_flushes_are_bounded,
                   test_ipc_second_daemon_refused,
                   test_ipc_register_unregister_loop_queues_nothing,
-                  test_ipc_queued_commands_are_bounded_by_bytes);
+                  test_ipc_queued_commands_are_bounded_by_bytes,
+                  test_ipc_queued_commands_are_bounded_per_uid);
     tcase_add_checked_fixture(tc, setup, teardown);
     tc = TCK_CASE(s, "query", test_ipc_query_survives_huge_descriptors,
                   test_ipc_query_leaves_out_past_its_budget);
