@@ -370,27 +370,83 @@ int ins_db_put_packet_loss(ins_db *db, uint32_t seq_id, const char *cause,
     return rc == SQLITE_OK ? 0 : -EIO;
 }
 
-int ins_db_set_sequence_loss(ins_db *db, uint32_t seq_id, int64_t buffer,
-                             uint64_t lost_packets, uint64_t lost_bytes,
-                             bool producer_counts_known)
+int ins_db_set_sequence_loss(ins_db *db, const ins_loss_row *r)
 {
     sqlite3_stmt *s = NULL;
     int rc = sqlite3_prepare_v2(db->conn,
         "INSERT INTO sequence(seq_id, packets, bytes, flagged_packets, "
         "loss_events, buffer, lost_packets, lost_bytes, "
-        "producer_counts_known) VALUES(?,0,0,0,0,?,?,?,?) "
+        "producer_counts_known, producer_id, loss_kind, packets_offered, "
+        "packets_read, packets_pending) "
+        "VALUES(?1,0,0,0,0,?2,?3,?4,?5,?6,?7,?8,?9,?10) "
         "ON CONFLICT(seq_id) DO UPDATE SET "
         "lost_packets = excluded.lost_packets, "
         "lost_bytes = excluded.lost_bytes, "
         "producer_counts_known = excluded.producer_counts_known, "
+        "producer_id = excluded.producer_id, "
+        "loss_kind = excluded.loss_kind, "
+        "packets_offered = excluded.packets_offered, "
+        "packets_read = excluded.packets_read, "
+        "packets_pending = excluded.packets_pending, "
         "buffer = coalesce(sequence.buffer, excluded.buffer)", -1, &s, NULL);
     if (rc == SQLITE_OK) {
-        sqlite3_bind_int64(s, 1, seq_id);
-        sqlite3_bind_int64(s, 2, buffer);
-        sqlite3_bind_int64(s, 3, (int64_t)lost_packets);
-        sqlite3_bind_int64(s, 4, (int64_t)lost_bytes);
-        sqlite3_bind_int(s, 5, producer_counts_known);
+        sqlite3_bind_int64(s, 1, r->seq_id);
+        sqlite3_bind_int64(s, 2, r->buffer);
+        sqlite3_bind_int64(s, 3, (int64_t)r->lost_packets);
+        sqlite3_bind_int64(s, 4, (int64_t)r->lost_bytes);
+        sqlite3_bind_int(s, 5, r->producer_counts_known);
+        sqlite3_bind_int64(s, 6, r->producer_id);
+        sqlite3_bind_text(s, 7, r->aggregate ? "aggregate" : "writer", -1,
+                          SQLITE_STATIC);
+        sqlite3_bind_int64(s, 8, (int64_t)r->packets_offered);
+        sqlite3_bind_int64(s, 9, (int64_t)r->packets_read);
+        sqlite3_bind_int64(s, 10, (int64_t)r->packets_pending);
         rc = sqlite3_step(s) == SQLITE_DONE ? SQLITE_OK : SQLITE_ERROR;
+    }
+    sqlite3_finalize(s);
+    return rc == SQLITE_OK ? 0 : -EIO;
+}
+
+/* Folded sequences (ins_db.h). A candidate aggregate for sequence q: the
+ * same buffer (any, if q's is unknown), and either a per-buffer aggregate
+ * (producer 0) or one whose producer has no listed writer with a pid other
+ * than q's. Only a single candidate ties q: two producers in one process,
+ * or several producers none of whose writers kept an entry, leave it
+ * NULL rather than guessed. The distinct (producer, pid) pairs go to a
+ * temp table first: thousands of folded sequences times thousands of
+ * listed writers would otherwise be scanned pairwise. */
+static const char TIE_FOLDED_SQL[] =
+    "DROP TABLE IF EXISTS temp.ins_wpid;"
+    "CREATE TEMP TABLE ins_wpid AS SELECT DISTINCT producer_id, pid"
+    " FROM sequence WHERE loss_kind = 'writer';"
+    "CREATE INDEX temp.ins_wpid_p ON ins_wpid(producer_id);"
+    "UPDATE sequence SET loss_kind = 'folded', loss_aggregate ="
+    " (SELECT CASE count(*) WHEN 1 THEN max(a.seq_id) END"
+    "  FROM sequence a WHERE a.loss_kind = 'aggregate'"
+    "   AND (sequence.buffer IS NULL OR a.buffer = sequence.buffer)"
+    "   AND (a.producer_id = 0 OR NOT EXISTS (SELECT 1 FROM ins_wpid w"
+    "        WHERE w.producer_id = a.producer_id"
+    "          AND w.pid IS NOT sequence.pid)))"
+    " WHERE seq_id > 1 AND loss_kind IS NULL"
+    "  AND EXISTS (SELECT 1 FROM sequence a WHERE a.loss_kind = 'aggregate');"
+    "DROP TABLE temp.ins_wpid;";
+
+int ins_db_tie_folded(ins_db *db, uint64_t *folded, uint64_t *untied)
+{
+    if (sqlite3_exec(db->conn, TIE_FOLDED_SQL, NULL, NULL, NULL) !=
+        SQLITE_OK)
+        return -EIO;
+    sqlite3_stmt *s = NULL;
+    int rc = sqlite3_prepare_v2(db->conn,
+        "SELECT count(*), count(*) - count(loss_aggregate) FROM sequence "
+        "WHERE loss_kind = 'folded'", -1, &s, NULL);
+    if (rc == SQLITE_OK && sqlite3_step(s) == SQLITE_ROW) {
+        if (folded)
+            *folded = (uint64_t)sqlite3_column_int64(s, 0);
+        if (untied)
+            *untied = (uint64_t)sqlite3_column_int64(s, 1);
+    } else {
+        rc = SQLITE_ERROR;
     }
     sqlite3_finalize(s);
     return rc == SQLITE_OK ? 0 : -EIO;

@@ -80,12 +80,37 @@ int ins_db_put_buffer_config(ins_db *db, int64_t idx, int64_t size_kb,
 /* trace_info rows: integer or text value. */
 int ins_db_info_int(ins_db *db, const char *key, int64_t value);
 int ins_db_info_text(ins_db *db, const char *key, const char *value);
-/* Exact loss accounting rows (packet_loss, sequence.lost_*). */
+/* Exact loss accounting rows (packet_loss, sequence.lost_* and loss_*;
+ * sql/schema.sql says what each column means). */
 int ins_db_put_packet_loss(ins_db *db, uint32_t seq_id, const char *cause,
                            uint64_t packets, uint64_t bytes);
-int ins_db_set_sequence_loss(ins_db *db, uint32_t seq_id, int64_t buffer,
-                             uint64_t lost_packets, uint64_t lost_bytes,
-                             bool producer_counts_known);
+
+/* One entry of shmtraced's loss list (TraceStats.shmtrace_sequence_loss):
+ * a writer's own counts, or (aggregate) the sums of the writers the
+ * service folded into one entry (writer_id 0, a sequence id no packet
+ * carries). */
+typedef struct ins_loss_row {
+    uint32_t seq_id;
+    int64_t buffer;
+    uint32_t producer_id;        /* 0 in a per-buffer aggregate */
+    bool aggregate;
+    uint64_t packets_offered, packets_read, packets_pending;
+    uint64_t lost_packets, lost_bytes;
+    bool producer_counts_known;
+} ins_loss_row;
+
+/* The entry into its sequence row (made with packets = 0 if no packet
+ * carried its id: a writer that lost everything, or an aggregate). */
+int ins_db_set_sequence_loss(ins_db *db, const ins_loss_row *row);
+
+/* After the last ins_db_set_sequence_loss, if the list has aggregates:
+ * every producer sequence without an entry of its own is marked folded
+ * (loss_kind 'folded') and tied to its aggregate (loss_aggregate) when
+ * exactly one aggregate can hold it (same buffer; same producer, known
+ * from the pid of that producer's listed writers). OUT: *folded the
+ * sequences marked, *untied those of them left without loss_aggregate
+ * (either may be NULL). 0 or -EIO. */
+int ins_db_tie_folded(ins_db *db, uint64_t *folded, uint64_t *untied);
 
 /* Last SQLite error text (static until the next call). */
 const char *ins_db_errmsg(const ins_db *db);

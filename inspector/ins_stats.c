@@ -25,6 +25,7 @@
 #include "config.pb-c.h"
 #include "ins_fevents.h"
 #include "ins_ftrace.h"
+#include "ins_loss.h"
 #include "ins_seq.h"
 
 /* One derived bucket (a buffer index) while applying a TraceStats. */
@@ -95,42 +96,6 @@ void ins_tracker_destroy(ins_tracker *t)
     ins_fevents_destroy(t->fevents);
     free(t->loss_blob);
     free(t);
-}
-
-/* Exact loss accounting from the last TraceStats that carried it
- * (shmtrace_sequence_loss, protos/common.proto): packet_loss rows and
- * sequence.lost_packets / lost_bytes / producer_counts_known. Traces
- * without it (Perfetto's service) leave those NULL: unknown, not 0. */
-static int finish_loss(ins_tracker *t)
-{
-    if (t->loss_blob == NULL)
-        return 0;
-    Perfetto__Protos__TraceStats *ts =
-        perfetto__protos__trace_stats__unpack(NULL, t->loss_len,
-                                              t->loss_blob);
-    if (ts == NULL)
-        return 0;
-    int rc = 0;
-    for (size_t i = 0; i < ts->n_shmtrace_sequence_loss && rc == 0; i++) {
-        const Perfetto__Protos__TraceStats__ShmtraceSequenceLoss *l =
-            ts->shmtrace_sequence_loss[i];
-        if (!l->has_sequence_id || l->sequence_id <= 1)
-            continue;
-        rc = ins_db_set_sequence_loss(t->db, l->sequence_id,
-                                      (int64_t)l->buffer, l->lost_packets,
-                                      l->lost_bytes,
-                                      l->producer_counts_known);
-        for (size_t c = 0; c < l->n_causes && rc == 0; c++) {
-            const Perfetto__Protos__TraceStats__ShmtraceLossCause *k =
-                l->causes[c];
-            if (k->packets == 0 || k->cause == NULL)
-                continue;
-            rc = ins_db_put_packet_loss(t->db, l->sequence_id, k->cause,
-                                        k->packets, k->bytes);
-        }
-    }
-    perfetto__protos__trace_stats__free_unpacked(ts, NULL);
-    return rc;
 }
 
 uint64_t ins_tracker_compressed_skipped(const ins_tracker *t)
@@ -762,8 +727,11 @@ static int finish_config(ins_tracker *t)
 int ins_tracker_finish(ins_tracker *t)
 {
     int rc = finish_config(t);
-    if (rc == 0)
-        rc = finish_loss(t);
+    /* Exact loss accounting from the last TraceStats that carried it
+     * (ins_loss.h). Traces without it (Perfetto's service) leave those
+     * columns NULL: unknown, not 0. */
+    if (rc == 0 && t->loss_blob != NULL)
+        rc = ins_loss_apply(t->db, t->loss_blob, t->loss_len);
     if (rc == 0 && ins_ftrace_preserve_seen(t->ftrace))
         ins_fevents_inexact(t->fevents, "preserve_ftrace_buffer was set");
     if (rc == 0 && ins_ftrace_refusal(t->ftrace))

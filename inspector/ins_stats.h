@@ -142,7 +142,8 @@ int ins_tracker_on_packet(ins_tracker *t, const ins_packet *p, char *err,
 int ins_tracker_flush(ins_tracker *t);
 /* At the end, once, after the last ins_tracker_flush: the stats trace
  * processor derives once every packet is in (config checks above), and
- * exact loss accounting rows (packet_loss, sequence.lost_*). */
+ * exact loss accounting rows (packet_loss, sequence.lost_* and loss_*:
+ * ins_loss.h). */
 int ins_tracker_finish(ins_tracker *t);
 
 /* Packets with compressed_packets/zstd_compressed_packets seen. */

@@ -6,6 +6,12 @@
 -- with the columns of the doc's sample output; the rows are the same ones
 -- trace processor gives. Part 2 goes further: which sequence (producer
 -- writer) lost packets, how often, and for what reasons.
+--
+-- The exact total (traces recorded by shmtraced) counts every lost packet
+-- once, also when the service folded its loss list into aggregates
+-- (sql/schema.sql, sequence.loss_kind): an aggregate's lost_packets is
+-- its writers' in sum, and folded writers add their packets in the trace
+-- but no loss of their own. It then names how many writers were folded.
 .headers on
 .mode column
 
@@ -29,12 +35,19 @@ WHERE NOT EXISTS (SELECT 1 FROM stats WHERE severity = 'data_loss' AND value != 
          'traced_buf_chunks_discarded', 'traced_chunks_discarded'))
   AND NOT EXISTS (SELECT 1 FROM sequence WHERE lost_packets > 0);
 
-SELECT printf('lost %d of %d packets (%.1f%%): see lost_packets.sql',
-              sum(lost_packets), sum(packets + lost_packets),
-              100.0 * sum(lost_packets) / max(1, sum(packets + lost_packets)))
+SELECT printf('lost %d of %d packets (%.1f%%): see lost_packets.sql%s',
+              sum(ifnull(lost_packets, 0)),
+              sum(packets + ifnull(lost_packets, 0)),
+              100.0 * sum(ifnull(lost_packets, 0)) /
+              max(1, sum(packets + ifnull(lost_packets, 0))),
+              CASE WHEN sum(loss_kind = 'aggregate') > 0
+                THEN printf(' (%d writers folded into %d aggregates)',
+                            sum(loss_kind = 'folded'),
+                            sum(loss_kind = 'aggregate'))
+                ELSE '' END)
        AS exact_loss
-FROM sequence WHERE seq_id != 1 AND lost_packets IS NOT NULL
-HAVING sum(lost_packets) > 0;
+FROM sequence WHERE seq_id != 1 AND loss_kind IS NOT NULL
+HAVING sum(ifnull(lost_packets, 0)) > 0;
 
 SELECT 'chunks were overwritten unread or discarded: data was lost'
        AS notice

@@ -3,7 +3,9 @@
 --   sqlite3 trace.db < loss_by_sequence.sql
 -- loss_events counts the packets flagged previous_packet_dropped except a
 -- sequence's first packet (ignored by trace processor, see data_loss.counted);
--- their sum per buffer is traced_buf_sequence_packet_loss.
+-- their sum per buffer is traced_buf_sequence_packet_loss. The aggregate
+-- rows of a folded loss list (sequence.loss_kind = 'aggregate') are not
+-- sequences and are left out: lost_packets.sql shows them.
 .headers on
 .mode column
 
@@ -20,4 +22,5 @@ SELECT q.seq_id,
           FROM (SELECT DISTINCT d.reasons AS r FROM data_loss d
                  WHERE d.seq_id = q.seq_id AND d.counted = 1)) AS reasons
 FROM sequence q
+WHERE q.loss_kind IS NOT 'aggregate'
 ORDER BY q.loss_events DESC, q.seq_id;

@@ -10,7 +10,9 @@
 --   sqlite3 trace.db < sql/data_loss.sql
 --   sqlite3 trace.db "select * from stats where severity = 'data_loss' and value != 0"
 
-PRAGMA user_version = 1;
+-- user_version 2: sequence gained producer_id, loss_kind, loss_aggregate
+-- and packets_offered/read/pending (folded loss lists).
+PRAGMA user_version = 2;
 
 -- stats: Perfetto trace processor's `stats` table, filled the way trace
 -- processor fills it (../shared/spec/stats-schema.md). One row per
@@ -46,9 +48,33 @@ CREATE TABLE packet (
 );
 
 -- sequence: one row per trusted_packet_sequence_id (1 = the service,
--- 2.. = one per producer TraceWriter).
+-- 2.. = one per producer TraceWriter), plus, in a trace from shmtraced
+-- whose loss list was folded, one row per aggregate (loss_kind).
+--
+-- Exact loss counts (traces recorded by shmtraced; its last TraceStats'
+-- shmtrace_sequence_loss, protos/common.proto). The list has one entry per
+-- writer, unless the writers were too many for one IPC frame: then the
+-- service FOLDS it (service/svc_loss.c): the writers that lost most keep
+-- their own entry, the others are summed into aggregate entries (writer_id
+-- 0), one per producer and buffer, or one per buffer (producer_id 0).
+-- loss_kind says which row is which:
+--   'writer'    its own exact counts (lost_packets, packets_offered, ...);
+--   'aggregate' not a writer: the sums over the writers folded into it.
+--               Its seq_id is one no packet carries, packets = 0, and
+--               lost_packets, lost_bytes, packets_offered/read/pending,
+--               packet_loss rows are its writers' in sum;
+--   'folded'    a writer without counts of its own: lost_packets is NULL
+--               because its losses are counted in an aggregate (once),
+--               loss_aggregate says which;
+--   NULL        no exact counts: the service sequence, and every sequence
+--               of a trace recorded by Perfetto's service.
+-- So sum(lost_packets) over seq_id > 1 counts every lost packet exactly
+-- once, folded list or not; sum(packets) over the producer sequences is
+-- every packet in the trace (aggregates add 0). lost_packets.sql and
+-- data_loss.sql total them that way.
 CREATE TABLE sequence (
-  seq_id        INTEGER PRIMARY KEY, -- trusted_packet_sequence_id
+  seq_id        INTEGER PRIMARY KEY, -- trusted_packet_sequence_id (an aggregate: the id the
+                                     -- service gave it, which no packet carries)
   uid           INTEGER,             -- trusted_uid of its packets (last seen)
   pid           INTEGER,             -- trusted_pid of its packets (NULL for the service)
   packets       INTEGER NOT NULL,    -- packets in the file
@@ -61,15 +87,35 @@ CREATE TABLE sequence (
                                      -- traced_buf_sequence_packet_loss adds up
   first_packet_id INTEGER,           -- packet.id of its first packet
   last_packet_id  INTEGER,           -- packet.id of its last packet
-  buffer        INTEGER,             -- target buffer from TraceStats.writer_stats (NULL if unknown)
+  buffer        INTEGER,             -- target buffer from TraceStats.writer_stats, else from
+                                     -- the loss list (NULL if unknown)
   lost_packets  INTEGER,             -- packets of this writer that never reached the trace,
-                                     -- exactly (shmtraced's shmtrace_sequence_loss, last
-                                     -- TraceStats); a packet fragmented over chunks counts
-                                     -- once. NULL: the trace cannot tell (Perfetto's service)
+                                     -- exactly (loss_kind 'writer'); a packet fragmented
+                                     -- over chunks counts once. 'aggregate': the sum over
+                                     -- its writers. NULL: 'folded' (see loss_aggregate), or
+                                     -- the trace cannot tell (Perfetto's service)
   lost_bytes    INTEGER,             -- chunk payload bytes that held them (NULL likewise)
-  producer_counts_known INTEGER      -- 1: drops inside the producer are included (libshm
+  producer_counts_known INTEGER,     -- 1: drops inside the producer are included (libshm
                                      -- producer); 0: the producer cannot report them
                                      -- (e.g. Perfetto's SDK): lost_packets is a lower bound
+                                     -- (an aggregate: 1 only if for all its writers)
+  producer_id   INTEGER,             -- the service's producer id, from the loss list (0 in
+                                     -- a per-buffer aggregate; NULL when not listed)
+  loss_kind     TEXT,                -- 'writer' | 'aggregate' | 'folded' | NULL (above)
+  loss_aggregate INTEGER,            -- 'folded': seq_id of the aggregate row that holds its
+                                     -- counts (same buffer; same producer, known from the
+                                     -- pids of that producer's listed writers). NULL when
+                                     -- several aggregates could hold it (e.g. two producers
+                                     -- in one process): never guessed
+  packets_offered INTEGER,           -- listed rows: packets that reached the buffer
+  packets_read  INTEGER,             --   ... read out of it by the service
+  packets_pending INTEGER            --   ... still there, incomplete (0 once the session
+                                     -- stopped: then counted lost). Per listed row:
+                                     -- packets_offered = packets_read + packets_pending +
+                                     -- lost_packets - the causes outside the buffer
+                                     -- (producer_smb_full, invalid, file_full), and the
+                                     -- packets in the trace = packets_read - invalid -
+                                     -- file_full (an aggregate: of its writers together)
 );
 
 -- packet_loss: why packets were lost, one row per sequence and cause with
@@ -83,7 +129,9 @@ CREATE TABLE sequence (
 -- (refused by the service after reading), file_full (read but not written:
 -- the file reached max_file_size_bytes; such a file has no final stats,
 -- GetTraceStats and `shmtrace record`'s summary report it). Sum over
--- causes = sequence.lost_packets.
+-- causes = sequence.lost_packets. An aggregate's rows (folded list:
+-- sequence.loss_kind = 'aggregate') hold its writers' causes in sum; a
+-- folded writer has none of its own.
 CREATE TABLE packet_loss (
   seq_id   INTEGER NOT NULL,   -- trusted_packet_sequence_id
   cause    TEXT NOT NULL,
@@ -129,6 +177,10 @@ CREATE TABLE buffer_config (
 --   traced, "...-shmtraced-VERSION" for shmtraced), system_name,
 --   system_version, system_release, system_machine, timezone_off_mins,
 --   system_ram_bytes.
+--   Exact loss list (shmtraced): loss_list ('per_writer' | 'folded'), and
+--   if folded loss_aggregates (aggregate rows), loss_folded_sequences
+--   (sequences with loss_kind 'folded'), loss_untied_sequences (those of
+--   them whose loss_aggregate is NULL).
 --   ftrace_analysis (traces with ftrace bundles): 'exact' when the stats
 --   that come from the ftrace events (compact_sched_*_skipped,
 --   mismatched_sched_switch_tids, ftrace_packet_before_tracing_start, ...)
@@ -146,7 +198,8 @@ CREATE TABLE trace_info (
 -- that ever held data (bytes_written + padding, capped at size: a ring that
 -- wrapped is 100 % used). An upper bound for a shmtraced ring that was
 -- drained while written: it goes back to offset 0 early (each time counted
--- in write_wrap_count) and may have used far less.
+-- in write_wrap_count) and may have used far less. sequences counts the
+-- writers' sequences (aggregate rows are not sequences).
 CREATE VIEW buffer AS
 SELECT s.idx AS idx,
   max(CASE s.name WHEN 'traced_buf_buffer_size' THEN s.value END) AS size,
@@ -172,7 +225,8 @@ SELECT s.idx AS idx,
   max(CASE s.name WHEN 'traced_buf_patches_failed' THEN s.value END) AS patches_failed,
   max(CASE s.name WHEN 'traced_buf_trace_writer_packet_loss' THEN s.value END) AS writer_packet_loss,
   max(CASE s.name WHEN 'traced_buf_sequence_packet_loss' THEN s.value END) AS sequence_packet_loss,
-  (SELECT count(*) FROM sequence q WHERE q.buffer = s.idx) AS sequences
+  (SELECT count(*) FROM sequence q WHERE q.buffer = s.idx
+     AND q.loss_kind IS NOT 'aggregate') AS sequences
 FROM stats s LEFT JOIN buffer_config c ON c.idx = s.idx
 WHERE s.name LIKE 'traced_buf_%' AND s.idx IS NOT NULL
 GROUP BY s.idx;

@@ -13,7 +13,8 @@ INS_CHECK_LDADD = inspector/libins.la protos/libshmtrace_protos.la \
 
 INS_CHECKS = tests/check_ins_golden tests/check_ins_detect \
 	tests/check_ins_packet tests/check_ins_stats tests/check_ins_fuzz \
-	tests/check_ins_large tests/check_ins_cli tests/check_ins_inflate
+	tests/check_ins_large tests/check_ins_cli tests/check_ins_inflate \
+	tests/check_ins_loss
 check_PROGRAMS += $(INS_CHECKS)
 TESTS += $(INS_CHECKS)
 noinst_HEADERS += tests/check_ins_util.h
@@ -52,6 +53,13 @@ tests_check_ins_inflate_SOURCES = tests/check_ins_inflate.c
 tests_check_ins_inflate_CPPFLAGS = $(INS_CHECK_CPPFLAGS)
 tests_check_ins_inflate_CFLAGS = $(INS_CHECK_CFLAGS)
 tests_check_ins_inflate_LDADD = $(INS_CHECK_LDADD)
+
+# Exact loss list (ins_loss.c), folded or not, and the canned loss queries
+# on it (run from $(top_srcdir)/sql).
+tests_check_ins_loss_SOURCES = tests/check_ins_loss.c
+tests_check_ins_loss_CPPFLAGS = $(INS_CHECK_CPPFLAGS)
+tests_check_ins_loss_CFLAGS = $(INS_CHECK_CFLAGS)
+tests_check_ins_loss_LDADD = $(INS_CHECK_LDADD)
 
 # The command line, run as a program (finds it via top_builddir).
 tests_check_ins_cli_SOURCES = tests/check_ins_cli.c
