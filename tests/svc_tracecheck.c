@@ -34,13 +34,36 @@
  * inner gaps (+ trailing with --per-sequence, exactly; without it,
  * lost_packets >= the gaps and the rest is reported as lost_after_last),
  * and the causes must add up to lost_packets. A sequence whose packets
- * were all lost must have an entry with lost_packets = N.
+ * were all lost must have an entry with lost_packets = N. Every entry,
+ * aggregates included, must keep the list's invariant: packets_offered =
+ * packets_read + packets_pending + lost_packets - the causes outside the
+ * buffer (producer_smb_full, invalid, file_full); and a sequence with an
+ * entry of its own must have packets_read - invalid - file_full packets
+ * in the trace (read_conservation).
+ *
+ * Folded lists (thousands of writers: service/svc_loss.c keeps entries
+ * for the writers that lost most and sums the others into aggregates,
+ * writer_id 0, one per producer and buffer or one per buffer): a sequence
+ * without an entry of its own is folded, and is accounted through its
+ * aggregate. It is tied to the one aggregate that can hold it: the same
+ * buffer (TraceStats.writer_stats) and either a per-buffer aggregate or
+ * one whose producer has no listed writer in another process (trusted_pid
+ * of the listed writers' packets). Per aggregate, over its folded
+ * sequences: packets in the trace = packets_read - invalid - file_full,
+ * and lost_packets = their missing seq_values (as for one sequence) plus,
+ * with --per-sequence N, N for each of its writers that left no packet in
+ * the trace (lost_packets - missing must be a multiple of N: unseen
+ * writers). When some folded sequence could belong to several aggregates,
+ * the folded sequences and the aggregates are checked as one group
+ * instead (folded_untied). Reported: loss_aggregates, folded_sequences,
+ * folded_untied, folded_unseen_writers.
  *
  * Output: one "key=value" per line (scripts grep them), then a verdict.
  * Exit: 0 ok, 1 check failed, 2 usage or unreadable/undecodable file.
  */
 #include <errno.h>
 #include <getopt.h>
+#include <stdint.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -58,6 +81,38 @@ typedef struct {
     uint64_t markers;
     uint64_t gaps_flagged, gaps_silent, lost, dups, flagged_packets;
 } seqstat;
+
+/* Every packet of a producer sequence (data, markers and any other), with
+ * the process that wrote it: what the loss list's packets_read counts. */
+typedef struct {
+    uint32_t seq_id;
+    int32_t pid;
+    bool has_pid;
+    uint64_t packets;
+} seqpk;
+
+/* The sequence's counter, created on first sight (NULL: out of memory).
+ * The one found last time (*last) is tried first: packets come in runs. */
+static seqpk *pk_get(seqpk **v, size_t *n, size_t *cap, size_t *last,
+                     uint32_t seq_id)
+{
+    if (*last < *n && (*v)[*last].seq_id == seq_id)
+        return &(*v)[*last];
+    for (size_t i = 0; i < *n; i++)
+        if ((*v)[i].seq_id == seq_id)
+            return &(*v)[*last = i];
+    if (*n == *cap) {
+        size_t c = *cap ? *cap * 2 : 64;
+        seqpk *nv = realloc(*v, c * sizeof(*nv));
+        if (!nv)
+            return NULL;
+        *v = nv;
+        *cap = c;
+    }
+    memset(&(*v)[*n], 0, sizeof(**v));
+    (*v)[*n].seq_id = seq_id;
+    return &(*v)[*last = (*n)++];
+}
 
 static void usage(FILE *f)
 {
@@ -114,6 +169,283 @@ static int read_varint(FILE *f, uint64_t *out)
     return -1;
 }
 
+typedef Perfetto__Protos__TraceStats__ShmtraceSequenceLoss sloss;
+
+#define CFAIL(...) do { bad++; \
+        fprintf(stderr, "svc_tracecheck: FAIL: " __VA_ARGS__); \
+        fputc('\n', stderr); } while (0)
+
+/* Packets of an entry's causes named NAMES (NULL-terminated). */
+static uint64_t cause_packets(const sloss *l, const char *const *names)
+{
+    uint64_t n = 0;
+    for (size_t c = 0; c < l->n_causes; c++)
+        for (size_t k = 0; names[k]; k++)
+            if (l->causes[c]->cause &&
+                strcmp(l->causes[c]->cause, names[k]) == 0)
+                n += l->causes[c]->packets;
+    return n;
+}
+
+static const char *const OUTSIDE[] = {"producer_smb_full", "invalid",
+                                      "file_full", NULL};
+static const char *const READ_NOT_WRITTEN[] = {"invalid", "file_full",
+                                               NULL};
+
+static bool is_aggregate(const sloss *l)
+{
+    return l->has_writer_id && l->writer_id == 0;
+}
+
+static const sloss *entry_of(const Perfetto__Protos__TraceStats *st,
+                             uint32_t seq_id)
+{
+    const sloss *l = NULL;
+    for (size_t j = 0; j < st->n_shmtrace_sequence_loss; j++)
+        if (st->shmtrace_sequence_loss[j]->sequence_id == seq_id)
+            l = st->shmtrace_sequence_loss[j];
+    return l;
+}
+
+static const seqpk *pk_of(const seqpk *pks, size_t npks, uint32_t seq_id)
+{
+    for (size_t i = 0; i < npks; i++)
+        if (pks[i].seq_id == seq_id)
+            return &pks[i];
+    return NULL;
+}
+
+/* The buffer writer_stats gives SEQ_ID, or -1. */
+static int64_t buffer_of(const Perfetto__Protos__TraceStats *st,
+                         uint32_t seq_id)
+{
+    for (size_t i = 0; i < st->n_writer_stats; i++)
+        if (st->writer_stats[i]->sequence_id == seq_id &&
+            st->writer_stats[i]->has_buffer)
+            return st->writer_stats[i]->buffer;
+    return -1;
+}
+
+/* Can aggregate A hold the folded sequence q (see the top comment)? */
+static bool may_hold(const Perfetto__Protos__TraceStats *st, const sloss *a,
+                     uint32_t seq_id, const seqpk *pks, size_t npks)
+{
+    int64_t b = buffer_of(st, seq_id);
+    if (b >= 0 && (uint32_t)b != a->buffer)
+        return false;
+    if (a->producer_id == 0)
+        return true;
+    const seqpk *q = pk_of(pks, npks, seq_id);
+    for (size_t j = 0; j < st->n_shmtrace_sequence_loss; j++) {
+        const sloss *w = st->shmtrace_sequence_loss[j];
+        if (is_aggregate(w) || w->producer_id != a->producer_id)
+            continue;
+        const seqpk *wp = pk_of(pks, npks, w->sequence_id);
+        if (wp && q && wp->has_pid && q->has_pid && wp->pid != q->pid)
+            return false;
+    }
+    return true;
+}
+
+/* What the sequences of one group (an aggregate's, or all folded ones)
+ * add up to. */
+typedef struct {
+    uint64_t lost, read_in_trace, missing, in_trace;
+    size_t seqs;
+} group;
+
+/* --conservation (top comment). Returns 1 if it failed, else 0. */
+static int check_conservation(const Perfetto__Protos__TraceStats *st,
+                              const seqstat *seqs, size_t nseqs,
+                              const seqpk *pks, size_t npks,
+                              long long per_seq, int verbose)
+{
+    uint64_t bad = 0, read_bad = 0, acc_lost = 0, after_last = 0;
+    size_t nl = st ? st->n_shmtrace_sequence_loss : 0, naggs = 0;
+    for (size_t i = 0; i < nl; i++) {
+        const sloss *l = st->shmtrace_sequence_loss[i];
+        uint64_t sum = 0;
+        for (size_t c = 0; c < l->n_causes; c++)
+            sum += l->causes[c]->packets;
+        if (sum != l->lost_packets)
+            CFAIL("sequence %u: causes add up to %llu, lost_packets %llu",
+                  l->sequence_id, (unsigned long long)sum,
+                  (unsigned long long)l->lost_packets);
+        uint64_t outside = cause_packets(l, OUTSIDE);
+        if (l->packets_offered + outside !=
+            l->packets_read + l->packets_pending + l->lost_packets)
+            CFAIL("%s %u: offered %llu + outside the buffer %llu != read "
+                  "%llu + pending %llu + lost %llu",
+                  is_aggregate(l) ? "aggregate" : "sequence",
+                  l->sequence_id, (unsigned long long)l->packets_offered,
+                  (unsigned long long)outside,
+                  (unsigned long long)l->packets_read,
+                  (unsigned long long)l->packets_pending,
+                  (unsigned long long)l->lost_packets);
+        acc_lost += l->lost_packets;
+        naggs += is_aggregate(l);
+        for (size_t c = 0; verbose && c < l->n_causes; c++)
+            printf("loss seq %u: %s=%llu\n", l->sequence_id,
+                   l->causes[c]->cause,
+                   (unsigned long long)l->causes[c]->packets);
+    }
+    /* Sequences with an entry of their own. */
+    for (size_t i = 0; i < npks && st; i++) {
+        const sloss *l = entry_of(st, pks[i].seq_id);
+        if (!l || is_aggregate(l))
+            continue;
+        uint64_t exp = l->packets_read - cause_packets(l, READ_NOT_WRITTEN);
+        if (exp != pks[i].packets) {
+            read_bad++;
+            CFAIL("sequence %u: %llu packets in the trace, its entry "
+                  "read %llu of which %llu were not written",
+                  pks[i].seq_id, (unsigned long long)pks[i].packets,
+                  (unsigned long long)l->packets_read,
+                  (unsigned long long)cause_packets(l, READ_NOT_WRITTEN));
+        }
+    }
+    /* Folded sequences: tied to an aggregate (tie[] holds its index in
+     * the list) or, if several could hold one, all in one group. */
+    size_t *tie = calloc(nseqs ? nseqs : 1, sizeof(*tie));
+    group *g = calloc(nl ? nl : 1, sizeof(*g));
+    if (!tie || !g) {
+        free(tie);
+        free(g);
+        return 1;
+    }
+    size_t folded = 0, untied = 0;
+    for (size_t i = 0; i < nseqs; i++) {
+        tie[i] = SIZE_MAX;
+        if (!naggs || entry_of(st, seqs[i].seq_id))
+            continue;
+        folded++;
+        size_t cand = SIZE_MAX, ncand = 0;
+        for (size_t j = 0; j < nl; j++)
+            if (is_aggregate(st->shmtrace_sequence_loss[j]) &&
+                may_hold(st, st->shmtrace_sequence_loss[j], seqs[i].seq_id,
+                         pks, npks)) {
+                cand = j;
+                ncand++;
+            }
+        if (ncand == 1)
+            tie[i] = cand;
+        else
+            untied++;
+    }
+    /* Producer sequences with packets but no data packet or marker (no
+     * seqstat) count in the trace too. */
+    for (size_t i = 0; i < npks && naggs; i++) {
+        if (entry_of(st, pks[i].seq_id))
+            continue;
+        bool known = false;
+        for (size_t k = 0; k < nseqs && !known; k++)
+            known = seqs[k].seq_id == pks[i].seq_id;
+        if (!known) {
+            folded++;
+            untied++;
+        }
+    }
+    bool pooled = untied > 0;
+    group all = {0};
+    for (size_t j = 0; j < nl; j++) {
+        const sloss *a = st->shmtrace_sequence_loss[j];
+        if (!is_aggregate(a))
+            continue;
+        group *t = pooled ? &all : &g[j];
+        t->lost += a->lost_packets;
+        t->read_in_trace += a->packets_read -
+                            cause_packets(a, READ_NOT_WRITTEN);
+    }
+    for (size_t i = 0; i < npks && naggs; i++) {
+        if (entry_of(st, pks[i].seq_id))
+            continue;
+        size_t k = 0;
+        while (k < nseqs && seqs[k].seq_id != pks[i].seq_id)
+            k++;
+        group *t = pooled || k == nseqs ? &all : &g[tie[k]];
+        t->in_trace += pks[i].packets;
+    }
+    /* Each folded sequence's missing seq_values, as for one sequence. */
+    for (size_t i = 0; i < nseqs && naggs; i++) {
+        const seqstat *q = &seqs[i];
+        if (entry_of(st, q->seq_id))
+            continue;
+        group *t = pooled ? &all : &g[tie[i]];
+        uint64_t gaps = (q->count ? q->first : 0) + q->lost;
+        t->missing += per_seq > 0 ?
+            (q->count ? gaps + (uint64_t)(per_seq - 1 - q->last)
+                      : (uint64_t)per_seq) : gaps;
+        t->seqs++;
+    }
+    uint64_t unseen = 0;
+    for (size_t j = 0; j <= nl && naggs; j++) {
+        group *t = j == nl ? &all : &g[j];
+        if (j == nl ? !pooled : (pooled ||
+                                 !is_aggregate(st->shmtrace_sequence_loss[j])))
+            continue;
+        uint32_t id = j == nl ? 0 : st->shmtrace_sequence_loss[j]->sequence_id;
+        if (t->read_in_trace != t->in_trace) {
+            read_bad++;
+            CFAIL("aggregate %u: its writers have %llu packets in the "
+                  "trace, it read %llu not counted lost", id,
+                  (unsigned long long)t->in_trace,
+                  (unsigned long long)t->read_in_trace);
+        }
+        if (t->lost < t->missing)
+            CFAIL("aggregate %u: lost_packets %llu, but %llu packets of "
+                  "its %zu folded sequences are missing", id,
+                  (unsigned long long)t->lost,
+                  (unsigned long long)t->missing, t->seqs);
+        else if (per_seq > 0 && (t->lost - t->missing) % per_seq != 0)
+            CFAIL("aggregate %u: lost_packets %llu = %llu missing in its "
+                  "%zu folded sequences + %llu, not whole writers of %lld",
+                  id, (unsigned long long)t->lost,
+                  (unsigned long long)t->missing, t->seqs,
+                  (unsigned long long)(t->lost - t->missing), per_seq);
+        else if (per_seq > 0)
+            unseen += (t->lost - t->missing) / (uint64_t)per_seq;
+        else
+            after_last += t->lost - t->missing;
+    }
+    free(g);
+    /* Sequences with an entry of their own (or, without aggregates, with
+     * none: then nothing of theirs was counted lost). */
+    for (size_t i = 0; i < nseqs; i++) {
+        const seqstat *q = &seqs[i];
+        const sloss *l = st ? entry_of(st, q->seq_id) : NULL;
+        if (!l && naggs)
+            continue;
+        uint64_t gaps = (q->count ? q->first : 0) + q->lost;
+        uint64_t got = l ? l->lost_packets : 0;
+        if (per_seq > 0) {
+            uint64_t exp = q->count ?
+                gaps + (uint64_t)(per_seq - 1 - q->last) :
+                (uint64_t)per_seq;
+            if (got != exp)
+                CFAIL("sequence %u: lost_packets %llu, but %llu of its "
+                      "%lld packets are missing", q->seq_id,
+                      (unsigned long long)got, (unsigned long long)exp,
+                      per_seq);
+        } else {
+            if (got < gaps)
+                CFAIL("sequence %u: lost_packets %llu, but %llu packets "
+                      "are missing before its last", q->seq_id,
+                      (unsigned long long)got, (unsigned long long)gaps);
+            else
+                after_last += got - gaps;
+        }
+    }
+    free(tie);
+    printf("stats_lost_packets=%llu\nlost_after_last=%llu\n"
+           "loss_aggregates=%zu\nfolded_sequences=%zu\nfolded_untied=%zu\n"
+           "folded_unseen_writers=%llu\nread_conservation=%s\n"
+           "conservation=%s\n", (unsigned long long)acc_lost,
+           (unsigned long long)after_last, naggs, folded, untied,
+           (unsigned long long)unseen, read_bad ? "BROKEN" : "exact",
+           bad ? "BROKEN" : "exact");
+    return bad ? 1 : 0;
+}
+
 int main(int argc, char **argv)
 {
     static const struct option opts[] = {
@@ -164,6 +496,8 @@ int main(int argc, char **argv)
     }
     seqstat *seqs = NULL;
     size_t nseqs = 0;
+    seqpk *pks = NULL;
+    size_t npks = 0, pk_cap = 0, pk_last = 0;
     uint64_t packets = 0, service_packets = 0, test_packets = 0;
     uint64_t payload_checked = 0, payload_damaged = 0;
     uint64_t stats_packets = 0, config_packets = 0, other_packets = 0;
@@ -204,6 +538,16 @@ int main(int argc, char **argv)
         packets++;
         uint32_t seq = p->has_trusted_packet_sequence_id ?
                        p->trusted_packet_sequence_id : 0;
+        if (seq > 1) {
+            seqpk *k = pk_get(&pks, &npks, &pk_cap, &pk_last, seq);
+            if (!k)
+                return 2;
+            k->packets++;
+            if (p->has_trusted_pid) {
+                k->has_pid = true;
+                k->pid = p->trusted_pid;
+            }
+        }
         if (seq == 1) {
             service_packets++;
             if (p->trace_stats) {
@@ -401,62 +745,13 @@ int main(int argc, char **argv)
               "no loss visible although one was expected");
     if (conservation) {
         CHECK(last_stats != NULL, "no trace_stats packet");
-        uint64_t acc_lost = 0, after_last = 0, bad = 0;
-        size_t nl = last_stats ? last_stats->n_shmtrace_sequence_loss : 0;
-        for (size_t i = 0; i < nl; i++) {
-            const Perfetto__Protos__TraceStats__ShmtraceSequenceLoss *l =
-                last_stats->shmtrace_sequence_loss[i];
-            uint64_t sum = 0;
-            for (size_t c = 0; c < l->n_causes; c++)
-                sum += l->causes[c]->packets;
-            CHECK(sum == l->lost_packets, "sequence %u: causes add up to "
-                  "%llu, lost_packets %llu", l->sequence_id,
-                  (unsigned long long)sum,
-                  (unsigned long long)l->lost_packets);
-            acc_lost += l->lost_packets;
-            for (size_t c = 0; verbose && c < l->n_causes; c++)
-                printf("loss seq %u: %s=%llu\n", l->sequence_id,
-                       l->causes[c]->cause,
-                       (unsigned long long)l->causes[c]->packets);
-        }
-        for (size_t i = 0; i < nseqs; i++) {
-            const seqstat *q = &seqs[i];
-            const Perfetto__Protos__TraceStats__ShmtraceSequenceLoss *l =
-                NULL;
-            for (size_t j = 0; j < nl; j++)
-                if (last_stats->shmtrace_sequence_loss[j]->sequence_id ==
-                    q->seq_id)
-                    l = last_stats->shmtrace_sequence_loss[j];
-            uint64_t gaps = (q->count ? q->first : 0) + q->lost;
-            uint64_t got = l ? l->lost_packets : 0;
-            if (per_seq > 0) {
-                uint64_t exp = q->count ?
-                    gaps + (uint64_t)(per_seq - 1 - q->last) :
-                    (uint64_t)per_seq;
-                if (got != exp)
-                    bad++;
-                CHECK(got == exp, "sequence %u: lost_packets %llu, but %llu "
-                      "of its %lld packets are missing", q->seq_id,
-                      (unsigned long long)got, (unsigned long long)exp,
-                      per_seq);
-            } else {
-                if (got < gaps)
-                    bad++;
-                CHECK(got >= gaps, "sequence %u: lost_packets %llu, but "
-                      "%llu packets are missing before its last",
-                      q->seq_id, (unsigned long long)got,
-                      (unsigned long long)gaps);
-                if (got > gaps)
-                    after_last += got - gaps;
-            }
-        }
-        printf("stats_lost_packets=%llu\nlost_after_last=%llu\n"
-               "conservation=%s\n", (unsigned long long)acc_lost,
-               (unsigned long long)after_last, bad ? "BROKEN" : "exact");
+        fail |= check_conservation(last_stats, seqs, nseqs, pks, npks,
+                                   per_seq, verbose);
     }
     if (last_stats)
         perfetto__protos__trace_stats__free_unpacked(last_stats, NULL);
     free(seqs);
+    free(pks);
     printf("verdict=%s\n", fail ? "FAIL" : "OK");
     return fail;
 }
