@@ -11,7 +11,8 @@
 -- once, also when the service folded its loss list into aggregates
 -- (sql/schema.sql, sequence.loss_kind): an aggregate's lost_packets is
 -- its writers' in sum, and folded writers add their packets in the trace
--- but no loss of their own. It then names how many writers were folded.
+-- but no loss of their own. A line then says how many writers were
+-- folded into how many aggregates.
 .headers on
 .mode column
 
@@ -35,19 +36,20 @@ WHERE NOT EXISTS (SELECT 1 FROM stats WHERE severity = 'data_loss' AND value != 
          'traced_buf_chunks_discarded', 'traced_chunks_discarded'))
   AND NOT EXISTS (SELECT 1 FROM sequence WHERE lost_packets > 0);
 
-SELECT printf('lost %d of %d packets (%.1f%%): see lost_packets.sql%s',
+SELECT printf('lost %d of %d packets (%.1f%%): see lost_packets.sql',
               sum(ifnull(lost_packets, 0)),
               sum(packets + ifnull(lost_packets, 0)),
               100.0 * sum(ifnull(lost_packets, 0)) /
-              max(1, sum(packets + ifnull(lost_packets, 0))),
-              CASE WHEN sum(loss_kind = 'aggregate') > 0
-                THEN printf(' (%d writers folded into %d aggregates)',
-                            sum(loss_kind = 'folded'),
-                            sum(loss_kind = 'aggregate'))
-                ELSE '' END)
+              max(1, sum(packets + ifnull(lost_packets, 0))))
        AS exact_loss
 FROM sequence WHERE seq_id != 1 AND loss_kind IS NOT NULL
 HAVING sum(ifnull(lost_packets, 0)) > 0;
+
+SELECT printf('%d writers folded into %d aggregates',
+              sum(loss_kind = 'folded'), sum(loss_kind = 'aggregate'))
+       AS folded_loss_list
+FROM sequence
+HAVING sum(loss_kind = 'aggregate') > 0;
 
 SELECT 'chunks were overwritten unread or discarded: data was lost'
        AS notice

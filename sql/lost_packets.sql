@@ -19,8 +19,10 @@
 -- counts), in_trace is the packets of those writers in the trace
 -- (packets_read - invalid - file_full), lost their losses in sum. The
 -- folded writers have no row of their own (no count of their own); a
--- line below says how many there are, and how many could not be tied to
--- one aggregate. TOTAL counts every packet once, folded or not.
+-- line below says how many there are (folded_writers) and how many could
+-- not be tied to one aggregate (untied). TOTAL counts every packet once,
+-- folded or not. (Notes stay under 60 characters: sqlite3's column mode
+-- wraps longer ones.)
 --
 -- Part 2, for traces without these counts (recorded by Perfetto's own
 -- service): what can be known per buffer, and a loud notice when the
@@ -62,14 +64,13 @@ FROM (
 )
 ORDER BY lost DESC, seq_id;
 
-SELECT printf('%d writers have no count of their own: the service folded '
-              || 'them into the %d AGGREGATE rows above%s', count(*),
-              (SELECT count(*) FROM sequence WHERE loss_kind = 'aggregate'),
-              CASE WHEN count(*) > count(loss_aggregate)
-                THEN printf(' (%d of them could not be tied to one: '
-                            || 'several aggregates in their buffer)',
-                            count(*) - count(loss_aggregate))
-                ELSE '' END) AS folded
+SELECT count(*) AS folded_writers,
+       (SELECT count(*) FROM sequence WHERE loss_kind = 'aggregate')
+         AS aggregates,
+       count(*) - count(loss_aggregate) AS untied,
+       CASE WHEN count(*) > count(loss_aggregate)
+         THEN 'some untied: several aggregates could hold them'
+         ELSE 'each counted in its AGGREGATE row above' END AS note
 FROM sequence WHERE loss_kind = 'folded'
 HAVING count(*) > 0;
 
