@@ -89,3 +89,11 @@ TESTS += tests/check_ins_live.sh
 # loss queries, on Perfetto's traces (unknown) and ours (exact).
 dist_check_SCRIPTS += tests/ins_lost_packets.sh
 TESTS += tests/ins_lost_packets.sh
+
+# A loss list the service folds (thousands of writers), end to end:
+# svc_manywriters is one producer with 8000 TraceWriters.
+check_PROGRAMS += tests/svc_manywriters
+tests_svc_manywriters_SOURCES = tests/svc_manywriters.c
+tests_svc_manywriters_LDADD = libshm/libshm.la -lpthread
+dist_check_SCRIPTS += tests/ins_lost_folded.sh
+TESTS += tests/ins_lost_folded.sh
