@@ -8,9 +8,13 @@
 #    health_check.sql never says "healthy"; ok_v2 is healthy, its service
 #    unknown (no SystemInfo packet);
 #  - a trace recorded by shmtraced over a wrapping ring: lost_packets is
-#    set on every producer sequence, packet_loss rows add up to it,
-#    packets + lost_packets is what each writer attempted (--count), and
-#    health_check.sql names shmtraced and this machine.
+#    set on every producer sequence (loss_kind 'writer'; a folded list,
+#    tests/ins_lost_folded.sh, is accepted too: then a sequence without
+#    its own count is 'folded' and its aggregate accounts for it),
+#    packet_loss rows add up to it, packets + lost_packets is what each
+#    writer attempted (--count), every entry keeps offered = read +
+#    pending + lost - the causes outside the buffer, and health_check.sql
+#    names shmtraced and this machine.
 . "${top_srcdir:-.}/tests/e2e_lib.sh"
 INSPECT="$top_builddir/inspector/shmtrace-inspect"
 e2e_need_tools "$INSPECT"
@@ -72,14 +76,37 @@ e2e_stop_daemon
 db="$E2E_DIR/ours.db"
 "$INSPECT" --force --no-progress -o "$db" "$E2E_DIR/trace" >/dev/null 2>&1 ||
     e2e_fail "inspecting our trace failed"
-[ "$(q "$db" "select count(*) from sequence where seq_id != 1 and lost_packets is null")" = 0 ] ||
-    e2e_fail "a producer sequence has no lost_packets"
-[ "$(q "$db" "select count(*) from sequence where seq_id != 1 and lost_packets > 0")" = 2 ] ||
+# Every producer sequence has its own count ('writer') or, if the service
+# folded the list (many writers: not here, but the checks must hold then
+# too), is counted in an aggregate ('folded', tied to it).
+[ "$(q "$db" "select count(*) from sequence where seq_id != 1 and (loss_kind is null or (loss_kind = 'writer') != (lost_packets is not null))")" = 0 ] ||
+    e2e_fail "a producer sequence has no lost_packets and is not folded"
+[ "$(q "$db" "select count(*) from sequence where loss_kind = 'folded' and loss_aggregate is null")" = 0 ] ||
+    e2e_fail "one producer: a folded sequence must be tied to its aggregate"
+[ "$(q "$db" "select count(*) from sequence where seq_id != 1 and loss_kind in ('writer', 'aggregate') and lost_packets > 0")" = 2 ] ||
+    [ "$(q "$db" "select count(*) from sequence where loss_kind = 'aggregate'")" != 0 ] ||
     e2e_fail "both writers should have lost packets to the 256 KiB ring"
 [ "$(q "$db" "select count(*) from sequence s where seq_id != 1 and lost_packets != (select sum(packets) from packet_loss p where p.seq_id = s.seq_id)")" = 0 ] ||
     e2e_fail "packet_loss does not add up to lost_packets"
-[ "$(q "$db" "select count(*) from sequence where seq_id != 1 and packets + lost_packets != $N")" = 0 ] ||
+[ "$(q "$db" "select count(*) from sequence where loss_kind = 'writer' and packets + lost_packets != $N")" = 0 ] ||
     e2e_fail "packets + lost_packets != $N: $(q "$db" "select seq_id, packets, lost_packets from sequence")"
+# An aggregate holds whole writers: its folded writers' packets in the
+# trace are what it read, and with its losses make N per writer.
+[ "$(q "$db" "select count(*) from sequence a where loss_kind = 'aggregate' and
+        (packets_read - ifnull((select sum(packets) from packet_loss p where
+           p.seq_id = a.seq_id and cause in ('invalid', 'file_full')), 0)
+         != (select ifnull(sum(packets), 0) from sequence f
+             where f.loss_aggregate = a.seq_id)
+         or ((select ifnull(sum(packets), 0) from sequence f
+              where f.loss_aggregate = a.seq_id) + lost_packets) % $N != 0)")" = 0 ] ||
+    e2e_fail "an aggregate does not account for its folded writers"
+# Every entry (writer or aggregate): offered = read + pending + lost -
+# the causes outside the buffer.
+[ "$(q "$db" "select count(*) from sequence s where loss_kind in ('writer', 'aggregate') and
+        packets_offered + ifnull((select sum(packets) from packet_loss p where
+          p.seq_id = s.seq_id and cause in ('producer_smb_full', 'invalid',
+          'file_full')), 0) != packets_read + packets_pending + lost_packets")" = 0 ] ||
+    e2e_fail "an entry breaks offered = read + pending + lost - outside causes"
 [ "$(q "$db" "select count(*) from sequence where seq_id != 1 and producer_counts_known != 1")" = 0 ] ||
     e2e_fail "a libshm producer's drops must be known"
 sqlite3 "$db" <"$SQL/lost_packets.sql" >"$E2E_DIR/ours.lost"
