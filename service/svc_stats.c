@@ -106,7 +106,7 @@ static int by_worth(const void *va, const void *vb)
 }
 
 /* Is any in-buffer loss count of writer key (producer << 16 | writer) in
- * l[0..n) non-zero? l is sorted by key (sorted_loss). */
+ * l[0..n) non-zero? l is sorted by key (by_loss_key). */
 static bool buffer_lost(const tb_seq_loss *const *l, size_t n, uint32_t key)
 {
     size_t lo = 0, hi = n;
