@@ -410,7 +410,8 @@ int ins_db_set_sequence_loss(ins_db *db, const ins_loss_row *r)
 /* Folded sequences (ins_db.h). A candidate aggregate for sequence q: the
  * same buffer (any, if q's is unknown), and either a per-buffer aggregate
  * (producer 0) or one whose producer has no listed writer with a pid other
- * than q's. Only a single candidate ties q: two producers in one process,
+ * than q's (a listed writer none of whose packets is in the trace has no
+ * pid, and tells nothing: with writer_stats bounded, thousands do). Only a single candidate ties q: two producers in one process,
  * or several producers none of whose writers kept an entry, leave it
  * NULL rather than guessed. The distinct (producer, pid) pairs go to a
  * temp table first: thousands of folded sequences times thousands of
@@ -418,7 +419,7 @@ int ins_db_set_sequence_loss(ins_db *db, const ins_loss_row *r)
 static const char TIE_FOLDED_SQL[] =
     "DROP TABLE IF EXISTS temp.ins_wpid;"
     "CREATE TEMP TABLE ins_wpid AS SELECT DISTINCT producer_id, pid"
-    " FROM sequence WHERE loss_kind = 'writer';"
+    " FROM sequence WHERE loss_kind = 'writer' AND pid IS NOT NULL;"
     "CREATE INDEX temp.ins_wpid_p ON ins_wpid(producer_id);"
     "UPDATE sequence SET loss_kind = 'folded', loss_aggregate ="
     " (SELECT CASE count(*) WHEN 1 THEN max(a.seq_id) END"
