@@ -109,6 +109,7 @@ SHMTRACE_API tb_buffer *tb_clone_readonly(const tb_buffer *src)
     b->stats.chunks_read = 0;
     b->stats.readaheads_succeeded = 0;
     b->stats.readaheads_failed = 0;
+    b->stats.hist_chunks_untracked = 0; /* histograms are not cloned */
     if (tb__seq_clone_all(b, src) < 0 || tb__loss_clone(b, src) < 0) {
         tb_destroy(b);
         errno = ENOMEM;

@@ -249,17 +249,22 @@ struct tb_buffer {
     tb_write_probe_fn probe_fn;  /* tb_set_write_probe; NULL: none */
     void *probe_ctx;
 
+    /* Per-writer tables, bounded (trace_buffer.h): at most
+     * TB_*_MAX_WRITERS entries each, the last one maybe the overflow
+     * entry (key 0) shared by the writers seen after the table filled. */
     tb_writer_stats *hist;  /* per-writer histograms, first-seen order */
     size_t nhist;
     size_t hist_cap;
     uint32_t *hhash;        /* key -> index + 1 into hist, open addressing */
     uint32_t hhash_cap;
+    uint32_t hist_over;     /* index + 1 of the overflow entry, 0 = none */
 
     tb_seq_loss *lossv;     /* per-writer loss accounting (tb_loss.c) */
     uint32_t nloss;
     size_t loss_cap;
     uint32_t *lhash;        /* key -> index + 1, open addressing */
     uint32_t lhash_cap;
+    uint32_t loss_over;     /* index + 1 of the aggregate entry, 0 = none */
 };
 
 static inline size_t tb__outer(size_t payload)

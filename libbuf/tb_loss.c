@@ -17,12 +17,24 @@
  * for chunks refused before any sequence exists; a sequence caches its
  * index (loss_idx). Refusals tokenize the refused payload
  * (tb__count_starts), which the accepting path never does twice.
+ *
+ * Bound (trace_buffer.h, TB_LOSS_MAX_WRITERS): entries are never dropped,
+ * and producers that reconnect bring new keys, so the table stops making
+ * writers' entries when it is full and counts every later writer in one
+ * aggregate entry (key 0) instead. A sequence caches the aggregate's index
+ * like its own, so the hot paths do not change; a refused chunk of such
+ * a writer (no sequence) costs one hash miss. Sums move nothing between
+ * entries: the aggregate's identity holds because each of its writers'
+ * would.
  */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "tb_int.h"
+
+_Static_assert(TB_LOSS_MAX_WRITERS >= 2 &&
+               TB_LOSS_MAX_WRITERS < UINT32_MAX / 2, "loss table bound");
 
 static uint32_t lslot(uint32_t key, uint32_t cap)
 {
@@ -49,8 +61,32 @@ static int lhash_grow(tb_buffer *b)
     return 0;
 }
 
+/* Appends an empty entry for key; its index + 1, 0 when out of memory. */
+static uint32_t loss_new(tb_buffer *b, uint32_t key)
+{
+    if ((uint64_t)(b->nloss + 1) * 2 > b->lhash_cap && lhash_grow(b) < 0)
+        return 0;
+    tb_seq_loss *v = tb__grow(b->lossv, &b->loss_cap, (size_t)b->nloss + 1,
+                              sizeof(*v), 16);
+    if (!v)
+        return 0;
+    b->lossv = v;
+    tb_seq_loss *e = &b->lossv[b->nloss];
+    memset(e, 0, sizeof(*e));
+    e->producer_id = (uint16_t)(key >> 16);
+    e->writer_id = (uint16_t)key;
+    uint32_t j = lslot(key, b->lhash_cap);
+    while (b->lhash[j] != 0)
+        j = (j + 1) & (b->lhash_cap - 1);
+    b->lhash[j] = ++b->nloss;
+    return b->nloss;
+}
+
 /* The entry of key (found or created), cached in s when s is given; NULL
- * only when out of memory (the loss is then not attributed). */
+ * only when out of memory (the loss is then not attributed). Once
+ * TB_LOSS_MAX_WRITERS - 1 writers have an entry, a new writer gets the
+ * aggregate entry (key 0, created the first time; in lhash too, but no
+ * lookup asks for key 0): checked only when an entry would be made. */
 tb_seq_loss *tb__loss_entry(tb_buffer *b, tb__seq *s, uint32_t key)
 {
     if (s && s->loss_idx)
@@ -67,24 +103,19 @@ tb_seq_loss *tb__loss_entry(tb_buffer *b, tb__seq *s, uint32_t key)
             j = (j + 1) & (b->lhash_cap - 1);
         }
     }
-    if ((uint64_t)(b->nloss + 1) * 2 > b->lhash_cap && lhash_grow(b) < 0)
+    uint32_t idx;
+    if (b->nloss < TB_LOSS_MAX_WRITERS - 1) {
+        idx = loss_new(b, key);
+    } else {
+        if (b->loss_over == 0)
+            b->loss_over = loss_new(b, 0);
+        idx = b->loss_over;
+    }
+    if (idx == 0)
         return NULL;
-    tb_seq_loss *v = tb__grow(b->lossv, &b->loss_cap, (size_t)b->nloss + 1,
-                              sizeof(*v), 16);
-    if (!v)
-        return NULL;
-    b->lossv = v;
-    tb_seq_loss *e = &b->lossv[b->nloss];
-    memset(e, 0, sizeof(*e));
-    e->producer_id = (uint16_t)(key >> 16);
-    e->writer_id = (uint16_t)key;
-    uint32_t j = lslot(key, b->lhash_cap);
-    while (b->lhash[j] != 0)
-        j = (j + 1) & (b->lhash_cap - 1);
-    b->lhash[j] = ++b->nloss;
     if (s)
-        s->loss_idx = b->nloss;
-    return e;
+        s->loss_idx = idx;
+    return &b->lossv[idx - 1];
 }
 
 void tb__lose(tb_buffer *b, tb__seq *s, uint32_t key, int cause,
@@ -173,6 +204,7 @@ int tb__loss_clone(tb_buffer *dst, const tb_buffer *src)
     dst->nloss = src->nloss;
     dst->loss_cap = src->loss_cap;
     dst->lhash_cap = src->lhash_cap;
+    dst->loss_over = src->loss_over;
     for (uint32_t i = 0; i < dst->nloss; i++) { /* reads are not cloned */
         dst->lossv[i].packets_offered -= dst->lossv[i].packets_read;
         dst->lossv[i].packets_read = 0;

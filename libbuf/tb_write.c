@@ -45,6 +45,9 @@
 
 #include "tb_int.h"
 
+_Static_assert(TB_HIST_MAX_WRITERS >= 2 &&
+               TB_HIST_MAX_WRITERS < UINT32_MAX / 2, "histogram bound");
+
 /* After each copy: ask for the ring's lines up to 16 KiB past the write
  * cursor (the next records most likely go there), each line once (b->pf_end
  * remembers how far earlier calls got), so the memory traffic of the next
@@ -372,7 +375,8 @@ static bool recommit(tb_buffer *b, tb__seq *s, uint32_t idx, uint8_t flags,
 }
 
 /* b->hhash: pri_wri_id -> index + 1 into b->hist (linear probing, load
- * <= 1/2, never deleted from: entries are never dropped). */
+ * <= 1/2, never deleted from: entries are never dropped). The overflow
+ * entry (key 0) is in it too; no lookup asks for key 0. */
 static uint32_t hhash_slot(uint32_t key, uint32_t cap)
 {
     return (uint32_t)((key * 0x9E3779B1u) >> 11) & (cap - 1);
@@ -401,16 +405,9 @@ static int hhash_grow(tb_buffer *b)
     return 0;
 }
 
-/* Index + 1 of key's histogram entry, created if new; 0 when out of
- * memory. */
-static uint32_t hist_entry(tb_buffer *b, uint32_t key)
+/* Appends an empty entry for key; its index + 1, 0 when out of memory. */
+static uint32_t hist_new(tb_buffer *b, uint32_t key)
 {
-    if (b->hhash_cap) {
-        uint32_t j = hhash_slot(key, b->hhash_cap);
-        for (; b->hhash[j] != 0; j = (j + 1) & (b->hhash_cap - 1))
-            if (hist_key(&b->hist[b->hhash[j] - 1]) == key)
-                return b->hhash[j];
-    }
     if ((uint64_t)(b->nhist + 1) * 2 > b->hhash_cap && hhash_grow(b) < 0)
         return 0;
     tb_writer_stats *h = tb__grow(b->hist, &b->hist_cap, b->nhist + 1,
@@ -429,14 +426,38 @@ static uint32_t hist_entry(tb_buffer *b, uint32_t key)
     return (uint32_t)b->nhist;
 }
 
+/* Index + 1 of key's histogram entry, created if new while there is room
+ * (TB_HIST_MAX_WRITERS - 1 writers' entries), else the overflow entry's
+ * (created the first time); 0 when out of memory. Runs once per sequence,
+ * so the bound costs the hot path nothing. */
+static uint32_t hist_entry(tb_buffer *b, uint32_t key)
+{
+    if (b->hhash_cap) {
+        uint32_t j = hhash_slot(key, b->hhash_cap);
+        for (; b->hhash[j] != 0; j = (j + 1) & (b->hhash_cap - 1))
+            if (hist_key(&b->hist[b->hhash[j] - 1]) == key)
+                return b->hhash[j];
+    }
+    if (b->nhist < TB_HIST_MAX_WRITERS - 1)
+        return hist_new(b, key);
+    if (b->hist_over == 0)
+        b->hist_over = hist_new(b, 0);
+    return b->hist_over;
+}
+
 /* Adds one histogram sample for the sequence's writer (spec §10). The
  * entry is found once per sequence (hash: a linear search made the first
- * lap with 1000 writers 7% slower) and cached in it. */
+ * lap with 1000 writers 7% slower) and cached in it. A writer without an
+ * entry of its own (the table was full) adds to the overflow entry and to
+ * hist_chunks_untracked: one compare per chunk (hist_over is 0, never
+ * equal, until the table fills). */
 static void hist_add(tb_buffer *b, tb__seq *s, uint32_t value)
 {
     static const uint32_t thresholds[] = TB_HIST_THRESHOLDS;
     if (s->hist_idx == 0 && (s->hist_idx = hist_entry(b, s->key)) == 0)
         return; /* a sample lost to OOM; nothing else */
+    if (__builtin_expect(s->hist_idx == b->hist_over, 0))
+        b->stats.hist_chunks_untracked++;
     size_t bucket = 0;
     while (bucket < TB_HIST_BUCKETS - 1 && value > thresholds[bucket])
         bucket++;

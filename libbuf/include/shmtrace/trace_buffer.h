@@ -77,7 +77,15 @@ typedef struct {
     uint8_t data[4];
 } tb_patch;
 
-/* Meanings = Perfetto TraceStats.BufferStats (spec trace-buffer.md §10). */
+/* Meanings = Perfetto TraceStats.BufferStats (spec trace-buffer.md §10),
+ * except the fields after trace_writer_packet_loss, shmtrace's own
+ * (appended; earlier fields never move):
+ *   hist_chunks_untracked  histogram samples (one per chunk, as for
+ *                          tb_get_writer_stats) of writers that have no
+ *                          entry of their own because the table was full
+ *                          (TB_HIST_MAX_WRITERS): they went into the
+ *                          overflow entry, whose counts add up to this.
+ *                          0 in a clone (its histograms start empty). */
 typedef struct {
     uint64_t buffer_size, bytes_written, bytes_overwritten, bytes_read,
              padding_bytes_written, padding_bytes_cleared,
@@ -87,6 +95,7 @@ typedef struct {
              patches_succeeded, patches_failed,
              readaheads_succeeded, readaheads_failed,
              abi_violations, trace_writer_packet_loss;
+    uint64_t hist_chunks_untracked;
 } tb_stats;
 
 /* size rounded up to 4096; NULL + errno on 0, > 4 GiB, or no memory. */
@@ -136,7 +145,19 @@ SHMTRACE_API tb_fill_policy tb_policy(const tb_buffer *);
  * trace-buffer.md §10), an addition to the contract. Every copy that passes
  * the size check adds the chunk's valid fragment bytes F to its writer's
  * entry: bucket i < 10 counts TB_HIST_THRESHOLDS[i-1] < F <= [i], bucket 10
- * the values above 16384. Entries are never dropped; clones start empty. */
+ * the values above 16384. Entries are never dropped; clones start empty.
+ *
+ * Bound: producers come and go (each connection a new producer id, up to
+ * 32767 writers each), and entries are kept for the buffer's life, so a
+ * buffer holds at most TB_HIST_MAX_WRITERS entries (about 1.5 MB of
+ * 184-byte entries). The first TB_HIST_MAX_WRITERS - 1 writers seen get
+ * one each; every later writer's samples go into one overflow entry, made
+ * when the first such writer comes, always the last of the array, and
+ * told apart by producer_id == 0 && writer_id == 0 (no writer has that
+ * key: the copy refuses it). Its counts and sums are those of all the
+ * writers without an entry together, so the entries still add up to every
+ * sample; tb_stats.hist_chunks_untracked is its total count. */
+#define TB_HIST_MAX_WRITERS 8192
 #define TB_HIST_BUCKETS 11
 #define TB_HIST_THRESHOLDS {8, 32, 128, 512, 1024, 2048, 4096, 8192, \
                             12288, 16384}
@@ -147,8 +168,9 @@ typedef struct {
     uint64_t sum[TB_HIST_BUCKETS];
 } tb_writer_stats;
 
-/* Array of *n entries in first-seen order, owned by the buffer, valid until
- * the next tb_copy_chunk_untrusted or tb_destroy. NULL with *n = 0 if none. */
+/* Array of *n <= TB_HIST_MAX_WRITERS entries in first-seen order (the
+ * overflow entry, if any, last), owned by the buffer, valid until the next
+ * tb_copy_chunk_untrusted or tb_destroy. NULL with *n = 0 if none. */
 SHMTRACE_API const tb_writer_stats *tb_get_writer_stats(const tb_buffer *,
                                                         size_t *n);
 
@@ -182,7 +204,17 @@ SHMTRACE_API const tb_writer_stats *tb_get_writer_stats(const tb_buffer *,
  * first-seen order; a clone copies them without the packets already read
  * (packets_read = 0, packets_offered less what was read). The
  * hot paths pay O(1) per chunk (counts known from the copy-time
- * tokenization); refusals and slow-path walks tokenize what they drop. */
+ * tokenization); refusals and slow-path walks tokenize what they drop.
+ *
+ * Bound, as for the histograms (producers come and go): at most
+ * TB_LOSS_MAX_WRITERS entries (about 1 MB of 128-byte entries). The first
+ * TB_LOSS_MAX_WRITERS - 1 writers seen get one each; every later writer
+ * is counted in one aggregate entry, made when the first such writer
+ * comes, always the last of the array, told apart by producer_id == 0 &&
+ * writer_id == 0 (no writer has that key). Its counts are the sums of
+ * those writers', so the identity above holds for it as a whole (not per
+ * writer) and the entries still add up to every packet offered. */
+#define TB_LOSS_MAX_WRITERS 8192
 typedef enum {
     TB_CAUSE_OVERWRITE = 0, TB_CAUSE_DISCARD, TB_CAUSE_ABI_VIOLATION,
     TB_CAUSE_CORRUPTED, TB_CAUSE_PATCH_FAILED, TB_CAUSE_REASSEMBLY,
@@ -199,7 +231,8 @@ typedef struct {
     uint64_t lost_bytes[TB_NUM_CAUSES];
 } tb_seq_loss;
 
-/* Array of *n entries owned by the buffer, valid until the next call that
+/* Array of *n <= TB_LOSS_MAX_WRITERS entries (the aggregate, if any,
+ * last) owned by the buffer, valid until the next call that
  * writes into it or tb_destroy; NULL with *n = 0 if none. Computing
  * packets_pending costs O(records in the buffer). */
 SHMTRACE_API const tb_seq_loss *tb_get_seq_loss(const tb_buffer *,
