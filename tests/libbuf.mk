@@ -81,3 +81,10 @@ tests_check_tb_lossacct_SOURCES = tests/check_tb_lossacct.c
 tests_check_tb_lossacct_CFLAGS = $(libbuf_test_cflags)
 tests_check_tb_lossacct_LDADD = $(libbuf_test_ldadd)
 TESTS += tests/check_tb_lossacct
+
+# The per-writer tables stay bounded while producers come and go.
+check_PROGRAMS += tests/check_tb_writers
+tests_check_tb_writers_SOURCES = tests/check_tb_writers.c
+tests_check_tb_writers_CFLAGS = $(libbuf_test_cflags)
+tests_check_tb_writers_LDADD = $(libbuf_test_ldadd)
+TESTS += tests/check_tb_writers
