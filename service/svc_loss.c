@@ -43,7 +43,9 @@
  * counts are the sums of its writers', so the invariant of
  * protos/common.proto holds for it too and the entries still add up to
  * every packet offered, read and lost. A producer's fold entry always
- * ends up in its aggregate.
+ * ends up in its aggregate. So does libbuf's overflow entry of a buffer
+ * (producer 0, writer 0: the writers past its per-buffer table, any
+ * producer's), in that buffer's producer-0 aggregate.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -622,8 +624,12 @@ int svc__loss_fill(svc_service *svc, svc_session *s,
                 add_x(e, xe);
                 used[xe - s->xloss] = true;
             }
+            /* Key 0: libbuf's overflow entry, the writers past its table
+             * (TB_LOSS_MAX_WRITERS) of any producer: only ever in the
+             * buffer's producer-0 aggregate. */
             m[k] = (svc_lmeta){ .buffer = (uint32_t)i,
-                                .producer = l[j].producer_id };
+                                .producer = l[j].producer_id,
+                                .fold_only = key == 0 };
             k++;
         }
     }

@@ -25,6 +25,10 @@
  * through its entry: those of libbuf's tb_get_seq_loss and of the
  * session's loss table), then those with the most chunks; how many were
  * left out is shmtrace_writer_stats_left_out (protos/common.proto).
+ * libbuf keeps at most TB_HIST_MAX_WRITERS histograms per buffer; the
+ * writers past them share its overflow entry (producer 0, writer 0),
+ * listed like a writer under a sequence id no packet carries (the
+ * trace processor attributes nothing to it; its samples stay counted).
  *
  * GetTraceStats of a write_into_file session also carries shmtrace_file
  * (svc_stats_add_file): the records, bytes and flagged records the

@@ -486,6 +486,42 @@ SVF_TEST(test_writer_stats_keep_losers_first, 1)
     svc_stats_free(st);
 }
 
+/* More writers than libbuf keeps per buffer (TB_LOSS_MAX_WRITERS): those
+ * past its table share its overflow entry (producer 0, writer 0), which
+ * the list puts in the buffer's producer-0 aggregate, never as an entry
+ * of its own beside that aggregate (with 2,000 more producers the list
+ * folds per buffer: one producer-0 entry, not two); every packet offered,
+ * read and lost is still counted once. */
+SVF_TEST(test_loss_list_takes_libbuf_overflow, 1)
+{
+    enum { N = TB_LOSS_MAX_WRITERS + 500, NP = 2000 };
+    svc_session *s = many_writers(f, N, false);
+    svc_producer *p[NP];
+    char name[NP][16];
+    for (int i = 0; i < NP; i++) {
+        snprintf(name[i], sizeof(name[i]), "lossy%d", i);
+        p[i] = svf_add_producer(f->svc, name[i], 100 + i);
+        report_loss(f->svc, p[i], f->buf, 1, 1, forty_two);
+    }
+    Perfetto__Protos__TraceStats *st = svc_stats_build(f->svc, s);
+    ck_assert_ptr_nonnull(st);
+    ck_assert_uint_le(perfetto__protos__trace_stats__get_packed_size(st),
+                      SVC_STATS_MAX_BYTES);
+    list_sums_t t = list_sums(st, -1, true);
+    ck_assert_uint_eq(t.offered, N);
+    ck_assert_uint_eq(t.read + t.pending, N);
+    ck_assert_uint_eq(t.lost, tenth_lost(N) + NP * 42);
+    ck_assert_uint_eq(t.buffer_aggregates, 1);
+    const sloss_t *b = entry_of(st, 0, 0);
+    ck_assert_ptr_nonnull(b);
+    ck_assert_uint_ge(b->packets_offered, N - (TB_LOSS_MAX_WRITERS - 1));
+    size_t producer0 = 0;
+    for (size_t i = 0; i < st->n_shmtrace_sequence_loss; i++)
+        producer0 += st->shmtrace_sequence_loss[i]->producer_id == 0;
+    ck_assert_uint_eq(producer0, 1);
+    svc_stats_free(st);
+}
+
 /* ------------------------------------------------------------ trace */
 
 /* svc_session_read callback keeping the last TraceStats packet (packed)
@@ -616,7 +652,8 @@ static Suite *svc_loss_suite(void)
     TCase *tc = TCK_CASE(s, "frame", test_loss_list_of_many_writers_fits,
                          test_loss_list_of_few_writers_unfolded,
                          test_loss_list_folds_per_buffer_with_many_producers,
-                         test_writer_stats_keep_losers_first);
+                         test_writer_stats_keep_losers_first,
+                         test_loss_list_takes_libbuf_overflow);
     tcase_set_timeout(tc, 60);
     tc = TCK_CASE(s, "trace", test_loss_list_bounded_in_trace_and_clone,
                   test_loss_list_folded_adds_up_in_the_inspector);
