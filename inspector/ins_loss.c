@@ -57,6 +57,9 @@ int ins_loss_apply(ins_db *db, const uint8_t *stats, size_t len)
         return 0;
     int rc = 0;
     int64_t aggregates = 0;
+    if (ts->has_shmtrace_writer_stats_left_out)
+        rc = ins_db_info_int(db, "writer_stats_left_out",
+                             ts->shmtrace_writer_stats_left_out);
     for (size_t i = 0; i < ts->n_shmtrace_sequence_loss && rc == 0; i++) {
         const ins_sloss *l = ts->shmtrace_sequence_loss[i];
         if (!l->has_sequence_id || l->sequence_id <= 1)

@@ -180,7 +180,11 @@ CREATE TABLE buffer_config (
 --   Exact loss list (shmtraced): loss_list ('per_writer' | 'folded'), and
 --   if folded loss_aggregates (aggregate rows), loss_folded_sequences
 --   (sequences with loss_kind 'folded'), loss_untied_sequences (those of
---   them whose loss_aggregate is NULL).
+--   them whose loss_aggregate is NULL). writer_stats_left_out: writers
+--   whose TraceStats.writer_stats entry the service left out to keep a
+--   TraceStats under one IPC frame (their sequence.buffer may then be
+--   NULL, and trace processor cannot attribute their flagged losses to a
+--   buffer; their exact counts above are whole); absent when none was.
 --   ftrace_analysis (traces with ftrace bundles): 'exact' when the stats
 --   that come from the ftrace events (compact_sched_*_skipped,
 --   mismatched_sched_switch_tids, ftrace_packet_before_tracing_start, ...)

@@ -56,6 +56,9 @@ db="$E2E_DIR/t.db"
     e2e_fail "inspecting the trace failed"
 [ "$(q "select value from trace_info where key = 'loss_list'")" = folded ] ||
     e2e_fail "trace_info.loss_list is not 'folded'"
+# 8,000 writers' histograms are more than a TraceStats keeps (56 KiB).
+[ "$(q "select value from trace_info where key = 'writer_stats_left_out'")" -gt 0 ] ||
+    e2e_fail "trace_info.writer_stats_left_out: none of $W writers left out"
 [ "$(q "select count(*) from sequence where seq_id > 1 and packets > 0 and loss_kind is null")" = 0 ] ||
     e2e_fail "a producer sequence has neither counts nor an aggregate"
 [ "$(q "select count(*) from sequence where loss_kind = 'folded' and (lost_packets is not null or loss_aggregate is null)")" = 0 ] ||
