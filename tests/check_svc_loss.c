@@ -373,6 +373,18 @@ SVF_TEST(test_loss_reports_counted_when_the_table_is_full, 1)
 
 /* ------------------------------------------------------------ frame */
 
+/* n more producers ("lossy0".., pids 100..), each reporting that its
+ * writer 1 lost 42 packets into the session's buffer. */
+static void lossy_producers(svf_fx *f, int n)
+{
+    for (int i = 0; i < n; i++) {
+        char name[16];
+        snprintf(name, sizeof(name), "lossy%d", i);
+        svc_producer *p = svf_add_producer(f->svc, name, 100 + i);
+        report_loss(f->svc, p, f->buf, 1, 1, forty_two);
+    }
+}
+
 /* 3,000 writers: the list is folded to keep the TraceStats under the
  * bound (it was 180 KB, more than an IPC frame); the largest losers keep
  * their own entries, the aggregate adds up. */
@@ -419,13 +431,7 @@ SVF_TEST(test_loss_list_folds_per_buffer_with_many_producers, 1)
     svc_session *s = svf_enable(f);
     writers_write(f, f->p[0], 3300);
     enum { NP = 2000 };
-    svc_producer *p[NP];
-    char name[NP][16];
-    for (int i = 0; i < NP; i++) {
-        snprintf(name[i], sizeof(name[i]), "lossy%d", i);
-        p[i] = svf_add_producer(f->svc, name[i], 100 + i);
-        report_loss(f->svc, p[i], f->buf, 1, 1, forty_two);
-    }
+    lossy_producers(f, NP);
     Perfetto__Protos__TraceStats *st = svc_stats_build(f->svc, s);
     ck_assert_ptr_nonnull(st);
     ck_assert_uint_le(perfetto__protos__trace_stats__get_packed_size(st),
@@ -496,13 +502,7 @@ SVF_TEST(test_loss_list_takes_libbuf_overflow, 1)
 {
     enum { N = TB_LOSS_MAX_WRITERS + 500, NP = 2000 };
     svc_session *s = many_writers(f, N, false);
-    svc_producer *p[NP];
-    char name[NP][16];
-    for (int i = 0; i < NP; i++) {
-        snprintf(name[i], sizeof(name[i]), "lossy%d", i);
-        p[i] = svf_add_producer(f->svc, name[i], 100 + i);
-        report_loss(f->svc, p[i], f->buf, 1, 1, forty_two);
-    }
+    lossy_producers(f, NP);
     Perfetto__Protos__TraceStats *st = svc_stats_build(f->svc, s);
     ck_assert_ptr_nonnull(st);
     ck_assert_uint_le(perfetto__protos__trace_stats__get_packed_size(st),
