@@ -16,10 +16,13 @@
  * while it has a record (16 bytes at least) or is one of the empty ones
  * GC keeps (at most TB__EMPTY_SEQ_GC_THRESHOLD, GC running after every
  * copy), however many producers come and go. Each costs its tb__seq
- * (80 bytes, in an array that doubles), 2-4 hash slots and a ring of 16
- * entries (256 bytes): measured, a producer reconnecting with one empty
- * chunk per writer id brings a 4 MiB ring's table to ~112 MiB (28x the
- * ring; ~14x with 32-byte records), and no further.
+ * (80 bytes, in an array that doubles), 2-4 hash slots and its ChunkID
+ * ring, which starts at 2 entries (32 bytes) and doubles: measured, a
+ * producer reconnecting with one empty chunk per writer id brings a
+ * 1 MiB ring's buffer to 17x the ring on the heap, and no further
+ * (check_tb_writers); rings that started at 16 entries made it 31x, for
+ * nothing honest writers gain (a few more doublings in a sequence's first
+ * chunks, unmeasurable in bench/ab_libbuf.sh).
  *
  * tb__seq_prefetch / tb__seq_prefetch_head only read the table and issue
  * prefetches: the copy path asks for the metadata of the next copy early.
@@ -98,7 +101,7 @@ tb__seq *tb__seq_get_or_create(tb_buffer *b, uint32_t key,
 
 static int ring_grow(tb__seq *s)
 {
-    uint32_t cap = s->cap ? s->cap * 2 : 16;
+    uint32_t cap = s->cap ? s->cap * 2 : 2;
     tb__centry *n = malloc((size_t)cap * sizeof(*n));
     if (!n)
         return -ENOMEM;
