@@ -32,38 +32,13 @@ typedef struct {
 #define MAX_ENTRIES 16
 #define MAX_WSTATS 32
 
-typedef struct session {
-    char *dir, *trace, *db;
-    FILE *f;
-    sqlite3 *conn;
-    uint64_t ts;
-} session;
+typedef ck_session session;
 
+/* ck_session_open, timestamps from 1000. */
 static void s_open(session *s)
 {
-    memset(s, 0, sizeof(*s));
-    s->dir = ck_tmpdir();
-    s->trace = ck_path(s->dir, "t.pftrace");
-    s->db = ck_path(s->dir, "t.db");
-    s->f = ck_fopen(s->trace, "wb");
+    ck_session_open(s);
     s->ts = 1000;
-}
-
-static void s_inspect(session *s)
-{
-    fclose(s->f);
-    s->f = NULL;
-    ck_assert_int_eq(ck_inspect(s->trace, s->db, NULL), INS_EXIT_OK);
-    s->conn = ck_db_open(s->db);
-}
-
-static void s_close(session *s)
-{
-    if (s->conn)
-        sqlite3_close(s->conn);
-    free(s->trace);
-    free(s->db);
-    ck_rmdir(s->dir);
 }
 
 /* N packets of a producer's writer on SEQ, from process PID. */
@@ -257,7 +232,7 @@ START_TEST(test_loss_folded_one_producer)
         {100, 7, 0, 0, 28, 24, {"overwrite", "producer_smb_full"}, {4, 1}},
     };
     put_stats(&s, 1, wseq, wbuf, 10, e, 3);
-    s_inspect(&s);
+    ck_session_inspect(&s);
 
     ck_assert_int_eq(kind_count(&s, "writer"), 2);
     ck_assert_int_eq(kind_count(&s, "aggregate"), 1);
@@ -311,7 +286,7 @@ START_TEST(test_loss_folded_one_producer)
     ck_assert_ptr_null(strstr(out, "\n100|"));
     assert_has(out, "\n11|1000|4242|0|3|");
     free(out);
-    s_close(&s);
+    ck_session_close(&s);
 }
 END_TEST
 
@@ -342,7 +317,7 @@ START_TEST(test_loss_folded_ties_by_producer)
     session s;
     s_open(&s);
     two_producers(&s, false);
-    s_inspect(&s);
+    ck_session_inspect(&s);
     ck_assert_int_eq(aggregate_of(&s, 3), 50);
     ck_assert_int_eq(aggregate_of(&s, 4), 50);
     ck_assert_int_eq(aggregate_of(&s, 6), 51);
@@ -356,7 +331,7 @@ START_TEST(test_loss_folded_ties_by_producer)
                "AGGREGATE: 1 writer folded (producer 8, buffer 0)\n");
     assert_has(out, "TOTAL: lost 6 of 21 packets (28.6%)\n");
     free(out);
-    s_close(&s);
+    ck_session_close(&s);
 }
 END_TEST
 
@@ -368,7 +343,7 @@ START_TEST(test_loss_folded_ambiguous_left_untied)
     session s;
     s_open(&s);
     two_producers(&s, true);
-    s_inspect(&s);
+    ck_session_inspect(&s);
     ck_assert_int_eq(aggregate_of(&s, 3), 0);
     ck_assert_int_eq(aggregate_of(&s, 4), 0);
     ck_assert_int_eq(aggregate_of(&s, 6), 0);
@@ -384,7 +359,7 @@ START_TEST(test_loss_folded_ambiguous_left_untied)
                "them\n");
     assert_has(out, "TOTAL: lost 13 of 29 packets (44.8%)\n");
     free(out);
-    s_close(&s);
+    ck_session_close(&s);
 }
 END_TEST
 
@@ -405,7 +380,7 @@ START_TEST(test_loss_folded_per_buffer)
         {61, 0, 0, 1, 4, 3, {"discard"}, {1}},
     };
     put_stats(&s, 2, wseq, wbuf, 3, e, 3);
-    s_inspect(&s);
+    ck_session_inspect(&s);
     ck_assert_int_eq(aggregate_of(&s, 3), 60);
     ck_assert_int_eq(aggregate_of(&s, 4), 61);
     ck_assert_int_eq(aggregate_of(&s, 5), 0);
@@ -417,7 +392,7 @@ START_TEST(test_loss_folded_per_buffer)
                "folded (all producers, buffer 1)\n");
     assert_has(out, "TOTAL: lost 4 of 12 packets (33.3%)\n");
     free(out);
-    s_close(&s);
+    ck_session_close(&s);
 }
 END_TEST
 
@@ -438,7 +413,7 @@ START_TEST(test_loss_per_writer_list)
         {4, 7, 3, 0, 0, 0, {"producer_smb_full"}, {6}},
     };
     put_stats(&s, 1, wseq, wbuf, 2, e, 3);
-    s_inspect(&s);
+    ck_session_inspect(&s);
     ck_assert_int_eq(kind_count(&s, "writer"), 3);
     ck_assert_int_eq(kind_count(&s, "folded"), 0);
     ck_assert_int_eq(kind_count(&s, "aggregate"), 0);
@@ -460,7 +435,7 @@ START_TEST(test_loss_per_writer_list)
     assert_has(out, "lost 8 of 13 packets (61.5%): see lost_packets.sql\n");
     ck_assert_ptr_null(strstr(out, "folded into"));
     free(out);
-    s_close(&s);
+    ck_session_close(&s);
 }
 END_TEST
 
@@ -471,7 +446,7 @@ START_TEST(test_loss_no_list_unknown)
     s_open(&s);
     put_packets(&s, 2, 100, 3);
     put_stats(&s, 1, NULL, NULL, 0, NULL, 0);
-    s_inspect(&s);
+    ck_session_inspect(&s);
     ck_assert_int_eq(q(&s, "select count(*) from sequence where loss_kind "
                        "is not null or lost_packets is not null or "
                        "loss_aggregate is not null"), 0);
@@ -481,7 +456,7 @@ START_TEST(test_loss_no_list_unknown)
     assert_has(out, "no exact loss counts in this trace");
     ck_assert_ptr_null(strstr(out, "TOTAL"));
     free(out);
-    s_close(&s);
+    ck_session_close(&s);
 }
 END_TEST
 

@@ -13,39 +13,7 @@
 #include "ins_stats.h"
 #include "tck_main.h"
 
-typedef struct session {
-    char *dir, *trace, *db;
-    FILE *f;
-    sqlite3 *conn;
-} session;
-
-static void s_open(session *s)
-{
-    memset(s, 0, sizeof(*s));
-    s->dir = ck_tmpdir();
-    s->trace = ck_path(s->dir, "t.pftrace");
-    s->db = ck_path(s->dir, "t.db");
-    s->f = ck_fopen(s->trace, "wb");
-}
-
-/* Close the trace, inspect it (must succeed), open the db. */
-static void s_inspect(session *s)
-{
-    fclose(s->f);
-    s->f = NULL;
-    ins_result res;
-    ck_assert_int_eq(ck_inspect(s->trace, s->db, &res), INS_EXIT_OK);
-    s->conn = ck_db_open(s->db);
-}
-
-static void s_close(session *s)
-{
-    if (s->conn)
-        sqlite3_close(s->conn);
-    free(s->trace);
-    free(s->db);
-    ck_rmdir(s->dir);
-}
+typedef ck_session session;
 
 static int64_t rows(session *s, const char *where)
 {
@@ -56,9 +24,9 @@ static int64_t rows(session *s, const char *where)
 START_TEST(test_stats_single_rows_exist_at_zero)
 {
     session s;
-    s_open(&s);
+    ck_session_open(&s);
     ck_write_seq_packet(s.f, 2, 100, 0, 0);
-    s_inspect(&s);
+    ck_session_inspect(&s);
     ck_assert_int_eq(rows(&s, "name like 'traced_%' and idx is null"), 15);
     ck_assert_int_eq(rows(&s, "name like 'traced_%' and idx is null "
                           "and value != 0"), 0);
@@ -69,7 +37,7 @@ START_TEST(test_stats_single_rows_exist_at_zero)
                           "'data_loss' and source = 'trace'"), 2);
     ck_assert_int_eq(rows(&s, "name like 'traced_%' and severity = 'info' "
                           "and source = 'trace' and idx is null"), 13);
-    s_close(&s);
+    ck_session_close(&s);
 }
 END_TEST
 
@@ -131,7 +99,7 @@ static const struct {
 START_TEST(test_stats_trace_stats_values)
 {
     session s;
-    s_open(&s);
+    ck_session_open(&s);
     two_buffers t;
     two_buffers_init(&t);
 #define T(name, v) t.st.has_##name = 1; t.st.name = (v)
@@ -144,7 +112,7 @@ START_TEST(test_stats_trace_stats_values)
       PERFETTO__PROTOS__TRACE_STATS__FINAL_FLUSH_OUTCOME__FINAL_FLUSH_FAILED);
 #undef T
     ck_write_stats_packet(s.f, 5000, &t.st);
-    s_inspect(&s);
+    ck_session_inspect(&s);
     for (size_t i = 0; i < sizeof(BUF_STATS) / sizeof(*BUF_STATS); i++) {
         for (int b = 0; b < 2; b++) {
             int64_t want = 1000 * (b + 1) + BUF_STATS[i].field;
@@ -176,14 +144,14 @@ START_TEST(test_stats_trace_stats_values)
     ck_assert_int_eq(rows(&s, "value = 13"), 0);
     ck_assert_int_eq(rows(&s, "name = 'traced_buf_patches_failed' and "
                           "severity = 'data_loss'"), 2);
-    s_close(&s);
+    ck_session_close(&s);
 }
 END_TEST
 
 START_TEST(test_stats_last_packet_wins)
 {
     session s;
-    s_open(&s);
+    ck_session_open(&s);
     two_buffers t;
     two_buffers_init(&t);
     t.st.has_producers_connected = 1;
@@ -203,21 +171,21 @@ START_TEST(test_stats_last_packet_wins)
     st2.final_flush_outcome =
         PERFETTO__PROTOS__TRACE_STATS__FINAL_FLUSH_OUTCOME__FINAL_FLUSH_SUCCEEDED;
     ck_write_stats_packet(s.f, 200, &st2);
-    s_inspect(&s);
+    ck_session_inspect(&s);
     ck_assert_int_eq(ck_stat(s.conn, "traced_producers_connected", -1, -1), 0);
     ck_assert_int_eq(ck_stat(s.conn, "traced_buf_chunks_read", 0, -1), 5017);
     ck_assert_int_eq(ck_stat(s.conn, "traced_buf_chunks_read", 1, -1), 2017);
     ck_assert_int_eq(ck_stat(s.conn, "traced_final_flush_succeeded", -1, -1),
                      2);
     ck_assert_int_eq(rows(&s, "name = 'traced_buf_chunks_read'"), 2);
-    s_close(&s);
+    ck_session_close(&s);
 }
 END_TEST
 
 START_TEST(test_stats_filter_bytes)
 {
     session s;
-    s_open(&s);
+    ck_session_open(&s);
     uint64_t per_buf[] = {10, 0, 30};
     Perfetto__Protos__TraceStats__FilterStats fs =
         PERFETTO__PROTOS__TRACE_STATS__FILTER_STATS__INIT;
@@ -226,7 +194,7 @@ START_TEST(test_stats_filter_bytes)
     tstats st = PERFETTO__PROTOS__TRACE_STATS__INIT;
     st.filter_stats = &fs;
     ck_write_stats_packet(s.f, 100, &st);
-    s_inspect(&s);
+    ck_session_inspect(&s);
     ck_assert_int_eq(ck_stat(s.conn, "traced_buf_bytes_filtered_out", 0, -1),
                      10);
     ck_assert_int_eq(ck_stat(s.conn, "traced_buf_bytes_filtered_out", 1, -1),
@@ -234,7 +202,7 @@ START_TEST(test_stats_filter_bytes)
     ck_assert_int_eq(ck_stat(s.conn, "traced_buf_bytes_filtered_out", 2, -1),
                      30);
     ck_assert_int_eq(rows(&s, "name = 'traced_buf_bytes_filtered_out'"), 3);
-    s_close(&s);
+    ck_session_close(&s);
 }
 END_TEST
 
@@ -261,7 +229,7 @@ static void write_writer_stats(FILE *f, uint64_t ts, const uint64_t *seqs,
 START_TEST(test_stats_derived_loss)
 {
     session s;
-    s_open(&s);
+    ck_session_open(&s);
     /* seq 2 -> buffer 0; its first packet is flagged (ignored). */
     ck_write_seq_packet(s.f, 2, 10, 65, 0);
     ck_write_seq_packet(s.f, 2, 11, 0, 0);
@@ -276,7 +244,7 @@ START_TEST(test_stats_derived_loss)
     write_writer_stats(s.f, 30, seqs, bufs, 3);
     /* After the last TraceStats: not counted. */
     ck_write_seq_packet(s.f, 2, 40, 64, 0);
-    s_inspect(&s);
+    ck_session_inspect(&s);
     ck_assert_int_eq(ck_stat(s.conn, "traced_buf_sequence_packet_loss", 0, -1),
                      2);
     ck_assert_int_eq(ck_stat(s.conn, "traced_buf_sequence_packet_loss", 1, -1),
@@ -325,14 +293,14 @@ START_TEST(test_stats_derived_loss)
                               "sequence where seq_id = 2"), 3);
     ck_assert_int_eq(ck_q_int(s.conn, -1, NULL, "select buffer from "
                               "sequence where seq_id = 3"), 1);
-    s_close(&s);
+    ck_session_close(&s);
 }
 END_TEST
 
 START_TEST(test_stats_incremental_sequences_dropped)
 {
     session s;
-    s_open(&s);
+    ck_session_open(&s);
     /* seq 4: needs state, never cleared -> every such packet skipped. */
     ck_write_seq_packet(s.f, 4, 1, 0, 2);
     ck_write_seq_packet(s.f, 4, 2, 0, 2);
@@ -347,7 +315,7 @@ START_TEST(test_stats_incremental_sequences_dropped)
     uint64_t seqs[] = {4, 5, 6};
     uint32_t bufs[] = {0, 0, 0};
     write_writer_stats(s.f, 30, seqs, bufs, 3);
-    s_inspect(&s);
+    ck_session_inspect(&s);
     ck_assert_int_eq(ck_stat(s.conn,
                              "traced_buf_incremental_sequences_dropped", 0,
                              -1), 1);
@@ -356,14 +324,14 @@ START_TEST(test_stats_incremental_sequences_dropped)
                              "invalid", -1, -1), 4);
     ck_assert_int_eq(ck_stat(s.conn, "traced_buf_sequence_packet_loss", 0, -1),
                      1);
-    s_close(&s);
+    ck_session_close(&s);
 }
 END_TEST
 
 START_TEST(test_stats_clone_events)
 {
     session s;
-    s_open(&s);
+    ck_session_open(&s);
     Perfetto__Protos__TracingServiceEvent ev =
         PERFETTO__PROTOS__TRACING_SERVICE_EVENT__INIT;
     tpkt p = PERFETTO__PROTOS__TRACE_PACKET__INIT;
@@ -393,7 +361,7 @@ START_TEST(test_stats_clone_events)
     t.timestamp = 400;
     const uint8_t trigger[] = {0x8a, 0x07, 0x00};
     ck_write_packet_extra(s.f, &t, trigger, sizeof(trigger));
-    s_inspect(&s);
+    ck_session_inspect(&s);
     ck_assert_int_eq(ck_stat(s.conn, "traced_clone_started_timestamp_ns", -1,
                              -1), 500);
     ck_assert_int_eq(ck_stat(s.conn, "traced_buf_clone_done_timestamp_ns", 1,
@@ -406,7 +374,7 @@ START_TEST(test_stats_clone_events)
     ck_q_text(s.conn, kind, sizeof(kind), "select kind from packet where "
               "id = 3");
     ck_assert_str_eq(kind, "clone_snapshot_trigger");
-    s_close(&s);
+    ck_session_close(&s);
 }
 END_TEST
 
@@ -415,7 +383,7 @@ END_TEST
 START_TEST(test_stats_clock_snapshot_packet_skips_stats)
 {
     session s;
-    s_open(&s);
+    ck_session_open(&s);
     Perfetto__Protos__ClockSnapshot cs = PERFETTO__PROTOS__CLOCK_SNAPSHOT__INIT;
     tstats st = PERFETTO__PROTOS__TRACE_STATS__INIT;
     st.has_producers_connected = 1;
@@ -426,9 +394,9 @@ START_TEST(test_stats_clock_snapshot_packet_skips_stats)
     p.clock_snapshot = &cs;
     p.trace_stats = &st;
     ck_write_packet(s.f, &p);
-    s_inspect(&s);
+    ck_session_inspect(&s);
     ck_assert_int_eq(ck_stat(s.conn, "traced_producers_connected", -1, -1), 0);
-    s_close(&s);
+    ck_session_close(&s);
 }
 END_TEST
 
@@ -509,10 +477,10 @@ static void write_file_config(FILE *f)
 START_TEST(test_stats_system_info)
 {
     session s;
-    s_open(&s);
+    ck_session_open(&s);
     write_file_config(s.f);
     write_system_info(s.f, "Perfetto v58.2-shmtraced-0.1.0 (x)", true);
-    s_inspect(&s);
+    ck_session_inspect(&s);
     char v[128];
     ck_q_text(s.conn, v, sizeof v, "select value from trace_info where key "
               "= 'system_release'");
@@ -531,26 +499,26 @@ START_TEST(test_stats_system_info)
                      (int64_t)1 << 33);
     ck_assert_int_eq(ck_stat(s.conn, "config_write_into_file_no_flush", -1,
                              -2), 0);
-    s_close(&s);
+    ck_session_close(&s);
 
     /* A service before v54 (or of no known version): the error. */
-    s_open(&s);
+    ck_session_open(&s);
     write_file_config(s.f);
     write_system_info(s.f, "Perfetto v53.0 (old)", false);
-    s_inspect(&s);
+    ck_session_inspect(&s);
     ck_assert_int_eq(ck_stat(s.conn, "config_write_into_file_no_flush", -1,
                              -2), 1);
     ck_assert_int_eq(ck_q_int(s.conn, -1, NULL, "select value from "
                               "trace_info where key = 'system_ram_bytes'"),
                      (int64_t)1 << 33);
-    s_close(&s);
+    ck_session_close(&s);
 }
 END_TEST
 
 START_TEST(test_stats_ftrace)
 {
     session s;
-    s_open(&s);
+    ck_session_open(&s);
     uint8_t cpu[128], msg[256], kp[16];
     /* START_OF_TRACE: cpu 0, kprobe hits 3, one failed and one unknown
      * event (setup errors), one zero-data-length parse error. */
@@ -585,7 +553,7 @@ START_TEST(test_stats_ftrace)
     m += put_len(msg + m, 10, kp, k);
     m += put_len(msg + m, 7, (const uint8_t *)"x/y", 3); /* END: not counted */
     write_raw(s.f, 34, msg, m);
-    s_inspect(&s);
+    ck_session_inspect(&s);
     sqlite3 *db = s.conn;
     ck_assert_int_eq(ck_stat(db, "ftrace_cpu_entries_begin", 0, -1), 5);
     ck_assert_int_eq(ck_stat(db, "ftrace_cpu_entries_end", 0, -1), 9);
@@ -608,7 +576,7 @@ START_TEST(test_stats_ftrace)
                           "severity = 'error'"), 1);
     ck_assert_int_eq(rows(&s, "name = 'ftrace_cpu_has_data_loss' and "
                           "severity = 'data_loss'"), 1);
-    s_close(&s);
+    ck_session_close(&s);
 }
 END_TEST
 
@@ -776,7 +744,7 @@ static void check_fevents(sqlite3 *db)
 START_TEST(test_stats_ftrace_hostile_stats)
 {
     session s;
-    s_open(&s);
+    ck_session_open(&s);
     uint8_t cpu[64], msg[128], kp[16];
     for (int phase = 1; phase <= 2; phase++) {
         uint64_t big = phase == 1 ? 1 : (uint64_t)1 << 63;
@@ -788,14 +756,14 @@ START_TEST(test_stats_ftrace_hostile_stats)
         m += put_len(msg + m, 10, kp, k);
         write_raw(s.f, 34, msg, m);
     }
-    s_inspect(&s);
+    ck_session_inspect(&s);
     ck_assert_int_eq(ck_stat(s.conn, "ftrace_cpu_entries_delta", 0, -1),
                      INT64_MAX);
     ck_assert_int_eq(ck_stat(s.conn, "ftrace_kprobe_hits_delta", -1, -1),
                      INT64_MAX);
     ck_assert_int_eq(ck_q_int(s.conn, -1, NULL, "select count(*) from "
                               "trace_info where key = 'ftrace_analysis'"), 0);
-    s_close(&s);
+    ck_session_close(&s);
 
     static const char *const why[] = {
         "an FtraceStats has a phase other than start or end of trace",
@@ -806,7 +774,7 @@ START_TEST(test_stats_ftrace_hostile_stats)
         "a bundle names a cpu of 1024 or more",
     };
     for (int t = 0; t < 4; t++) {
-        s_open(&s);
+        ck_session_open(&s);
         size_t m = put_var(msg, 1, t == 0 ? 3 : 1);
         if (t == 1) {
             m += put_var(msg + m, 9, 12);      /* tolerated, counted */
@@ -820,7 +788,7 @@ START_TEST(test_stats_ftrace_hostile_stats)
         size_t n = put_var(b, 1, t == 3 ? 1024 : 0);
         n += put_fevent(b + n, 10, false, 0, 0, false, false);
         write_raw_ts(s.f, 7, 20, 1, b, n);
-        s_inspect(&s);
+        ck_session_inspect(&s);
         char v[256], want[256];
         snprintf(want, sizeof want, "not comparable: trace processor refuses "
                  "the whole trace (%s)", why[t]);
@@ -829,7 +797,7 @@ START_TEST(test_stats_ftrace_hostile_stats)
         ck_assert_str_eq(v, want);
         ck_assert_int_eq(ck_stat(s.conn, "ftrace_abi_errors_skipped_zero_"
                                  "data_length", -1, -1), t == 1);
-        s_close(&s);
+        ck_session_close(&s);
     }
 }
 END_TEST
@@ -875,9 +843,9 @@ START_TEST(test_stats_ftrace_analysis)
      * start gives the same answers), both exact. */
     for (int where = 0; where < 2; where++) {
         session s;
-        s_open(&s);
+        ck_session_open(&s);
         write_fevents_trace(s.f, where);
-        s_inspect(&s);
+        ck_session_inspect(&s);
         check_fevents(s.conn);
         ck_q_text(s.conn, v, sizeof v, "select value from trace_info where "
                   "key = 'ftrace_analysis'");
@@ -888,24 +856,24 @@ START_TEST(test_stats_ftrace_analysis)
         ck_assert_int_eq(rows(&s, "name = 'compact_sched_has_parse_errors' "
                               "and severity = 'error' and source = "
                               "'trace'"), 1);
-        s_close(&s);
+        ck_session_close(&s);
     }
     /* No tracing_started: nothing dropped. The switch at 900 is then
      * cpu 0's first (the one skipped), and its waking at 1100 follows it:
      * only cpu 2's waking is skipped. */
     session s;
-    s_open(&s);
+    ck_session_open(&s);
     write_fevents_trace(s.f, 2);
-    s_inspect(&s);
+    ck_session_inspect(&s);
     ck_assert_int_eq(ck_stat(s.conn, "ftrace_packet_before_tracing_start",
                              -1, -1), 0);
     ck_assert_int_eq(ck_stat(s.conn, "compact_sched_switch_skipped", -1, -1),
                      2);
     ck_assert_int_eq(ck_stat(s.conn, "compact_sched_waking_skipped", -1, -1),
                      1);
-    s_close(&s);
+    ck_session_close(&s);
     /* An ftrace_clock trace processor converts with: approximate, why. */
-    s_open(&s);
+    ck_session_open(&s);
     uint8_t b[32];
     size_t n = put_var(b, 1, 0);
     n += put_var(b + n, 5, 2);                     /* FTRACE_CLOCK_GLOBAL */
@@ -913,19 +881,19 @@ START_TEST(test_stats_ftrace_analysis)
     write_raw_ts(s.f, 7, 20, 1, b, n);
     n = put_var(b, 1, 3);                          /* a bundle, no events */
     write_raw_ts(s.f, 7, 30, 1, b, n);
-    s_inspect(&s);
+    ck_session_inspect(&s);
     ck_q_text(s.conn, v, sizeof v, "select value from trace_info where key "
               "= 'ftrace_analysis'");
     ck_assert_str_eq(v, "approximate: a bundle names an ftrace_clock other "
                         "than boottime");
-    s_close(&s);
+    ck_session_close(&s);
     /* The drop point moved 40000 times (tracing_started at 1001 and 1000
      * in turn, a bundle after each), behind a cpu with 200000 switches:
      * the answers are those of the last point, as when it came first (cpu
      * 5's first switch is one more skipped). Replaying the events at each
      * move took minutes here (hours for a few KB compressed); they are
      * replayed once, at the end. */
-    s_open(&s);
+    ck_session_open(&s);
     write_fevents_trace(s.f, 2);
     write_big_compact_bundle(s.f, 5, 10000, 200000);
     for (int i = 0; i < 20000; i++) {
@@ -935,7 +903,7 @@ START_TEST(test_stats_ftrace_analysis)
         write_tracing_started(s.f, 1000);
         write_raw_ts(s.f, 7, 300000, 1, b, n);
     }
-    s_inspect(&s);
+    ck_session_inspect(&s);
     ck_assert_int_eq(ck_stat(s.conn, "ftrace_packet_before_tracing_start",
                              -1, -1), 2);
     ck_assert_int_eq(ck_stat(s.conn, "compact_sched_switch_skipped", -1, -1),
@@ -947,12 +915,12 @@ START_TEST(test_stats_ftrace_analysis)
     ck_q_text(s.conn, v, sizeof v, "select value from trace_info where key "
               "= 'ftrace_analysis'");
     ck_assert_str_eq(v, "exact");
-    s_close(&s);
+    ck_session_close(&s);
     /* A bundle past INS_FEVENTS_BUNDLE_MAX events is analysed up to it
      * (memory stays bounded) and says so. */
-    s_open(&s);
+    ck_session_open(&s);
     write_big_compact_bundle(s.f, 0, 10000, INS_FEVENTS_BUNDLE_MAX + 10);
-    s_inspect(&s);
+    ck_session_inspect(&s);
     ck_assert_int_eq(ck_stat(s.conn, "compact_sched_switch_skipped", -1, -1),
                      1);
     ck_assert_int_eq(ck_stat(s.conn, "compact_sched_has_parse_errors", -1,
@@ -962,23 +930,23 @@ START_TEST(test_stats_ftrace_analysis)
     ck_assert_str_eq(v, "approximate: a bundle holds more events than the "
                         "inspector analyses in one (the rest of it is not "
                         "counted)");
-    s_close(&s);
+    ck_session_close(&s);
     /* No bundles: no row. */
-    s_open(&s);
+    ck_session_open(&s);
     ck_write_seq_packet(s.f, 2, 100, 0, 0);
-    s_inspect(&s);
+    ck_session_inspect(&s);
     ck_assert_int_eq(ck_q_int(s.conn, -1, NULL, "select count(*) from "
                               "trace_info where key = 'ftrace_analysis'"), 0);
     ck_assert_int_eq(ck_stat(s.conn, "compact_sched_switch_skipped", -1, -1),
                      0);
-    s_close(&s);
+    ck_session_close(&s);
 }
 END_TEST
 
 START_TEST(test_stats_buffer_config_and_view)
 {
     session s;
-    s_open(&s);
+    ck_session_open(&s);
     Perfetto__Protos__TraceConfig__BufferConfig c0, c1;
     perfetto__protos__trace_config__buffer_config__init(&c0);
     perfetto__protos__trace_config__buffer_config__init(&c1);
@@ -1015,7 +983,7 @@ START_TEST(test_stats_buffer_config_and_view)
     st.n_buffer_stats = 2;
     st.buffer_stats = bufs;
     ck_write_stats_packet(s.f, 10, &st);
-    s_inspect(&s);
+    ck_session_inspect(&s);
     char txt[32];
     ck_q_text(s.conn, txt, sizeof(txt), "select fill_policy from buffer "
               "where idx = 0");
@@ -1031,7 +999,7 @@ START_TEST(test_stats_buffer_config_and_view)
                               "int) from buffer where idx = 1"), 25);
     ck_assert_int_eq(ck_q_int(s.conn, -1, NULL, "select size_kb from "
                               "buffer_config where idx = 1"), 128);
-    s_close(&s);
+    ck_session_close(&s);
 }
 END_TEST
 

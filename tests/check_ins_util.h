@@ -172,6 +172,43 @@ static inline sqlite3 *ck_db_open(const char *path)
     return db;
 }
 
+/* A trace a test writes (f, into dir/t.pftrace), then inspects into
+ * dir/t.db (conn, read-only): ck_session_open, write, ck_session_inspect
+ * (must succeed), query, ck_session_close (removes dir). ts is the test's
+ * own (a timestamp to count up from). */
+typedef struct {
+    char *dir, *trace, *db;
+    FILE *f;
+    sqlite3 *conn;
+    uint64_t ts;
+} ck_session;
+
+static inline void ck_session_open(ck_session *s)
+{
+    memset(s, 0, sizeof(*s));
+    s->dir = ck_tmpdir();
+    s->trace = ck_path(s->dir, "t.pftrace");
+    s->db = ck_path(s->dir, "t.db");
+    s->f = ck_fopen(s->trace, "wb");
+}
+
+static inline void ck_session_inspect(ck_session *s)
+{
+    fclose(s->f);
+    s->f = NULL;
+    ck_assert_int_eq(ck_inspect(s->trace, s->db, NULL), INS_EXIT_OK);
+    s->conn = ck_db_open(s->db);
+}
+
+static inline void ck_session_close(ck_session *s)
+{
+    if (s->conn)
+        sqlite3_close(s->conn);
+    free(s->trace);
+    free(s->db);
+    ck_rmdir(s->dir);
+}
+
 /* First column of the first row of SQL (printf-style) as int64; ROWS gets
  * the number of rows (may be NULL). NULL or no row -> MISSING. */
 /* Prepares the SQL FMT (sqlite3 printf-style, so %Q quotes); the text is

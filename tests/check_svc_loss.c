@@ -257,6 +257,21 @@ static void check_many_writers_list(const Perfetto__Protos__TraceStats *st,
                           agg->sequence_id);
 }
 
+/* Writers first, first + 10, ... up to last of producer pid (buffer 0)
+ * each have exactly one writer_stats entry. */
+static void check_writers_listed(svc_session *s,
+                                 const Perfetto__Protos__TraceStats *st,
+                                 uint16_t pid, uint32_t first, uint32_t last)
+{
+    for (uint32_t w = first; w <= last; w += 10) {
+        uint32_t seq = svc__seq_id(&s->seqs, pid, (uint16_t)w, 0);
+        size_t found = 0;
+        for (size_t i = 0; i < st->n_writer_stats; i++)
+            found += st->writer_stats[i]->sequence_id == seq;
+        ck_assert_msg(found == 1, "writer %u listed %zu times", w, found);
+    }
+}
+
 /* writer_stats of an n-writer session of producer pid whose every tenth
  * writer lost packets (many_writers, or tenth_lose_their_id otherwise):
  * bounded by SVC_WSTATS_MAX_BYTES, every writer either listed once or
@@ -276,14 +291,7 @@ static void check_writer_stats(svc_session *s,
     ck_assert_uint_gt(st->shmtrace_writer_stats_left_out, 0);
     ck_assert_uint_eq(st->n_writer_stats + st->shmtrace_writer_stats_left_out,
                       n);
-    for (uint32_t w = 10; w <= n; w += 10) {
-        uint32_t seq = svc__seq_id(&s->seqs, pid, (uint16_t)w, 0);
-        size_t found = 0;
-        for (size_t i = 0; i < st->n_writer_stats; i++)
-            found += st->writer_stats[i]->sequence_id == seq;
-        ck_assert_msg(found == 1, "writer %u (lost %u) listed %zu times", w,
-                      w, found);
-    }
+    check_writers_listed(s, st, pid, 10, n);
 }
 
 /* ------------------------------------------------------------ room */
@@ -475,14 +483,7 @@ SVF_TEST(test_writer_stats_keep_losers_first, 1)
                       SVC_STATS_MAX_BYTES);
     uint16_t pid = svc_producer_id(f->p[0]);
     check_writer_stats(s, st, pid, N);
-    for (uint32_t w = 5; w <= N; w += 10) {
-        uint32_t seq = svc__seq_id(&s->seqs, pid, (uint16_t)w, 0);
-        size_t found = 0;
-        for (size_t i = 0; i < st->n_writer_stats; i++)
-            found += st->writer_stats[i]->sequence_id == seq;
-        ck_assert_msg(found == 1, "writer %u (abi) listed %zu times", w,
-                      found);
-    }
+    check_writers_listed(s, st, pid, 5, N);
     uint64_t abi = 0;
     for (size_t i = 0; i < st->n_shmtrace_sequence_loss; i++)
         abi += cause_packets(st->shmtrace_sequence_loss[i], "abi_violation");
