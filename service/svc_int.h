@@ -251,6 +251,12 @@ struct svc_session {
     svc_instance *inst;
     size_t ninst;
     svc_seqmap seqs;
+    /* Bitmap by producer id (8 KiB, made with the first instance): the
+     * producers that were given an instance in it, or in its clone
+     * source. Their ids are not handed out again while it lives
+     * (svc_producer.c): its buffers and sequence ids know a writer by
+     * (producer id, writer id) only. */
+    uint8_t *producers_used;
     svc_session_state state;
     bool is_clone;
     uint64_t cloned_from;        /* the source session's id (clones) */
@@ -487,6 +493,10 @@ svc_producer *svc__producer_by_id(svc_service *, uint16_t id);
 bool svc__producer_may_write(const svc_producer *, uint32_t buffer_id);
 uint32_t svc__writer_buffer(const svc_producer *, uint16_t writer_id);
 int svc__producer_allow(svc_producer *, uint32_t buffer_id);
+/* Producer id in session s's producers_used (made if needed): 0 or
+ * -ENOMEM; is it there? */
+int svc__session_use_producer(svc_session *, uint16_t producer_id);
+bool svc__session_used_producer(const svc_session *, uint16_t producer_id);
 void svc__producer_disallow(svc_producer *, uint32_t buffer_id);
 
 /* svc_session.c: reactions to producer events */

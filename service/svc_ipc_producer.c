@@ -333,6 +333,12 @@ static void p_initialize(ipc_call *call, const ProtobufCMessage *args,
     pc->p = svc_producer_connect(d->svc, pc, ipc_conn_uid(conn),
                                  ipc_conn_pid(conn), &pp);
     if (!pc->p) {
+        int err = errno;
+        fprintf(stderr, "shmtraced: producer (pid %ld, uid %ld) refused: "
+                "%s\n", (long)ipc_conn_pid(conn), (long)ipc_conn_uid(conn),
+                err == EAGAIN ? "no producer id is free (each of the 65535 "
+                "is a connected producer's or known to a live session)"
+                              : strerror(err));
         free(pc);
         ipc_call_fail(call);
         ipc_conn_close(conn);

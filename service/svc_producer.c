@@ -3,7 +3,12 @@
  *
  * Producers are identified by a ProducerID the service hands out (1..65535,
  * next free after the last one given, wrapping), never by anything the
- * producer says. uid/pid come from the socket (SO_PEERCRED) via the glue.
+ * producer says. An id is free when no producer has it and no live
+ * session (clones included) gave its producer an instance: Perfetto's
+ * service reuses ids at once, and a new producer then continued a gone
+ * one's sequences in the buffers, under the gone one's trusted uid, pid
+ * and sequence id (its chunks refused as old, or taken as the gone
+ * producer's). With every id taken, a producer is refused (EAGAIN). uid/pid come from the socket (SO_PEERCRED) via the glue.
  * Per producer: its registered data sources (by name, unique per producer),
  * its trace writers (writer_id -> target BufferID, RegisterTraceWriter), the
  * BufferIDs it was told to write into (the "allowed" set checked on every
@@ -38,12 +43,26 @@ svc_producer *svc__producer_by_id(svc_service *svc, uint16_t id)
     return NULL;
 }
 
+/* Is id given to a producer of a session that still lives? Its buffers
+ * and sequence ids (libbuf, svc_seqmap) know a writer by (producer id,
+ * writer id) only: a new producer with that id would continue the old
+ * one's sequences, with the old one's trusted uid, pid and sequence id. */
+static bool id_in_a_session(const svc_service *svc, uint16_t id)
+{
+    for (size_t i = 0; i < svc->nsessions; i++)
+        if (svc__session_used_producer(svc->sessions[i], id))
+            return true;
+    return false;
+}
+
+/* The next id after the last one given that no producer has and no live
+ * session knows (id_in_a_session), wrapping; 0 if none. */
 static uint16_t next_producer_id(svc_service *svc)
 {
     uint16_t id = svc->last_producer_id;
     for (uint32_t tries = 0; tries < 65535; tries++) {
         id = (uint16_t)(id == 65535 ? 1 : id + 1);
-        if (!svc__producer_by_id(svc, id))
+        if (!svc__producer_by_id(svc, id) && !id_in_a_session(svc, id))
             return id;
     }
     return 0;

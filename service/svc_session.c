@@ -315,7 +315,8 @@ static int start_instance(svc_service *svc, svc_session *s, svc_producer *p,
     svc_instance *in = &s->inst[s->ninst];
     memset(in, 0, sizeof(*in));
     in->name = strdup(r->name);
-    if (!in->name || svc__producer_allow(p, gid) < 0) {
+    if (!in->name || svc__producer_allow(p, gid) < 0 ||
+        svc__session_use_producer(s, p->id) < 0) {
         free(in->name);
         return -ENOMEM;
     }
@@ -403,6 +404,23 @@ static void session_unlink(svc_service *svc, svc_session *s)
         }
 }
 
+#define SVC_PRODUCER_BITMAP_BYTES (65536 / 8)
+
+int svc__session_use_producer(svc_session *s, uint16_t producer_id)
+{
+    if (!s->producers_used &&
+        !(s->producers_used = calloc(1, SVC_PRODUCER_BITMAP_BYTES)))
+        return -ENOMEM;
+    s->producers_used[producer_id >> 3] |= (uint8_t)(1u << (producer_id & 7));
+    return 0;
+}
+
+bool svc__session_used_producer(const svc_session *s, uint16_t producer_id)
+{
+    return s->producers_used &&
+           (s->producers_used[producer_id >> 3] >> (producer_id & 7)) & 1;
+}
+
 static void session_destroy(svc_service *svc, svc_session *s)
 {
     for (size_t i = 0; i < s->nbufs; i++)
@@ -418,6 +436,7 @@ static void session_destroy(svc_service *svc, svc_session *s)
     free(s->flushes);
     free(s->inst);
     free(s->buf_ids);
+    free(s->producers_used);
     svc__seqmap_free(&s->seqs);
     svc__loss_free(s);
     free(s->scratch);
@@ -814,7 +833,12 @@ static svc_session *clone_impl(svc_service *svc, void *consumer, uid_t uid,
         if (s->buf_cloned_ns)
             s->buf_cloned_ns[i] = svc__boottime_ns();
     }
-    if (svc__seqmap_copy(&s->seqs, &src->seqs) < 0 ||
+    if (src->producers_used &&
+        (s->producers_used = malloc(SVC_PRODUCER_BITMAP_BYTES)) != NULL)
+        memcpy(s->producers_used, src->producers_used,
+               SVC_PRODUCER_BITMAP_BYTES);
+    if ((src->producers_used && !s->producers_used) ||
+        svc__seqmap_copy(&s->seqs, &src->seqs) < 0 ||
         svc__loss_copy(s, src) < 0) {
         session_unlink(svc, s);
         session_destroy(svc, s);

@@ -306,6 +306,46 @@ SVF_TEST(test_read_adds_trusted_fields_and_sequences, 2)
     ck_assert_int_eq(r.n_stats, 1);
 }
 
+/* A producer id is not handed out again while a session that gave its
+ * producer an instance lives: the session's buffer and sequence ids know
+ * a writer by (producer id, writer id) only. With the id of a gone
+ * producer (pid 11) whose packets are still unread, a new producer (pid
+ * 77) continuing its writer's chunk ids had its packets read as the gone
+ * one's: its trusted pid, uid and sequence id. With every id known, a
+ * producer is refused. Once no session knows the id, it is handed out
+ * again. */
+SVF_TEST(test_producer_id_not_reused_while_a_session_knows_it, 1)
+{
+    svc_session *s = svf_enable(f);
+    uint16_t gone_id = svc_producer_id(f->p[0]);
+    svf_put(f, f->p[0], 0, 1, 0, 0, 3);       /* values 0..2, writer 1 */
+    svc_producer_disconnect(f->svc, f->p[0]);
+    f->p[0] = NULL;
+    f->svc->last_producer_id = (uint16_t)(gone_id - 1);  /* as if wrapped */
+    svc_producer *late = svf_add_producer(f->svc, "late", 77);
+    ck_assert_uint_ne(svc_producer_id(late), gone_id);
+    svf_put(f, late, 0, 1, 1, 3, 2);          /* writer 1, chunk 1 */
+    svf_readout r;
+    svf_read_all(f->svc, s, &r);
+    ck_assert_int_eq(r.values, 5);
+    ck_assert_int_eq(r.pid_of_value[0], 11);
+    ck_assert_int_eq(r.pid_of_value[3], 77);
+    ck_assert_int_eq(r.pid_of_value[4], 77);
+    ck_assert_uint_ne(r.seq_of_value[3], r.seq_of_value[0]);
+    /* Every id known to the session: a producer is refused, not given
+     * one of them. */
+    memset(s->producers_used, 0xFF, 65536 / 8);
+    svc_producer_params pp = { .name = "none left" };
+    errno = 0;
+    ck_assert_ptr_null(svc_producer_connect(f->svc, NULL, 1000, 79, &pp));
+    ck_assert_int_eq(errno, EAGAIN);
+    ck_assert_int_eq(svc_session_disable(f->svc, s), 0);
+    svc_session_free(f->svc, s);
+    f->svc->last_producer_id = (uint16_t)(gone_id - 1);
+    svc_producer *later = svf_add_producer(f->svc, "later", 78);
+    ck_assert_uint_eq(svc_producer_id(later), gone_id);
+}
+
 /* The major version trace processor reads from tracing_service_version
  * ("Perfetto vNN." or "Perfetto vNN-"), or -1. */
 static long service_major(const char *v)
@@ -2416,7 +2456,8 @@ static Suite *svc_session_suite(void)
              test_read_in_bounded_batches,
              test_read_writes_system_info_once,
              test_read_system_info_can_be_disabled,
-             test_read_drops_invalid_packets_and_flags_next);
+             test_read_drops_invalid_packets_and_flags_next,
+             test_producer_id_not_reused_while_a_session_knows_it);
     TCK_CASE(s, "untrusted", test_commit_lies_are_counted_not_fatal);
     TCK_CASE(s, "stats", test_stats_writer_histograms,
              test_stats_histograms_can_be_disabled);
