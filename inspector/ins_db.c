@@ -411,25 +411,57 @@ int ins_db_set_sequence_loss(ins_db *db, const ins_loss_row *r)
  * same buffer (any, if q's is unknown), and either a per-buffer aggregate
  * (producer 0) or one whose producer has no listed writer with a pid other
  * than q's (a listed writer none of whose packets is in the trace has no
- * pid, and tells nothing: with writer_stats bounded, thousands do). Only a single candidate ties q: two producers in one process,
- * or several producers none of whose writers kept an entry, leave it
- * NULL rather than guessed. The distinct (producer, pid) pairs go to a
- * temp table first: thousands of folded sequences times thousands of
- * listed writers would otherwise be scanned pairwise. */
+ * pid, and tells nothing: with writer_stats bounded, thousands do). Only
+ * a single candidate ties q: two producers in one process, or several
+ * producers none of whose writers kept an entry, leave it NULL rather
+ * than guessed.
+ *
+ * Cost: a file may hold hundreds of thousands of sequences and of
+ * aggregates (a 248 KB one with 20,000 sequences and one aggregate took
+ * 26 s of CPU when each sequence scanned the table). So each aggregate
+ * first gets the one pid it requires (ins_agg.pid_req: its producer's
+ * listed writers' only pid; NULL: any; aggregates whose producer's
+ * writers have several pids can tie nothing and are left out), and a
+ * sequence's candidates are two index ranges of ins_agg, (buffer,
+ * pid_req = its pid) and (buffer, pid_req NULL), each asked only its
+ * min and max seq_id (O(log n) each; one candidate when exactly one
+ * range is non-empty and its min is its max). */
+#define INS_AGG_Q(fn, where) "(SELECT " fn "(seq_id) FROM ins_agg WHERE " where ")"
+#define INS_AGG_PICK(b)                                                      \
+    "CASE WHEN " INS_AGG_Q("min", b "pid_req = sequence.pid") " IS NULL"     \
+    "  AND " INS_AGG_Q("min", b "pid_req IS NULL") " = "                     \
+             INS_AGG_Q("max", b "pid_req IS NULL")                           \
+    " THEN " INS_AGG_Q("min", b "pid_req IS NULL")                           \
+    " WHEN " INS_AGG_Q("min", b "pid_req IS NULL") " IS NULL"                \
+    "  AND " INS_AGG_Q("min", b "pid_req = sequence.pid") " = "              \
+             INS_AGG_Q("max", b "pid_req = sequence.pid")                    \
+    " THEN " INS_AGG_Q("min", b "pid_req = sequence.pid") " END"
 static const char TIE_FOLDED_SQL[] =
     "DROP TABLE IF EXISTS temp.ins_wpid;"
-    "CREATE TEMP TABLE ins_wpid AS SELECT DISTINCT producer_id, pid"
-    " FROM sequence WHERE loss_kind = 'writer' AND pid IS NOT NULL;"
+    "DROP TABLE IF EXISTS temp.ins_agg;"
+    "CREATE TEMP TABLE ins_wpid(producer_id INTEGER, npids INTEGER,"
+    " pid INTEGER);"
+    "INSERT INTO ins_wpid SELECT producer_id, count(DISTINCT pid), max(pid)"
+    " FROM sequence WHERE loss_kind = 'writer' AND pid IS NOT NULL"
+    " GROUP BY producer_id;"
     "CREATE INDEX temp.ins_wpid_p ON ins_wpid(producer_id);"
+    /* Typed columns: an untyped pid_req (CREATE ... AS SELECT CASE) made
+     * SQLite scan the index instead of seeking pid_req = ?. */
+    "CREATE TEMP TABLE ins_agg(seq_id INTEGER, buffer INTEGER,"
+    " pid_req INTEGER);"
+    "INSERT INTO ins_agg SELECT a.seq_id, a.buffer,"
+    " CASE WHEN a.producer_id = 0 THEN NULL ELSE w.pid END"
+    " FROM sequence a LEFT JOIN ins_wpid w ON w.producer_id = a.producer_id"
+    " WHERE a.loss_kind = 'aggregate'"
+    "  AND (a.producer_id = 0 OR w.npids IS NULL OR w.npids = 1);"
+    "CREATE INDEX temp.ins_agg_bp ON ins_agg(buffer, pid_req, seq_id);"
+    "CREATE INDEX temp.ins_agg_p ON ins_agg(pid_req, seq_id);"
     "UPDATE sequence SET loss_kind = 'folded', loss_aggregate ="
-    " (SELECT CASE count(*) WHEN 1 THEN max(a.seq_id) END"
-    "  FROM sequence a WHERE a.loss_kind = 'aggregate'"
-    "   AND (sequence.buffer IS NULL OR a.buffer = sequence.buffer)"
-    "   AND (a.producer_id = 0 OR NOT EXISTS (SELECT 1 FROM ins_wpid w"
-    "        WHERE w.producer_id = a.producer_id"
-    "          AND w.pid IS NOT sequence.pid)))"
+    " CASE WHEN sequence.buffer IS NULL THEN " INS_AGG_PICK("")
+    " ELSE " INS_AGG_PICK("buffer = sequence.buffer AND ") " END"
     " WHERE seq_id > 1 AND loss_kind IS NULL"
     "  AND EXISTS (SELECT 1 FROM sequence a WHERE a.loss_kind = 'aggregate');"
+    "DROP TABLE temp.ins_agg;"
     "DROP TABLE temp.ins_wpid;";
 
 int ins_db_tie_folded(ins_db *db, uint64_t *folded, uint64_t *untied)
