@@ -462,7 +462,11 @@ static const char TIE_FOLDED_SQL[] =
     " WHERE seq_id > 1 AND loss_kind IS NULL"
     "  AND EXISTS (SELECT 1 FROM sequence a WHERE a.loss_kind = 'aggregate');"
     "DROP TABLE temp.ins_agg;"
-    "DROP TABLE temp.ins_wpid;";
+    "DROP TABLE temp.ins_wpid;"
+    /* lost_packets.sql counts each aggregate's writers: one lookup each,
+     * not a scan (it took a minute with 20,000 aggregates). */
+    "CREATE INDEX IF NOT EXISTS sequence_by_loss_aggregate"
+    " ON sequence(loss_aggregate);";
 
 int ins_db_tie_folded(ins_db *db, uint64_t *folded, uint64_t *untied)
 {

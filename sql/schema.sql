@@ -106,7 +106,9 @@ CREATE TABLE sequence (
                                      -- counts (same buffer; same producer, known from the
                                      -- pids of that producer's listed writers). NULL when
                                      -- several aggregates could hold it (e.g. two producers
-                                     -- in one process): never guessed
+                                     -- in one process): never guessed. Indexed
+                                     -- (sequence_by_loss_aggregate) in traces with a
+                                     -- folded list
   packets_offered INTEGER,           -- listed rows: packets that reached the buffer
   packets_read  INTEGER,             --   ... read out of it by the service
   packets_pending INTEGER            --   ... still there, incomplete (0 once the session
