@@ -426,7 +426,8 @@ int ins_db_set_sequence_loss(ins_db *db, const ins_loss_row *r)
  * pid_req = its pid) and (buffer, pid_req NULL), each asked only its
  * min and max seq_id (O(log n) each; one candidate when exactly one
  * range is non-empty and its min is its max). */
-#define INS_AGG_Q(fn, where) "(SELECT " fn "(seq_id) FROM ins_agg WHERE " where ")"
+#define INS_AGG_Q(fn, where)                                                 \
+    "(SELECT " fn "(seq_id) FROM ins_agg WHERE " where ")"
 #define INS_AGG_PICK(b)                                                      \
     "CASE WHEN " INS_AGG_Q("min", b "pid_req = sequence.pid") " IS NULL"     \
     "  AND " INS_AGG_Q("min", b "pid_req IS NULL") " = "                     \

@@ -271,7 +271,7 @@ int tb__seq_clone_all(tb_buffer *dst, const tb_buffer *src)
         dst->nseqs = i + 1;
         if (s->count == 0)
             continue;
-        uint32_t cap = 16;
+        uint32_t cap = 2;       /* as ring_grow: the least power of two */
         while (cap < s->count)
             cap *= 2;
         d->ring = malloc((size_t)cap * sizeof(*d->ring));

@@ -23,8 +23,9 @@
  *     or when its uid's producer connections together would hold more
  *     than SVC_MAX_QUEUED_CMD_BYTES_PER_UID (counted per uid in the
  *     daemon, svc_uid_queued), the connection is dropped, the reason
- *     logged, the queue freed at once. Dropping some commands instead would leave the producer a
- *     Start without its Setup, or a session it half knows; a producer
+ *     logged, the queue freed at once. Dropping some commands instead
+ *     would leave the producer a Start without its Setup, or a session it
+ *     half knows; a producer
  *     that reconnects (the Perfetto SDK does) registers again and starts
  *     clean.
  */

@@ -8,7 +8,8 @@
  * service reuses ids at once, and a new producer then continued a gone
  * one's sequences in the buffers, under the gone one's trusted uid, pid
  * and sequence id (its chunks refused as old, or taken as the gone
- * producer's). With every id taken, a producer is refused (EAGAIN). uid/pid come from the socket (SO_PEERCRED) via the glue.
+ * producer's). With every id taken, a producer is refused (EAGAIN).
+ * uid/pid come from the socket (SO_PEERCRED) via the glue.
  * Per producer: its registered data sources (by name, unique per producer),
  * its trace writers (writer_id -> target BufferID, RegisterTraceWriter), the
  * BufferIDs it was told to write into (the "allowed" set checked on every
