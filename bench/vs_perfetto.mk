@@ -13,18 +13,23 @@ EXTRA_DIST += bench/bench_vs_perfetto.sh bench/bench_vs_run.sh \
 	bench/bench_services.sh \
 	bench/bench_vs_sdk.sh
 
+# What the scripts are told: the trees, and the Perfetto binaries configure
+# found (PERFETTO_BIN; empty: the scripts' own fallback).
+BENCH_VS_ENV = top_builddir='$(top_builddir)' top_srcdir='$(top_srcdir)' \
+	PERFETTO_BIN='$(PERFETTO_BIN)'
+
 .PHONY: bench-vs-perfetto
 bench-vs-perfetto: all $(check_PROGRAMS)
-	top_builddir='$(top_builddir)' top_srcdir='$(top_srcdir)' \
+	$(BENCH_VS_ENV) \
 		$(SHELL) $(top_srcdir)/bench/bench_vs_perfetto.sh
-	top_builddir='$(top_builddir)' top_srcdir='$(top_srcdir)' \
+	$(BENCH_VS_ENV) \
 		$(SHELL) $(top_srcdir)/bench/bench_vs_sdk.sh
 
 # The producer's cost per small packet, libshm against Perfetto's C SDK
 # (bench/bench_vs_sdk.sh; also run by bench-vs-perfetto).
 .PHONY: bench-vs-sdk
 bench-vs-sdk: all $(check_PROGRAMS)
-	top_builddir='$(top_builddir)' top_srcdir='$(top_srcdir)' \
+	$(BENCH_VS_ENV) \
 		$(SHELL) $(top_srcdir)/bench/bench_vs_sdk.sh
 
 # This tree's shmtraced against another build of it (a git revision or a
@@ -32,5 +37,5 @@ bench-vs-sdk: all $(check_PROGRAMS)
 # (bench/ab_service.sh; its knobs are bench_vs_perfetto.sh's).
 .PHONY: bench-ab
 bench-ab: all $(check_PROGRAMS)
-	top_builddir='$(top_builddir)' top_srcdir='$(top_srcdir)' \
+	$(BENCH_VS_ENV) \
 		$(SHELL) $(top_srcdir)/bench/ab_service.sh '$(BASE)'
