@@ -13,10 +13,10 @@ EXTRA_DIST += bench/bench_vs_perfetto.sh bench/bench_vs_run.sh \
 	bench/bench_services.sh \
 	bench/bench_vs_sdk.sh
 
-# What the scripts are told: the trees, and the Perfetto binaries configure
-# found (PERFETTO_BIN; empty: the scripts' own fallback).
+# What the scripts are told: the trees, and Perfetto's binaries ($PERFETTO_BIN
+# if set, else what configure found; empty: the scripts' own fallback).
 BENCH_VS_ENV = top_builddir='$(top_builddir)' top_srcdir='$(top_srcdir)' \
-	PERFETTO_BIN='$(PERFETTO_BIN)'
+	PERFETTO_BIN="$${PERFETTO_BIN:-$(PERFETTO_BIN_DEFAULT)}"
 
 .PHONY: bench-vs-perfetto
 bench-vs-perfetto: all $(check_PROGRAMS)
