@@ -75,6 +75,10 @@
 /* Sequence GC thresholds (spec §3). */
 #define TB__KEEP_LAST_EMPTY_SEQ 1024u
 #define TB__EMPTY_SEQ_GC_THRESHOLD (TB__KEEP_LAST_EMPTY_SEQ + 128u)
+/* Entries of a sequence's ChunkID ring when first made (it doubles from
+ * there; a power of two): small, since hostile producers can make one
+ * sequence per 16-byte record (tb_seq.c). */
+#define TB__SEQ_RING_MIN 2u
 
 /* facts byte of a record: computed at copy time over [0, payload_size). */
 #define TB__FACT_VALID  0x01u /* facts match the payload (no patch since) */

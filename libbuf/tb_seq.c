@@ -101,7 +101,7 @@ tb__seq *tb__seq_get_or_create(tb_buffer *b, uint32_t key,
 
 static int ring_grow(tb__seq *s)
 {
-    uint32_t cap = s->cap ? s->cap * 2 : 2;
+    uint32_t cap = s->cap ? s->cap * 2 : TB__SEQ_RING_MIN;
     tb__centry *n = malloc((size_t)cap * sizeof(*n));
     if (!n)
         return -ENOMEM;
@@ -271,7 +271,7 @@ int tb__seq_clone_all(tb_buffer *dst, const tb_buffer *src)
         dst->nseqs = i + 1;
         if (s->count == 0)
             continue;
-        uint32_t cap = 2;       /* as ring_grow: the least power of two */
+        uint32_t cap = TB__SEQ_RING_MIN;
         while (cap < s->count)
             cap *= 2;
         d->ring = malloc((size_t)cap * sizeof(*d->ring));

@@ -142,15 +142,14 @@ static int by_loss_key(const void *va, const void *vb)
 }
 
 /* Marks which of the nw writers in pk keep their entry within
- * SVC_WSTATS_MAX_BYTES (the rest fit in total: all). Returns how many are
- * kept, or -ENOMEM. */
-static long choose_writers(svc_service *svc, svc_session *s, svc_wpick *pk,
+ * SVC_WSTATS_MAX_BYTES (the rest fit in total: all). 0 or -ENOMEM. */
+static int choose_writers(svc_service *svc, svc_session *s, svc_wpick *pk,
                            size_t nw, size_t total)
 {
     if (total <= SVC_WSTATS_MAX_BYTES) {
         for (size_t k = 0; k < nw; k++)
             pk[k].kept = true;
-        return (long)nw;
+        return 0;
     }
     svc_wpick **rank = calloc(nw, sizeof(*rank));
     if (!rank)
@@ -179,15 +178,13 @@ static long choose_writers(svc_service *svc, svc_session *s, svc_wpick *pk,
     }
     qsort(rank, nw, sizeof(*rank), by_worth);
     size_t room = SVC_WSTATS_MAX_BYTES;
-    long kept = 0;
     for (size_t r = 0; r < nw; r++)
         if (rank[r]->wire <= room) {
             rank[r]->kept = true;
             room -= rank[r]->wire;
-            kept++;
         }
     free(rank);
-    return kept;
+    return 0;
 }
 
 /* writer_stats of session s (histograms enabled), at most
@@ -206,17 +203,22 @@ static int fill_writer_stats(svc_service *svc, svc_session *s,
     st->chunk_payload_histogram_def = (int64_t *)svc_hist_def;
     if (!nw)
         return 0;
+    svc_wentry *we = calloc(nw, sizeof(*we));
+    svc_wstats **wsp = calloc(nw, sizeof(*wsp));
     svc_wpick *pk = calloc(nw, sizeof(*pk));
-    if (!pk)
+    if (!we || !wsp || !pk) {
+        free(we);
+        free(wsp);
+        free(pk);
         return -ENOMEM;
+    }
     size_t k = 0, total = 0;
     for (size_t i = 0; i < s->nbufs; i++) {
         tb_buffer *b = svc__buffer(svc, s->buf_ids[i], NULL);
         const tb_writer_stats *h = b ? tb_get_writer_stats(b, &n) : NULL;
         for (size_t j = 0; h && j < n && k < nw; j++, k++) {
-            svc_wentry e;
-            wentry_fill(&e, s, (uint32_t)i, &h[j]);
-            size_t len = protobuf_c_message_get_packed_size(&e.ws.base);
+            wentry_fill(&we[k], s, (uint32_t)i, &h[j]);
+            size_t len = protobuf_c_message_get_packed_size(&we[k].ws.base);
             pk[k].h = &h[j];
             pk[k].buffer = (uint32_t)i;
             pk[k].wire = (uint32_t)(2 + svc_varint_len(len) + len); /* tag 18 */
@@ -226,36 +228,37 @@ static int fill_writer_stats(svc_service *svc, svc_session *s,
         }
     }
     nw = k;
-    long kept = choose_writers(svc, s, pk, nw, total);
-    if (kept < 0) {
-        free(pk);
-        return (int)kept;
-    }
-    if (kept < (long)nw) {
-        st->has_shmtrace_writer_stats_left_out = true;
-        st->shmtrace_writer_stats_left_out = (uint32_t)(nw - (size_t)kept);
-    }
-    if (kept == 0) {
-        free(pk);
-        return 0;
-    }
-    svc_wentry *we = calloc((size_t)kept, sizeof(*we));
-    svc_wstats **wsp = calloc((size_t)kept, sizeof(*wsp));
-    if (!we || !wsp) {
+    int rc = choose_writers(svc, s, pk, nw, total);
+    if (rc < 0) {
         free(we);
         free(wsp);
         free(pk);
-        return -ENOMEM;
+        return rc;
     }
+    /* The kept entries, moved down in place (their arrays' pointers lead
+     * into the entry, so they are set again). */
     size_t w = 0;
     for (k = 0; k < nw; k++) {
         if (!pk[k].kept)
             continue;
-        wentry_fill(&we[w], s, pk[k].buffer, pk[k].h);
+        if (w != k) {
+            we[w] = we[k];
+            we[w].ws.chunk_payload_histogram_counts = we[w].counts;
+            we[w].ws.chunk_payload_histogram_sum = we[w].sums;
+        }
         wsp[w] = &we[w].ws;
         w++;
     }
     free(pk);
+    if (w < nw) {
+        st->has_shmtrace_writer_stats_left_out = true;
+        st->shmtrace_writer_stats_left_out = (uint32_t)(nw - w);
+    }
+    if (w == 0) {
+        free(we);
+        free(wsp);
+        return 0;
+    }
     st->n_writer_stats = w;
     st->writer_stats = wsp;
     return 0;

@@ -541,25 +541,33 @@ static void on_hoarder_disc(ipc_client *c, int err, void *ctx)
     *(bool *)(ctx ? ctx : &hoarder_gone) = true;
 }
 
+/* A producer connection of `name` that has done InitializeConnection and
+ * nothing more (cbs get ctx). */
+static ipc_client *initialized_producer(const char *name,
+                                        const ipc_client_cbs *cbs, void *ctx)
+{
+    int err = 0;
+    F.p_bound = F.p_init = false;
+    ipc_client *p = ipc_client_connect(F.sv.loop, F.sv.ppath,
+                                       IPC_PRODUCER_PORT, cbs, ctx, &err);
+    ck_assert_ptr_nonnull(p);
+    run_until(&F.p_bound, 500);
+    Perfetto__Protos__InitializeConnectionRequest ic =
+        PERFETTO__PROTOS__INITIALIZE_CONNECTION_REQUEST__INIT;
+    ic.producer_name = (char *)name;
+    ck_assert_int_gt(ipc_client_invoke(p, "InitializeConnection", &ic.base,
+            -1, &perfetto__protos__initialize_connection_response__descriptor,
+            on_init, NULL), 0);
+    run_until(&F.p_init, 500);
+    return p;
+}
+
 /* ... whose going away sets *gone (hoarder_gone if NULL). */
 static ipc_client *connect_hoarder_to(bool *gone)
 {
     static const ipc_client_cbs cbs = { on_p_bound, on_hoarder_disc };
-    int err = 0;
     *(gone ? gone : &hoarder_gone) = false;
-    F.p_bound = F.p_init = false;
-    ipc_client *h = ipc_client_connect(F.sv.loop, F.sv.ppath,
-                                       IPC_PRODUCER_PORT, &cbs, gone, &err);
-    ck_assert_ptr_nonnull(h);
-    run_until(&F.p_bound, 500);
-    Perfetto__Protos__InitializeConnectionRequest ic =
-        PERFETTO__PROTOS__INITIALIZE_CONNECTION_REQUEST__INIT;
-    ic.producer_name = "hoarder";
-    ck_assert_int_gt(ipc_client_invoke(h, "InitializeConnection", &ic.base,
-            -1, &perfetto__protos__initialize_connection_response__descriptor,
-            on_init, NULL), 0);
-    run_until(&F.p_init, 500);
-    return h;
+    return initialized_producer("hoarder", &cbs, gone);
 }
 
 static ipc_client *connect_hoarder(void)
@@ -756,20 +764,7 @@ static void register_blob_ds(ipc_client *p, const char *name, size_t blob,
 static ipc_client *plain_producer(const char *name)
 {
     static const ipc_client_cbs cbs = { on_p_bound, on_disc };
-    int err = 0;
-    F.p_bound = F.p_init = false;
-    ipc_client *p = ipc_client_connect(F.sv.loop, F.sv.ppath,
-                                       IPC_PRODUCER_PORT, &cbs, NULL, &err);
-    ck_assert_ptr_nonnull(p);
-    run_until(&F.p_bound, 500);
-    Perfetto__Protos__InitializeConnectionRequest ic =
-        PERFETTO__PROTOS__INITIALIZE_CONNECTION_REQUEST__INIT;
-    ic.producer_name = (char *)name;
-    ck_assert_int_gt(ipc_client_invoke(p, "InitializeConnection", &ic.base,
-            -1, &perfetto__protos__initialize_connection_response__descriptor,
-            on_init, NULL), 0);
-    run_until(&F.p_init, 500);
-    return p;
+    return initialized_producer(name, &cbs, NULL);
 }
 
 typedef struct {

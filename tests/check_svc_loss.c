@@ -257,6 +257,17 @@ static void check_many_writers_list(const Perfetto__Protos__TraceStats *st,
                           agg->sequence_id);
 }
 
+/* svc_stats_build of s, which must succeed and stay under
+ * SVC_STATS_MAX_BYTES (a GetTraceStats reply fits one IPC frame). */
+static Perfetto__Protos__TraceStats *bounded_stats(svf_fx *f, svc_session *s)
+{
+    Perfetto__Protos__TraceStats *st = svc_stats_build(f->svc, s);
+    ck_assert_ptr_nonnull(st);
+    ck_assert_uint_le(perfetto__protos__trace_stats__get_packed_size(st),
+                      SVC_STATS_MAX_BYTES);
+    return st;
+}
+
 /* Writers first, first + 10, ... up to last of producer pid (buffer 0)
  * each have exactly one writer_stats entry. */
 static void check_writers_listed(svc_session *s,
@@ -440,10 +451,7 @@ SVF_TEST(test_loss_list_folds_per_buffer_with_many_producers, 1)
     writers_write(f, f->p[0], 3300);
     enum { NP = 2000 };
     lossy_producers(f, NP);
-    Perfetto__Protos__TraceStats *st = svc_stats_build(f->svc, s);
-    ck_assert_ptr_nonnull(st);
-    ck_assert_uint_le(perfetto__protos__trace_stats__get_packed_size(st),
-                      SVC_STATS_MAX_BYTES);
+    Perfetto__Protos__TraceStats *st = bounded_stats(f, s);
     list_sums_t t = list_sums(st, -1, true);
     ck_assert_uint_eq(t.buffer_aggregates, 1);
     ck_assert_uint_eq(t.aggregates, 0);
@@ -477,10 +485,7 @@ SVF_TEST(test_writer_stats_keep_losers_first, 1)
         }
         svf_commit(f->svc, f->p[0], 0, 0, f->buf, 0);
     }
-    Perfetto__Protos__TraceStats *st = svc_stats_build(f->svc, s);
-    ck_assert_ptr_nonnull(st);
-    ck_assert_uint_le(perfetto__protos__trace_stats__get_packed_size(st),
-                      SVC_STATS_MAX_BYTES);
+    Perfetto__Protos__TraceStats *st = bounded_stats(f, s);
     uint16_t pid = svc_producer_id(f->p[0]);
     check_writer_stats(s, st, pid, N);
     check_writers_listed(s, st, pid, 5, N);
@@ -504,10 +509,7 @@ SVF_TEST(test_loss_list_takes_libbuf_overflow, 1)
     enum { N = TB_LOSS_MAX_WRITERS + 500, NP = 2000 };
     svc_session *s = many_writers(f, N, false);
     lossy_producers(f, NP);
-    Perfetto__Protos__TraceStats *st = svc_stats_build(f->svc, s);
-    ck_assert_ptr_nonnull(st);
-    ck_assert_uint_le(perfetto__protos__trace_stats__get_packed_size(st),
-                      SVC_STATS_MAX_BYTES);
+    Perfetto__Protos__TraceStats *st = bounded_stats(f, s);
     list_sums_t t = list_sums(st, -1, true);
     ck_assert_uint_eq(t.offered, N);
     ck_assert_uint_eq(t.read + t.pending, N);
