@@ -1706,11 +1706,13 @@ SVF_TEST(test_file_copied_batches_inline_when_told, 1)
 }
 
 /* By default (AUTO) a main thread with time to spare writes the batches
- * of copied packets itself: here it sleeps 2 ms after every step, so
- * no window (5 ms or more) sees it busy 90% of the time. */
+ * of copied packets itself: here it sleeps 20 ms after every step, so no
+ * window (5 ms or more) sees it busy 90% of the time unless a step takes
+ * 180 ms. (With 2 ms a step under ThreadSanitizer, a few ms of CPU, made
+ * a window busy enough, and the test failed on timing once in CI.) */
 SVF_TEST(test_file_copied_batches_inline_while_the_service_idles, 1)
 {
-    svc_session *s = thread_file(f, 0, SVC_FILE_COPIED_AUTO, 2000);
+    svc_session *s = thread_file(f, 0, SVC_FILE_COPIED_AUTO, 20000);
     ck_assert_uint_eq(s->file_slice_bytes, 0);
     ck_assert_uint_eq(s->file_copied_out_batches, 0);
 }
