@@ -146,6 +146,10 @@ static inline uint64_t svc__min_deadline(uint64_t a, uint64_t b)
     return a < b ? a : b;
 }
 
+/* The clocks of the AUTO rule's windows (svc__set_load_clock). */
+typedef void (*svc_load_clock_fn)(void *ctx, uint64_t *wall_ns,
+                                  uint64_t *cpu_ns);
+
 /* A data source a producer registered (RegisterDataSource). */
 typedef struct {
     char *name;                  /* owned */
@@ -402,6 +406,12 @@ struct svc_service {
     size_t file_step_bytes;      /* per step of a file pass (svc_flush.c) */
     size_t file_in_place_min;    /* packets written in place (svc_read.c) */
     svc_file_copied_mode file_copied_mode;      /* ibid., copied_out */
+    /* The clocks AUTO's windows read (svc_read.c, copied_out_window):
+     * NULL, CLOCK_MONOTONIC and the main thread's CPU time; a test sets
+     * its own (svc__set_load_clock), so that what it asserts follows from
+     * the load it describes, not from the machine's speed. */
+    svc_load_clock_fn load_clock;
+    void *load_clock_ctx;
     uint64_t file_passes_hurried; /* passes finished in one go (ibid.) */
     uint64_t last_commit_ms;     /* when the last CommitData came in */
     svc_producer **producers;
@@ -458,6 +468,10 @@ bool svc__file_waiting(svc_service *, svc_session *);
  * framed meanwhile (at least SVC_FILE_COPIED_OUT_MIN on average). */
 bool svc__copied_to_thread(uint64_t cpu_ns, uint64_t wall_ns,
                            uint64_t bytes, uint64_t packets);
+/* Tests: the clocks AUTO's windows read instead of the system's (fn NULL:
+ * the system's again). fn returns the wall time and the main thread's CPU
+ * time, in ns, each call. */
+void svc__set_load_clock(svc_service *, svc_load_clock_fn fn, void *ctx);
 void svc__file_batches_free(svc_session *);
 /* Where the next byte written through fd lands: its offset, or with
  * O_APPEND the file's end (0 if neither can be known). */

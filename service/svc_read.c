@@ -926,13 +926,25 @@ static bool copied_out_now(const svc_service *svc, const svc_session *s)
     return s->file_copied_out;
 }
 
-/* AUTO: a window that is over makes the session's answer again. */
-static void copied_out_window(svc_session *s)
+void svc__set_load_clock(svc_service *svc, svc_load_clock_fn fn, void *ctx)
 {
-    uint64_t wall = clock_ns(CLOCK_MONOTONIC);
+    svc->load_clock = fn;
+    svc->load_clock_ctx = ctx;
+}
+
+/* AUTO: a window that is over makes the session's answer again (the
+ * thread's CPU time read only then; a test's clocks, both each time). */
+static void copied_out_window(const svc_service *svc, svc_session *s)
+{
+    uint64_t wall, cpu = 0;
+    if (svc->load_clock)
+        svc->load_clock(svc->load_clock_ctx, &wall, &cpu);
+    else
+        wall = clock_ns(CLOCK_MONOTONIC);
     if (wall - s->load_wall_ns < SVC_FILE_LOAD_WINDOW_NS)
         return;
-    uint64_t cpu = clock_ns(CLOCK_THREAD_CPUTIME_ID);
+    if (!svc->load_clock)
+        cpu = clock_ns(CLOCK_THREAD_CPUTIME_ID);
     if (s->load_wall_ns)
         s->file_copied_out = svc__copied_to_thread(
             cpu - s->load_cpu_ns, wall - s->load_wall_ns,
@@ -947,7 +959,7 @@ static void copied_out_window(svc_session *s)
 static bool copied_out(svc_filew *w)
 {
     if (w->svc->file_copied_mode == SVC_FILE_COPIED_AUTO)
-        copied_out_window(w->s);
+        copied_out_window(w->svc, w->s);
     return copied_out_now(w->svc, w->s);
 }
 

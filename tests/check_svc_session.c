@@ -1649,11 +1649,10 @@ SVF_TEST(test_file_writer_thread_reports_write_errors, 1)
 /* 1300 packets of 500-3500 bytes through the writer thread, packets of
  * in_place_min bytes or more in place (0: the default, 8 KiB, so all
  * copied), batches of copied packets where `mode` says, in passes of
- * small steps (batches in flight), with a pause of pause_us after each
- * step: the file has them all, intact and in order. */
+ * small steps (batches in flight): the file has them all, intact and in
+ * order. */
 static svc_session *thread_file(svf_fx *f, size_t in_place_min,
-                                svc_file_copied_mode mode,
-                                useconds_t pause_us)
+                                svc_file_copied_mode mode)
 {
     ck_assert_int_eq(svc_set_file_writer_thread(f->svc, true), 0);
     svc_set_file_in_place_min(f->svc, in_place_min);
@@ -1670,8 +1669,6 @@ static svc_session *thread_file(svf_fx *f, size_t in_place_min,
         while (more) {
             ck_assert_int_eq(svc_session_write_file_step(f->svc, s, 20000,
                                                          &more), 0);
-            if (pause_us)
-                usleep(pause_us);
         }
     }
     ck_assert_int_eq(svc_session_write_file(f->svc, s), 0);
@@ -1685,7 +1682,7 @@ static svc_session *thread_file(svf_fx *f, size_t in_place_min,
 /* The same file through the writer thread as without it. */
 SVF_TEST(test_file_writer_thread_writes_what_inline_writes, 1)
 {
-    svc_session *s = thread_file(f, 512, SVC_FILE_COPIED_AUTO, 0);
+    svc_session *s = thread_file(f, 512, SVC_FILE_COPIED_AUTO);
     ck_assert_uint_gt(s->file_slice_bytes, s->file_staged_bytes);
 }
 
@@ -1693,28 +1690,62 @@ SVF_TEST(test_file_writer_thread_writes_what_inline_writes, 1)
  * the file is the same; told not to, it takes none. */
 SVF_TEST(test_file_copied_batches_through_the_thread_when_told, 1)
 {
-    svc_session *s = thread_file(f, 0, SVC_FILE_COPIED_THREAD, 0);
+    svc_session *s = thread_file(f, 0, SVC_FILE_COPIED_THREAD);
     ck_assert_uint_eq(s->file_slice_bytes, 0);
     ck_assert_uint_gt(s->file_copied_out_batches, 2);
 }
 
 SVF_TEST(test_file_copied_batches_inline_when_told, 1)
 {
-    svc_session *s = thread_file(f, 0, SVC_FILE_COPIED_INLINE, 0);
+    svc_session *s = thread_file(f, 0, SVC_FILE_COPIED_INLINE);
     ck_assert_uint_eq(s->file_slice_bytes, 0);
     ck_assert_uint_eq(s->file_copied_out_batches, 0);
 }
 
+/* AUTO's input, as the test describes it (svc__set_load_clock): each
+ * read of the clocks moves wall time on by 10 ms (two windows) and the
+ * main thread's CPU time by busy_ns. Static: it outlives the test body. */
+typedef struct {
+    uint64_t wall, cpu, busy_ns;
+    unsigned reads;
+} fake_load;
+static fake_load the_load;
+
+static void fake_load_clock(void *ctx, uint64_t *wall, uint64_t *cpu)
+{
+    fake_load *l = ctx;
+    l->wall += 10000000;
+    l->cpu += l->busy_ns;
+    l->reads++;
+    *wall = l->wall;
+    *cpu = l->cpu;
+}
+
+static svc_session *file_under_load(svf_fx *f, uint64_t busy_ns)
+{
+    the_load = (fake_load){ .wall = 1000000000, .busy_ns = busy_ns };
+    svc__set_load_clock(f->svc, fake_load_clock, &the_load);
+    svc_session *s = thread_file(f, 0, SVC_FILE_COPIED_AUTO);
+    ck_assert_uint_gt(the_load.reads, 2);    /* several windows ended */
+    ck_assert_uint_eq(s->file_slice_bytes, 0);
+    return s;
+}
+
 /* By default (AUTO) a main thread with time to spare writes the batches
- * of copied packets itself: here it sleeps 20 ms after every step, so no
- * window (5 ms or more) sees it busy 90% of the time unless a step takes
- * 180 ms. (With 2 ms a step under ThreadSanitizer, a few ms of CPU, made
- * a window busy enough, and the test failed on timing once in CI.) */
+ * of copied packets itself: 1 ms of CPU in every 10 ms. */
 SVF_TEST(test_file_copied_batches_inline_while_the_service_idles, 1)
 {
-    svc_session *s = thread_file(f, 0, SVC_FILE_COPIED_AUTO, 20000);
-    ck_assert_uint_eq(s->file_slice_bytes, 0);
+    svc_session *s = file_under_load(f, 1000000);
     ck_assert_uint_eq(s->file_copied_out_batches, 0);
+}
+
+/* ... and a saturated one (10 ms in 10 ms) hands them to the writer
+ * thread, these packets averaging well over SVC_FILE_COPIED_OUT_MIN
+ * bytes; the file is the same (thread_file checks it). */
+SVF_TEST(test_file_copied_batches_to_the_thread_while_the_service_is_busy, 1)
+{
+    svc_session *s = file_under_load(f, 10000000);
+    ck_assert_uint_gt(s->file_copied_out_batches, 0);
 }
 
 /* In file mode a packet of at least svc_set_file_in_place_min bytes is
@@ -2493,6 +2524,7 @@ static Suite *svc_session_suite(void)
              test_file_copied_batches_through_the_thread_when_told,
              test_file_copied_batches_inline_when_told,
              test_file_copied_batches_inline_while_the_service_idles,
+             test_file_copied_batches_to_the_thread_while_the_service_is_busy,
              test_file_copied_to_thread_rule,
              test_file_mode_small_packets_every_size,
              test_file_pass_runs_in_steps,
