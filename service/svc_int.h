@@ -406,6 +406,7 @@ struct svc_service {
     size_t file_step_bytes;      /* per step of a file pass (svc_flush.c) */
     size_t file_in_place_min;    /* packets written in place (svc_read.c) */
     svc_file_copied_mode file_copied_mode;      /* ibid., copied_out */
+    uint8_t *fwb_spare;          /* a gone session's batch arena (ibid.) */
     /* The clocks AUTO's windows read (svc_read.c, copied_out_window):
      * NULL, CLOCK_MONOTONIC and the main thread's CPU time; a test sets
      * its own (svc__set_load_clock), so that what it asserts follows from
@@ -472,7 +473,9 @@ bool svc__copied_to_thread(uint64_t cpu_ns, uint64_t wall_ns,
  * the system's again). fn returns the wall time and the main thread's CPU
  * time, in ns, each call. */
 void svc__set_load_clock(svc_service *, svc_load_clock_fn fn, void *ctx);
-void svc__file_batches_free(svc_session *);
+void svc__file_batches_free(svc_service *, svc_session *);
+/* The spare batch arena a gone session left (svc_destroy). */
+void svc__file_spare_free(svc_service *);
 /* Where the next byte written through fd lands: its offset, or with
  * O_APPEND the file's end (0 if neither can be known). */
 int64_t svc__file_base(int fd);

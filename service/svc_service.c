@@ -135,6 +135,7 @@ void svc_destroy(svc_service *svc)
     while (svc->nproducers)
         svc_producer_disconnect(svc, svc->producers[svc->nproducers - 1]);
     svc_fw_destroy(svc->fw);
+    svc__file_spare_free(svc);
     free(svc->sessions);
     free(svc->producers);
     free(svc->bufs);

@@ -441,7 +441,7 @@ static void session_destroy(svc_service *svc, svc_session *s)
     svc__loss_free(s);
     free(s->scratch);
     svc__file_wait(svc, s);      /* nothing in flight to its file */
-    svc__file_batches_free(s);
+    svc__file_batches_free(svc, s);
     if (s->out_fd >= 0) {
         svc_prealloc_trim(&s->prealloc, s->out_fd);
         close(s->out_fd);

@@ -1702,6 +1702,32 @@ SVF_TEST(test_file_copied_batches_inline_when_told, 1)
     ck_assert_uint_eq(s->file_copied_out_batches, 0);
 }
 
+/* A file session's batch memory outlives it as the service's spare:
+ * the next file session takes it (its pages already faulted in), and its
+ * file is whole and its own (thread_file reads every packet back); a
+ * third, while the second holds the spare, maps its own. */
+SVF_TEST(test_file_batch_arena_kept_for_the_next_session, 1)
+{
+    svc_session *s = thread_file(f, 0, SVC_FILE_COPIED_INLINE);
+    uint8_t *arena = s->fwb_arena;
+    ck_assert_ptr_nonnull(arena);
+    ck_assert_ptr_null(f->svc->fwb_spare);
+    svc_session_free(f->svc, s);
+    ck_assert_ptr_eq(f->svc->fwb_spare, arena);
+    s = thread_file(f, 0, SVC_FILE_COPIED_THREAD);
+    ck_assert_ptr_eq(s->fwb_arena, arena);
+    ck_assert_ptr_null(f->svc->fwb_spare);
+    svc_session *s2 = f->s;
+    ck_assert_ptr_eq(s2, s);
+    svc_session *s3 = thread_file(f, 0, SVC_FILE_COPIED_INLINE);
+    ck_assert_ptr_nonnull(s3->fwb_arena);
+    ck_assert_ptr_ne(s3->fwb_arena, arena);
+    svc_session_free(f->svc, s3);
+    ck_assert_ptr_nonnull(f->svc->fwb_spare);     /* s3's, kept */
+    svc_session_free(f->svc, s);                  /* s's unmapped */
+    ck_assert_ptr_ne(f->svc->fwb_spare, arena);
+}
+
 /* AUTO's input, as the test describes it (svc__set_load_clock): each
  * read of the clocks moves wall time on by 10 ms (two windows) and the
  * main thread's CPU time by busy_ns. Static: it outlives the test body. */
@@ -2524,6 +2550,7 @@ static Suite *svc_session_suite(void)
              test_file_copied_batches_through_the_thread_when_told,
              test_file_copied_batches_inline_when_told,
              test_file_copied_batches_inline_while_the_service_idles,
+             test_file_batch_arena_kept_for_the_next_session,
              test_file_copied_batches_to_the_thread_while_the_service_is_busy,
              test_file_copied_to_thread_rule,
              test_file_mode_small_packets_every_size,
