@@ -55,6 +55,7 @@ static tb_buffer *alloc_buffer(size_t size, tb_fill_policy policy)
     b->policy = policy;
     b->generation = 1;
     b->rewind_at = tb__default_rewind_at(size);
+    b->max_seqs_per_uid = tb__default_max_seqs_per_uid(size);
     b->stats.buffer_size = size;
     return b;
 }

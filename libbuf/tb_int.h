@@ -35,7 +35,8 @@
  * ChunkID (modular order): appends at the tail and erases at the head are
  * O(1); an out-of-order insert shifts (rare: only SMB scraping does it).
  * Keeping chunk_id in the ring lets patches find their chunk by index
- * arithmetic or binary search without touching the buffer.
+ * arithmetic or binary search without touching the buffer. b->uids counts
+ * each uid's sequences, bounded per uid (tb_seq.c).
  *
  * WALKS (spec §7)
  *
@@ -239,6 +240,12 @@ struct tb_buffer {
     uint32_t hash_cap;      /* power of two */
     uint32_t empty_seqs;
     uint64_t seq_age;
+    /* Sequences per uid (tb_seq.c), sorted by uid: at most max_seqs_per_uid
+     * each (TB_MAX_SEQS_PER_UID unless a test set its own). */
+    struct tb__uid_seqs *uids;
+    uint32_t nuids;
+    size_t uids_cap;
+    uint32_t max_seqs_per_uid;
 
     tb__walk walk;          /* the read walk */
     tb_slice *slices;       /* slices of the packet last returned */
@@ -269,6 +276,10 @@ struct tb_buffer {
     uint32_t *lhash;        /* key -> index + 1, open addressing */
     uint32_t lhash_cap;
     uint32_t loss_over;     /* index + 1 of the aggregate entry, 0 = none */
+    uint8_t *loss_gap;      /* per entry of lossv, made on first use: a
+                               chunk of that writer was refused for its
+                               uid's sequence bound (tb_loss.c) */
+    size_t loss_gap_n;      /* entries loss_gap covers */
 };
 
 static inline size_t tb__outer(size_t payload)
@@ -437,14 +448,29 @@ uint32_t tb__starts_from_summary(uint32_t n, uint32_t first_size,
 uint32_t tb__count_starts(const uint8_t *payload, size_t size,
                           uint32_t nfrags, uint8_t flags, uint32_t from,
                           uint32_t *bad);
+void tb__loss_gap_set(tb_buffer *b, uint32_t key, uint32_t uid);
+uint32_t tb__loss_gap_take(tb_buffer *b, tb__seq *s);
 void tb__loss_free(tb_buffer *b);
 int tb__loss_clone(tb_buffer *dst, const tb_buffer *src);
 
 /* tb_seq.c */
+/* A uid's entry in b->uids. */
+typedef struct tb__uid_seqs {
+    uint32_t uid;
+    uint32_t nseqs;         /* its sequences in b->seqs */
+    bool agg_gap;           /* a writer of it in the loss aggregate was
+                               refused for the bound (tb_loss.c) */
+} tb__uid_seqs;
+
 tb__seq *tb__seq_find(const tb_buffer *b, uint32_t key);
-tb__seq *tb__seq_get_or_create(tb_buffer *b, uint32_t key,
-                               uint16_t producer_id, uint16_t writer_id,
-                               uint32_t uid, int32_t pid);
+int tb__seq_create(tb_buffer *b, uint32_t key, uint16_t producer_id,
+                   uint16_t writer_id, uint32_t uid, int32_t pid,
+                   tb__seq **out);
+uint32_t tb__default_max_seqs_per_uid(size_t size);
+void tb__set_max_seqs_per_uid(tb_buffer *b, uint32_t n);
+uint32_t tb__uid_num_sequences(const tb_buffer *b, uint32_t uid);
+tb__uid_seqs *tb__uid_find(const tb_buffer *b, uint32_t uid);
+int tb__uid_mark_agg_gap(tb_buffer *b, uint32_t uid);
 int tb__seq_insert(tb__seq *s, uint32_t pos, uint32_t chunk_id,
                    uint32_t off);
 uint32_t tb__seq_lower_bound(const tb__seq *s, uint32_t chunk_id);

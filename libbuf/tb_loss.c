@@ -26,6 +26,17 @@
  * a writer (no sequence) costs one hash miss. Sums move nothing between
  * entries: the aggregate's identity holds because each of its writers'
  * would.
+ *
+ * Refused for the uid's sequence bound (tb_seq.c): the chunk's packets
+ * are lost to DISCARD in its writer's entry, like any refusal, and its
+ * writer, which has no sequence to carry a loss bit, is marked in
+ * b->loss_gap (one byte per entry, made when first needed), so that the
+ * sequence it gets later starts with PRESENT | READ_GAP and its first
+ * packet read says so. A writer in the aggregate cannot be marked alone:
+ * its uid is marked instead (b->uids, agg_gap), for good, and every later
+ * new sequence of that uid in the aggregate starts with the loss, whether
+ * its own writer lost chunks or not; other uids' never do. The counts are
+ * exact either way (the aggregate's as a whole).
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -130,6 +141,58 @@ void tb__lose(tb_buffer *b, tb__seq *s, uint32_t key, int cause,
     e->lost_bytes[cause] += bytes;
 }
 
+#define GAP_LOSS ((uint32_t)TB_LOSS_PRESENT | (uint32_t)TB_LOSS_READ_GAP)
+
+/* A chunk of key, a writer without a sequence, was refused: uid had its
+ * bound of sequences. Marks the writer so that its next sequence starts
+ * with a read-gap loss; a writer in the aggregate marks its uid instead.
+ * Out of memory, the mark is lost (the counts are kept: refuse() made
+ * the entry). */
+void tb__loss_gap_set(tb_buffer *b, uint32_t key, uint32_t uid)
+{
+    tb_seq_loss *e = tb__loss_entry(b, NULL, key);
+    if (!e)
+        return;
+    uint32_t i = (uint32_t)(e - b->lossv);
+    if (i + 1 == b->loss_over) {
+        (void)tb__uid_mark_agg_gap(b, uid);
+        return;
+    }
+    if (i >= b->loss_gap_n) {
+        size_t n = b->loss_cap; /* > i */
+        uint8_t *g = realloc(b->loss_gap, n);
+        if (!g)
+            return;
+        memset(g + b->loss_gap_n, 0, n - b->loss_gap_n);
+        b->loss_gap = g;
+        b->loss_gap_n = n;
+    }
+    b->loss_gap[i] = 1;
+}
+
+/* The loss bits a sequence just made starts with: a read gap if its
+ * writer was marked by tb__loss_gap_set (the mark is taken), or if it is
+ * counted in the aggregate and its uid is marked (that mark stays: which
+ * of the uid's aggregate writers lost chunks is not known). */
+uint32_t tb__loss_gap_take(tb_buffer *b, tb__seq *s)
+{
+    const tb__uid_seqs *u = tb__uid_find(b, s->uid);
+    bool agg = u && u->agg_gap;
+    if (!b->loss_gap && !agg)
+        return 0; /* no writer of it was ever refused: the usual case */
+    tb_seq_loss *e = tb__loss_entry(b, s, s->key);
+    if (!e)
+        return 0;
+    uint32_t i = (uint32_t)(e - b->lossv);
+    if (i + 1 == b->loss_over)
+        return agg ? GAP_LOSS : 0;
+    if (i < b->loss_gap_n && b->loss_gap[i]) {
+        b->loss_gap[i] = 0;
+        return GAP_LOSS;
+    }
+    return 0;
+}
+
 /* First fragments among n fragments tiling a payload exactly, from the
  * copy-time summary (same role rules as tb__facts_from_summary). */
 uint32_t tb__starts_from_summary(uint32_t n, uint32_t first_size,
@@ -186,9 +249,12 @@ void tb__loss_free(tb_buffer *b)
 {
     free(b->lossv);
     free(b->lhash);
+    free(b->loss_gap);
     b->lossv = NULL;
     b->lhash = NULL;
+    b->loss_gap = NULL;
     b->nloss = b->loss_cap = b->lhash_cap = 0;
+    b->loss_gap_n = 0;
 }
 
 int tb__loss_clone(tb_buffer *dst, const tb_buffer *src)
@@ -205,6 +271,13 @@ int tb__loss_clone(tb_buffer *dst, const tb_buffer *src)
     dst->loss_cap = src->loss_cap;
     dst->lhash_cap = src->lhash_cap;
     dst->loss_over = src->loss_over;
+    if (src->loss_gap_n) {
+        dst->loss_gap = malloc(src->loss_gap_n);
+        if (!dst->loss_gap)
+            return -ENOMEM;
+        memcpy(dst->loss_gap, src->loss_gap, src->loss_gap_n);
+        dst->loss_gap_n = src->loss_gap_n;
+    }
     for (uint32_t i = 0; i < dst->nloss; i++) { /* reads are not cloned */
         dst->lossv[i].packets_offered -= dst->lossv[i].packets_read;
         dst->lossv[i].packets_read = 0;

@@ -8,25 +8,52 @@
  * records form a power-of-two ring of {chunk_id, offset}, kept sorted by
  * modular ChunkID order.
  *
- * Failure: allocation failures return NULL / -ENOMEM and leave the table
- * unchanged.
+ * Failure: allocation failures return NULL / -ENOMEM, a uid at its bound
+ * -EDQUOT; either leaves the table unchanged.
  *
  * Memory: unlike the histogram and loss tables (bounded by count,
- * trace_buffer.h), this table is bounded by the ring: a sequence lives
- * while it has a record (16 bytes at least) or is one of the empty ones
- * GC keeps (at most TB__EMPTY_SEQ_GC_THRESHOLD, GC running after every
+ * trace_buffer.h), this table was bounded only by the ring: a sequence
+ * lives while it has a record (16 bytes at least) or is one of the empty
+ * ones GC keeps (at most TB__EMPTY_SEQ_GC_THRESHOLD, GC running after every
  * copy), however many producers come and go. Each costs its tb__seq
  * (80 bytes, in an array that doubles), 2-4 hash slots and its ChunkID
- * ring, which starts at 2 entries (32 bytes) and doubles: measured, a
- * producer reconnecting with one empty chunk per writer id brings a
- * 1 MiB ring's buffer to 17x the ring on the heap, and no further
- * (check_tb_writers); rings that started at 16 entries made it 31x, for
- * nothing honest writers gain (a few more doublings in a sequence's first
- * chunks, unmeasurable in bench/ab_libbuf.sh).
+ * ring, which starts at 2 entries (32 bytes) and doubles: about 140-220
+ * bytes. A producer reconnecting with one empty chunk per writer id made
+ * a 1 MiB ring's buffer take 17x the ring on the heap (65,536 sequences;
+ * rings that started at 16 entries made it 31x), a 1 GiB ring's 17 GiB:
+ * one local user could take the daemon's memory, and every other user's
+ * trace with it.
+ *
+ * Sequences per uid: so the table also holds at most b->max_seqs_per_uid
+ * sequences of each uid (TB_MAX_SEQS_PER_UID: 16384, or one per 256 bytes
+ * of ring if that is more). A uid, not a producer or a connection, since
+ * the uid is what the service can trust and what a hostile user cannot
+ * multiply (it reconnects at will: new producer ids, 32767 writer ids
+ * each); so one uid's churn costs the others nothing: their sequences
+ * are never refused for it, and none is deleted to make room (GC deletes
+ * only empty sequences, as before). The count of each uid's sequences is
+ * kept in b->uids, sorted by uid (binary search; an insert or delete
+ * moves the entries after it: usually 1-5 uids, a few thousand at most,
+ * as many as the users that trace), changed only when a sequence is made
+ * or GC deletes one, never per chunk. A chunk that would make one more
+ * for a uid at its bound is refused (tb_write.c, new_seq: counted, its
+ * writer's loss noted, tb_loss.c).
+ * Measured (2026-12-07, the churn above, the heap the buffer takes
+ * including the writer tables' 2.6 MiB, bounded by count, not by the
+ * ring): a 1 MiB ring 4.7x (16384 sequences: 2.2 MiB), 16 MiB 0.69x
+ * (check_tb_writers asserts <= 5x and <= 1x), 64 MiB 0.57x, 1 GiB 0.53x
+ * (4.2 million sequences, 570 MB). Honest use stays out of reach: the
+ * floor is twice the 8000 writers of one producer that
+ * tests/svc_manywriters.c runs (they need 8000 sequences, up to twice
+ * that through a reconnection while the first connection's records are
+ * still in the ring); one per 256 bytes of ring is a sequence for every
+ * chunk of 256 bytes or more the ring can hold, so only numerous writers
+ * whose chunks are nearly all smaller could reach it.
  *
  * tb__seq_prefetch / tb__seq_prefetch_head only read the table and issue
  * prefetches: the copy path asks for the metadata of the next copy early.
  */
+#include <assert.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -70,24 +97,117 @@ tb__seq *tb__seq_find(const tb_buffer *b, uint32_t key)
     }
 }
 
-tb__seq *tb__seq_get_or_create(tb_buffer *b, uint32_t key,
-                               uint16_t producer_id, uint16_t writer_id,
-                               uint32_t uid, int32_t pid)
+uint32_t tb__default_max_seqs_per_uid(size_t size)
 {
-    tb__seq *s = tb__seq_find(b, key);
-    if (s)
-        return s;
+    return TB_MAX_SEQS_PER_UID(size);
+}
+
+/* A bound of one's own (tests): applies to the sequences made from now on
+ * (a uid already past it keeps its sequences). */
+void tb__set_max_seqs_per_uid(tb_buffer *b, uint32_t n)
+{
+    b->max_seqs_per_uid = n;
+}
+
+/* First index in b->uids whose uid does not precede uid. */
+static uint32_t uid_lower_bound(const tb_buffer *b, uint32_t uid)
+{
+    uint32_t lo = 0, hi = b->nuids;
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (b->uids[mid].uid < uid)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+/* uid's entry, NULL if it has none (no sequence, no mark). */
+tb__uid_seqs *tb__uid_find(const tb_buffer *b, uint32_t uid)
+{
+    uint32_t i = uid_lower_bound(b, uid);
+    return (i < b->nuids && b->uids[i].uid == uid) ? &b->uids[i] : NULL;
+}
+
+uint32_t tb__uid_num_sequences(const tb_buffer *b, uint32_t uid)
+{
+    const tb__uid_seqs *u = tb__uid_find(b, uid);
+    return u ? u->nseqs : 0;
+}
+
+/* uid's entry, made (no sequence, no mark) if it has none; NULL when out
+ * of memory (the table unchanged). Valid until the next change to it. */
+static tb__uid_seqs *uid_get(tb_buffer *b, uint32_t uid)
+{
+    uint32_t i = uid_lower_bound(b, uid);
+    if (i < b->nuids && b->uids[i].uid == uid)
+        return &b->uids[i];
+    tb__uid_seqs *n = tb__grow(b->uids, &b->uids_cap, (size_t)b->nuids + 1,
+                               sizeof(*n), 4);
+    if (!n)
+        return NULL;
+    b->uids = n;
+    memmove(&n[i + 1], &n[i], (size_t)(b->nuids - i) * sizeof(*n));
+    memset(&n[i], 0, sizeof(*n));
+    n[i].uid = uid;
+    b->nuids++;
+    return &n[i];
+}
+
+/* One sequence of uid deleted; its entry goes with its last sequence
+ * unless it is marked. */
+static void uid_put(tb_buffer *b, uint32_t uid)
+{
+    uint32_t i = uid_lower_bound(b, uid);
+    if (i >= b->nuids || b->uids[i].uid != uid || b->uids[i].nseqs == 0) {
+        assert(!"a sequence's uid has no count"); /* cannot happen */
+        return;
+    }
+    if (--b->uids[i].nseqs > 0 || b->uids[i].agg_gap)
+        return;
+    memmove(&b->uids[i], &b->uids[i + 1],
+            (size_t)(b->nuids - i - 1) * sizeof(*b->uids));
+    b->nuids--;
+}
+
+/* Marks uid: one of its writers counted in the loss aggregate was refused
+ * (tb_loss.c). 0, or -ENOMEM (the mark is not kept). */
+int tb__uid_mark_agg_gap(tb_buffer *b, uint32_t uid)
+{
+    tb__uid_seqs *u = uid_get(b, uid);
+    if (!u)
+        return -ENOMEM;
+    u->agg_gap = true;
+    return 0;
+}
+
+/* Makes the sequence of key, which has none, for a chunk of uid. Returns
+ * 0 (*out = it; valid until the next GC or sequence made), -EDQUOT when
+ * uid has b->max_seqs_per_uid sequences already, or -ENOMEM; on error
+ * the table is unchanged. */
+int tb__seq_create(tb_buffer *b, uint32_t key, uint16_t producer_id,
+                   uint16_t writer_id, uint32_t uid, int32_t pid,
+                   tb__seq **out)
+{
+    assert(!tb__seq_find(b, key));
+    if (tb__uid_num_sequences(b, uid) >= b->max_seqs_per_uid)
+        return -EDQUOT;
     if ((uint64_t)(b->nseqs + 1) * 2 > b->hash_cap) {
         uint32_t cap = b->hash_cap ? b->hash_cap * 2 : 64;
         if (hash_rebuild(b, cap) < 0)
-            return NULL;
+            return -ENOMEM;
     }
     tb__seq *n = tb__grow(b->seqs, &b->seqs_cap, (size_t)b->nseqs + 1,
                           sizeof(*n), 16);
     if (!n)
-        return NULL;
+        return -ENOMEM;
     b->seqs = n;
-    s = &b->seqs[b->nseqs];
+    tb__uid_seqs *u = uid_get(b, uid);
+    if (!u)
+        return -ENOMEM;
+    u->nseqs++;
+    tb__seq *s = &b->seqs[b->nseqs];
     memset(s, 0, sizeof(*s));
     s->key = key;
     s->producer_id = producer_id;
@@ -96,7 +216,8 @@ tb__seq *tb__seq_get_or_create(tb_buffer *b, uint32_t key,
     s->pid = pid;
     hash_put(b->hash, b->hash_cap, key, b->nseqs);
     b->nseqs++;
-    return s;
+    *out = s;
+    return 0;
 }
 
 static int ring_grow(tb__seq *s)
@@ -201,7 +322,9 @@ static int cmp_age(const void *a, const void *b)
 }
 
 /* Deletes the oldest-emptied sequences, keeping the newest 1024 empty ones,
- * once more than 1152 are empty. Runs only at the end of a copy. */
+ * once more than 1152 are empty. Runs at the end of a copy, and before a
+ * chunk is refused for its uid's bound (tb_write.c, new_seq): never while
+ * a caller holds a tb__seq pointer. */
 void tb__seq_gc(tb_buffer *b)
 {
     if (b->empty_seqs <= TB__EMPTY_SEQ_GC_THRESHOLD)
@@ -220,6 +343,7 @@ void tb__seq_gc(tb_buffer *b)
     qsort(empty, n, sizeof(*empty), cmp_age);
     uint32_t n_delete = n - TB__KEEP_LAST_EMPTY_SEQ;
     for (uint32_t i = 0; i < n_delete; i++) {
+        uid_put(b, empty[i]->uid);
         free(empty[i]->ring);
         empty[i]->ring = NULL;
         empty[i]->key = 0; /* mark: no live sequence has key 0 */
@@ -245,13 +369,25 @@ void tb__seq_free_all(tb_buffer *b)
         free(b->seqs[i].ring);
     free(b->seqs);
     free(b->hash);
+    free(b->uids);
     b->seqs = NULL;
     b->hash = NULL;
+    b->uids = NULL;
     b->nseqs = b->seqs_cap = b->hash_cap = 0;
+    b->nuids = b->uids_cap = 0;
 }
 
 int tb__seq_clone_all(tb_buffer *dst, const tb_buffer *src)
 {
+    dst->max_seqs_per_uid = src->max_seqs_per_uid;
+    if (src->nuids) {
+        dst->uids = malloc((size_t)src->nuids * sizeof(*dst->uids));
+        if (!dst->uids)
+            return -ENOMEM;
+        memcpy(dst->uids, src->uids, (size_t)src->nuids * sizeof(*src->uids));
+        dst->nuids = src->nuids;
+        dst->uids_cap = src->nuids;
+    }
     if (src->nseqs == 0)
         return 0;
     dst->seqs = calloc(src->seqs_cap, sizeof(*dst->seqs));

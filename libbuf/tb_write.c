@@ -39,7 +39,13 @@
  * payload larger than 65535 bytes and pri_wri_id 0 (producer 0, writer 0)
  * are refused as ABI violations instead of truncated / taken for padding;
  * flag bits other than 0x1/0x2/0x4 are ignored.
+ * Beyond Perfetto: a chunk that would make a new sequence for a uid that
+ * has TB_MAX_SEQS_PER_UID already is refused (new_seq; why and what it
+ * costs: tb_seq.c), and GC may then run before the refusal, not only at
+ * the end of a copy. The check costs the copy path nothing: it runs only
+ * where a sequence is made, off the path of a writer that has one.
  */
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -451,19 +457,69 @@ static uint32_t hist_entry(tb_buffer *b, uint32_t key)
  * entry of its own (the table was full) adds to the overflow entry and to
  * hist_chunks_untracked: one compare per chunk (hist_over is 0, never
  * equal, until the table fills). */
-static void hist_add(tb_buffer *b, tb__seq *s, uint32_t value)
+static inline void hist_sample(tb_buffer *b, uint32_t idx, uint32_t value)
 {
     static const uint32_t thresholds[] = TB_HIST_THRESHOLDS;
-    if (s->hist_idx == 0 && (s->hist_idx = hist_entry(b, s->key)) == 0)
-        return; /* a sample lost to OOM; nothing else */
-    if (__builtin_expect(s->hist_idx == b->hist_over, 0))
+    if (__builtin_expect(idx == b->hist_over, 0))
         b->stats.hist_chunks_untracked++;
     size_t bucket = 0;
     while (bucket < TB_HIST_BUCKETS - 1 && value > thresholds[bucket])
         bucket++;
-    tb_writer_stats *e = &b->hist[s->hist_idx - 1];
+    tb_writer_stats *e = &b->hist[idx - 1];
     e->count[bucket]++;
     e->sum[bucket] += value;
+}
+
+static void hist_add(tb_buffer *b, tb__seq *s, uint32_t value)
+{
+    if (s->hist_idx == 0 && (s->hist_idx = hist_entry(b, s->key)) == 0)
+        return; /* a sample lost to OOM; nothing else */
+    hist_sample(b, s->hist_idx, value);
+}
+
+/* The chunk's writer has no sequence: make it, unless its uid has its
+ * bound of sequences already (trace_buffer.h, TB_MAX_SEQS_PER_UID; the
+ * count is kept in tb_seq.c). Then the chunk is refused: counted in
+ * chunks_discarded and seq_cap_*, its packets lost to DISCARD for its
+ * writer, whose next sequence will start with a read gap (tb_loss.c); it
+ * still makes its histogram sample (every copy past the size check
+ * does). Returns the sequence, or NULL when the chunk was refused (for
+ * the bound or out of memory). Cold: once per writer, unless a uid is at
+ * its bound. */
+static __attribute__((noinline, cold)) tb__seq *new_seq(tb_buffer *b,
+        uint32_t key, uint16_t producer_id, uint16_t writer_id, uint32_t uid,
+        int32_t pid, uint32_t npk, uint32_t frags_size, size_t size)
+{
+    tb__seq *s;
+    int rc = tb__seq_create(b, key, producer_id, writer_id, uid, pid, &s);
+    if (rc == -EDQUOT) {
+        /* The uid's sequences may be empty ones due for GC, which runs
+         * otherwise only after a copy that stored something: if all of
+         * that uid's chunks were for new writers and every other uid were
+         * idle, it would never run and the uid would stay refused. GC is
+         * amortized as at the end of a copy (it runs once more than
+         * TB__EMPTY_SEQ_GC_THRESHOLD sequences are empty, and deletes
+         * all but TB__KEEP_LAST_EMPTY_SEQ). */
+        tb__seq_gc(b);
+        rc = tb__seq_create(b, key, producer_id, writer_id, uid, pid, &s);
+    }
+    if (rc == 0) {
+        s->loss |= tb__loss_gap_take(b, s);
+        return s;
+    }
+    b->stats.chunks_discarded++;
+    if (rc != -EDQUOT) { /* out of memory */
+        refuse(b, NULL, key, TB_CAUSE_DISCARD, npk, 0, size);
+        return NULL;
+    }
+    b->stats.seq_cap_chunks++;
+    b->stats.seq_cap_packets += npk;
+    refuse(b, NULL, key, TB_CAUSE_DISCARD, npk, 0, frags_size);
+    tb__loss_gap_set(b, key, uid);
+    uint32_t idx = hist_entry(b, key);
+    if (idx)
+        hist_sample(b, idx, frags_size);
+    return NULL;
 }
 
 SHMTRACE_API const tb_writer_stats *tb_get_writer_stats(const tb_buffer *b,
@@ -558,13 +614,11 @@ SHMTRACE_API void tb_copy_chunk_untrusted(tb_buffer *b, uint16_t producer_id,
         return;
     }
 
-    tb__seq *s = tb__seq_get_or_create(b, key, producer_id, writer_id, uid,
-                                       pid);
-    if (!s) {
-        b->stats.chunks_discarded++; /* out of memory */
-        refuse(b, NULL, key, TB_CAUSE_DISCARD, npk, 0, size);
+    tb__seq *s = tb__seq_find(b, key);
+    if (__builtin_expect(!s, 0) &&
+        !(s = new_seq(b, key, producer_id, writer_id, uid, pid, npk,
+                      frags_size, size)))
         return;
-    }
     hist_add(b, s, frags_size);
     if (writer_abort) {
         b->stats.trace_writer_packet_loss++;

@@ -85,7 +85,14 @@ typedef struct {
  *                          entry of their own because the table was full
  *                          (TB_HIST_MAX_WRITERS): they went into the
  *                          overflow entry, whose counts add up to this.
- *                          0 in a clone (its histograms start empty). */
+ *                          0 in a clone (its histograms start empty).
+ *   seq_cap_chunks         chunks refused because they would have made a
+ *                          new sequence for a uid that already has
+ *                          TB_MAX_SEQS_PER_UID(buffer_size) of them (see
+ *                          there); also counted in chunks_discarded.
+ *   seq_cap_packets        the packets (first fragments, as counted by
+ *                          tb_get_seq_loss) those chunks held; each is
+ *                          also in its writer's lost_packets[DISCARD]. */
 typedef struct {
     uint64_t buffer_size, bytes_written, bytes_overwritten, bytes_read,
              padding_bytes_written, padding_bytes_cleared,
@@ -96,7 +103,31 @@ typedef struct {
              readaheads_succeeded, readaheads_failed,
              abi_violations, trace_writer_packet_loss;
     uint64_t hist_chunks_untracked;
+    uint64_t seq_cap_chunks, seq_cap_packets;
 } tb_stats;
+
+/* Sequences per uid, an addition to the contract. Each (producer, writer)
+ * with a record in the buffer, or recently emptied (GC keeps a few), has a
+ * sequence: about 200 bytes of heap. Producers come and go, and a uid that
+ * connects over and over, one tiny chunk per writer id, could make one per
+ * 16 bytes of ring (17x the ring on the heap). So a buffer keeps at most
+ * TB_MAX_SEQS_PER_UID(buffer_size) sequences per uid (the uid the owner
+ * passes to tb_copy_chunk_untrusted, trusted): a chunk that would make one
+ * more for that uid is not stored (seq_cap_chunks, seq_cap_packets; its
+ * packets count as lost to DISCARD for its writer). Sequences that exist
+ * keep taking chunks, and other uids are never refused for it. When the
+ * writer later gets a sequence (once that uid's sequences have been
+ * overwritten or read and garbage-collected), its first packet read
+ * carries TB_LOSS_PRESENT | TB_LOSS_READ_GAP (its earlier chunks never
+ * entered the buffer); for a writer counted in the loss aggregate
+ * (TB_LOSS_MAX_WRITERS) every later new sequence of that uid in the
+ * aggregate carries it (tb_loss.c). The bound is 16384 sequences (room
+ * for 8000 writers of one producer through a reconnection) or one per 256
+ * bytes of ring, whichever is more: at most about 2.2 MiB of heap per uid
+ * for rings up to 4 MiB, about 0.5-0.7 times the ring above (libbuf's
+ * tb_seq.c). */
+#define TB_MAX_SEQS_PER_UID(ring_bytes) \
+    ((ring_bytes) / 256u > 16384u ? (uint32_t)((ring_bytes) / 256u) : 16384u)
 
 /* size rounded up to 4096; NULL + errno on 0, > 4 GiB, or no memory. */
 SHMTRACE_API tb_buffer *tb_create(size_t size, tb_fill_policy policy);
@@ -190,7 +221,8 @@ SHMTRACE_API const tb_writer_stats *tb_get_writer_stats(const tb_buffer *,
  * packets_pending those still unread in the buffer (stalled on a missing
  * continuation, a patch or an incomplete chunk). Causes:
  *   OVERWRITE      evicted unread by a wrap (RING_BUFFER)
- *   DISCARD        refused: DISCARD buffer full, stale ChunkID, clone
+ *   DISCARD        refused: DISCARD buffer full, stale ChunkID, clone,
+ *                  a new sequence past its uid's TB_MAX_SEQS_PER_UID
  *   ABI_VIOLATION  refused or cut by a malformed chunk (for fragments that
  *                  do not tokenize, each declared fragment counts one)
  *   CORRUPTED      fragments that no longer tokenize when read
