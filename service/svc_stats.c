@@ -3,7 +3,9 @@
  *
  * What feeds what (stats-schema.md): buffer_stats = tb_get_stats of every
  * buffer of the session in config order (when no session is given: the
- * buffers of every session the viewer may access, svc__may_access);
+ * buffers of every session the viewer may access, svc__may_access), and
+ * shmtrace_seq_cap_chunks / _packets from its seq_cap_* when non-zero
+ * (chunks refused for their uid's bound of sequences in the buffer);
  * service-wide counters (producers, data sources,
  * sessions, service-level chunk/patch rejects) from svc_service; per
  * session: invalid_packets, flushes_*, final_flush_outcome.
@@ -289,6 +291,13 @@ static void fill_buffer_stats(svc_bstats *o, const tb_stats *t)
     SVC_SET(trace_writer_packet_loss);
     SVC_SET(chunks_relocated);
 #undef SVC_SET
+    /* shmtrace's own (protos/common.proto), only when there is any */
+    if (t->seq_cap_chunks) {
+        o->has_shmtrace_seq_cap_chunks = true;
+        o->shmtrace_seq_cap_chunks = t->seq_cap_chunks;
+        o->has_shmtrace_seq_cap_packets = true;
+        o->shmtrace_seq_cap_packets = t->seq_cap_packets;
+    }
 }
 
 /* A buffer slot the viewer may see in service-wide figures. */

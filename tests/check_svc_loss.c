@@ -19,7 +19,9 @@
  *     by the producer or inside the buffer) keep their entries first;
  *   - trace: the trace's stats packet and a clone's carry the same bounded
  *     list, and the inspector's sequence and packet_loss tables still add
- *     up to every packet lost.
+ *     up to every packet lost;
+ *   - seq_cap: chunks a buffer refuses for a uid's bound of sequences
+ *     show in its BufferStats and as their writer's loss.
  * Sums and per-entry invariants (protos/common.proto) are checked by
  * list_sums() on every list.
  */
@@ -28,6 +30,7 @@
 
 #include "svc_fixture.h"
 #include "check_ins_util.h"
+#include "tb_int.h"         /* tb__set_max_seqs_per_uid */
 #include "ipc.h"
 #include "tck_main.h"
 
@@ -646,6 +649,49 @@ SVF_TEST(test_loss_list_folded_adds_up_in_the_inspector, 1)
     ck_rmdir(dir);
 }
 
+/* ------------------------------------------------------------ seq_cap */
+
+/* The chunks a buffer refuses for a uid's bound of sequences (libbuf
+ * TB_MAX_SEQS_PER_UID, lowered to 2 here) reach the TraceStats: in the
+ * buffer's chunks_discarded and shmtrace_seq_cap_chunks / _packets (absent
+ * while there are none), and as the writer's "discard" loss; the uid's
+ * existing sequences still take chunks. */
+SVF_TEST(test_loss_seq_cap_reported, 1)
+{
+    svc_session *s = svf_enable(f);
+    tb_buffer *b = svc__buffer(f->svc, f->buf, NULL);
+    ck_assert_ptr_nonnull(b);
+    tb__set_max_seqs_per_uid(b, 2);
+    writers_write(f, f->p[0], 2);
+    Perfetto__Protos__TraceStats *st = bounded_stats(f, s);
+    ck_assert_uint_eq(st->n_buffer_stats, 1);
+    ck_assert(!st->buffer_stats[0]->has_shmtrace_seq_cap_chunks);
+    ck_assert(!st->buffer_stats[0]->has_shmtrace_seq_cap_packets);
+    ck_assert_uint_eq(st->buffer_stats[0]->chunks_discarded, 0);
+    svc_stats_free(st);
+
+    svf_put(f, f->p[0], 0, 3, 0, 100, 4);   /* a third writer: refused */
+    svf_put(f, f->p[0], 0, 1, 1, 200, 1);   /* an existing one: taken */
+    st = bounded_stats(f, s);
+    const Perfetto__Protos__TraceStats__BufferStats *bs = st->buffer_stats[0];
+    ck_assert(bs->has_shmtrace_seq_cap_chunks);
+    ck_assert_uint_eq(bs->shmtrace_seq_cap_chunks, 1);
+    ck_assert(bs->has_shmtrace_seq_cap_packets);
+    ck_assert_uint_eq(bs->shmtrace_seq_cap_packets, 4);
+    ck_assert_uint_eq(bs->chunks_discarded, 1);
+    ck_assert_uint_eq(bs->chunks_written, 3);
+    uint16_t pid = svc_producer_id(f->p[0]);
+    const sloss_t *l = entry_of(st, pid, 3);
+    ck_assert_ptr_nonnull(l);
+    ck_assert_uint_eq(l->packets_offered, 4);
+    ck_assert_uint_eq(cause_packets(l, "discard"), 4);
+    ck_assert_uint_eq(entry_of(st, pid, 1)->packets_offered, 2);
+    list_sums_t t = list_sums(st, -1, true);
+    ck_assert_uint_eq(t.offered, 7);
+    ck_assert_uint_eq(t.lost, 4);
+    svc_stats_free(st);
+}
+
 static Suite *svc_loss_suite(void)
 {
     Suite *s = suite_create("svc_loss");
@@ -661,6 +707,7 @@ static Suite *svc_loss_suite(void)
     tc = TCK_CASE(s, "trace", test_loss_list_bounded_in_trace_and_clone,
                   test_loss_list_folded_adds_up_in_the_inspector);
     tcase_set_timeout(tc, 60);
+    TCK_CASE(s, "seq_cap", test_loss_seq_cap_reported);
     return s;
 }
 

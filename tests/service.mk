@@ -28,7 +28,7 @@ TESTS += tests/check_svc_packet tests/check_svc_session tests/check_svc_ipc
 check_PROGRAMS += tests/check_svc_loss
 tests_check_svc_loss_SOURCES = tests/check_svc_loss.c
 tests_check_svc_loss_CFLAGS = $(svc_test_cflags) $(SQLITE_CFLAGS) \
-	-I$(top_srcdir)/inspector
+	-I$(top_srcdir)/inspector -I$(top_srcdir)/libbuf
 tests_check_svc_loss_LDADD = inspector/libins.la $(svc_test_ldadd) \
 	$(SQLITE_LIBS)
 TESTS += tests/check_svc_loss
