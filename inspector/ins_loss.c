@@ -60,6 +60,19 @@ int ins_loss_apply(ins_db *db, const uint8_t *stats, size_t len)
     if (ts->has_shmtrace_writer_stats_left_out)
         rc = ins_db_info_int(db, "writer_stats_left_out",
                              ts->shmtrace_writer_stats_left_out);
+    uint64_t cap_chunks = 0, cap_packets = 0;
+    bool capped = false;
+    for (size_t i = 0; i < ts->n_buffer_stats; i++) {
+        const Perfetto__Protos__TraceStats__BufferStats *b =
+            ts->buffer_stats[i];
+        capped |= b->has_shmtrace_seq_cap_chunks;
+        cap_chunks += b->shmtrace_seq_cap_chunks;    /* wraps, never UB */
+        cap_packets += b->shmtrace_seq_cap_packets;
+    }
+    if (capped && rc == 0 &&
+        (rc = ins_db_info_int(db, "seq_cap_chunks", (int64_t)cap_chunks)) ==
+            0)
+        rc = ins_db_info_int(db, "seq_cap_packets", (int64_t)cap_packets);
     for (size_t i = 0; i < ts->n_shmtrace_sequence_loss && rc == 0; i++) {
         const ins_sloss *l = ts->shmtrace_sequence_loss[i];
         if (!l->has_sequence_id || l->sequence_id <= 1)

@@ -187,6 +187,12 @@ CREATE TABLE buffer_config (
 --   TraceStats under one IPC frame (their sequence.buffer may then be
 --   NULL, and trace processor cannot attribute their flagged losses to a
 --   buffer; their exact counts above are whole); absent when none was.
+--   seq_cap_chunks, seq_cap_packets: chunks the service's buffers refused
+--   (summed over the buffers) because their uid already had its bound of
+--   sequences in the buffer (libbuf's TB_MAX_SEQS_PER_UID: a user whose
+--   producers keep reconnecting with new writers), and the packets they
+--   held; those packets are in packet_loss as their writers' 'discard';
+--   absent when none was.
 --   ftrace_analysis (traces with ftrace bundles): 'exact' when the stats
 --   that come from the ftrace events (compact_sched_*_skipped,
 --   mismatched_sched_switch_tids, ftrace_packet_before_tracing_start, ...)

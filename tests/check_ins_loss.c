@@ -460,6 +460,59 @@ START_TEST(test_loss_no_list_unknown)
 }
 END_TEST
 
+/* Chunks refused for a uid's bound of sequences (BufferStats'
+ * shmtrace_seq_cap_*, next to shmtraced's loss list): summed over the
+ * buffers into trace_info; absent when no buffer reports any. */
+START_TEST(test_loss_seq_cap_in_trace_info)
+{
+    for (int with = 0; with < 2; with++) {
+        session s;
+        s_open(&s);
+        put_packets(&s, 2, 100, 3);
+        tbufstats b[2];
+        tbufstats *bp[2] = {&b[0], &b[1]};
+        for (int i = 0; i < 2; i++) {
+            perfetto__protos__trace_stats__buffer_stats__init(&b[i]);
+            b[i].has_buffer_size = 1;
+            b[i].buffer_size = 65536;
+            if (with) {
+                b[i].has_shmtrace_seq_cap_chunks = 1;
+                b[i].shmtrace_seq_cap_chunks = 3 + 4 * i;
+                b[i].has_shmtrace_seq_cap_packets = 1;
+                b[i].shmtrace_seq_cap_packets = 30 + 40 * i;
+            }
+        }
+        /* the list (what the inspector takes these from: shmtraced's) */
+        sloss_t l;
+        sloss_t *lp = &l;
+        perfetto__protos__trace_stats__shmtrace_sequence_loss__init(&l);
+        l.has_sequence_id = l.has_buffer = l.has_producer_id = 1;
+        l.has_writer_id = l.has_packets_offered = l.has_packets_read = 1;
+        l.sequence_id = 2;
+        l.producer_id = 1;
+        l.writer_id = 1;
+        l.packets_offered = l.packets_read = 3;
+        tstats st = PERFETTO__PROTOS__TRACE_STATS__INIT;
+        st.n_buffer_stats = 2;
+        st.buffer_stats = bp;
+        st.n_shmtrace_sequence_loss = 1;
+        st.shmtrace_sequence_loss = &lp;
+        ck_write_stats_packet(s.f, s.ts++, &st);
+        ck_session_inspect(&s);
+        if (with) {
+            ck_assert_int_eq(q(&s, "select value from trace_info "
+                               "where key = 'seq_cap_chunks'"), 10);
+            ck_assert_int_eq(q(&s, "select value from trace_info "
+                               "where key = 'seq_cap_packets'"), 100);
+        } else {
+            ck_assert_int_eq(q(&s, "select count(*) from trace_info "
+                               "where key like 'seq_cap_%'"), 0);
+        }
+        ck_session_close(&s);
+    }
+}
+END_TEST
+
 /* 30,000 folded sequences: their ties take index lookups, not a scan of
  * every aggregate per sequence (a 248 KB file with 20,000 sequences and
  * one aggregate took 26 s of CPU; this one ~0.1 s, well inside the
@@ -500,7 +553,7 @@ static Suite *ins_loss_suite(void)
              test_loss_folded_ambiguous_left_untied,
              test_loss_folded_per_buffer);
     TCK_CASE(s, "unfolded", test_loss_per_writer_list,
-             test_loss_no_list_unknown);
+             test_loss_no_list_unknown, test_loss_seq_cap_in_trace_info);
     TCase *tc = TCK_CASE(s, "scale", test_loss_folded_many_sequences);
     tcase_set_timeout(tc, 30);
     return s;

@@ -97,3 +97,7 @@ tests_svc_manywriters_SOURCES = tests/svc_manywriters.c
 tests_svc_manywriters_LDADD = libshm/libshm.la -lpthread
 dist_check_SCRIPTS += tests/ins_lost_folded.sh
 TESTS += tests/ins_lost_folded.sh
+# ... and with 20000 writers of one uid, past a buffer's bound of sequences
+# per uid: the refusals counted end to end.
+dist_check_SCRIPTS += tests/e2e_seq_cap.sh
+TESTS += tests/e2e_seq_cap.sh

@@ -219,6 +219,13 @@ static void print_stats(const Perfetto__Protos__TraceStats *st)
                b->bytes_read, b->chunks_overwritten, b->bytes_overwritten,
                b->chunks_discarded, b->abi_violations, b->patches_succeeded,
                b->patches_failed, b->trace_writer_packet_loss);
+        if (b->has_shmtrace_seq_cap_chunks)
+            printf("buffer %zu: %" PRIu64 " of the discarded chunks (%" PRIu64
+                   " packets) were refused because their uid had its bound "
+                   "of sequences in the buffer (new writers of a user that "
+                   "keeps reconnecting; counted as their writers' discard "
+                   "losses)\n", i, b->shmtrace_seq_cap_chunks,
+                   b->shmtrace_seq_cap_packets);
     }
 }
 
