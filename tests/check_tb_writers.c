@@ -410,18 +410,27 @@ static size_t read_writer(tb_buffer *b, uint16_t p, uint16_t w,
     return got;
 }
 
+/* A 1 MiB ring whose bound is `cap` sequences per uid, filled to it by
+ * uid A (producer 1, writers 1..cap, ChunkID 0), then one chunk of A's
+ * writer cap + 1: refused. */
+static tb_buffer *capped_full(uint32_t cap)
+{
+    tb_buffer *b = tb_create(1u << 20, TB_RING_BUFFER);
+    ck_assert_ptr_nonnull(b);
+    tb__set_max_seqs_per_uid(b, cap);
+    for (uint32_t w = 1; w <= cap; w++)
+        chunk9u(b, 1, (uint16_t)w, 0, UID_A);
+    chunk9u(b, 1, (uint16_t)(cap + 1), 0, UID_A);
+    return b;
+}
+
 /* A uid at its bound: a chunk that would make it a new sequence is
  * refused and counted (stats, its writer's loss entry, a histogram
  * sample), while its existing sequences take chunks and another uid
  * makes new ones, read back intact. */
 START_TEST(test_writers_seq_cap_refuses_new_sequences_only)
 {
-    tb_buffer *b = tb_create(1u << 20, TB_RING_BUFFER);
-    ck_assert_ptr_nonnull(b);
-    tb__set_max_seqs_per_uid(b, 8);
-    for (uint16_t w = 1; w <= 8; w++)
-        chunk9u(b, 1, w, 0, UID_A);
-    chunk9u(b, 1, 9, 0, UID_A);     /* a new writer of A: refused */
+    tb_buffer *b = capped_full(8);  /* a new writer of A: refused */
     chunk9u(b, 3, 1, 0, UID_A);     /* A through another producer: too */
     ck_assert_uint_eq(TBT_STAT(b, chunks_written), 8);
     ck_assert_uint_eq(TBT_STAT(b, chunks_discarded), 2);
@@ -480,12 +489,7 @@ END_TEST
 START_TEST(test_writers_seq_cap_gap_flag_after_gc)
 {
     enum { CAP = 1500 };
-    tb_buffer *b = tb_create(1u << 20, TB_RING_BUFFER);
-    ck_assert_ptr_nonnull(b);
-    tb__set_max_seqs_per_uid(b, CAP);
-    for (uint16_t w = 1; w <= CAP; w++)
-        chunk9u(b, 1, w, 0, UID_A);
-    chunk9u(b, 1, CAP + 1, 0, UID_A);          /* refused */
+    tb_buffer *b = capped_full(CAP);           /* writer CAP + 1 refused */
     for (uint16_t w = 1; w <= 300; w++)
         chunk9u(b, 2, w, 0, UID_B);
     ck_assert_uint_eq(TBT_STAT(b, seq_cap_chunks), 1);
@@ -520,7 +524,7 @@ START_TEST(test_writers_seq_cap_gap_flag_after_gc)
     ck_assert_uint_eq(l->lost_packets[TB_CAUSE_DISCARD], 1);
     size_t n;
     uint64_t read;
-    loss_totals(b, &n, &read);
+    loss_totals(b, &n, &read);  /* asserts each entry's invariant */
     tb_destroy(b);
 }
 END_TEST
@@ -532,12 +536,8 @@ END_TEST
 START_TEST(test_writers_seq_cap_gap_flag_in_aggregate)
 {
     enum { CAP = TB_LOSS_MAX_WRITERS - 1 };
-    tb_buffer *b = tb_create(1u << 20, TB_RING_BUFFER);
-    ck_assert_ptr_nonnull(b);
-    tb__set_max_seqs_per_uid(b, CAP);
-    for (uint16_t w = 1; w <= CAP; w++)         /* the table fills */
-        chunk9u(b, 1, w, 0, UID_A);
-    chunk9u(b, 1, CAP + 1, 0, UID_A);           /* refused, aggregate */
+    tb_buffer *b = capped_full(CAP);  /* the loss table fills; writer
+                                         CAP + 1 refused, in the aggregate */
     chunk9u(b, 2, 1, 0, UID_B);                 /* aggregate, accepted */
     ck_assert_uint_eq(TBT_STAT(b, seq_cap_chunks), 1);
     tbt_pkts ps = tbt_read_all(b);
@@ -564,7 +564,7 @@ START_TEST(test_writers_seq_cap_gap_flag_in_aggregate)
     ck_assert_uint_eq(l[n - 1].packets_read, 4);
     ck_assert_uint_eq(l[n - 1].lost_packets[TB_CAUSE_DISCARD], 1);
     uint64_t read;
-    loss_totals(b, &n, &read);
+    loss_totals(b, &n, &read);  /* asserts each entry's invariant */
     tb_destroy(b);
 }
 END_TEST

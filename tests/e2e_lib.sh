@@ -169,3 +169,18 @@ e2e_check() {
 e2e_value() {
     sed -n "s/^$1=//p" "$E2E_DIR/check.out"
 }
+
+# e2e_record_many W N SIZE: with the daemon up, tests/svc_manywriters with
+# W writers of N packets of SIZE bytes, recorded by `shmtrace record` into
+# a 1 MiB ring ($E2E_DIR/trace); returns once every writer is done, the
+# session still running (its PID in REC, the producer's in MANY_PID).
+e2e_record_many() {
+    e2e_spawn many "$top_builddir/tests/svc_manywriters" -w "$1" -c "$2" \
+        -S "$3"
+    MANY_PID=$E2E_LAST_PID
+    e2e_wait_registered 1
+    e2e_spawn cli "$CLI" record -q -o "$E2E_DIR/trace" -t 600s -b 1m
+    REC=$E2E_LAST_PID
+    e2e_until 2400 0.05 "the writers never finished" \
+        grep -q "all $1 writers done" "$E2E_DIR/many.log"
+}

@@ -23,13 +23,7 @@ q() { sqlite3 "$db" "$1"; }
 W=20000
 
 e2e_start_daemon
-e2e_spawn many "$MANY" -w $W -c 1 -S 1
-MANY_PID=$E2E_LAST_PID
-e2e_wait_registered 1
-e2e_spawn cli "$CLI" record -q -o "$E2E_DIR/trace" -t 600s -b 1m
-REC=$E2E_LAST_PID
-writers_done() { grep -q "all $W writers done" "$E2E_DIR/many.log"; }
-e2e_until 2400 0.05 "the writers never finished" writers_done
+e2e_record_many $W 1 1
 "$CLI" stats >"$E2E_DIR/stats.txt" 2>&1 || e2e_fail "shmtrace stats failed"
 grep -q "were refused because their uid had its bound of sequences" \
     "$E2E_DIR/stats.txt" ||

@@ -27,13 +27,7 @@ W=8000
 N=4
 
 e2e_start_daemon
-e2e_spawn many "$MANY" -w $W -c $N -S 200
-MANY_PID=$E2E_LAST_PID
-e2e_wait_registered 1
-e2e_spawn cli "$CLI" record -q -o "$E2E_DIR/trace" -t 600s -b 1m
-REC=$E2E_LAST_PID
-writers_done() { grep -q "all $W writers done" "$E2E_DIR/many.log"; }
-e2e_until 2400 0.05 "the writers never finished" writers_done
+e2e_record_many $W $N 200
 kill -TERM "$REC"
 e2e_wait_ok "$REC" 120 "shmtrace record"
 e2e_wait_ok "$MANY_PID" 60 "svc_manywriters"
