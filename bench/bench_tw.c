@@ -24,7 +24,9 @@
  * own time (TSC ticks around the callback, converted with a rate measured
  * against CLOCK_MONOTONIC) taken out, which is the producer's own cost,
  * less the cross-core cache traffic a real service causes.
- * Usage: bench_tw [--quick] [--large] [--help].
+ * Usage: bench_tw [--quick] [--large] [--size BYTES --page BYTES] [--help];
+ * --size runs figure 3 for that one packet size and page size only (to
+ * profile one case alone).
  */
 #include "config.h"
 
@@ -456,18 +458,40 @@ static void bench_e2e(size_t pkt_size, uint64_t total_bytes)
 int main(int argc, char **argv)
 {
     int quick = 0, only_large = 0;
+    unsigned long one_size = 0, one_page = 4096;
     for (int i = 1; i < argc; i++) {
+        char *end = NULL;
         if (strcmp(argv[i], "--quick") == 0) {
             quick = 1;
         } else if (strcmp(argv[i], "--large") == 0) {
             only_large = 1;
+        } else if (strcmp(argv[i], "--size") == 0 && i + 1 < argc) {
+            one_size = strtoul(argv[++i], &end, 0);
+            if (*end != '\0' || one_size < 1024 || one_size > (16u << 20)) {
+                fprintf(stderr, "bench_tw: --size wants 1024..16777216 "
+                        "bytes, not '%s'\n", argv[i]);
+                return 2;
+            }
+        } else if (strcmp(argv[i], "--page") == 0 && i + 1 < argc) {
+            one_page = strtoul(argv[++i], &end, 0);
+            if (*end != '\0' || (one_page != 4096 && one_page != 8192 &&
+                                  one_page != 16384 && one_page != 32768)) {
+                fprintf(stderr, "bench_tw: --page wants 4096, 8192, 16384 "
+                        "or 32768, not '%s'\n", argv[i]);
+                return 2;
+            }
         } else {
-            printf("usage: bench_tw [--quick] [--large]\n"
+            printf("usage: bench_tw [--quick] [--large] [--size BYTES "
+                   "[--page BYTES]]\n"
                    "TraceWriter benchmark: small-packet ns/packet (1 and 2 "
                    "threads), large-packet\nthroughput vs memcpy, and "
                    "end-to-end producer -> SMB -> buffer -> read back.\n"
-                   "--quick  run about 10x fewer iterations\n"
-                   "--large  the large-packet figures only\n");
+                   "--quick       run about 10x fewer iterations\n"
+                   "--large       the large-packet figures only\n"
+                   "--size BYTES  the large-packet figure for this packet "
+                   "size only (e.g. to\n"
+                   "              profile it alone), on --page BYTES SMB "
+                   "pages (4096)\n");
             return strcmp(argv[i], "--help") == 0 ? 0 : 2;
         }
     }
@@ -475,6 +499,12 @@ int main(int argc, char **argv)
     calibrate_ticks();
     size_t large_bytes = quick ? (16u << 20) : (32u << 20);
     int large_rounds = quick ? 15 : 31;
+    if (one_size != 0) {
+        /* rounds 16x longer: steadier, and long enough to profile */
+        bench_large(one_size, large_bytes * 16, (uint32_t)one_page,
+                    large_rounds);
+        return 0;
+    }
     if (!only_large)
         bench_small(quick ? 2000000 : 20000000);
     /* 4 KiB SMB pages (the default) and 32 KiB (the largest a producer

@@ -1,5 +1,5 @@
 # bench/libshm.mk - TraceWriter benchmark (not part of make check).
-#   ./bench/bench_tw [--quick]
+#   ./bench/bench_tw [--quick] [--large] [--size BYTES [--page BYTES]]
 
 noinst_PROGRAMS += bench/bench_tw
 bench_bench_tw_SOURCES = bench/bench_tw.c
