@@ -63,8 +63,8 @@ static const char *const STMT_SQL[ST_COUNT] = {
                     " flagged_packets, loss_events, buffer, lost_packets,"
                     " lost_bytes, producer_counts_known, producer_id,"
                     " loss_kind, packets_offered, packets_read,"
-                    " packets_pending)"
-                    " VALUES(?1,0,0,0,0,?2,?3,?4,?5,?6,?7,?8,?9,?10)"
+                    " packets_pending, pid)"
+                    " VALUES(?1,0,0,0,0,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11)"
                     " ON CONFLICT(seq_id) DO UPDATE SET"
                     " lost_packets = excluded.lost_packets,"
                     " lost_bytes = excluded.lost_bytes,"
@@ -74,7 +74,8 @@ static const char *const STMT_SQL[ST_COUNT] = {
                     " packets_offered = excluded.packets_offered,"
                     " packets_read = excluded.packets_read,"
                     " packets_pending = excluded.packets_pending,"
-                    " buffer = coalesce(sequence.buffer, excluded.buffer)",
+                    " buffer = coalesce(sequence.buffer, excluded.buffer),"
+                    " pid = coalesce(sequence.pid, excluded.pid)",
     [ST_LOSS_CAUSE] = "INSERT INTO packet_loss(seq_id, cause, packets, bytes)"
                       " VALUES(?,?,?,?)",
 };
@@ -399,6 +400,10 @@ int ins_db_set_sequence_loss(ins_db *db, const ins_loss_row *r)
     sqlite3_bind_int64(s, 8, (int64_t)r->packets_offered);
     sqlite3_bind_int64(s, 9, (int64_t)r->packets_read);
     sqlite3_bind_int64(s, 10, (int64_t)r->packets_pending);
+    if (r->aggregate && r->has_pid && r->producer_id != 0)
+        sqlite3_bind_int64(s, 11, r->pid);
+    else
+        sqlite3_bind_null(s, 11);
     return run(db, ST_LOSS_SEQ);
 }
 
@@ -445,11 +450,16 @@ static const char TIE_FOLDED_SQL[] =
      * SQLite scan the index instead of seeking pid_req = ?. */
     "CREATE TEMP TABLE ins_agg(seq_id INTEGER, buffer INTEGER,"
     " pid_req INTEGER);"
+    /* An aggregate of one producer holds the writers of its process: its
+     * own pid (in the loss list of traces from a newer shmtraced), else
+     * that of its producer's listed writers (when they agree), else
+     * any. */
     "INSERT INTO ins_agg SELECT a.seq_id, a.buffer,"
-    " CASE WHEN a.producer_id = 0 THEN NULL ELSE w.pid END"
+    " CASE WHEN a.producer_id = 0 THEN NULL ELSE coalesce(a.pid, w.pid) END"
     " FROM sequence a LEFT JOIN ins_wpid w ON w.producer_id = a.producer_id"
     " WHERE a.loss_kind = 'aggregate'"
-    "  AND (a.producer_id = 0 OR w.npids IS NULL OR w.npids = 1);"
+    "  AND (a.producer_id = 0 OR a.pid IS NOT NULL OR w.npids IS NULL"
+    "       OR w.npids = 1);"
     "CREATE INDEX temp.ins_agg_bp ON ins_agg(buffer, pid_req, seq_id);"
     "CREATE INDEX temp.ins_agg_p ON ins_agg(pid_req, seq_id);"
     "UPDATE sequence SET loss_kind = 'folded', loss_aggregate ="

@@ -97,6 +97,8 @@ typedef struct ins_loss_row {
     uint64_t packets_offered, packets_read, packets_pending;
     uint64_t lost_packets, lost_bytes;
     bool producer_counts_known;
+    bool has_pid;                /* an aggregate of one producer: its pid */
+    int32_t pid;
 } ins_loss_row;
 
 /* The entry into its sequence row (made with packets = 0 if no packet
@@ -107,7 +109,8 @@ int ins_db_set_sequence_loss(ins_db *db, const ins_loss_row *row);
  * every producer sequence without an entry of its own is marked folded
  * (loss_kind 'folded') and tied to its aggregate (loss_aggregate) when
  * exactly one aggregate can hold it (same buffer; same producer, known
- * from the pid of that producer's listed writers). OUT: *folded the
+ * from the aggregate's own pid, else from the pid of that producer's
+ * listed writers). OUT: *folded the
  * sequences marked, *untied those of them left without loss_aggregate
  * (either may be NULL). 0 or -EIO. */
 int ins_db_tie_folded(ins_db *db, uint64_t *folded, uint64_t *untied);

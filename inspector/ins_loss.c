@@ -36,6 +36,8 @@ static int put_entry(ins_db *db, const ins_sloss *l)
         .lost_packets = l->lost_packets,
         .lost_bytes = l->lost_bytes,
         .producer_counts_known = l->producer_counts_known,
+        .has_pid = l->has_pid,
+        .pid = l->pid,
     };
     int rc = ins_db_set_sequence_loss(db, &row);
     for (size_t c = 0; c < l->n_causes && rc == 0; c++) {

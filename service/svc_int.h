@@ -556,6 +556,10 @@ typedef struct svc_xloss svc_xloss;
 void svc__loss_commit(svc_service *, svc_producer *,
                       const Perfetto__Protos__CommitDataRequest *);
 void svc__loss_producer_gone(svc_service *, svc_producer *);
+/* Producer p got a data source instance in session s: its pid is kept
+ * (for its aggregates' pid, svc__loss_fill) for as long as the session,
+ * whether p stays or not. */
+void svc__loss_producer_joined(svc_session *s, const svc_producer *p);
 void svc__loss_invalid(svc_session *, uint32_t key, uint32_t buffer_index,
                        uint64_t bytes);
 void svc__loss_file_full(svc_session *, uint32_t key, uint32_t buffer_index,

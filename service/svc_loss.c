@@ -16,7 +16,8 @@
  *   - producers that went away: what their sequences still have pending
  *     can never complete (cause producer_gone).
  * Producer-level facts (does it report its drops? did it go away while the
- * session ran?) live in an entry with writer_id 0. Once the session is stopped, or in a clone (a
+ * session ran? its pid, recorded when it joined the session) live in an
+ * entry with writer_id 0. Once the session is stopped, or in a clone (a
  * frozen snapshot), pending packets are lost: producer_gone if their
  * producer left, else reassembly (fragments left at stop).
  *
@@ -39,8 +40,10 @@
  * one entry per writer would not fit, the writers that lost the most keep
  * their own entry and the others are folded into aggregate entries, one
  * per producer and buffer (or, if even those do not fit, one per buffer),
- * with writer_id 0 and a sequence id no packet carries. An aggregate's
- * counts are the sums of its writers', so the invariant of
+ * with writer_id 0 and a sequence id no packet carries; one producer's
+ * carries that producer's pid, by which a reader ties the folded writers
+ * (their packets' trusted_pid) even when none of them kept an entry. An
+ * aggregate's counts are the sums of its writers', so the invariant of
  * protos/common.proto holds for it too and the entries still add up to
  * every packet offered, read and lost. A producer's fold entry always
  * ends up in its aggregate. So does libbuf's overflow entry of a buffer
@@ -80,6 +83,8 @@ struct svc_xloss {
     uint32_t nwriters;           /* facts: its writer entries */
     bool reports;                /* facts: producer reports its drops */
     bool gone;                   /* facts: producer disconnected */
+    bool has_pid;                /* facts: pid known (joined the session) */
+    int32_t pid;                 /* facts: its process (socket credentials) */
 };
 
 static uint64_t sat_add(uint64_t a, uint64_t b)
@@ -231,6 +236,15 @@ void svc__loss_producer_gone(svc_service *svc, svc_producer *p)
             pe->gone |= s->state == SVC_SESSION_STARTED;
             pe->reports |= p->reports_loss;
         }
+    }
+}
+
+void svc__loss_producer_joined(svc_session *s, const svc_producer *p)
+{
+    svc_xloss *pe = xget(s, (uint32_t)p->id << 16, 0);
+    if (pe) {                    /* else (no memory) its pid stays unknown */
+        pe->has_pid = true;
+        pe->pid = (int32_t)p->pid;
     }
 }
 
@@ -403,21 +417,28 @@ static size_t fold(svc_session *s, const svc_lentry *le,
     svc_lentry tmp;
     for (size_t i = 0; i < n;) {
         uint32_t bi = m[order[i]].buffer;
-        uint32_t pid = by_buffer ? 0 : m[order[i]].producer;
+        uint32_t prod = by_buffer ? 0 : m[order[i]].producer;
         size_t j = i;
         svc_lentry *a = NULL;
         for (; j < n && m[order[j]].buffer == bi &&
-               (by_buffer || m[order[j]].producer == pid); j++) {
+               (by_buffer || m[order[j]].producer == prod); j++) {
             size_t x = order[j];
             if (m[x].kept)
                 continue;
             if (!a) {
                 a = out ? &out[nout] : &tmp;
-                uint32_t key = (pid << 16) | XKEY_FOLD | bi;
-                entry_init(a, out ? svc__seq_id(&s->seqs, (uint16_t)pid,
+                uint32_t key = (prod << 16) | XKEY_FOLD | bi;
+                entry_init(a, out ? svc__seq_id(&s->seqs, (uint16_t)prod,
                                                 (uint16_t)(key & 0xFFFFu),
                                                 bi) : UINT32_MAX, key, bi);
                 a->sl.producer_counts_known = true;
+                /* One producer's: its pid, so that a reader can tie the
+                 * folded writers by their packets' trusted_pid. */
+                const svc_xloss *pe = prod ? xfind(s, prod << 16) : NULL;
+                if (pe && pe->has_pid) {
+                    a->sl.has_pid = true;
+                    a->sl.pid = pe->pid;
+                }
             }
             agg_add(a, &le[x]);
         }

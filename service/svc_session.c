@@ -320,6 +320,7 @@ static int start_instance(svc_service *svc, svc_session *s, svc_producer *p,
         free(in->name);
         return -ENOMEM;
     }
+    svc__loss_producer_joined(s, p);
     in->instance_id = ++svc->last_instance_id;
     in->producer_id = p->id;
     in->buffer_id = gid;

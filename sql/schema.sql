@@ -76,7 +76,9 @@ CREATE TABLE sequence (
   seq_id        INTEGER PRIMARY KEY, -- trusted_packet_sequence_id (an aggregate: the id the
                                      -- service gave it, which no packet carries)
   uid           INTEGER,             -- trusted_uid of its packets (last seen)
-  pid           INTEGER,             -- trusted_pid of its packets (NULL for the service)
+  pid           INTEGER,             -- trusted_pid of its packets (NULL for the service); an
+                                     -- 'aggregate' of one producer: that producer's pid, when
+                                     -- the loss list says it (shmtraced records it)
   packets       INTEGER NOT NULL,    -- packets in the file
   bytes         INTEGER NOT NULL,    -- sum of their encoded sizes
   first_ts      INTEGER,             -- timestamp of its first packet that has one (file order)
@@ -104,7 +106,8 @@ CREATE TABLE sequence (
   loss_kind     TEXT,                -- 'writer' | 'aggregate' | 'folded' | NULL (above)
   loss_aggregate INTEGER,            -- 'folded': seq_id of the aggregate row that holds its
                                      -- counts (same buffer; same producer, known from the
-                                     -- pids of that producer's listed writers). NULL when
+                                     -- aggregate's pid, or else from the pids of that
+                                     -- producer's listed writers). NULL when
                                      -- several aggregates could hold it (e.g. two producers
                                      -- in one process): never guessed. Indexed
                                      -- (sequence_by_loss_aggregate) in traces with a

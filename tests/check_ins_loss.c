@@ -27,6 +27,7 @@ typedef struct {
     uint64_t offered, read;
     const char *cause[2];
     uint64_t packets[2];
+    int32_t pid;                 /* 0: the entry says none */
 } entry_t;
 
 #define MAX_ENTRIES 16
@@ -108,6 +109,8 @@ static void put_stats(session *s, uint32_t nbuf, const uint32_t *wseq,
         x->packets_offered = e[i].offered;
         x->packets_read = e[i].read;
         x->producer_counts_known = 1;
+        x->has_pid = e[i].pid != 0;
+        x->pid = e[i].pid;
         for (int k = 0; k < 2 && e[i].cause[k]; k++) {
             perfetto__protos__trace_stats__shmtrace_loss_cause__init(
                 &c[i][k]);
@@ -227,9 +230,9 @@ START_TEST(test_loss_folded_one_producer)
     for (uint32_t i = 0; i < 10; i++)
         wseq[i] = 2 + i;
     const entry_t e[] = {
-        {2, 7, 1, 0, 8, 5, {"overwrite"}, {3}},
-        {3, 7, 2, 0, 4, 4, {"producer_smb_full"}, {2}},
-        {100, 7, 0, 0, 28, 24, {"overwrite", "producer_smb_full"}, {4, 1}},
+        {2, 7, 1, 0, 8, 5, {"overwrite"}, {3}, 0},
+        {3, 7, 2, 0, 4, 4, {"producer_smb_full"}, {2}, 0},
+        {100, 7, 0, 0, 28, 24, {"overwrite", "producer_smb_full"}, {4, 1}, 0},
     };
     put_stats(&s, 1, wseq, wbuf, 10, e, 3);
     ck_session_inspect(&s);
@@ -292,7 +295,7 @@ END_TEST
 
 /* Two producers in two processes, each with a writer of its own entry:
  * each folded writer goes to its own producer's aggregate. */
-static void two_producers(session *s, bool third)
+static void two_producers_pids(session *s, bool third, bool pids)
 {
     put_packets(s, 2, 100, 4);   /* producer 7: own entry */
     put_packets(s, 3, 100, 2);   /* producer 7: folded */
@@ -302,14 +305,22 @@ static void two_producers(session *s, bool third)
     if (third)
         put_packets(s, 7, 300, 1); /* producer 9: folded, no own entry */
     const uint32_t wseq[] = {2, 3, 4, 5, 6, 7}, wbuf[6] = {0};
+    /* With pids, as shmtraced writes them: on each producer's aggregate
+     * (a writer's entry with one, 999, is not believed: not an aggregate's
+     * own, and its packets say otherwise). */
     const entry_t e[] = {
-        {2, 7, 1, 0, 6, 4, {"overwrite"}, {2}},
-        {5, 8, 1, 0, 4, 4, {0}, {0}},
-        {50, 7, 0, 0, 5, 4, {"discard"}, {1}},
-        {51, 8, 0, 0, 3, 3, {"producer_smb_full"}, {3}},
-        {52, 9, 0, 0, 1, 1, {"producer_smb_full"}, {7}},
+        {2, 7, 1, 0, 6, 4, {"overwrite"}, {2}, pids ? 999 : 0},
+        {5, 8, 1, 0, 4, 4, {0}, {0}, 0},
+        {50, 7, 0, 0, 5, 4, {"discard"}, {1}, pids ? 100 : 0},
+        {51, 8, 0, 0, 3, 3, {"producer_smb_full"}, {3}, pids ? 200 : 0},
+        {52, 9, 0, 0, 1, 1, {"producer_smb_full"}, {7}, pids ? 300 : 0},
     };
     put_stats(s, 1, wseq, wbuf, third ? 6 : 5, e, third ? 5 : 4);
+}
+
+static void two_producers(session *s, bool third)
+{
+    two_producers_pids(s, third, false);
 }
 
 START_TEST(test_loss_folded_ties_by_producer)
@@ -363,6 +374,65 @@ START_TEST(test_loss_folded_ambiguous_left_untied)
 }
 END_TEST
 
+/* The same three producers, with the pids shmtraced puts on its
+ * aggregates: every folded writer is tied, the third producer's too,
+ * although none of its writers kept an entry; the aggregate rows say
+ * their process. */
+START_TEST(test_loss_folded_ties_by_aggregate_pid)
+{
+    session s;
+    s_open(&s);
+    two_producers_pids(&s, true, true);
+    ck_session_inspect(&s);
+    ck_assert_int_eq(aggregate_of(&s, 3), 50);
+    ck_assert_int_eq(aggregate_of(&s, 4), 50);
+    ck_assert_int_eq(aggregate_of(&s, 6), 51);
+    ck_assert_int_eq(aggregate_of(&s, 7), 52);
+    ck_assert_int_eq(q(&s, "select value from trace_info "
+                       "where key = 'loss_untied_sequences'"), 0);
+    ck_assert_int_eq(q(&s, "select count(*) from sequence where "
+                       "(seq_id = 50 and pid = 100) or (seq_id = 51 and "
+                       "pid = 200) or (seq_id = 52 and pid = 300)"), 3);
+    ck_assert_int_eq(q(&s, "select pid from sequence where seq_id = 2"),
+                     100);
+    assert_rows_conserve(&s);
+    ck_assert_int_eq(q(&s, "select sum(lost_packets) from sequence "
+                       "where seq_id > 1"), 13);
+    char *out = run_sql_file(s.conn, "lost_packets.sql");
+    ck_assert_ptr_null(strstr(out, "some untied"));
+    assert_has(out, "52|300|0|1|7|8|87.5%|producer_smb_full=7|AGGREGATE: "
+               "1 writer folded (producer 9, buffer 0)\n");
+    assert_has(out, "TOTAL: lost 13 of 29 packets (44.8%)\n");
+    free(out);
+    ck_session_close(&s);
+}
+END_TEST
+
+/* Two producers in one process, neither with a listed writer: both
+ * aggregates say the same pid, so a folded writer of that process could
+ * be in either: left untied, not guessed. */
+START_TEST(test_loss_folded_same_pid_left_untied)
+{
+    session s;
+    s_open(&s);
+    put_packets(&s, 2, 100, 2);
+    put_packets(&s, 3, 100, 3);
+    const uint32_t wseq[] = {2, 3}, wbuf[2] = {0};
+    const entry_t e[] = {
+        {50, 7, 0, 0, 3, 2, {"overwrite"}, {1}, 100},
+        {51, 8, 0, 0, 4, 3, {"overwrite"}, {1}, 100},
+    };
+    put_stats(&s, 1, wseq, wbuf, 2, e, 2);
+    ck_session_inspect(&s);
+    ck_assert_int_eq(kind_count(&s, "folded"), 2);
+    ck_assert_int_eq(aggregate_of(&s, 2), 0);
+    ck_assert_int_eq(aggregate_of(&s, 3), 0);
+    ck_assert_int_eq(q(&s, "select value from trace_info "
+                       "where key = 'loss_untied_sequences'"), 2);
+    ck_session_close(&s);
+}
+END_TEST
+
 /* Folded per buffer (producer_id 0): a writer goes to its buffer's
  * aggregate; one whose buffer the trace does not say stays untied. */
 START_TEST(test_loss_folded_per_buffer)
@@ -375,9 +445,9 @@ START_TEST(test_loss_folded_per_buffer)
     put_packets(&s, 5, 200, 1);
     const uint32_t wseq[] = {2, 3, 4}, wbuf[] = {0, 0, 1};
     const entry_t e[] = {
-        {2, 7, 1, 0, 5, 3, {"overwrite"}, {2}},
-        {60, 0, 0, 0, 3, 2, {"overwrite"}, {1}},
-        {61, 0, 0, 1, 4, 3, {"discard"}, {1}},
+        {2, 7, 1, 0, 5, 3, {"overwrite"}, {2}, 0},
+        {60, 0, 0, 0, 3, 2, {"overwrite"}, {1}, 0},
+        {61, 0, 0, 1, 4, 3, {"discard"}, {1}, 0},
     };
     put_stats(&s, 2, wseq, wbuf, 3, e, 3);
     ck_session_inspect(&s);
@@ -408,9 +478,9 @@ START_TEST(test_loss_per_writer_list)
     put_packets(&s, 9, 100, 1);
     const uint32_t wseq[] = {2, 3}, wbuf[] = {0, 0};
     const entry_t e[] = {
-        {2, 7, 1, 0, 5, 3, {"overwrite"}, {2}},
-        {3, 7, 2, 0, 2, 2, {0}, {0}},
-        {4, 7, 3, 0, 0, 0, {"producer_smb_full"}, {6}},
+        {2, 7, 1, 0, 5, 3, {"overwrite"}, {2}, 0},
+        {3, 7, 2, 0, 2, 2, {0}, {0}, 0},
+        {4, 7, 3, 0, 0, 0, {"producer_smb_full"}, {6}, 0},
     };
     put_stats(&s, 1, wseq, wbuf, 2, e, 3);
     ck_session_inspect(&s);
@@ -527,9 +597,9 @@ START_TEST(test_loss_folded_many_sequences)
     for (uint32_t q = 2; q < 2 + N; q++)
         put_packets(&s, q, q % 2 ? 4343 : 4242, 1);
     const entry_t e[] = {
-        {2, 7, 1, 0, 1, 1, {NULL}, {0}},
-        {100000, 7, 0, 0, 3, 1, {"overwrite"}, {2}},
-        {100001, 8, 0, 0, N, N - 1, {"overwrite"}, {1}},
+        {2, 7, 1, 0, 1, 1, {NULL}, {0}, 0},
+        {100000, 7, 0, 0, 3, 1, {"overwrite"}, {2}, 0},
+        {100001, 8, 0, 0, N, N - 1, {"overwrite"}, {1}, 0},
     };
     put_stats(&s, 1, NULL, NULL, 0, e, 3);
     ck_session_inspect(&s);
@@ -551,6 +621,8 @@ static Suite *ins_loss_suite(void)
     TCK_CASE(s, "folded", test_loss_folded_one_producer,
              test_loss_folded_ties_by_producer,
              test_loss_folded_ambiguous_left_untied,
+             test_loss_folded_ties_by_aggregate_pid,
+             test_loss_folded_same_pid_left_untied,
              test_loss_folded_per_buffer);
     TCK_CASE(s, "unfolded", test_loss_per_writer_list,
              test_loss_no_list_unknown, test_loss_seq_cap_in_trace_info);

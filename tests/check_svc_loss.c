@@ -238,8 +238,13 @@ static void check_many_writers_list(const Perfetto__Protos__TraceStats *st,
     uint64_t min_listed = UINT64_MAX, max_folded = 0;
     const sloss_t *agg = entry_of(st, pid, 0);
     ck_assert_ptr_nonnull(agg);
+    /* One producer's aggregate says its process: the fixture's first
+     * producer has pid 11 (svf_fixture). Writers' entries do not. */
+    ck_assert(agg->has_pid);
+    ck_assert_int_eq(agg->pid, 11);
     for (size_t i = 0; i < st->n_shmtrace_sequence_loss; i++) {
         const sloss_t *l = st->shmtrace_sequence_loss[i];
+        ck_assert(l->writer_id == 0 || !l->has_pid);
         if (l->writer_id == 0)
             continue;
         ck_assert_uint_eq(l->producer_id, pid);
@@ -430,6 +435,23 @@ SVF_TEST(test_loss_list_of_many_writers_fits, 1)
     svc_stats_free(st);
 }
 
+/* The aggregate keeps its producer's pid once the producer has gone (its
+ * writers' packets are still in the buffer, with that trusted_pid). */
+SVF_TEST(test_loss_aggregate_pid_outlives_its_producer, 1)
+{
+    svc_session *s = many_writers(f, MANY_WRITERS, true);
+    uint16_t prod = svc_producer_id(f->p[0]);
+    svc_producer_disconnect(f->svc, f->p[0]);
+    f->p[0] = NULL;
+    Perfetto__Protos__TraceStats *st = svc_stats_build(f->svc, s);
+    ck_assert_ptr_nonnull(st);
+    const sloss_t *agg = entry_of(st, prod, 0);
+    ck_assert_ptr_nonnull(agg);
+    ck_assert(agg->has_pid);
+    ck_assert_int_eq(agg->pid, 11);
+    svc_stats_free(st);
+}
+
 /* A few writers: every one listed, no aggregate (nothing folded). */
 SVF_TEST(test_loss_list_of_few_writers_unfolded, 1)
 {
@@ -463,6 +485,7 @@ SVF_TEST(test_loss_list_folds_per_buffer_with_many_producers, 1)
     ck_assert_uint_eq(t.smb_full, NP * 42);
     const sloss_t *b = entry_of(st, 0, 0);
     ck_assert_uint_eq(b->buffer, 0);
+    ck_assert(!b->has_pid);       /* all producers': no one process */
     svc_stats_free(st);
 }
 
@@ -700,6 +723,7 @@ static Suite *svc_loss_suite(void)
              test_loss_reports_counted_when_the_table_is_full);
     TCase *tc = TCK_CASE(s, "frame", test_loss_list_of_many_writers_fits,
                          test_loss_list_of_few_writers_unfolded,
+                         test_loss_aggregate_pid_outlives_its_producer,
                          test_loss_list_folds_per_buffer_with_many_producers,
                          test_writer_stats_keep_losers_first,
                          test_loss_list_takes_libbuf_overflow);

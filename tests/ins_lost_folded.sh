@@ -11,7 +11,8 @@
 #    their aggregate read, and its lost_packets are their missing packets
 #    plus N per writer that left nothing in the trace;
 #  - the inspector: every producer sequence is 'writer' or 'folded' (none
-#    unknown), each folded one is tied to the producer's aggregate, the
+#    unknown), each folded one is tied to the producer's aggregate (whose
+#    row has the producer's pid), the
 #    aggregate holds exactly its writers' packets and losses, and the
 #    totals add up to W * N; lost_packets.sql shows the aggregate as
 #    "N writers folded (producer P, buffer 0)" (or "all producers" when
@@ -59,6 +60,13 @@ db="$E2E_DIR/t.db"
     e2e_fail "a folded sequence has a count of its own or no aggregate"
 [ "$(q "select count(*) from sequence where loss_kind = 'aggregate' and packets != 0")" = 0 ] ||
     e2e_fail "an aggregate row has packets"
+# A producer's aggregate says its process (the list's pid, which the
+# service took from the producer's socket): svc_manywriters'. One
+# producer's aggregate fits any list, so the list has one.
+[ "$(q "select count(*) from sequence where loss_kind = 'aggregate' and producer_id != 0 and pid = $MANY_PID")" -ge 1 ] ||
+    e2e_fail "no aggregate of svc_manywriters' producer with its pid $MANY_PID"
+[ "$(q "select count(*) from sequence where loss_kind = 'aggregate' and producer_id != 0 and pid is not $MANY_PID")" = 0 ] ||
+    e2e_fail "a producer's aggregate row does not have svc_manywriters' pid $MANY_PID"
 # Each aggregate: its writers' packets in the trace are what it read,
 # and its writers (those in the trace, plus those that left nothing)
 # attempted N each.

@@ -47,8 +47,9 @@
  * without an entry of its own is folded, and is accounted through its
  * aggregate. It is tied to the one aggregate that can hold it: the same
  * buffer (TraceStats.writer_stats) and either a per-buffer aggregate or
- * one whose producer has no listed writer in another process (trusted_pid
- * of the listed writers' packets). Per aggregate, over its folded
+ * one of the sequence's process: the aggregate's pid when the list gives
+ * it, else one whose producer has no listed writer in another process
+ * (trusted_pid of the listed writers' packets). Per aggregate, over its folded
  * sequences: packets in the trace = packets_read - invalid - file_full,
  * and lost_packets = their missing seq_values (as for one sequence) plus,
  * with --per-sequence N, N for each of its writers that left no packet in
@@ -236,6 +237,9 @@ static bool may_hold(const Perfetto__Protos__TraceStats *st, const sloss *a,
     if (a->producer_id == 0)
         return true;
     const seqpk *q = pk_of(pks, npks, seq_id);
+    /* The aggregate's own pid (its producer's), when the list says it. */
+    if (a->has_pid && q && q->has_pid)
+        return a->pid == q->pid;
     for (size_t j = 0; j < st->n_shmtrace_sequence_loss; j++) {
         const sloss *w = st->shmtrace_sequence_loss[j];
         if (is_aggregate(w) || w->producer_id != a->producer_id)
