@@ -80,6 +80,7 @@ SHMTRACE_API void tb_destroy(tb_buffer *b)
     free(b->cfrags);
     free(b->hist);
     free(b->hhash);
+    tb__share_free(&b->hist_share);
     free(b->pro_keys);
     free(b->rw_items);
     tb__loss_free(b);

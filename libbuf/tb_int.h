@@ -36,7 +36,8 @@
  * O(1); an out-of-order insert shifts (rare: only SMB scraping does it).
  * Keeping chunk_id in the ring lets patches find their chunk by index
  * arithmetic or binary search without touching the buffer. b->uids counts
- * each uid's sequences, bounded per uid (tb_seq.c).
+ * each uid's sequences, bounded per uid (tb_seq.c), and its shares of the
+ * per-writer tables (tb_share.c).
  *
  * WALKS (spec §7)
  *
@@ -158,6 +159,21 @@ typedef struct {
     uint64_t age;           /* when it last became empty */
 } tb__seq;
 
+/* The per-writer tables whose own entries are shared among uids
+ * (tb_share.c): an index into tb__uid_seqs.held. */
+enum { TB__TAB_LOSS = 0, TB__TAB_HIST = 1, TB__NTABS = 2 };
+
+/* Who holds the own entries of one per-writer table (tb_share.c). */
+typedef struct {
+    uint32_t *owner;        /* per own entry: the uid of its writer */
+    size_t owner_cap;
+    uint32_t hand;          /* where the next search for an entry to fold
+                               starts (a clock hand over the own entries) */
+    uint32_t top_uid;       /* when top_known: a uid holding the most own */
+    uint32_t top_n;         /* entries, and how many (0: no uid holds any) */
+    bool top_known;
+} tb__share;
+
 typedef struct {
     bool active;
     uint32_t seq;           /* index into b->seqs */
@@ -262,13 +278,16 @@ struct tb_buffer {
 
     /* Per-writer tables, bounded (trace_buffer.h): at most
      * TB_*_MAX_WRITERS entries each, the last one maybe the overflow
-     * entry (key 0) shared by the writers seen after the table filled. */
-    tb_writer_stats *hist;  /* per-writer histograms, first-seen order */
+     * entry (key 0) that holds the writers without an entry of their
+     * own; once full, the own entries are shared fairly among uids
+     * (tb_share.c). */
+    tb_writer_stats *hist;  /* per-writer histograms (tb_write.c) */
     size_t nhist;
     size_t hist_cap;
     uint32_t *hhash;        /* key -> index + 1 into hist, open addressing */
     uint32_t hhash_cap;
     uint32_t hist_over;     /* index + 1 of the overflow entry, 0 = none */
+    tb__share hist_share;   /* which uid holds each own entry */
 
     tb_seq_loss *lossv;     /* per-writer loss accounting (tb_loss.c) */
     uint32_t nloss;
@@ -280,6 +299,7 @@ struct tb_buffer {
                                chunk of that writer was refused for its
                                uid's sequence bound (tb_loss.c) */
     size_t loss_gap_n;      /* entries loss_gap covers */
+    tb__share loss_share;   /* which uid holds each own entry */
 };
 
 static inline size_t tb__outer(size_t payload)
@@ -433,12 +453,13 @@ uint8_t tb__compute_facts(const uint8_t *payload, uint32_t payload_size,
                           uint8_t flags);
 
 /* tb_loss.c */
-tb_seq_loss *tb__loss_entry(tb_buffer *b, tb__seq *s, uint32_t key);
+tb_seq_loss *tb__loss_entry(tb_buffer *b, tb__seq *s, uint32_t key,
+                            uint32_t uid);
 /* s's entry: cached after the first lookup (the hot paths come here). */
 static inline tb_seq_loss *tb__loss_of(tb_buffer *b, tb__seq *s)
 {
     return s->loss_idx ? &b->lossv[s->loss_idx - 1]
-                       : tb__loss_entry(b, s, s->key);
+                       : tb__loss_entry(b, s, s->key, s->uid);
 }
 void tb__lose(tb_buffer *b, tb__seq *s, uint32_t key, int cause,
               uint64_t packets, uint64_t bytes);
@@ -454,12 +475,15 @@ void tb__loss_free(tb_buffer *b);
 int tb__loss_clone(tb_buffer *dst, const tb_buffer *src);
 
 /* tb_seq.c */
-/* A uid's entry in b->uids. */
+/* A uid's entry in b->uids: kept while it has a sequence, holds an own
+ * entry of a per-writer table, or is marked. */
 typedef struct tb__uid_seqs {
     uint32_t uid;
     uint32_t nseqs;         /* its sequences in b->seqs */
-    bool agg_gap;           /* a writer of it in the loss aggregate was
-                               refused for the bound (tb_loss.c) */
+    uint32_t held[TB__NTABS]; /* own entries of its writers per table
+                               (tb_share.c) */
+    bool agg_gap;           /* a writer of it whose refusal for the bound
+                               is counted in the loss aggregate (tb_loss.c) */
 } tb__uid_seqs;
 
 tb__seq *tb__seq_find(const tb_buffer *b, uint32_t key);
@@ -470,6 +494,8 @@ uint32_t tb__default_max_seqs_per_uid(size_t size);
 void tb__set_max_seqs_per_uid(tb_buffer *b, uint32_t n);
 uint32_t tb__uid_num_sequences(const tb_buffer *b, uint32_t uid);
 tb__uid_seqs *tb__uid_find(const tb_buffer *b, uint32_t uid);
+tb__uid_seqs *tb__uid_get(tb_buffer *b, uint32_t uid);
+void tb__uid_release(tb_buffer *b, uint32_t uid);
 int tb__uid_mark_agg_gap(tb_buffer *b, uint32_t uid);
 int tb__seq_insert(tb__seq *s, uint32_t pos, uint32_t chunk_id,
                    uint32_t off);
@@ -481,6 +507,26 @@ void tb__seq_gc(tb_buffer *b);
 void tb__seq_free_all(tb_buffer *b);
 int tb__seq_clone_all(tb_buffer *dst, const tb_buffer *src);
 uint32_t tb__num_sequences(const tb_buffer *b);
+
+/* tb_share.c: fair shares of the per-writer tables among uids. */
+#define TB__NO_ENTRY UINT32_MAX
+uint32_t tb__share_held(const tb_buffer *b, int tab, uint32_t uid);
+int tb__share_add(tb_buffer *b, int tab, uint32_t idx, uint32_t uid);
+uint32_t tb__share_pick(tb_buffer *b, int tab, uint32_t uid, uint32_t nown,
+                        bool (*spare)(const tb_buffer *b, uint32_t idx));
+void tb__share_move(tb_buffer *b, int tab, uint32_t idx, uint32_t uid);
+int tb__share_clone(tb__share *dst, const tb__share *src, uint32_t nown);
+void tb__share_free(tb__share *sh);
+/* Slot of key in an index hash of cap slots (a power of two): the
+ * multiplicative hash's bits from `shift` up (each table its own). */
+static inline uint32_t tb__index_slot(uint32_t key, unsigned shift,
+                                      uint32_t cap)
+{
+    return (uint32_t)((key * 0x9E3779B1u) >> shift) & (cap - 1);
+}
+void tb__index_remove(uint32_t *hash, uint32_t cap, unsigned shift,
+                      uint32_t key, uint32_t idx, const tb_buffer *b,
+                      uint32_t (*key_at)(const tb_buffer *b, uint32_t idx));
 
 /* Hash slot of key in b->hash (cap a power of two). */
 static inline uint32_t tb__seq_hash_slot(uint32_t key, uint32_t cap)

@@ -31,13 +31,16 @@
  * multiply (it reconnects at will: new producer ids, 32767 writer ids
  * each); so one uid's churn costs the others nothing: their sequences
  * are never refused for it, and none is deleted to make room (GC deletes
- * only empty sequences, as before). The count of each uid's sequences is
- * kept in b->uids, sorted by uid (binary search; an insert or delete
+ * only empty sequences, as before). The count of each uid's sequences
+ * is kept in b->uids, sorted by uid (binary search; an insert or delete
  * moves the entries after it: usually 1-5 uids, a few thousand at most,
  * as many as the users that trace), changed only when a sequence is made
- * or GC deletes one, never per chunk. A chunk that would make one more
- * for a uid at its bound is refused (tb_write.c, new_seq: counted, its
- * writer's loss noted, tb_loss.c).
+ * or GC deletes one, never per chunk. b->uids
+ * also keeps each uid's shares of the writer tables (tb_share.c) and its
+ * loss mark (tb_loss.c): a uid's entry lives while any of them is not
+ * zero. A chunk that would make one more sequence for a uid at its bound
+ * is refused (tb_write.c, new_seq: counted, its writer's loss noted,
+ * tb_loss.c).
  * Measured (2026-12-07, the churn above, the heap the buffer takes
  * including the writer tables' 2.6 MiB, bounded by count, not by the
  * ring): a 1 MiB ring 4.7x (16384 sequences: 2.2 MiB), 16 MiB 0.69x
@@ -136,9 +139,10 @@ uint32_t tb__uid_num_sequences(const tb_buffer *b, uint32_t uid)
     return u ? u->nseqs : 0;
 }
 
-/* uid's entry, made (no sequence, no mark) if it has none; NULL when out
- * of memory (the table unchanged). Valid until the next change to it. */
-static tb__uid_seqs *uid_get(tb_buffer *b, uint32_t uid)
+/* uid's entry, made (no sequence, no mark, no table entry) if it has
+ * none; NULL when out of memory (the table unchanged). Valid until the
+ * next change to b->uids. */
+tb__uid_seqs *tb__uid_get(tb_buffer *b, uint32_t uid)
 {
     uint32_t i = uid_lower_bound(b, uid);
     if (i < b->nuids && b->uids[i].uid == uid)
@@ -155,8 +159,34 @@ static tb__uid_seqs *uid_get(tb_buffer *b, uint32_t uid)
     return &n[i];
 }
 
-/* One sequence of uid deleted; its entry goes with its last sequence
- * unless it is marked. */
+static bool uid_in_use(const tb__uid_seqs *u)
+{
+    for (int t = 0; t < TB__NTABS; t++)
+        if (u->held[t] > 0)
+            return true;
+    return u->nseqs > 0 || u->agg_gap;
+}
+
+/* Deletes b->uids[i] if it keeps nothing any more. */
+static void uid_drop_if_unused(tb_buffer *b, uint32_t i)
+{
+    if (uid_in_use(&b->uids[i]))
+        return;
+    memmove(&b->uids[i], &b->uids[i + 1],
+            (size_t)(b->nuids - i - 1) * sizeof(*b->uids));
+    b->nuids--;
+}
+
+/* uid's entry goes if it keeps nothing any more (no sequence, no table
+ * entry, no mark). */
+void tb__uid_release(tb_buffer *b, uint32_t uid)
+{
+    uint32_t i = uid_lower_bound(b, uid);
+    if (i < b->nuids && b->uids[i].uid == uid)
+        uid_drop_if_unused(b, i);
+}
+
+/* One sequence of uid deleted. */
 static void uid_put(tb_buffer *b, uint32_t uid)
 {
     uint32_t i = uid_lower_bound(b, uid);
@@ -164,18 +194,15 @@ static void uid_put(tb_buffer *b, uint32_t uid)
         assert(!"a sequence's uid has no count"); /* cannot happen */
         return;
     }
-    if (--b->uids[i].nseqs > 0 || b->uids[i].agg_gap)
-        return;
-    memmove(&b->uids[i], &b->uids[i + 1],
-            (size_t)(b->nuids - i - 1) * sizeof(*b->uids));
-    b->nuids--;
+    b->uids[i].nseqs--;
+    uid_drop_if_unused(b, i);
 }
 
 /* Marks uid: one of its writers counted in the loss aggregate was refused
  * (tb_loss.c). 0, or -ENOMEM (the mark is not kept). */
 int tb__uid_mark_agg_gap(tb_buffer *b, uint32_t uid)
 {
-    tb__uid_seqs *u = uid_get(b, uid);
+    tb__uid_seqs *u = tb__uid_get(b, uid);
     if (!u)
         return -ENOMEM;
     u->agg_gap = true;
@@ -203,7 +230,7 @@ int tb__seq_create(tb_buffer *b, uint32_t key, uint16_t producer_id,
     if (!n)
         return -ENOMEM;
     b->seqs = n;
-    tb__uid_seqs *u = uid_get(b, uid);
+    tb__uid_seqs *u = tb__uid_get(b, uid);
     if (!u)
         return -ENOMEM;
     u->nseqs++;
@@ -387,6 +414,10 @@ int tb__seq_clone_all(tb_buffer *dst, const tb_buffer *src)
         memcpy(dst->uids, src->uids, (size_t)src->nuids * sizeof(*src->uids));
         dst->nuids = src->nuids;
         dst->uids_cap = src->nuids;
+        for (uint32_t i = dst->nuids; i-- > 0;) {
+            dst->uids[i].held[TB__TAB_HIST] = 0; /* histograms: not cloned */
+            uid_drop_if_unused(dst, i);
+        }
     }
     if (src->nseqs == 0)
         return 0;

@@ -44,6 +44,8 @@
  * costs: tb_seq.c), and GC may then run before the refusal, not only at
  * the end of a copy. The check costs the copy path nothing: it runs only
  * where a sequence is made, off the path of a writer that has one.
+ * The per-writer histograms (hist_entry) are bounded like the loss table
+ * and shared among uids the same way (tb_share.c), also off that path.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -239,13 +241,14 @@ static void evict(tb_buffer *b, size_t start, size_t n)
 
 /* Loss accounting of a refused chunk, or of the fragments of a chunk that
  * did not tokenize (tb_loss.c): `starts` first fragments offered and lost
- * to `cause`, `bad` declared fragments lost to ABI_VIOLATION. Cold: only
- * refusals come here. */
+ * to `cause`, `bad` declared fragments lost to ABI_VIOLATION, for key's
+ * writer (its sequence s, or NULL to look it up; uid: the chunk's). Cold:
+ * only refusals come here. */
 static __attribute__((noinline, cold)) void refuse(tb_buffer *b,
-        tb__seq *s, uint32_t key, int cause, uint32_t starts, uint32_t bad,
-        uint64_t bytes)
+        tb__seq *s, uint32_t key, uint32_t uid, int cause, uint32_t starts,
+        uint32_t bad, uint64_t bytes)
 {
-    tb_seq_loss *e = key ? tb__loss_entry(b, s, key) : NULL;
+    tb_seq_loss *e = key ? tb__loss_entry(b, s, key, uid) : NULL;
     if (!e)
         return;
     e->packets_offered += (uint64_t)starts + bad;
@@ -301,9 +304,9 @@ static void recount_starts(tb_buffer *b, tb__seq *s, uint32_t idx)
 
 /* A chunk refused before it was tokenized: tokenize it to count. */
 static __attribute__((noinline, cold)) void refuse_raw(tb_buffer *b,
-        uint16_t producer_id, uint16_t writer_id, uint16_t num_fragments,
-        uint8_t chunk_flags, bool chunk_complete, const uint8_t *src,
-        size_t size)
+        uint16_t producer_id, uint32_t uid, uint16_t writer_id,
+        uint16_t num_fragments, uint8_t chunk_flags, bool chunk_complete,
+        const uint8_t *src, size_t size)
 {
     uint8_t flags = chunk_flags & TB__ABI_FLAGS;
     if (!chunk_complete && num_fragments > 0) {
@@ -315,7 +318,7 @@ static __attribute__((noinline, cold)) void refuse_raw(tb_buffer *b,
     uint32_t starts = tb__count_starts(src, src ? size : 0, num_fragments,
                                        flags, 0, &bad);
     uint32_t key = ((uint32_t)producer_id << 16) | writer_id;
-    refuse(b, tb__seq_find(b, key), key, TB_CAUSE_DISCARD, starts, bad,
+    refuse(b, NULL, key, uid, TB_CAUSE_DISCARD, starts, bad,
            src ? size : 0);
 }
 
@@ -337,7 +340,7 @@ static bool recommit(tb_buffer *b, tb__seq *s, uint32_t idx, uint8_t flags,
         (old_abi & flags) != old_abi ||
         (done && memcmp(tb__payload(b, off), src, done) != 0)) {
         b->stats.abi_violations++;
-        refuse(b, s, s->key, TB_CAUSE_ABI_VIOLATION,
+        refuse(b, s, s->key, s->uid, TB_CAUSE_ABI_VIOLATION,
                tb__count_starts(src, frags_size, UINT32_MAX, flags,
                                 e->payload_size, NULL), 0,
                frags_size > e->payload_size ? frags_size - e->payload_size
@@ -368,7 +371,7 @@ static bool recommit(tb_buffer *b, tb__seq *s, uint32_t idx, uint8_t flags,
     ce->last_body = TB__LAST_BODY_UNKNOWN; /* the payload grew */
     uint32_t npk = tb__count_starts(tb__payload(b, off), e->payload_size,
                                     UINT32_MAX, e->flags, consumed, NULL);
-    tb_seq_loss *le = tb__loss_entry(b, s, s->key);
+    tb_seq_loss *le = tb__loss_of(b, s);
     if (le && npk > ce->npk)
         le->packets_offered += npk - ce->npk;
     else if (npk < ce->npk) /* a hostile rewrite took packet starts away
@@ -381,16 +384,26 @@ static bool recommit(tb_buffer *b, tb__seq *s, uint32_t idx, uint8_t flags,
 }
 
 /* b->hhash: pri_wri_id -> index + 1 into b->hist (linear probing, load
- * <= 1/2, never deleted from: entries are never dropped). The overflow
- * entry (key 0) is in it too; no lookup asks for key 0. */
-static uint32_t hhash_slot(uint32_t key, uint32_t cap)
-{
-    return (uint32_t)((key * 0x9E3779B1u) >> 11) & (cap - 1);
-}
+ * <= 1/2). The overflow entry (key 0) is in it too; no lookup asks for
+ * key 0. A key leaves it only when its entry is folded (hist_fold). */
+#define HIST_HASH_SHIFT 11u
 
 static uint32_t hist_key(const tb_writer_stats *e)
 {
     return ((uint32_t)e->producer_id << 16) | e->writer_id;
+}
+
+static uint32_t hist_key_at(const tb_buffer *b, uint32_t idx)
+{
+    return hist_key(&b->hist[idx]);
+}
+
+static void hhash_put(uint32_t *h, uint32_t cap, uint32_t key, uint32_t idx)
+{
+    uint32_t j = tb__index_slot(key, HIST_HASH_SHIFT, cap);
+    while (h[j] != 0)
+        j = (j + 1) & (cap - 1);
+    h[j] = idx + 1;
 }
 
 static int hhash_grow(tb_buffer *b)
@@ -399,20 +412,17 @@ static int hhash_grow(tb_buffer *b)
     uint32_t *h = calloc(cap, sizeof(*h));
     if (!h)
         return -1;
-    for (size_t i = 0; i < b->nhist; i++) {
-        uint32_t j = hhash_slot(hist_key(&b->hist[i]), cap);
-        while (h[j] != 0)
-            j = (j + 1) & (cap - 1);
-        h[j] = (uint32_t)i + 1;
-    }
+    for (size_t i = 0; i < b->nhist; i++)
+        hhash_put(h, cap, hist_key(&b->hist[i]), (uint32_t)i);
     free(b->hhash);
     b->hhash = h;
     b->hhash_cap = cap;
     return 0;
 }
 
-/* Appends an empty entry for key; its index + 1, 0 when out of memory. */
-static uint32_t hist_new(tb_buffer *b, uint32_t key)
+/* Appends an empty entry for key, held by uid (key 0: the overflow entry,
+ * held by none); its index + 1, 0 when out of memory (nothing changed). */
+static uint32_t hist_new(tb_buffer *b, uint32_t key, uint32_t uid)
 {
     if ((uint64_t)(b->nhist + 1) * 2 > b->hhash_cap && hhash_grow(b) < 0)
         return 0;
@@ -421,34 +431,71 @@ static uint32_t hist_new(tb_buffer *b, uint32_t key)
     if (!h)
         return 0;
     b->hist = h;
-    tb_writer_stats *e = &b->hist[b->nhist++];
+    if (key != 0 &&
+        tb__share_add(b, TB__TAB_HIST, (uint32_t)b->nhist, uid) < 0)
+        return 0;
+    tb_writer_stats *e = &b->hist[b->nhist];
     memset(e, 0, sizeof(*e));
     e->producer_id = (uint16_t)(key >> 16);
     e->writer_id = (uint16_t)key;
-    uint32_t j = hhash_slot(key, b->hhash_cap);
-    while (b->hhash[j] != 0)
-        j = (j + 1) & (b->hhash_cap - 1);
-    b->hhash[j] = (uint32_t)b->nhist;
-    return (uint32_t)b->nhist;
+    hhash_put(b->hhash, b->hhash_cap, key, (uint32_t)b->nhist);
+    return (uint32_t)++b->nhist;
 }
 
-/* Index + 1 of key's histogram entry, created if new while there is room
- * (TB_HIST_MAX_WRITERS - 1 writers' entries), else the overflow entry's
- * (created the first time); 0 when out of memory. Runs once per sequence,
- * so the bound costs the hot path nothing. */
-static uint32_t hist_entry(tb_buffer *b, uint32_t key)
+/* Folding costs least for a writer with no sequence: no more samples. */
+static bool hist_spare(const tb_buffer *b, uint32_t idx)
+{
+    return tb__seq_find(b, hist_key_at(b, idx)) == NULL;
+}
+
+/* Own entry idx is folded into the overflow entry (which exists) and
+ * becomes key's, empty (tb_share.c): its samples count as untracked from
+ * now on, like every later one of its writer, whose sequence, if any, is
+ * pointed at the overflow entry. */
+static void hist_fold(tb_buffer *b, uint32_t idx, uint32_t key)
+{
+    tb_writer_stats *e = &b->hist[idx], *over = &b->hist[b->hist_over - 1];
+    uint32_t old = hist_key(e);
+    for (int i = 0; i < TB_HIST_BUCKETS; i++) {
+        over->count[i] += e->count[i];
+        over->sum[i] += e->sum[i];
+        b->stats.hist_chunks_untracked += e->count[i];
+    }
+    tb__seq *s = tb__seq_find(b, old);
+    if (s && s->hist_idx == idx + 1)
+        s->hist_idx = b->hist_over;
+    tb__index_remove(b->hhash, b->hhash_cap, HIST_HASH_SHIFT, old, idx, b,
+                     hist_key_at);
+    memset(e, 0, sizeof(*e));
+    e->producer_id = (uint16_t)(key >> 16);
+    e->writer_id = (uint16_t)key;
+    hhash_put(b->hhash, b->hhash_cap, key, idx);
+}
+
+/* Index + 1 of the histogram entry of key, a writer of uid: found; made
+ * while there is room (TB_HIST_MAX_WRITERS - 1 writers' entries); else
+ * one of the top uid's folded for it (tb_share.c) or the overflow entry
+ * (made the first time). 0 when out of memory. Runs once per sequence,
+ * so neither the bound nor the sharing costs the hot path anything. */
+static uint32_t hist_entry(tb_buffer *b, uint32_t key, uint32_t uid)
 {
     if (b->hhash_cap) {
-        uint32_t j = hhash_slot(key, b->hhash_cap);
+        uint32_t j = tb__index_slot(key, HIST_HASH_SHIFT, b->hhash_cap);
         for (; b->hhash[j] != 0; j = (j + 1) & (b->hhash_cap - 1))
             if (hist_key(&b->hist[b->hhash[j] - 1]) == key)
                 return b->hhash[j];
     }
     if (b->nhist < TB_HIST_MAX_WRITERS - 1)
-        return hist_new(b, key);
-    if (b->hist_over == 0)
-        b->hist_over = hist_new(b, 0);
-    return b->hist_over;
+        return hist_new(b, key, uid);
+    if (b->hist_over == 0 && (b->hist_over = hist_new(b, 0, 0)) == 0)
+        return 0;
+    uint32_t idx = tb__share_pick(b, TB__TAB_HIST, uid,
+                                  TB_HIST_MAX_WRITERS - 1, hist_spare);
+    if (idx == TB__NO_ENTRY)
+        return b->hist_over;
+    hist_fold(b, idx, key);
+    tb__share_move(b, TB__TAB_HIST, idx, uid);
+    return idx + 1;
 }
 
 /* Adds one histogram sample for the sequence's writer (spec §10). The
@@ -472,7 +519,8 @@ static inline void hist_sample(tb_buffer *b, uint32_t idx, uint32_t value)
 
 static void hist_add(tb_buffer *b, tb__seq *s, uint32_t value)
 {
-    if (s->hist_idx == 0 && (s->hist_idx = hist_entry(b, s->key)) == 0)
+    if (s->hist_idx == 0 &&
+        (s->hist_idx = hist_entry(b, s->key, s->uid)) == 0)
         return; /* a sample lost to OOM; nothing else */
     hist_sample(b, s->hist_idx, value);
 }
@@ -509,14 +557,14 @@ static __attribute__((noinline, cold)) tb__seq *new_seq(tb_buffer *b,
     }
     b->stats.chunks_discarded++;
     if (rc != -EDQUOT) { /* out of memory */
-        refuse(b, NULL, key, TB_CAUSE_DISCARD, npk, 0, size);
+        refuse(b, NULL, key, uid, TB_CAUSE_DISCARD, npk, 0, size);
         return NULL;
     }
     b->stats.seq_cap_chunks++;
     b->stats.seq_cap_packets += npk;
-    refuse(b, NULL, key, TB_CAUSE_DISCARD, npk, 0, frags_size);
+    refuse(b, NULL, key, uid, TB_CAUSE_DISCARD, npk, 0, frags_size);
     tb__loss_gap_set(b, key, uid);
-    uint32_t idx = hist_entry(b, key);
+    uint32_t idx = hist_entry(b, key, uid);
     if (idx)
         hist_sample(b, idx, frags_size);
     return NULL;
@@ -539,8 +587,8 @@ SHMTRACE_API void tb_copy_chunk_untrusted(tb_buffer *b, uint16_t producer_id,
         return;
     if (b->read_only || b->discard_stop) {
         b->stats.chunks_discarded++;
-        refuse_raw(b, producer_id, writer_id, num_fragments, chunk_flags,
-                   chunk_complete, src, size);
+        refuse_raw(b, producer_id, uid, writer_id, num_fragments,
+                   chunk_flags, chunk_complete, src, size);
         return;
     }
     /* Any write restarts reading (tb_begin_read() is expected next). */
@@ -606,11 +654,11 @@ SHMTRACE_API void tb_copy_chunk_untrusted(tb_buffer *b, uint16_t producer_id,
     uint32_t npk = tb__starts_from_summary(nfound, first_size, last_size,
                                            nonempty, flags);
     if (bad)
-        refuse(b, NULL, key, TB_CAUSE_ABI_VIOLATION, 0, bad,
+        refuse(b, NULL, key, uid, TB_CAUSE_ABI_VIOLATION, 0, bad,
                size - frags_size);
     if (reserved > TB__MAX_PAYLOAD || outer > b->size || key == 0) {
         b->stats.abi_violations++;
-        refuse(b, NULL, key, TB_CAUSE_ABI_VIOLATION, npk, 0, size);
+        refuse(b, NULL, key, uid, TB_CAUSE_ABI_VIOLATION, npk, 0, size);
         return;
     }
 
@@ -634,7 +682,7 @@ SHMTRACE_API void tb_copy_chunk_untrusted(tb_buffer *b, uint16_t producer_id,
                 /* The delivered prefix was rewritten: reading from skip
                  * would start inside a fragment (found by fuzz_tb). */
                 b->stats.abi_violations++;
-                refuse(b, s, key, TB_CAUSE_ABI_VIOLATION,
+                refuse(b, s, key, uid, TB_CAUSE_ABI_VIOLATION,
                        tb__count_starts(src, frags_size, UINT32_MAX, flags,
                                         skip, NULL), 0, frags_size - skip);
                 return;
@@ -645,7 +693,7 @@ SHMTRACE_API void tb_copy_chunk_untrusted(tb_buffer *b, uint16_t producer_id,
              * then its real commit, or a duplicate): its packets were
              * delivered, not lost. An older ChunkID never got in: lost. */
             if (chunk_id != s->last_id)
-                refuse(b, s, key, TB_CAUSE_DISCARD, npk, 0, frags_size);
+                refuse(b, s, key, uid, TB_CAUSE_DISCARD, npk, 0, frags_size);
             return;
         }
     }
@@ -667,7 +715,8 @@ SHMTRACE_API void tb_copy_chunk_untrusted(tb_buffer *b, uint16_t producer_id,
         if (b->policy == TB_DISCARD) {
             b->discard_stop = true;
             b->stats.chunks_discarded++;
-            refuse(b, s, key, TB_CAUSE_DISCARD, npk, 0, frags_size - skip);
+            refuse(b, s, key, uid, TB_CAUSE_DISCARD, npk, 0,
+                   frags_size - skip);
             return;
         }
         if (b->wr < b->size)
@@ -709,7 +758,7 @@ SHMTRACE_API void tb_copy_chunk_untrusted(tb_buffer *b, uint16_t producer_id,
         memset(r, 0, sizeof(*r));
         r->size = (uint16_t)reserved;
         b->stats.chunks_discarded++;
-        refuse(b, s, key, TB_CAUSE_DISCARD, npk, 0, frags_size - skip);
+        refuse(b, s, key, uid, TB_CAUSE_DISCARD, npk, 0, frags_size - skip);
         b->wr += outer;
         return;
     }

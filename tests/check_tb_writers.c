@@ -20,6 +20,13 @@
  * it are counted, lost for their writers, flagged on their writers' next
  * packets, and cost other uids nothing (tcase seq_cap); and honest use
  * (hundreds of writers) sees no overflow entry at all.
+ *
+ * Hostile second user (tcase fair, libbuf/tb_share.c and tb_seq.c): once
+ * uid A has filled the tables, uid B's writers still get entries of their
+ * own (A's folded into the aggregate), exact, with their losses; uids
+ * that keep making writers end with equal shares and trade none back and
+ * forth; the sums and every identity stay exact through folds (pending
+ * packets included), clones and gap marks.
  */
 #include <malloc.h>
 
@@ -532,13 +539,15 @@ END_TEST
 /* A refused writer counted in the loss aggregate (the loss table full):
  * which of the aggregate's writers lost chunks is not known, so every new
  * sequence of that uid in the aggregate starts with the loss, and none of
- * another uid's. The counts stay exact in the aggregate. */
+ * another uid's. The counts stay exact in the aggregate: A's writers
+ * CAP + 1 (refused, then read) and CAP + 2, and A's first two, whose
+ * entries B's two writers took (tb_share.c), one packet read each. */
 START_TEST(test_writers_seq_cap_gap_flag_in_aggregate)
 {
     enum { CAP = TB_LOSS_MAX_WRITERS - 1 };
     tb_buffer *b = capped_full(CAP);  /* the loss table fills; writer
                                          CAP + 1 refused, in the aggregate */
-    chunk9u(b, 2, 1, 0, UID_B);                 /* aggregate, accepted */
+    chunk9u(b, 2, 1, 0, UID_B);                 /* takes A's first entry */
     ck_assert_uint_eq(TBT_STAT(b, seq_cap_chunks), 1);
     tbt_pkts ps = tbt_read_all(b);
     ck_assert_uint_eq(ps.n, CAP + 1);
@@ -563,6 +572,8 @@ START_TEST(test_writers_seq_cap_gap_flag_in_aggregate)
     ck_assert_uint_eq(l[n - 1].packets_offered, 5);
     ck_assert_uint_eq(l[n - 1].packets_read, 4);
     ck_assert_uint_eq(l[n - 1].lost_packets[TB_CAUSE_DISCARD], 1);
+    for (uint16_t w = 1; w <= 2; w++)
+        ck_assert_uint_eq(loss_of(b, 2, w)->packets_read, 1);
     uint64_t read;
     loss_totals(b, &n, &read);  /* asserts each entry's invariant */
     tb_destroy(b);
@@ -571,8 +582,10 @@ END_TEST
 
 /* The per-uid counts under churn from thousands of uids (made in
  * descending order: each new one goes first in the sorted table), reads
- * and GC: each equals the uid's sequences counted one by one, a uid with
- * none has no entry, and a clone has the same counts. */
+ * and GC: each equals the uid's sequences counted one by one, and its
+ * shares of the writer tables (which fill: entries change hands) its own
+ * entries counted one by one; a uid with neither has no entry; a clone
+ * has the same counts (no histograms). */
 START_TEST(test_writers_seq_cap_counts_many_uids)
 {
     enum { NUID = 3000 };
@@ -592,20 +605,432 @@ START_TEST(test_writers_seq_cap_counts_many_uids)
         ck_assert_uint_ge(b->seqs[i].uid, 5000);
         want[b->seqs[i].uid - 5000]++;
     }
-    uint32_t with = 0;
+    static uint32_t held[TB__NTABS][NUID];
+    memset(held, 0, sizeof(held));
+    const tb__share *share[TB__NTABS] = {&b->loss_share, &b->hist_share};
+    size_t nown[TB__NTABS] = {b->nloss - (b->loss_over != 0),
+                              b->nhist - (b->hist_over != 0)};
+    /* Both tables full since round 2: round 3's writers (producer 12)
+     * that have entries took them from others. */
+    ck_assert_uint_eq(nown[TB__TAB_LOSS], TB_LOSS_MAX_WRITERS - 1);
+    ck_assert_uint_eq(nown[TB__TAB_HIST], TB_HIST_MAX_WRITERS - 1);
+    size_t taken = 0;
+    for (size_t i = 0; i < nown[TB__TAB_LOSS]; i++)
+        taken += b->lossv[i].producer_id == 12;
+    ck_assert_uint_gt(taken, 0);
+    for (int t = 0; t < TB__NTABS; t++)
+        for (size_t i = 0; i < nown[t]; i++)
+            held[t][share[t]->owner[i] - 5000]++;
+    uint32_t with = 0, with_loss = 0;
     for (uint32_t u = 0; u < NUID; u++) {
         ck_assert_uint_eq(tb__uid_num_sequences(b, 5000 + u), want[u]);
-        ck_assert(want[u] == 0 || tb__uid_find(b, 5000 + u) != NULL);
-        with += want[u] > 0;
+        bool any = want[u] || held[TB__TAB_LOSS][u] ||
+                   held[TB__TAB_HIST][u];
+        ck_assert(any == (tb__uid_find(b, 5000 + u) != NULL));
+        for (int t = 0; t < TB__NTABS; t++)
+            ck_assert_uint_eq(tb__share_held(b, t, 5000 + u), held[t][u]);
+        with += any;
+        with_loss += want[u] || held[TB__TAB_LOSS][u];
     }
     ck_assert_uint_eq(b->nuids, with);
     ck_assert_uint_lt(b->nseqs, 3 * 2 * NUID);  /* GC ran */
     ck_assert_uint_eq(TBT_STAT(b, seq_cap_chunks), 0);
     tb_buffer *snap = tb_clone_readonly(b);
     ck_assert_ptr_nonnull(snap);
-    for (uint32_t u = 0; u < NUID; u++)
+    for (uint32_t u = 0; u < NUID; u++) {
         ck_assert_uint_eq(tb__uid_num_sequences(snap, 5000 + u), want[u]);
+        ck_assert_uint_eq(tb__share_held(snap, TB__TAB_LOSS, 5000 + u),
+                          held[TB__TAB_LOSS][u]);
+        ck_assert_uint_eq(tb__share_held(snap, TB__TAB_HIST, 5000 + u), 0);
+    }
+    ck_assert_uint_eq(snap->nuids, with_loss);
     tb_destroy(snap);
+    tb_destroy(b);
+}
+END_TEST
+
+/* Fair shares of the writer tables among uids (libbuf/tb_share.c): once
+ * a table is full, a writer of a uid holding fewer entries than the top
+ * holder less one takes one of the top's, folded into the aggregate /
+ * overflow entry, whose sums and identity stay exact. Before, the first
+ * 8191 writers kept their entries for the buffer's life, and a second
+ * uid's writers were all in the aggregate. */
+
+enum { UID_C = 3000 };
+#define MAX_ENTRIES (TB_LOSS_MAX_WRITERS > TB_HIST_MAX_WRITERS ? \
+                     TB_LOSS_MAX_WRITERS : TB_HIST_MAX_WRITERS)
+
+/* One complete chunk of (p, w) of uid with one packet of `size` bytes. */
+static void chunk_sized(tb_buffer *b, uint16_t p, uint16_t w, uint32_t id,
+                        uint32_t uid, uint32_t size)
+{
+    tbt_reset(&c);
+    tbt_frag(&c, size, (uint8_t)w);
+    tb_copy_chunk_untrusted(b, p, uid, 42, w, id, c.nfrags, 0, true,
+                            c.data, c.size);
+}
+
+/* Own entries of producer p in the loss table and in the histograms. */
+static size_t loss_entries_of(tb_buffer *b, uint16_t p)
+{
+    size_t n, got = 0;
+    const tb_seq_loss *l = tb_get_seq_loss(b, &n);
+    for (size_t i = 0; i < n; i++)
+        got += l[i].producer_id == p && l[i].writer_id != 0;
+    return got;
+}
+
+static const tb_writer_stats *hist_of(tb_buffer *b, uint16_t p, uint16_t w)
+{
+    size_t n;
+    const tb_writer_stats *h = tb_get_writer_stats(b, &n);
+    for (size_t i = 0; i < n; i++)
+        if (h[i].producer_id == p && h[i].writer_id == w)
+            return &h[i];
+    return NULL;
+}
+
+static size_t hist_entries_of(tb_buffer *b, uint16_t p)
+{
+    size_t n, got = 0;
+    const tb_writer_stats *h = tb_get_writer_stats(b, &n);
+    for (size_t i = 0; i < n; i++)
+        got += h[i].producer_id == p && h[i].writer_id != 0;
+    return got;
+}
+
+static int cmp_u32(const void *a, const void *b)
+{
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* The keys of the own entries of the loss table (hist false) or of the
+ * histograms (hist true), sorted, into keys[]; returns how many. */
+static size_t own_keys(tb_buffer *b, bool hist, uint32_t *keys)
+{
+    size_t n, k = 0;
+    if (hist) {
+        const tb_writer_stats *h = tb_get_writer_stats(b, &n);
+        for (size_t i = 0; i < n; i++)
+            if (!is_overflow_key(h[i].producer_id, h[i].writer_id))
+                keys[k++] = ((uint32_t)h[i].producer_id << 16) |
+                            h[i].writer_id;
+    } else {
+        const tb_seq_loss *l = tb_get_seq_loss(b, &n);
+        for (size_t i = 0; i < n; i++)
+            if (!is_overflow_key(l[i].producer_id, l[i].writer_id))
+                keys[k++] = ((uint32_t)l[i].producer_id << 16) |
+                            l[i].writer_id;
+    }
+    qsort(keys, k, sizeof(*keys), cmp_u32);
+    return k;
+}
+
+static bool has_loss_entry(tb_buffer *b, uint16_t p, uint16_t w)
+{
+    size_t n;
+    const tb_seq_loss *l = tb_get_seq_loss(b, &n);
+    for (size_t i = 0; i < n; i++)
+        if (l[i].producer_id == p && l[i].writer_id == w)
+            return true;
+    return false;
+}
+
+/* The histograms add up to `samples` chunks; the overflow entry, last,
+ * holds hist_chunks_untracked of them. */
+static void check_hist_sums(tb_buffer *b, uint64_t samples)
+{
+    size_t n;
+    const tb_writer_stats *h = tb_get_writer_stats(b, &n);
+    uint64_t total = 0;
+    for (size_t i = 0; i < n; i++) {
+        total += hist_count(&h[i]);
+        if (is_overflow_key(h[i].producer_id, h[i].writer_id)) {
+            ck_assert_uint_eq(i, n - 1);
+            ck_assert_uint_eq(hist_count(&h[i]),
+                              TBT_STAT(b, hist_chunks_untracked));
+        }
+    }
+    ck_assert_uint_eq(total, samples);
+}
+
+/* uid A has filled both tables (and 100 more writers are in the
+ * aggregate); uid B's 50 writers then get their own entries, exact: three
+ * chunks read, a stale one refused, one overwritten by a wrap, each lost
+ * packet in B's writer's entry. The sums over the entries stay every
+ * packet and sample; each entry's identity and the aggregate's hold. */
+START_TEST(test_writers_fair_second_uid_gets_own_entries)
+{
+    enum { NA = TB_LOSS_MAX_WRITERS + 99, NB = 50, NBIG = 300 };
+    tb_buffer *b = tb_create(1u << 20, TB_RING_BUFFER);
+    ck_assert_ptr_nonnull(b);
+    for (uint32_t w = 1; w <= NA; w++)
+        chunk9u(b, 1, (uint16_t)w, 0, UID_A);
+    ck_assert_uint_eq(loss_entries_of(b, 1), TB_LOSS_MAX_WRITERS - 1);
+    for (uint32_t id = 0; id < 3; id++)
+        for (uint16_t w = 1; w <= NB; w++)
+            chunk9u(b, 2, w, id, UID_B);
+    size_t read_n = tbt_read_count(b);
+    ck_assert_uint_eq(read_n, NA + 3 * NB);
+    for (uint16_t w = 1; w <= NB; w++)
+        chunk9u(b, 2, w, 1, UID_B);     /* stale: lost to DISCARD */
+    for (uint16_t w = 1; w <= NB; w++)
+        chunk9u(b, 2, w, 3, UID_B);     /* overwritten below, unread */
+    for (uint32_t id = 0; id < NBIG; id++)  /* A's 1 MiB: a wrap */
+        chunk_sized(b, 4, 1, id, UID_A, 3500);
+    ck_assert_uint_gt(TBT_STAT(b, write_wrap_count), 0);
+    read_n += tbt_read_count(b);
+
+    ck_assert_uint_eq(loss_entries_of(b, 2), NB);
+    ck_assert_uint_eq(loss_entries_of(b, 1) + loss_entries_of(b, 4),
+                      TB_LOSS_MAX_WRITERS - 1 - NB);
+    for (uint16_t w = 1; w <= NB; w++) {
+        const tb_seq_loss *l = loss_of(b, 2, w);
+        ck_assert_uint_eq(l->packets_offered, 5);
+        ck_assert_uint_eq(l->packets_read, 3);
+        ck_assert_uint_eq(l->packets_pending, 0);
+        ck_assert_uint_eq(l->lost_packets[TB_CAUSE_DISCARD], 1);
+        ck_assert_uint_eq(l->lost_bytes[TB_CAUSE_DISCARD], 9);
+        ck_assert_uint_eq(l->lost_packets[TB_CAUSE_OVERWRITE], 1);
+        const tb_writer_stats *h = hist_of(b, 2, w);
+        ck_assert_ptr_nonnull(h);
+        ck_assert_uint_eq(hist_count(h), 5);
+        ck_assert_uint_eq(hist_sum(h), 5 * 9);
+    }
+    size_t n;
+    uint64_t read, offered = loss_totals(b, &n, &read);
+    ck_assert_uint_eq(n, TB_LOSS_MAX_WRITERS);
+    ck_assert_uint_eq(offered, NA + 5 * NB + NBIG);
+    ck_assert_uint_eq(read, read_n);
+    check_hist_sums(b, NA + 5 * NB + NBIG);
+    ck_assert_uint_eq(hist_entries_of(b, 2), NB);
+    tb_destroy(b);
+}
+END_TEST
+
+/* Max-min: uid B, making writers without end after A filled the tables,
+ * ends with half of the entries, one apart from A; A and B making more
+ * writers then trade none back and forth (no fold: the aggregate takes
+ * them); uid C coming third gets a third, as do A and B. */
+START_TEST(test_writers_fair_max_min_shares)
+{
+    const uint32_t own = TB_LOSS_MAX_WRITERS - 1;
+    tb_buffer *b = tb_create(1u << 20, TB_RING_BUFFER);
+    ck_assert_ptr_nonnull(b);
+    for (uint32_t w = 1; w <= own; w++)
+        chunk9u(b, 1, (uint16_t)w, 0, UID_A);
+    for (uint32_t w = 1; w <= 6000; w++)
+        chunk9u(b, 2, (uint16_t)w, 0, UID_B);
+    ck_assert_uint_eq(loss_entries_of(b, 2), own / 2);
+    ck_assert_uint_eq(loss_entries_of(b, 1), own - own / 2);
+    ck_assert_uint_eq(hist_entries_of(b, 2), own / 2);
+    static uint32_t before[2][MAX_ENTRIES], after[MAX_ENTRIES];
+    for (int t = 0; t < 2; t++)
+        ck_assert_uint_eq(own_keys(b, t, before[t]), own);
+    for (uint32_t w = 1; w <= 1000; w++) {
+        chunk9u(b, 3, (uint16_t)w, 0, UID_A);
+        chunk9u(b, 5, (uint16_t)w, 0, UID_B);
+    }
+    for (int t = 0; t < 2; t++) {   /* the same writers hold the entries */
+        ck_assert_uint_eq(own_keys(b, t, after), own);
+        ck_assert(memcmp(before[t], after, own * sizeof(*after)) == 0);
+    }
+    for (uint32_t w = 1; w <= 5000; w++)
+        chunk9u(b, 6, (uint16_t)w, 0, UID_C);
+    size_t a = loss_entries_of(b, 1) + loss_entries_of(b, 3);
+    size_t bb = loss_entries_of(b, 2) + loss_entries_of(b, 5);
+    size_t cc = loss_entries_of(b, 6);
+    ck_assert_uint_eq(a + bb + cc, own);
+    ck_assert_uint_ge(cc, own / 3 - 1);
+    ck_assert_uint_ge(a, own / 3 - 1);
+    ck_assert_uint_ge(bb, own / 3 - 1);
+    ck_assert_uint_le(cc, own / 3 + 1);
+    ck_assert_uint_eq(hist_entries_of(b, 6), cc);
+    uint64_t chunks = own + 6000 + 2000 + 5000;
+    size_t n;
+    uint64_t read, offered = loss_totals(b, &n, &read);
+    ck_assert_uint_eq(offered, chunks);
+    ck_assert_uint_eq(read, 0);
+    check_hist_sums(b, chunks);
+    tb_destroy(b);
+}
+END_TEST
+
+/* A writer folded with packets pending: they were offered to its entry,
+ * so the aggregate that took its counts holds them, and their read or
+ * loss lands there too (the writer's sequence points at it): A's 8191
+ * unread chunks; B's writer takes the entry of A's first, which then
+ * writes one more; two packets read, a wrap overwrites the rest. */
+START_TEST(test_writers_fair_fold_keeps_pending_exact)
+{
+    const uint32_t own = TB_LOSS_MAX_WRITERS - 1;
+    tb_buffer *b = tb_create(1u << 20, TB_RING_BUFFER);
+    ck_assert_ptr_nonnull(b);
+    for (uint32_t w = 1; w <= own; w++)
+        chunk9u(b, 1, (uint16_t)w, 0, UID_A);
+    chunk9u(b, 2, 1, 0, UID_B);
+    ck_assert(!has_loss_entry(b, 1, 1));  /* the first of the top's */
+    ck_assert(has_loss_entry(b, 2, 1));
+    size_t n;
+    const tb_seq_loss *l = tb_get_seq_loss(b, &n);
+    const tb_seq_loss *agg = &l[n - 1];
+    ck_assert(is_overflow_key(agg->producer_id, agg->writer_id));
+    ck_assert_uint_eq(agg->packets_offered, 1);
+    ck_assert_uint_eq(agg->packets_pending, 1);
+    const tb_writer_stats *h = tb_get_writer_stats(b, &n);
+    ck_assert(is_overflow_key(h[n - 1].producer_id, h[n - 1].writer_id));
+    ck_assert_uint_eq(hist_count(&h[n - 1]), 1);
+    ck_assert_uint_eq(TBT_STAT(b, hist_chunks_untracked), 1);
+    chunk9u(b, 1, 1, 1, UID_A);           /* its sequence: the aggregate */
+    ck_assert_uint_eq(TBT_STAT(b, hist_chunks_untracked), 2);
+
+    tb_begin_read(b);                       /* buffer order: 1/1, 1/2 */
+    tb_packet pkt;
+    tb_seq_props props;
+    for (uint16_t w = 1; w <= 2; w++) {
+        ck_assert(tb_read_next_packet(b, &pkt, &props, NULL));
+        ck_assert_uint_eq(props.producer_id, 1);
+        ck_assert_uint_eq(props.writer_id, w);
+    }
+    for (uint32_t id = 0; id < 300; id++)   /* wrap: the rest overwritten */
+        chunk_sized(b, 2, 1, 1 + id, UID_B, 3500);
+    l = tb_get_seq_loss(b, &n);
+    agg = &l[n - 1];
+    ck_assert_uint_eq(agg->packets_offered, 2);
+    ck_assert_uint_eq(agg->packets_read, 1);
+    ck_assert_uint_eq(agg->lost_packets[TB_CAUSE_OVERWRITE], 1);
+    ck_assert_uint_eq(agg->packets_pending, 0);
+    ck_assert_uint_eq(loss_of(b, 1, 2)->packets_read, 1);
+    ck_assert_uint_eq(loss_of(b, 1, 3)->lost_packets[TB_CAUSE_OVERWRITE], 1);
+    uint64_t read, offered = loss_totals(b, &n, &read);
+    ck_assert_uint_eq(offered, own + 1 + 1 + 300);
+    ck_assert_uint_eq(read, 2);
+    check_hist_sums(b, own + 1 + 1 + 300);
+    tb_destroy(b);
+}
+END_TEST
+
+/* The fold prefers a writer whose sequence is gone (its counts are
+ * final) to a live one: A's writers 1..10 write again after GC deleted
+ * the sequences of A's oldest writers; B's 20 writers take the entries of
+ * A's writers 11..30, not of 1..10. */
+START_TEST(test_writers_fair_folds_finished_writers_first)
+{
+    const uint32_t own = TB_LOSS_MAX_WRITERS - 1;
+    tb_buffer *b = tb_create(1u << 20, TB_RING_BUFFER);
+    ck_assert_ptr_nonnull(b);
+    for (uint32_t w = 1; w <= own; w++)
+        chunk9u(b, 1, (uint16_t)w, 0, UID_A);
+    ck_assert_uint_eq(tbt_read_count(b), own);
+    for (uint16_t w = 1; w <= 10; w++)
+        chunk9u(b, 1, w, 1, UID_A);         /* GC ran after the first */
+    ck_assert_ptr_null(tb__seq_find(b, (1u << 16) | 11));
+    for (uint16_t w = 1; w <= 20; w++)
+        chunk9u(b, 2, w, 0, UID_B);
+    for (uint16_t w = 1; w <= 10; w++) {
+        ck_assert(has_loss_entry(b, 1, w));
+        ck_assert_ptr_nonnull(hist_of(b, 1, w));
+        ck_assert_uint_eq(loss_of(b, 1, w)->packets_offered, 2);
+    }
+    for (uint16_t w = 11; w <= 30; w++) {
+        ck_assert(!has_loss_entry(b, 1, w));
+        ck_assert_ptr_null(hist_of(b, 1, w));
+    }
+    ck_assert(has_loss_entry(b, 1, 31));
+    ck_assert_uint_eq(loss_entries_of(b, 2), 20);
+    ck_assert_uint_eq(hist_entries_of(b, 2), 20);
+    tb_destroy(b);
+}
+END_TEST
+
+/* A clone keeps the shares: B's entries, exact, and the owners, so that a
+ * refusal in the clone of a writer of uid C, which holds none, folds one
+ * of A's there (not in the source). */
+START_TEST(test_writers_fair_clone_keeps_the_shares)
+{
+    const uint32_t own = TB_LOSS_MAX_WRITERS - 1;
+    tb_buffer *b = tb_create(1u << 20, TB_RING_BUFFER);
+    ck_assert_ptr_nonnull(b);
+    for (uint32_t w = 1; w <= own + 5; w++)
+        chunk9u(b, 1, (uint16_t)w, 0, UID_A);
+    for (uint16_t w = 1; w <= 30; w++) {
+        chunk9u(b, 2, w, 0, UID_B);
+        chunk9u(b, 2, w, 1, UID_B);
+    }
+    ck_assert_uint_eq(tbt_read_count(b), own + 5 + 60);
+    chunk9u(b, 2, 7, 0, UID_B);             /* stale: DISCARD */
+    tb_buffer *snap = tb_clone_readonly(b);
+    ck_assert_ptr_nonnull(snap);
+    ck_assert_uint_eq(loss_entries_of(snap, 2), 30);
+    ck_assert_uint_eq(loss_of(snap, 2, 7)->packets_offered, 1);
+    ck_assert_uint_eq(loss_of(snap, 2, 7)->lost_packets[TB_CAUSE_DISCARD],
+                      1);
+    ck_assert_uint_eq(loss_of(snap, 2, 8)->packets_offered, 0);
+    chunk9u(snap, 3, 1, 0, UID_C);          /* refused: a clone */
+    chunk9u(snap, 2, 8, 2, UID_B);          /* refused, its own entry */
+    ck_assert_uint_eq(loss_entries_of(snap, 3), 1);
+    ck_assert_uint_eq(loss_of(snap, 3, 1)->lost_packets[TB_CAUSE_DISCARD],
+                      1);
+    ck_assert_uint_eq(loss_of(snap, 2, 8)->lost_packets[TB_CAUSE_DISCARD],
+                      1);
+    ck_assert_uint_eq(loss_entries_of(b, 3), 0);
+    size_t n;
+    uint64_t read, offered = loss_totals(snap, &n, &read);
+    ck_assert_uint_eq(n, TB_LOSS_MAX_WRITERS);
+    ck_assert_uint_eq(offered, 1 + 1 + 1); /* reads are not cloned */
+    ck_assert_uint_eq(read, 0);
+    offered = loss_totals(b, &n, &read);
+    ck_assert_uint_eq(offered, own + 5 + 60 + 1);
+    ck_assert_uint_eq(read, own + 5 + 60);
+    tb_destroy(snap);
+    tb_destroy(b);
+}
+END_TEST
+
+/* A's writers refused for the bound are marked for a read gap in their
+ * own entries; when such an entry is folded to make room for B, the mark
+ * goes to A (as for a refusal in the aggregate), so the writer, back
+ * with a sequence, still starts with the gap; B's writers never do. */
+START_TEST(test_writers_fair_fold_keeps_gap_marks)
+{
+    const uint32_t own = TB_LOSS_MAX_WRITERS - 1;
+    tb_buffer *b = tb_create(1u << 20, TB_RING_BUFFER);
+    ck_assert_ptr_nonnull(b);
+    for (uint32_t w = 1; w <= own; w++)
+        chunk9u(b, 1, (uint16_t)w, 0, UID_A);
+    ck_assert_uint_eq(tbt_read_count(b), own);
+    chunk9u(b, 1, own, 1, UID_A);   /* GC: A keeps its newest empties */
+    ck_assert_uint_le(tb__uid_num_sequences(b, UID_A),
+                      TB__KEEP_LAST_EMPTY_SEQ + 1);
+    tb__set_max_seqs_per_uid(b, tb__uid_num_sequences(b, UID_A));
+    for (uint16_t w = 1; w <= 40; w++)  /* refused, marked, own entries */
+        chunk9u(b, 1, w, 1, UID_A);
+    ck_assert_uint_eq(TBT_STAT(b, seq_cap_chunks), 40);
+    ck_assert_ptr_nonnull(b->loss_gap);
+    chunk9u(b, 2, 1, 0, UID_B);     /* folds A's first: marked */
+    ck_assert(!has_loss_entry(b, 1, 1));
+    ck_assert(has_loss_entry(b, 2, 1));
+    ck_assert(tb__uid_find(b, UID_A)->agg_gap);
+
+    tb__set_max_seqs_per_uid(b, TB_MAX_SEQS_PER_UID(1u << 20));
+    chunk9u(b, 1, 1, 2, UID_A);     /* folded, back */
+    chunk9u(b, 1, 2, 2, UID_A);     /* marked in its own entry */
+    chunk9u(b, 1, 41, 1, UID_A);    /* neither: its own entry, no mark */
+    chunk9u(b, 2, 2, 0, UID_B);
+    tbt_pkts ps = tbt_read_all(b);
+    ck_assert_uint_eq(ps.n, 2 + 4);     /* with 1/own and 2/1 from before */
+    for (size_t i = 0; i < ps.n; i++) {
+        const tb_seq_props *p = &ps.p[i].props;
+        bool gap = p->producer_id == 1 && p->writer_id <= 2;
+        ck_assert_msg(ps.p[i].loss == (gap ? (uint32_t)(TB_LOSS_PRESENT |
+                      TB_LOSS_READ_GAP) : 0u), "%u/%u: loss %u",
+                      p->producer_id, p->writer_id, ps.p[i].loss);
+    }
+    tbt_free(&ps);
+    size_t n;
+    uint64_t read;
+    loss_totals(b, &n, &read);      /* asserts each entry's invariant */
     tb_destroy(b);
 }
 END_TEST
@@ -624,6 +1049,13 @@ static Suite *tb_writers_suite(void)
              test_writers_seq_cap_gap_flag_after_gc,
              test_writers_seq_cap_gap_flag_in_aggregate,
              test_writers_seq_cap_counts_many_uids);
+    tc = TCK_CASE(s, "fair", test_writers_fair_second_uid_gets_own_entries,
+                  test_writers_fair_max_min_shares,
+                  test_writers_fair_fold_keeps_pending_exact,
+                  test_writers_fair_folds_finished_writers_first,
+                  test_writers_fair_clone_keeps_the_shares,
+                  test_writers_fair_fold_keeps_gap_marks);
+    tcase_set_timeout(tc, 300); /* sanitizer builds */
     TCK_CASE(s, "honest", test_writers_honest_use_unaffected);
     return s;
 }

@@ -81,10 +81,10 @@ typedef struct {
  * except the fields after trace_writer_packet_loss, shmtrace's own
  * (appended; earlier fields never move):
  *   hist_chunks_untracked  histogram samples (one per chunk, as for
- *                          tb_get_writer_stats) of writers that have no
- *                          entry of their own because the table was full
- *                          (TB_HIST_MAX_WRITERS): they went into the
- *                          overflow entry, whose counts add up to this.
+ *                          tb_get_writer_stats) in the overflow entry
+ *                          (TB_HIST_MAX_WRITERS): of writers that have no
+ *                          entry of their own, and of the entries folded
+ *                          into it; its counts add up to this.
  *                          0 in a clone (its histograms start empty).
  *   seq_cap_chunks         chunks refused because they would have made a
  *                          new sequence for a uid that already has
@@ -120,8 +120,9 @@ typedef struct {
  * overwritten or read and garbage-collected), its first packet read
  * carries TB_LOSS_PRESENT | TB_LOSS_READ_GAP (its earlier chunks never
  * entered the buffer); for a writer counted in the loss aggregate
- * (TB_LOSS_MAX_WRITERS) every later new sequence of that uid in the
- * aggregate carries it (tb_loss.c). The bound is 16384 sequences (room
+ * (TB_LOSS_MAX_WRITERS), or whose entry was folded into it, every later
+ * new sequence of that uid whose writer is in the aggregate or new to
+ * the loss table carries it (tb_loss.c). The bound is 16384 sequences (room
  * for 8000 writers of one producer through a reconnection) or one per 256
  * bytes of ring, whichever is more: at most about 2.2 MiB of heap per uid
  * for rings up to 4 MiB, about 0.5-0.7 times the ring above (libbuf's
@@ -176,18 +177,29 @@ SHMTRACE_API tb_fill_policy tb_policy(const tb_buffer *);
  * trace-buffer.md §10), an addition to the contract. Every copy that passes
  * the size check adds the chunk's valid fragment bytes F to its writer's
  * entry: bucket i < 10 counts TB_HIST_THRESHOLDS[i-1] < F <= [i], bucket 10
- * the values above 16384. Entries are never dropped; clones start empty.
+ * the values above 16384. No sample is ever dropped; clones start empty.
  *
  * Bound: producers come and go (each connection a new producer id, up to
- * 32767 writers each), and entries are kept for the buffer's life, so a
- * buffer holds at most TB_HIST_MAX_WRITERS entries (about 1.5 MB of
- * 184-byte entries). The first TB_HIST_MAX_WRITERS - 1 writers seen get
- * one each; every later writer's samples go into one overflow entry, made
- * when the first such writer comes, always the last of the array, and
- * told apart by producer_id == 0 && writer_id == 0 (no writer has that
- * key: the copy refuses it). Its counts and sums are those of all the
- * writers without an entry together, so the entries still add up to every
- * sample; tb_stats.hist_chunks_untracked is its total count. */
+ * 32767 writers each), so a buffer holds at most TB_HIST_MAX_WRITERS
+ * entries (about 1.5 MB of 184-byte entries): up to
+ * TB_HIST_MAX_WRITERS - 1 writers' own entries and one overflow entry for
+ * every writer without one, made when the first such writer comes, always
+ * the last of the array, and told apart by producer_id == 0 &&
+ * writer_id == 0 (no writer has that key: the copy refuses it). While
+ * there is room every new writer gets an entry. Then the own entries are
+ * shared among uids (the uid passed with the chunk), max-min: a new
+ * writer whose uid holds at least two fewer than the uid holding the most
+ * takes one of that uid's (preferably of a writer that has no sequence
+ * left), after adding its counts to the overflow entry; any
+ * other new writer goes into the overflow entry. So one uid making
+ * writers without end cannot take them all: uids whose writers keep
+ * coming end up with equal shares (one apart), a uid with fewer writers
+ * than its share keeps one for each, and with a single uid nothing is
+ * ever folded. An entry counts its writer's samples since it got it (a
+ * folded writer seen again is a new one). The overflow entry's counts
+ * and sums are those of the writers it holds and the entries folded into
+ * it together, so the entries still add up to every sample;
+ * tb_stats.hist_chunks_untracked is its total count. */
 #define TB_HIST_MAX_WRITERS 8192
 #define TB_HIST_BUCKETS 11
 #define TB_HIST_THRESHOLDS {8, 32, 128, 512, 1024, 2048, 4096, 8192, \
@@ -199,9 +211,10 @@ typedef struct {
     uint64_t sum[TB_HIST_BUCKETS];
 } tb_writer_stats;
 
-/* Array of *n <= TB_HIST_MAX_WRITERS entries in first-seen order (the
- * overflow entry, if any, last), owned by the buffer, valid until the next
- * tb_copy_chunk_untrusted or tb_destroy. NULL with *n = 0 if none. */
+/* Array of *n <= TB_HIST_MAX_WRITERS entries in the order they were made
+ * (a folded entry's place taken by the writer it was folded for; the
+ * overflow entry, if any, last), owned by the buffer, valid until the
+ * next tb_copy_chunk_untrusted or tb_destroy. NULL with *n = 0 if none. */
 SHMTRACE_API const tb_writer_stats *tb_get_writer_stats(const tb_buffer *,
                                                         size_t *n);
 
@@ -231,21 +244,31 @@ SHMTRACE_API const tb_writer_stats *tb_get_writer_stats(const tb_buffer *,
  *                  (ChunkID gap, broken chain)
  * lost_bytes counts the chunk payload bytes (fragment headers included)
  * that held the lost packets: the refused payload, the unread bytes of an
- * evicted record, the fragments of a failed reassembly. Entries are kept
+ * evicted record, the fragments of a failed reassembly. Counts are kept
  * for the buffer's life (not garbage-collected with empty sequences), in
- * first-seen order; a clone copies them without the packets already read
- * (packets_read = 0, packets_offered less what was read). The
- * hot paths pay O(1) per chunk (counts known from the copy-time
- * tokenization); refusals and slow-path walks tokenize what they drop.
+ * entries in the order they were made (a folded entry's place taken by
+ * the writer it was folded for, below); a clone copies them without the
+ * packets already read (packets_read = 0, packets_offered less what was
+ * read). The hot paths pay O(1) per chunk (counts known from the
+ * copy-time tokenization); refusals and slow-path walks tokenize what
+ * they drop.
  *
  * Bound, as for the histograms (producers come and go): at most
- * TB_LOSS_MAX_WRITERS entries (about 1 MB of 128-byte entries). The first
- * TB_LOSS_MAX_WRITERS - 1 writers seen get one each; every later writer
- * is counted in one aggregate entry, made when the first such writer
- * comes, always the last of the array, told apart by producer_id == 0 &&
- * writer_id == 0 (no writer has that key). Its counts are the sums of
- * those writers', so the identity above holds for it as a whole (not per
- * writer) and the entries still add up to every packet offered. */
+ * TB_LOSS_MAX_WRITERS entries (about 1 MB of 128-byte entries), up to
+ * TB_LOSS_MAX_WRITERS - 1 writers' own and one aggregate entry for every
+ * writer without one, made when the first such writer comes, always the
+ * last of the array, told apart by producer_id == 0 && writer_id == 0 (no
+ * writer has that key). Once the own entries are all taken they are
+ * shared among uids as the histograms' are (see there): a new writer of a
+ * uid holding at least two fewer than the uid holding the most takes one
+ * of that uid's, folded into the aggregate first (its counts added, and
+ * what its writer still has pending or loses later counted there too).
+ * So every uid keeps about an equal share of the entries, whatever
+ * another uid does, and with a single uid nothing is ever folded. An
+ * entry counts its writer from when it got it. The aggregate's counts
+ * are the sums of its writers' and of the entries folded into it, so the
+ * identity above holds for it as a whole (not per writer) and the
+ * entries still add up to every packet offered. */
 #define TB_LOSS_MAX_WRITERS 8192
 typedef enum {
     TB_CAUSE_OVERWRITE = 0, TB_CAUSE_DISCARD, TB_CAUSE_ABI_VIOLATION,
@@ -265,8 +288,9 @@ typedef struct {
 
 /* Array of *n <= TB_LOSS_MAX_WRITERS entries (the aggregate, if any,
  * last) owned by the buffer, valid until the next call that
- * writes into it or tb_destroy; NULL with *n = 0 if none. Computing
- * packets_pending costs O(records in the buffer). */
+ * writes into it or tb_destroy; NULL with *n = 0 if none. An entry's
+ * place may hold another writer after a later call (folded: see above).
+ * Computing packets_pending costs O(records in the buffer). */
 SHMTRACE_API const tb_seq_loss *tb_get_seq_loss(const tb_buffer *,
                                                 size_t *n);
 /* Stable lower-case name of a cause ("overwrite", ...); "?" if unknown. */
