@@ -74,7 +74,8 @@
 #define TB__MAX_PAYLOAD 0xFFFFu
 #define TB__MAX_SIZE ((size_t)1 << 32)
 
-/* Sequence GC thresholds (spec §3). */
+/* Sequence GC thresholds (spec §3); the empty sequences kept are shared
+ * among uids (tb_seq.c, tb__seq_gc). */
 #define TB__KEEP_LAST_EMPTY_SEQ 1024u
 #define TB__EMPTY_SEQ_GC_THRESHOLD (TB__KEEP_LAST_EMPTY_SEQ + 128u)
 /* Entries of a sequence's ChunkID ring when first made (it doubles from

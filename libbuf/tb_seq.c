@@ -31,11 +31,11 @@
  * multiply (it reconnects at will: new producer ids, 32767 writer ids
  * each); so one uid's churn costs the others nothing: their sequences
  * are never refused for it, and none is deleted to make room (GC deletes
- * only empty sequences, as before). The count of each uid's sequences
- * is kept in b->uids, sorted by uid (binary search; an insert or delete
- * moves the entries after it: usually 1-5 uids, a few thousand at most,
- * as many as the users that trace), changed only when a sequence is made
- * or GC deletes one, never per chunk. b->uids
+ * only empty sequences, the churning uid's first: below). The count of
+ * each uid's sequences is kept in b->uids, sorted by uid (binary search;
+ * an insert or delete moves the entries after it: usually 1-5 uids, a
+ * few thousand at most, as many as the users that trace), changed only
+ * when a sequence is made or GC deletes one, never per chunk. b->uids
  * also keeps each uid's shares of the writer tables (tb_share.c) and its
  * loss mark (tb_loss.c): a uid's entry lives while any of them is not
  * zero. A chunk that would make one more sequence for a uid at its bound
@@ -52,6 +52,28 @@
  * still in the ring); one per 256 bytes of ring is a sequence for every
  * chunk of 256 bytes or more the ring can hold, so only numerous writers
  * whose chunks are nearly all smaller could reach it.
+ *
+ * GC of empty sequences, fair among uids (tb__seq_gc). An empty sequence
+ * still holds its writer's continuity: the last ChunkID consumed (a gap
+ * after it flags READ_GAP on the next packet; a chunk consumed already,
+ * committed again, is refused instead of read twice; an older one is
+ * refused as stale) and loss bits not yet reported. Like Perfetto, GC
+ * keeps TB__KEEP_LAST_EMPTY_SEQ (1024) once more than
+ * TB__EMPTY_SEQ_GC_THRESHOLD (1152) are empty; it used to keep the
+ * newest 1024 whatever their uid, so a uid churning writers (one chunk
+ * each, read) pushed out every other uid's empty sequences as soon as it
+ * had emptied 1024 after them: their writers lost that state
+ * (check_tb_writers: a chunk committed again was read twice, a gap went
+ * unflagged). Now the 1024 are shared max-min among the uids of the
+ * empty sequences: with c(u) of them, each uid keeps its newest
+ * min(c(u), L), L the highest level at which no more than 1024 are kept,
+ * and the room left goes to the newest of the uids' next ones; as if
+ * the uid keeping the most gave up its oldest, one at a time. A uid with
+ * fewer than its share keeps all of its own; one uid alone keeps its
+ * newest 1024, as before. The memory bound does not move (1024 kept, at
+ * most 1152 between two GCs). Cost per GC (every 128 sequences emptied
+ * past 1152): a sort by uid and age where one by age was, and about ten
+ * passes over the empty sequences to find L.
  *
  * tb__seq_prefetch / tb__seq_prefetch_head only read the table and issue
  * prefetches: the copy path asks for the metadata of the next copy early.
@@ -342,16 +364,49 @@ void tb__seq_erase_head(tb_buffer *b, tb__seq *s)
     r->payload_size = payload_size;
 }
 
-static int cmp_age(const void *a, const void *b)
+/* Empty sequences by uid, each uid's newest first. */
+static int cmp_uid_newest(const void *a, const void *b)
 {
     const tb__seq *x = *(tb__seq *const *)a, *y = *(tb__seq *const *)b;
-    return (x->age > y->age) - (x->age < y->age);
+    if (x->uid != y->uid)
+        return x->uid < y->uid ? -1 : 1;
+    return (x->age < y->age) - (x->age > y->age);
 }
 
-/* Deletes the oldest-emptied sequences, keeping the newest 1024 empty ones,
- * once more than 1152 are empty. Runs at the end of a copy, and before a
- * chunk is refused for its uid's bound (tb_write.c, new_seq): never while
- * a caller holds a tb__seq pointer. */
+static int cmp_newest(const void *a, const void *b)
+{
+    const tb__seq *x = *(tb__seq *const *)a, *y = *(tb__seq *const *)b;
+    return (x->age < y->age) - (x->age > y->age);
+}
+
+/* How many of the n empty sequences (sorted by cmp_uid_newest) are kept
+ * with at most `level` per uid: the sum over uids of min(count, level). */
+static uint32_t kept_at_level(tb__seq *const *empty, uint32_t n,
+                              uint32_t level)
+{
+    uint32_t kept = 0, rank = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        rank = (i > 0 && empty[i]->uid == empty[i - 1]->uid) ? rank + 1 : 0;
+        kept += rank < level;
+    }
+    return kept;
+}
+
+static void gc_delete(tb_buffer *b, tb__seq *s)
+{
+    uid_put(b, s->uid);
+    free(s->ring);
+    s->ring = NULL;
+    s->key = 0; /* mark: no live sequence has key 0 */
+}
+
+/* Once more than TB__EMPTY_SEQ_GC_THRESHOLD sequences are empty, deletes
+ * all but TB__KEEP_LAST_EMPTY_SEQ of them, shared max-min among their
+ * uids (see the top): each uid keeps its newest, up to the level `level`
+ * where the next one per uid would not fit; the room left goes to the
+ * newest of the uids' next ones. With one uid: its newest KEEP. Runs at
+ * the end of a copy, and before a chunk is refused for its uid's bound
+ * (tb_write.c, new_seq): never while a caller holds a tb__seq pointer. */
 void tb__seq_gc(tb_buffer *b)
 {
     if (b->empty_seqs <= TB__EMPTY_SEQ_GC_THRESHOLD)
@@ -367,16 +422,38 @@ void tb__seq_gc(tb_buffer *b)
         free(empty);
         return;
     }
-    qsort(empty, n, sizeof(*empty), cmp_age);
-    uint32_t n_delete = n - TB__KEEP_LAST_EMPTY_SEQ;
-    for (uint32_t i = 0; i < n_delete; i++) {
-        uid_put(b, empty[i]->uid);
-        free(empty[i]->ring);
-        empty[i]->ring = NULL;
-        empty[i]->key = 0; /* mark: no live sequence has key 0 */
+    qsort(empty, n, sizeof(*empty), cmp_uid_newest);
+    uint32_t lo = 0, hi = TB__KEEP_LAST_EMPTY_SEQ;
+    while (lo < hi) { /* the highest level that keeps no more than KEEP */
+        uint32_t mid = lo + (hi - lo + 1) / 2;
+        if (kept_at_level(empty, n, mid) <= TB__KEEP_LAST_EMPTY_SEQ)
+            lo = mid;
+        else
+            hi = mid - 1;
     }
-    for (uint32_t i = n_delete; i < n; i++)
-        empty[i]->counted_empty = true;
+    uint32_t level = lo;
+    uint32_t room = TB__KEEP_LAST_EMPTY_SEQ - kept_at_level(empty, n, level);
+    /* Each uid's first `level` stay, those after its next one go; the
+     * next ones (one per uid with more) move to the front of `empty`. */
+    uint32_t nnext = 0, rank = 0, prev_uid = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        tb__seq *s = empty[i];
+        rank = (i > 0 && s->uid == prev_uid) ? rank + 1 : 0;
+        prev_uid = s->uid;
+        if (rank < level)
+            s->counted_empty = true;
+        else if (rank == level)
+            empty[nnext++] = s;
+        else
+            gc_delete(b, s);
+    }
+    qsort(empty, nnext, sizeof(*empty), cmp_newest);
+    for (uint32_t i = 0; i < nnext; i++) {
+        if (i < room)
+            empty[i]->counted_empty = true;
+        else
+            gc_delete(b, empty[i]);
+    }
     free(empty);
     uint32_t j = 0;
     for (uint32_t i = 0; i < b->nseqs; i++)

@@ -26,7 +26,8 @@
  * own (A's folded into the aggregate), exact, with their losses; uids
  * that keep making writers end with equal shares and trade none back and
  * forth; the sums and every identity stay exact through folds (pending
- * packets included), clones and gap marks.
+ * packets included), clones and gap marks; and GC keeps B's empty
+ * sequences, with their last ChunkIDs, while A churns.
  */
 #include <malloc.h>
 
@@ -1035,6 +1036,62 @@ START_TEST(test_writers_fair_fold_keeps_gap_marks)
 }
 END_TEST
 
+/* Sequence GC shares the empty sequences it keeps among uids: uid A
+ * churning writers (each one chunk, read) used to push out every empty
+ * sequence of uid B, and with it the last ChunkID each B writer had
+ * consumed: a re-commit of that chunk was then delivered again, and a gap
+ * after it went unflagged. Now B keeps its empty sequences (fewer than
+ * its share), A's go first. */
+START_TEST(test_writers_fair_gc_keeps_other_uids_empty_sequences)
+{
+    enum { NB = 300 };
+    tb_buffer *b = tb_create(1u << 20, TB_RING_BUFFER);
+    ck_assert_ptr_nonnull(b);
+    for (uint16_t w = 1; w <= NB; w++)
+        chunk9u(b, 9, w, 0, UID_B);
+    ck_assert_uint_eq(tbt_read_count(b), NB);
+    for (uint32_t round = 0; round < 10; round++) {
+        for (uint32_t w = 1; w <= 500; w++)
+            chunk9u(b, (uint16_t)(100 + round), (uint16_t)w, 0, UID_A);
+        ck_assert_uint_eq(tbt_read_count(b), 500);
+    }
+    ck_assert_uint_eq(tb__uid_num_sequences(b, UID_B), NB);
+    ck_assert_uint_le(tb__uid_num_sequences(b, UID_A),   /* GC ran */
+                      TB__KEEP_LAST_EMPTY_SEQ + 500);
+
+    uint64_t discarded = TBT_STAT(b, chunks_discarded);
+    for (uint16_t w = 1; w <= NB; w++) {
+        chunk9u(b, 9, w, 0, UID_B);     /* consumed already: refused */
+        chunk9u(b, 9, w, 2, UID_B);     /* chunk 1 never came */
+    }
+    ck_assert_uint_eq(TBT_STAT(b, chunks_discarded), discarded + NB);
+    tbt_pkts ps = tbt_read_all(b);
+    ck_assert_uint_eq(ps.n, NB);
+    for (size_t i = 0; i < ps.n; i++)
+        ck_assert_uint_eq(ps.p[i].loss, TB_LOSS_PRESENT | TB_LOSS_READ_GAP);
+    tbt_free(&ps);
+    tb_destroy(b);
+}
+END_TEST
+
+/* GC with one uid is what it was: the newest TB__KEEP_LAST_EMPTY_SEQ
+ * empty sequences stay. */
+START_TEST(test_writers_gc_one_uid_keeps_the_newest)
+{
+    tb_buffer *b = tb_create(1u << 20, TB_RING_BUFFER);
+    ck_assert_ptr_nonnull(b);
+    for (uint32_t w = 1; w <= 2000; w++)
+        chunk9u(b, 1, (uint16_t)w, 0, UID_A);
+    ck_assert_uint_eq(tbt_read_count(b), 2000);
+    chunk9u(b, 2, 1, 0, UID_A);                 /* GC after this copy */
+    ck_assert_uint_eq(b->nseqs, TB__KEEP_LAST_EMPTY_SEQ + 1);
+    for (uint32_t w = 1; w <= 2000; w++)
+        ck_assert((tb__seq_find(b, (1u << 16) | w) != NULL) ==
+                  (w > 2000 - TB__KEEP_LAST_EMPTY_SEQ));
+    tb_destroy(b);
+}
+END_TEST
+
 static Suite *tb_writers_suite(void)
 {
     Suite *s = suite_create("tb_writers");
@@ -1054,7 +1111,9 @@ static Suite *tb_writers_suite(void)
                   test_writers_fair_fold_keeps_pending_exact,
                   test_writers_fair_folds_finished_writers_first,
                   test_writers_fair_clone_keeps_the_shares,
-                  test_writers_fair_fold_keeps_gap_marks);
+                  test_writers_fair_fold_keeps_gap_marks,
+                  test_writers_fair_gc_keeps_other_uids_empty_sequences,
+                  test_writers_gc_one_uid_keeps_the_newest);
     tcase_set_timeout(tc, 300); /* sanitizer builds */
     TCK_CASE(s, "honest", test_writers_honest_use_unaffected);
     return s;

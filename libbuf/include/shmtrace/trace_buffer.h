@@ -107,10 +107,16 @@ typedef struct {
 } tb_stats;
 
 /* Sequences per uid, an addition to the contract. Each (producer, writer)
- * with a record in the buffer, or recently emptied (GC keeps a few), has a
- * sequence: about 200 bytes of heap. Producers come and go, and a uid that
- * connects over and over, one tiny chunk per writer id, could make one per
- * 16 bytes of ring (17x the ring on the heap). So a buffer keeps at most
+ * with a record in the buffer, or recently emptied, has a sequence: about
+ * 200 bytes of heap. Of the empty ones GC keeps 1024 (once more than 1152
+ * are empty), shared among their uids: the uid keeping the most loses
+ * first, each uid its oldest; so one uid's churn cannot push another's
+ * out. A writer whose empty sequence goes loses the last ChunkID it had
+ * consumed (a later gap in its ChunkIDs is not flagged; a chunk consumed
+ * already, committed again, is read again) and any loss flag not yet
+ * reported. Producers come and go, and a uid that connects over and
+ * over, one tiny chunk per writer id, could make one sequence per 16
+ * bytes of ring (17x the ring on the heap). So a buffer keeps at most
  * TB_MAX_SEQS_PER_UID(buffer_size) sequences per uid (the uid the owner
  * passes to tb_copy_chunk_untrusted, trusted): a chunk that would make one
  * more for that uid is not stored (seq_cap_chunks, seq_cap_packets; its
