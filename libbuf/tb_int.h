@@ -288,7 +288,6 @@ struct tb_buffer {
     uint32_t *hhash;        /* key -> index + 1 into hist, open addressing */
     uint32_t hhash_cap;
     uint32_t hist_over;     /* index + 1 of the overflow entry, 0 = none */
-    tb__share hist_share;   /* which uid holds each own entry */
 
     tb_seq_loss *lossv;     /* per-writer loss accounting (tb_loss.c) */
     uint32_t nloss;
@@ -300,7 +299,10 @@ struct tb_buffer {
                                chunk of that writer was refused for its
                                uid's sequence bound (tb_loss.c) */
     size_t loss_gap_n;      /* entries loss_gap covers */
-    tb__share loss_share;   /* which uid holds each own entry */
+    /* Which uid holds each own entry of the two tables (tb_share.c); last,
+     * so that no field the copy path uses moved for them. */
+    tb__share hist_share;
+    tb__share loss_share;
 };
 
 static inline size_t tb__outer(size_t payload)

@@ -682,7 +682,7 @@ SHMTRACE_API void tb_copy_chunk_untrusted(tb_buffer *b, uint16_t producer_id,
                 /* The delivered prefix was rewritten: reading from skip
                  * would start inside a fragment (found by fuzz_tb). */
                 b->stats.abi_violations++;
-                refuse(b, s, key, uid, TB_CAUSE_ABI_VIOLATION,
+                refuse(b, s, key, s->uid, TB_CAUSE_ABI_VIOLATION,
                        tb__count_starts(src, frags_size, UINT32_MAX, flags,
                                         skip, NULL), 0, frags_size - skip);
                 return;
@@ -693,7 +693,8 @@ SHMTRACE_API void tb_copy_chunk_untrusted(tb_buffer *b, uint16_t producer_id,
              * then its real commit, or a duplicate): its packets were
              * delivered, not lost. An older ChunkID never got in: lost. */
             if (chunk_id != s->last_id)
-                refuse(b, s, key, uid, TB_CAUSE_DISCARD, npk, 0, frags_size);
+                refuse(b, s, key, s->uid, TB_CAUSE_DISCARD, npk, 0,
+                       frags_size);
             return;
         }
     }
@@ -715,7 +716,7 @@ SHMTRACE_API void tb_copy_chunk_untrusted(tb_buffer *b, uint16_t producer_id,
         if (b->policy == TB_DISCARD) {
             b->discard_stop = true;
             b->stats.chunks_discarded++;
-            refuse(b, s, key, uid, TB_CAUSE_DISCARD, npk, 0,
+            refuse(b, s, key, s->uid, TB_CAUSE_DISCARD, npk, 0,
                    frags_size - skip);
             return;
         }
@@ -758,7 +759,8 @@ SHMTRACE_API void tb_copy_chunk_untrusted(tb_buffer *b, uint16_t producer_id,
         memset(r, 0, sizeof(*r));
         r->size = (uint16_t)reserved;
         b->stats.chunks_discarded++;
-        refuse(b, s, key, uid, TB_CAUSE_DISCARD, npk, 0, frags_size - skip);
+        refuse(b, s, key, s->uid, TB_CAUSE_DISCARD, npk, 0,
+               frags_size - skip);
         b->wr += outer;
         return;
     }
