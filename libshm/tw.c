@@ -735,7 +735,14 @@ static void next_buffer(tw_writer *w, bool tried)
  * header line is still in L1, instead of in the arbiter's queue_locked
  * (0.74-0.76x memcpy against 0.75-0.76x, and 0.64x in a slow phase);
  * runs of up to 32 chunks and half the SMB, so that a 64 KiB packet (17
- * chunks) takes one exchange instead of two (0.72-0.75x against 0.73x). */
+ * chunks) takes one exchange instead of two (0.72-0.75x against 0.73x;
+ * again on 2026-12-07 with a third of the SMB, `bench_tw --size 65536
+ * --quick` alternating three times: 0.65 / 0.66 / 0.73x against 0.73 /
+ * 0.74 / 0.74x). A profile of that case (perf, DWARF call graphs) puts
+ * the writer's memmove level with the baseline's (35% against 36.5% of
+ * the samples); the gap is the handoff: the arbiter's exchanges (about
+ * three per packet, each a lock taken right behind a copy), chunk states
+ * and the stand-in service. */
 static size_t put_bulk(tw_writer *w, const uint8_t *src, size_t n)
 {
     smb__chunk_loc got[TW_BULK_CHUNKS];
