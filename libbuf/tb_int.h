@@ -527,6 +527,16 @@ static inline uint32_t tb__index_slot(uint32_t key, unsigned shift,
 {
     return (uint32_t)((key * 0x9E3779B1u) >> shift) & (cap - 1);
 }
+/* Puts index idx (stored as idx + 1) for key into the first free slot
+ * from its home (linear probing; the hash has room). */
+static inline void tb__index_put(uint32_t *hash, uint32_t cap,
+                                 unsigned shift, uint32_t key, uint32_t idx)
+{
+    uint32_t j = tb__index_slot(key, shift, cap);
+    while (hash[j] != 0)
+        j = (j + 1) & (cap - 1);
+    hash[j] = idx + 1;
+}
 void tb__index_remove(uint32_t *hash, uint32_t cap, unsigned shift,
                       uint32_t key, uint32_t idx, const tb_buffer *b,
                       uint32_t (*key_at)(const tb_buffer *b, uint32_t idx));

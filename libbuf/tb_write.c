@@ -400,10 +400,7 @@ static uint32_t hist_key_at(const tb_buffer *b, uint32_t idx)
 
 static void hhash_put(uint32_t *h, uint32_t cap, uint32_t key, uint32_t idx)
 {
-    uint32_t j = tb__index_slot(key, HIST_HASH_SHIFT, cap);
-    while (h[j] != 0)
-        j = (j + 1) & (cap - 1);
-    h[j] = idx + 1;
+    tb__index_put(h, cap, HIST_HASH_SHIFT, key, idx);
 }
 
 static int hhash_grow(tb_buffer *b)
