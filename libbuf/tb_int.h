@@ -537,6 +537,11 @@ static inline void tb__index_put(uint32_t *hash, uint32_t cap,
         j = (j + 1) & (cap - 1);
     hash[j] = idx + 1;
 }
+/* Index + 1 of key in an index hash (key_at gives the key of an index),
+ * 0 if it is not there or the hash has no slots (cap 0). */
+uint32_t tb__index_find(const uint32_t *hash, uint32_t cap, unsigned shift,
+                        uint32_t key, const tb_buffer *b,
+                        uint32_t (*key_at)(const tb_buffer *b, uint32_t idx));
 void tb__index_remove(uint32_t *hash, uint32_t cap, unsigned shift,
                       uint32_t key, uint32_t idx, const tb_buffer *b,
                       uint32_t (*key_at)(const tb_buffer *b, uint32_t idx));

@@ -68,11 +68,6 @@ static uint32_t loss_key_at(const tb_buffer *b, uint32_t idx)
     return loss_key(&b->lossv[idx]);
 }
 
-static void lhash_put(uint32_t *h, uint32_t cap, uint32_t key, uint32_t idx)
-{
-    tb__index_put(h, cap, LOSS_HASH_SHIFT, key, idx);
-}
-
 static int lhash_grow(tb_buffer *b)
 {
     uint32_t cap = b->lhash_cap ? b->lhash_cap * 2 : 64;
@@ -80,7 +75,7 @@ static int lhash_grow(tb_buffer *b)
     if (!h)
         return -ENOMEM;
     for (uint32_t i = 0; i < b->nloss; i++)
-        lhash_put(h, cap, loss_key_at(b, i), i);
+        tb__index_put(h, cap, LOSS_HASH_SHIFT, loss_key_at(b, i), i);
     free(b->lhash);
     b->lhash = h;
     b->lhash_cap = cap;
@@ -90,14 +85,8 @@ static int lhash_grow(tb_buffer *b)
 /* Index + 1 of key's entry (key 0: the aggregate), 0 if it has none. */
 static uint32_t loss_find(const tb_buffer *b, uint32_t key)
 {
-    if (b->lhash_cap == 0)
-        return 0;
-    uint32_t mask = b->lhash_cap - 1;
-    for (uint32_t j = tb__index_slot(key, LOSS_HASH_SHIFT, b->lhash_cap);
-         b->lhash[j] != 0; j = (j + 1) & mask)
-        if (loss_key_at(b, b->lhash[j] - 1) == key)
-            return b->lhash[j];
-    return 0;
+    return tb__index_find(b->lhash, b->lhash_cap, LOSS_HASH_SHIFT, key, b,
+                          loss_key_at);
 }
 
 /* Appends an empty entry for key, held by uid (key 0: the aggregate, held
@@ -117,7 +106,7 @@ static uint32_t loss_new(tb_buffer *b, uint32_t key, uint32_t uid)
     memset(e, 0, sizeof(*e));
     e->producer_id = (uint16_t)(key >> 16);
     e->writer_id = (uint16_t)key;
-    lhash_put(b->lhash, b->lhash_cap, key, b->nloss);
+    tb__index_put(b->lhash, b->lhash_cap, LOSS_HASH_SHIFT, key, b->nloss);
     return ++b->nloss;
 }
 
@@ -157,7 +146,7 @@ static void loss_fold(tb_buffer *b, uint32_t idx, uint32_t key)
     memset(e, 0, sizeof(*e));
     e->producer_id = (uint16_t)(key >> 16);
     e->writer_id = (uint16_t)key;
-    lhash_put(b->lhash, b->lhash_cap, key, idx);
+    tb__index_put(b->lhash, b->lhash_cap, LOSS_HASH_SHIFT, key, idx);
 }
 
 /* The entry of key, which has none, for a writer of uid: a new own entry

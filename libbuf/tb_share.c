@@ -53,8 +53,9 @@
  * Memory: a uid per own entry (the owner array), and two counts per uid
  * in b->uids (tb_seq.c keeps a uid's entry while it holds any).
  *
- * Also here: tb__index_remove, the removal of a key from the tables'
- * index hashes (linear probing) that re-keying a slot needs.
+ * Also here: tb__index_find and tb__index_remove, the lookup of a key in
+ * the tables' index hashes (linear probing) and the removal that
+ * re-keying a slot needs.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -191,6 +192,19 @@ void tb__share_free(tb__share *sh)
 {
     free(sh->owner);
     memset(sh, 0, sizeof(*sh));
+}
+
+uint32_t tb__index_find(const uint32_t *hash, uint32_t cap, unsigned shift,
+                        uint32_t key, const tb_buffer *b,
+                        uint32_t (*key_at)(const tb_buffer *b, uint32_t idx))
+{
+    if (cap == 0)
+        return 0;
+    for (uint32_t j = tb__index_slot(key, shift, cap); hash[j] != 0;
+         j = (j + 1) & (cap - 1))
+        if (key_at(b, hash[j] - 1) == key)
+            return hash[j];
+    return 0;
 }
 
 /* Removes key, held at index idx, from an index hash (values index + 1,

@@ -398,11 +398,6 @@ static uint32_t hist_key_at(const tb_buffer *b, uint32_t idx)
     return hist_key(&b->hist[idx]);
 }
 
-static void hhash_put(uint32_t *h, uint32_t cap, uint32_t key, uint32_t idx)
-{
-    tb__index_put(h, cap, HIST_HASH_SHIFT, key, idx);
-}
-
 static int hhash_grow(tb_buffer *b)
 {
     uint32_t cap = b->hhash_cap ? b->hhash_cap * 2 : 64;
@@ -410,7 +405,8 @@ static int hhash_grow(tb_buffer *b)
     if (!h)
         return -1;
     for (size_t i = 0; i < b->nhist; i++)
-        hhash_put(h, cap, hist_key(&b->hist[i]), (uint32_t)i);
+        tb__index_put(h, cap, HIST_HASH_SHIFT, hist_key(&b->hist[i]),
+                      (uint32_t)i);
     free(b->hhash);
     b->hhash = h;
     b->hhash_cap = cap;
@@ -435,7 +431,8 @@ static uint32_t hist_new(tb_buffer *b, uint32_t key, uint32_t uid)
     memset(e, 0, sizeof(*e));
     e->producer_id = (uint16_t)(key >> 16);
     e->writer_id = (uint16_t)key;
-    hhash_put(b->hhash, b->hhash_cap, key, (uint32_t)b->nhist);
+    tb__index_put(b->hhash, b->hhash_cap, HIST_HASH_SHIFT, key,
+                  (uint32_t)b->nhist);
     return (uint32_t)++b->nhist;
 }
 
@@ -466,7 +463,7 @@ static void hist_fold(tb_buffer *b, uint32_t idx, uint32_t key)
     memset(e, 0, sizeof(*e));
     e->producer_id = (uint16_t)(key >> 16);
     e->writer_id = (uint16_t)key;
-    hhash_put(b->hhash, b->hhash_cap, key, idx);
+    tb__index_put(b->hhash, b->hhash_cap, HIST_HASH_SHIFT, key, idx);
 }
 
 /* Index + 1 of the histogram entry of key, a writer of uid: found; made
@@ -476,12 +473,10 @@ static void hist_fold(tb_buffer *b, uint32_t idx, uint32_t key)
  * so neither the bound nor the sharing costs the hot path anything. */
 static uint32_t hist_entry(tb_buffer *b, uint32_t key, uint32_t uid)
 {
-    if (b->hhash_cap) {
-        uint32_t j = tb__index_slot(key, HIST_HASH_SHIFT, b->hhash_cap);
-        for (; b->hhash[j] != 0; j = (j + 1) & (b->hhash_cap - 1))
-            if (hist_key(&b->hist[b->hhash[j] - 1]) == key)
-                return b->hhash[j];
-    }
+    uint32_t found = tb__index_find(b->hhash, b->hhash_cap, HIST_HASH_SHIFT,
+                                    key, b, hist_key_at);
+    if (found)
+        return found;
     if (b->nhist < TB_HIST_MAX_WRITERS - 1)
         return hist_new(b, key, uid);
     if (b->hist_over == 0 && (b->hist_over = hist_new(b, 0, 0)) == 0)
