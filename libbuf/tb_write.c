@@ -654,16 +654,19 @@ SHMTRACE_API void tb_copy_chunk_untrusted(tb_buffer *b, uint16_t producer_id,
         return;
     }
 
+    /* The writer's own report of a packet it cut (the drop sentinel) is
+     * counted whatever becomes of the chunk after the size check, as
+     * Perfetto does: also when new_seq refuses it for its uid's bound. */
+    if (writer_abort)
+        b->stats.trace_writer_packet_loss++;
     tb__seq *s = tb__seq_find(b, key);
     if (__builtin_expect(!s, 0) &&
         !(s = new_seq(b, key, producer_id, writer_id, uid, pid, npk,
                       frags_size, size)))
         return;
     hist_add(b, s, frags_size);
-    if (writer_abort) {
-        b->stats.trace_writer_packet_loss++;
+    if (writer_abort)
         s->loss |= TB_LOSS_PRESENT | TB_LOSS_WRITER_ABORT;
-    }
 
     uint32_t skip = 0;
     if (s->has_last) {

@@ -490,6 +490,37 @@ START_TEST(test_writers_seq_cap_refuses_new_sequences_only)
 }
 END_TEST
 
+/* A chunk refused for its uid's bound that ends in the writer's drop
+ * sentinel (the writer cut a packet there) still counts the writer's
+ * report in trace_writer_packet_loss, as a kept chunk does; its whole
+ * packet before the sentinel is lost to DISCARD, and the sentinel is no
+ * ABI violation. */
+START_TEST(test_writers_seq_cap_refused_drop_marker_counted)
+{
+    tb_buffer *b = capped_full(8);  /* writer 9 of A: refused */
+    ck_assert_uint_eq(TBT_STAT(b, trace_writer_packet_loss), 0);
+    tbt_reset(&c);
+    tbt_frag(&c, 8, 'a');
+    tbt_put_varint4(&c, TB_PACKET_SIZE_DROP_PACKET);
+    c.nfrags++;
+    tb_copy_chunk_untrusted(b, 1, UID_A, 42, 10, 0, c.nfrags, 0, true,
+                            c.data, c.size);
+    ck_assert_uint_eq(TBT_STAT(b, seq_cap_chunks), 2);
+    ck_assert_uint_eq(TBT_STAT(b, trace_writer_packet_loss), 1);
+    ck_assert_uint_eq(TBT_STAT(b, abi_violations), 0);
+    const tb_seq_loss *l = loss_of(b, 1, 10);
+    ck_assert_uint_eq(l->packets_offered, 1);
+    ck_assert_uint_eq(l->lost_packets[TB_CAUSE_DISCARD], 1);
+    ck_assert_uint_eq(l->lost_packets[TB_CAUSE_ABI_VIOLATION], 0);
+    /* A kept writer's sentinel counts once more, and flags its next
+     * packet as before. */
+    tb_copy_chunk_untrusted(b, 1, UID_A, 42, 1, 1, c.nfrags, 0, true,
+                            c.data, c.size);
+    ck_assert_uint_eq(TBT_STAT(b, trace_writer_packet_loss), 2);
+    tb_destroy(b);
+}
+END_TEST
+
 /* A refused writer gets a sequence once its uid's have been read and
  * garbage-collected (the refusal itself runs the GC: nothing else is
  * copied here), and its first packet read carries the loss; a writer of
@@ -1105,7 +1136,8 @@ static Suite *tb_writers_suite(void)
     TCK_CASE(s, "seq_cap", test_writers_seq_cap_refuses_new_sequences_only,
              test_writers_seq_cap_gap_flag_after_gc,
              test_writers_seq_cap_gap_flag_in_aggregate,
-             test_writers_seq_cap_counts_many_uids);
+             test_writers_seq_cap_counts_many_uids,
+             test_writers_seq_cap_refused_drop_marker_counted);
     tc = TCK_CASE(s, "fair", test_writers_fair_second_uid_gets_own_entries,
                   test_writers_fair_max_min_shares,
                   test_writers_fair_fold_keeps_pending_exact,
