@@ -16,7 +16,8 @@
  * acks on its own behalf (its SMB was just scraped).
  *
  * Timers: svc_tick() runs every due deadline (flush timeouts, stop
- * timeouts, duration, periodic flushes, file writes);
+ * timeouts, duration, periodic flushes, clock snapshots and sync markers
+ * (svc_clocks.c), file writes);
  * svc_next_deadline_ms() says when the next one is.
  *
  * File passes (write_into_file) run in steps of SVC_FILE_STEP_BYTES, one
@@ -205,8 +206,10 @@ void svc__flush_ack(svc_service *svc, svc_producer *p, uint64_t flush_id)
 static void stop_phase(svc_service *svc, svc_session *s)
 {
     bool waiting = false;
-    if (!s->ev_flushed_ns)
+    if (!s->ev_flushed_ns) {
+        svc__clocks_snapshot(s);
         s->ev_flushed_ns = svc__boottime_ns();  /* the final flush ended */
+    }
     for (size_t k = 0; k < s->ninst; k++) {
         svc_instance *in = &s->inst[k];
         if (in->state != SVC_INST_STARTED)
@@ -274,11 +277,13 @@ static void finalize_disable(svc_service *svc, svc_session *s)
     s->stop_deadline_ms = 0;
     svc__scrape_session(svc, s);
     s->state = SVC_SESSION_DISABLED;
+    svc__clocks_snapshot(s);
     s->ev_disabled_ns = svc__boottime_ns();
     if (!s->ev_flushed_ns)
         s->ev_flushed_ns = s->ev_disabled_ns;
     s->duration_deadline_ms = 0;
     s->next_periodic_flush_ms = 0;
+    s->next_snapshot_ms = 0;
     const char *error = NULL;
     if (s->out_fd >= 0) {
         /* any failed write sets file_failed (svc__file_fail): this last
@@ -390,6 +395,7 @@ uint64_t svc_next_deadline_ms(const svc_service *svc)
         d = svc__min_deadline(d, s->stop_deadline_ms);
         d = svc__min_deadline(d, s->next_file_write_ms);
         d = svc__min_deadline(d, s->next_periodic_flush_ms);
+        d = svc__min_deadline(d, s->next_snapshot_ms);
         for (size_t i = 0; i < s->nflushes; i++)
             d = svc__min_deadline(d, s->flushes[i].deadline_ms);
         d = svc__min_deadline(d, svc__trigger_deadline(s));
@@ -588,6 +594,7 @@ void svc_tick(svc_service *svc, uint64_t now)
         svc__trigger_tick(svc, s, now);
         if (due(s->duration_deadline_ms, now))
             svc_session_disable(svc, s);
+        svc__clocks_tick(s, now);
         if (due(s->next_periodic_flush_ms, now)) {
             s->next_periodic_flush_ms = now + s->flush_period_ms;
             flush_start(svc, s, SVC_FLUSH_PERIODIC, 0,

@@ -101,6 +101,13 @@
 #define SVC_DEFAULT_STOP_TIMEOUT_MS  5000u
 #define SVC_DEFAULT_FILE_PERIOD_MS   5000u
 #define SVC_MIN_FILE_PERIOD_MS       100u
+/* Clock snapshots and sync markers (svc_clocks.c): period (TraceConfig
+ * builtin_data_sources.snapshot_interval_ms, 0 = the default), and how
+ * many snapshots wait for the next read pass at most. */
+#define SVC_SNAPSHOT_DEFAULT_MS      10000u
+#define SVC_SNAPSHOT_MIN_MS          100u
+#define SVC_CLOCK_SNAPS              16u
+#define SVC_CLOCK_IDS                6u
 #define SVC_FILE_STEP_BYTES          (4u << 20) /* per step of a file pass */
 /* The idle pass (svc_flush.c): no commit for this long, and at least this
  * much (or 1/16 of the smallest buffer) written since the last pass ended;
@@ -242,6 +249,11 @@ typedef struct {
     uint64_t clears_sent;
 } svc_trig_state;
 
+/* One clock snapshot: ns of each clock of svc__clock_ids, BOOTTIME first. */
+typedef struct {
+    uint64_t ts[SVC_CLOCK_IDS];
+} svc_clock_snap;
+
 enum { SVC_TRIG_NONE = 0, SVC_TRIG_START = 1, SVC_TRIG_STOP = 2,
        SVC_TRIG_CLONE = 4 };
 
@@ -324,6 +336,14 @@ struct svc_session {
     uint64_t file_early_bytes;
     /* triggers, incremental state clearing (svc_trigger.c) */
     svc_trig_state trig;
+    /* Clock snapshots taken and not emitted yet, oldest first; a sync
+     * marker due at the next read pass; the period and next time
+     * (svc_clocks.c; 0 = no more). */
+    svc_clock_snap clock_snaps[SVC_CLOCK_SNAPS];
+    uint32_t nclock_snaps;
+    bool sync_marker_due;
+    uint32_t snapshot_interval_ms;
+    uint64_t next_snapshot_ms;
     /* Its consumer's uid (SO_PEERCRED): only that uid (and root, see
      * root_access) may clone it, query it or see it in stats.
      * Detach/Attach (svc_attach.c): detached sessions have no consumer
@@ -523,6 +543,17 @@ void svc__session_drop_ds(svc_service *, svc_producer *, const char *name);
 void svc__session_rematch(svc_service *, svc_session *);
 void svc__session_instance_stopped(svc_service *, svc_producer *,
                                    uint64_t instance_id);
+
+/* svc_clocks.c: clock snapshots and sync markers for the read pass. */
+extern const uint32_t svc__clock_ids[SVC_CLOCK_IDS];
+void svc__clocks_capture(svc_clock_snap *out);
+/* Takes a snapshot for the next read pass, unless the last pending one
+ * is still good (no clock drifted 10 ms against BOOTTIME since). */
+void svc__clocks_snapshot(svc_session *);
+/* At session start: the period, a snapshot and a sync marker now. */
+void svc__clocks_start(svc_session *, uint64_t now_ms);
+/* From svc_tick: the periodic snapshot and marker when due. */
+void svc__clocks_tick(svc_session *, uint64_t now_ms);
 
 /* svc_trigger.c: config checks, enable-time setup, timers, read pass,
  * clone hand-over, free */

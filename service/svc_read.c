@@ -2,7 +2,9 @@
  * svc_read.c - reading a session: buffers -> TracePackets for the consumer.
  *
  * One read pass (wire-formats.md §3, order not to be depended on):
- *   1. first pass only: clock snapshot, trace_config echo, trace_uuid,
+ *   0. the clock snapshots taken since the last pass, and a sync marker
+ *      when one is due (svc_clocks.c says when they are taken);
+ *   1. first pass only: trace_config echo, trace_uuid,
  *      system_info (svc_sysinfo.c),
  *      tracing_started and all_data_sources_started service events;
  *   2. once disabled: tracing_disabled / all_data_sources_flushed events;
@@ -344,42 +346,97 @@ static int emit_event(const svc_service *svc, const svc_session *s,
     return emit_service_packet(sc, &pk, emit, ctx);
 }
 
+/* One ClockSnapshot packet of `snap` (svc_clocks.c), BOOTTIME primary. */
+static int emit_clock_snapshot(svc_service *svc, svc_scratch *sc,
+                               const svc_clock_snap *snap, svc_emit_fn emit,
+                               void *ctx)
+{
+    Perfetto__Protos__ClockSnapshot__Clock c[SVC_CLOCK_IDS];
+    Perfetto__Protos__ClockSnapshot__Clock *cp[SVC_CLOCK_IDS];
+    for (size_t i = 0; i < SVC_CLOCK_IDS; i++) {
+        perfetto__protos__clock_snapshot__clock__init(&c[i]);
+        c[i].has_clock_id = true;
+        c[i].clock_id = svc__clock_ids[i];
+        c[i].has_timestamp = true;
+        c[i].timestamp = snap->ts[i];
+        cp[i] = &c[i];
+    }
+    Perfetto__Protos__ClockSnapshot cs = PERFETTO__PROTOS__CLOCK_SNAPSHOT__INIT;
+    cs.n_clocks = SVC_CLOCK_IDS;
+    cs.clocks = cp;
+    cs.has_primary_trace_clock = true;
+    cs.primary_trace_clock =
+        PERFETTO__PROTOS__BUILTIN_CLOCK__BUILTIN_CLOCK_BOOTTIME;
+    Perfetto__Protos__TracePacket pk = PERFETTO__PROTOS__TRACE_PACKET__INIT;
+    service_header(svc, &pk, false);
+    pk.clock_snapshot = &cs;
+    return emit_service_packet(sc, &pk, emit, ctx);
+}
+
+/* The sync marker packet: trusted_uid, trusted_packet_sequence_id 1, then
+ * synchronization_marker (field 36, 16 bytes) last, byte for byte as the
+ * spec fixes it (wire-formats.md §3; a reader scans for the marker, so
+ * nothing else goes in this packet). */
+static int emit_sync_marker(const svc_service *svc, svc_scratch *sc,
+                            svc_emit_fn emit, void *ctx)
+{
+    static const uint8_t marker[16] = {
+        0x82, 0x47, 0x7a, 0x76, 0xb2, 0x8d, 0x42, 0xba,
+        0x81, 0xdc, 0x33, 0x32, 0x6d, 0x57, 0xa0, 0x79,
+    };
+    if (scratch_reserve(sc, 32) < 0)
+        return -ENOMEM;
+    uint8_t *p = sc->buf;
+    uint64_t uid = (uint64_t)(int64_t)(int32_t)svc->uid; /* int32 field */
+    *p++ = 0x18;                     /* trusted_uid = 3, varint */
+    do {
+        *p++ = (uint8_t)((uid & 0x7F) | (uid >= 0x80 ? 0x80 : 0));
+        uid >>= 7;
+    } while (uid);
+    *p++ = 0x50;                     /* trusted_packet_sequence_id = 10 */
+    *p++ = 0x01;
+    *p++ = 0xA2;                     /* synchronization_marker = 36, len */
+    *p++ = 0x02;
+    *p++ = sizeof(marker);
+    memcpy(p, marker, sizeof(marker));
+    p += sizeof(marker);
+    return emit(ctx, sc->buf, (size_t)(p - sc->buf));
+}
+
+/* The clock snapshots taken since the last pass, then the sync marker if
+ * one is due (svc_clocks.c). A first pass with no snapshot pending takes
+ * one now (a clone; a session read before it started). */
+static int emit_clocks(svc_service *svc, svc_session *s, svc_scratch *sc,
+                       bool first_pass, svc_emit_fn emit, void *ctx)
+{
+    int rc = 0;
+    if (first_pass && s->nclock_snaps == 0)
+        svc__clocks_snapshot(s);
+    uint32_t done = 0;
+    while (done < s->nclock_snaps &&
+           (rc = emit_clock_snapshot(svc, sc, &s->clock_snaps[done], emit,
+                                     ctx)) >= 0)
+        done++;
+    /* Drop what went out, keep the rest (after an error) for later. */
+    for (uint32_t i = done; i < s->nclock_snaps; i++)
+        s->clock_snaps[i - done] = s->clock_snaps[i];
+    s->nclock_snaps -= done;
+    if (rc < 0)
+        return rc;
+    if (s->sync_marker_due) {
+        if ((rc = emit_sync_marker(svc, sc, emit, ctx)) < 0)
+            return rc;
+        s->sync_marker_due = false;
+    }
+    return 0;
+}
+
 static int emit_first_pass(svc_service *svc, svc_session *s, svc_scratch *sc,
                            svc_emit_fn emit, void *ctx)
 {
     const Perfetto__Protos__TraceConfig__BuiltinDataSource *b =
         s->cfg->builtin_data_sources;
     int rc;
-    if (!(b && b->has_disable_clock_snapshotting &&
-          b->disable_clock_snapshotting)) {
-        static const struct { uint32_t id; clockid_t c; } clocks[] = {
-            {6, CLOCK_BOOTTIME}, {1, CLOCK_REALTIME},
-            {2, CLOCK_REALTIME_COARSE}, {3, CLOCK_MONOTONIC},
-            {4, CLOCK_MONOTONIC_COARSE}, {5, CLOCK_MONOTONIC_RAW},
-        };
-        Perfetto__Protos__ClockSnapshot__Clock c[6];
-        Perfetto__Protos__ClockSnapshot__Clock *cp[6];
-        for (size_t i = 0; i < 6; i++) {
-            perfetto__protos__clock_snapshot__clock__init(&c[i]);
-            c[i].has_clock_id = true;
-            c[i].clock_id = clocks[i].id;
-            c[i].has_timestamp = true;
-            c[i].timestamp = clock_ns(clocks[i].c);
-            cp[i] = &c[i];
-        }
-        Perfetto__Protos__ClockSnapshot cs =
-            PERFETTO__PROTOS__CLOCK_SNAPSHOT__INIT;
-        cs.n_clocks = 6;
-        cs.clocks = cp;
-        cs.has_primary_trace_clock = true;
-        cs.primary_trace_clock =
-            PERFETTO__PROTOS__BUILTIN_CLOCK__BUILTIN_CLOCK_BOOTTIME;
-        Perfetto__Protos__TracePacket pk = PERFETTO__PROTOS__TRACE_PACKET__INIT;
-        service_header(svc, &pk, false);
-        pk.clock_snapshot = &cs;
-        if ((rc = emit_service_packet(sc, &pk, emit, ctx)) < 0)
-            return rc;
-    }
     if (!(b && b->has_disable_trace_config && b->disable_trace_config)) {
         Perfetto__Protos__TracePacket pk = PERFETTO__PROTOS__TRACE_PACKET__INIT;
         service_header(svc, &pk, false);
@@ -583,6 +640,8 @@ static int session_read(svc_service *svc, svc_session *s, size_t max_bytes,
     if (svc__trigger_withholds(s))
         return 0;
     bool first_pass = !s->emitted_config;
+    if ((rc = emit_clocks(svc, s, &sc, first_pass, emit, ctx)) < 0)
+        goto out;
     if (!s->emitted_config) {
         s->emitted_config = true;
         if ((rc = emit_first_pass(svc, s, &sc, emit, ctx)) < 0)

@@ -665,6 +665,7 @@ static void session_start(svc_service *svc, svc_session *s)
                            (uint64_t)rt.tv_nsec;
     s->state = SVC_SESSION_STARTED;
     s->ev_started_ns = svc__boottime_ns();
+    svc__clocks_start(s, now);
     for (size_t i = 0; i < svc->nproducers; i++)
         match_producer(svc, s, svc->producers[i], NULL);
     if (svc->ops.session_started)

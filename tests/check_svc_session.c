@@ -404,6 +404,133 @@ SVF_TEST(test_read_system_info_can_be_disabled, 1)
     ck_assert_int_eq(r.values, 2);
 }
 
+/* Clock snapshots and sync markers (svc_clocks.c): one of each at the
+ * start, then one of each per snapshot_interval_ms while the session
+ * runs, a snapshot at the stop; each emitted once, in the order taken,
+ * the marker byte for byte as the spec fixes it. */
+SVF_TEST(test_read_clock_snapshots_and_sync_markers_periodic, 1)
+{
+    Perfetto__Protos__TraceConfig__BuiltinDataSource b =
+        PERFETTO__PROTOS__TRACE_CONFIG__BUILTIN_DATA_SOURCE__INIT;
+    b.has_snapshot_interval_ms = true;
+    b.snapshot_interval_ms = 200;
+    f->c.cfg.builtin_data_sources = &b;
+    f->c.cfg.has_flush_timeout_ms = true;
+    f->c.cfg.flush_timeout_ms = 100;
+    svc_session *s = svf_enable(f);
+    ck_assert_uint_eq(s->snapshot_interval_ms, 200);
+    svf_put(f, f->p[0], 0, 1, 0, 0, 2);
+    svf_readout r;
+    svf_read_all(f->svc, s, &r);
+    ck_assert_int_eq(r.n_clock, 1);
+    ck_assert_int_eq(r.n_sync, 1);
+    ck_assert_int_eq(r.n_sync_bad, 0);
+    ck_assert_int_eq(r.values, 2);
+    uint64_t boot0 = r.clock_first_boot;
+    ck_assert_uint_gt(boot0, 0);
+
+    svf_read_all(f->svc, s, &r);           /* nothing new is due */
+    ck_assert_int_eq(r.n_clock, 0);
+    ck_assert_int_eq(r.n_sync, 0);
+
+    uint64_t next = s->next_snapshot_ms;
+    ck_assert_uint_gt(next, 0);
+    ck_assert_uint_le(svc_next_deadline_ms(f->svc), next);
+    svc_tick(f->svc, next - 1);            /* not yet */
+    svf_read_all(f->svc, s, &r);
+    ck_assert_int_eq(r.n_clock + r.n_sync, 0);
+    svc_tick(f->svc, next);                /* one period */
+    ck_assert_uint_eq(s->next_snapshot_ms, next + 200);
+    svf_read_all(f->svc, s, &r);
+    ck_assert_int_eq(r.n_clock, 1);
+    ck_assert_int_eq(r.n_sync, 1);
+    ck_assert_uint_ge(r.clock_first_boot, boot0);
+
+    /* Two periods before a read: the clocks did not drift, so the first
+     * snapshot stays and the second is not kept; one marker is due. */
+    svc_tick(f->svc, next + 200);
+    svc_tick(f->svc, next + 400);
+    svf_read_all(f->svc, s, &r);
+    ck_assert_int_eq(r.n_clock, 1);
+    ck_assert_int_eq(r.n_sync, 1);
+
+    /* The stop takes one more, and ends the period. */
+    ck_assert_int_eq(svc_session_disable(f->svc, s), 0);
+    svc_tick(f->svc, svc_now_ms() + 60000);
+    ck_assert(svc_session_is_disabled(s));
+    ck_assert_uint_eq(s->next_snapshot_ms, 0);
+    svf_read_all(f->svc, s, &r);
+    ck_assert_int_eq(r.n_clock, 1);
+    ck_assert_int_eq(r.n_sync, 0);
+    svc_tick(f->svc, next + 100000);
+    svf_read_all(f->svc, s, &r);
+    ck_assert_int_eq(r.n_clock + r.n_sync, 0);
+}
+
+/* The default period is Perfetto's 10 s; a tiny one is raised to 100 ms;
+ * disable_clock_snapshotting leaves the snapshots out, not the markers. */
+SVF_TEST(test_read_clock_snapshots_can_be_disabled, 1)
+{
+    Perfetto__Protos__TraceConfig__BuiltinDataSource b =
+        PERFETTO__PROTOS__TRACE_CONFIG__BUILTIN_DATA_SOURCE__INIT;
+    b.has_disable_clock_snapshotting = true;
+    b.disable_clock_snapshotting = true;
+    b.has_snapshot_interval_ms = true;
+    b.snapshot_interval_ms = 1;
+    f->c.cfg.builtin_data_sources = &b;
+    svc_session *s = svf_enable(f);
+    ck_assert_uint_eq(s->snapshot_interval_ms, 100);
+    svf_readout r;
+    svf_read_all(f->svc, s, &r);
+    ck_assert_int_eq(r.n_clock, 0);
+    ck_assert_int_eq(r.n_sync, 1);
+    ck_assert_int_eq(r.n_sync_bad, 0);
+    ck_assert_int_eq(r.n_config, 1);
+    svc_tick(f->svc, s->next_snapshot_ms);
+    svf_read_all(f->svc, s, &r);
+    ck_assert_int_eq(r.n_clock, 0);
+    ck_assert_int_eq(r.n_sync, 1);
+}
+
+SVF_TEST(test_read_clock_snapshot_default_period, 1)
+{
+    uint64_t before = svc_now_ms();
+    svc_session *s = svf_enable(f);
+    ck_assert_uint_eq(s->snapshot_interval_ms, 10000);
+    ck_assert_uint_ge(s->next_snapshot_ms, before + 10000);
+}
+
+/* The drift rule (as Perfetto's SnapshotClocks): a snapshot is kept when
+ * a clock moved by 10 ms or more against BOOTTIME since the last pending
+ * one; at most SVC_CLOCK_SNAPS wait, the oldest dropped; emitted oldest
+ * first. */
+SVF_TEST(test_read_clock_snapshots_kept_on_drift, 1)
+{
+    svc_session *s = svf_enable(f);
+    ck_assert_uint_eq(s->nclock_snaps, 1);
+    svc__clocks_snapshot(s);               /* no drift: not kept */
+    ck_assert_uint_eq(s->nclock_snaps, 1);
+    /* As if REALTIME had been stepped back 9 ms since: still not kept. */
+    s->clock_snaps[0].ts[1] += 9000000;
+    svc__clocks_snapshot(s);
+    ck_assert_uint_eq(s->nclock_snaps, 1);
+    /* MONOTONIC 11 ms ahead of BOOTTIME's pace since (a suspend would do
+     * the reverse; 11, as the clocks are read one after the other): kept. */
+    s->clock_snaps[0].ts[3] -= 11000000;
+    svc__clocks_snapshot(s);
+    ck_assert_uint_eq(s->nclock_snaps, 2);
+    for (uint32_t i = 0; i < 2 * SVC_CLOCK_SNAPS; i++) {
+        s->clock_snaps[s->nclock_snaps - 1].ts[5] -= 20000000;
+        svc__clocks_snapshot(s);
+    }
+    ck_assert_uint_eq(s->nclock_snaps, SVC_CLOCK_SNAPS);
+    svf_readout r;
+    svf_read_all(f->svc, s, &r);
+    ck_assert_int_eq(r.n_clock, (int)SVC_CLOCK_SNAPS);
+    ck_assert(!r.clock_went_back);
+    ck_assert_uint_eq(s->nclock_snaps, 0);
+}
+
 SVF_TEST(test_read_in_bounded_batches, 1)
 {
     svc_session *s = svf_enable(f);
@@ -2514,6 +2641,10 @@ static Suite *svc_session_suite(void)
              test_read_in_bounded_batches,
              test_read_writes_system_info_once,
              test_read_system_info_can_be_disabled,
+             test_read_clock_snapshots_and_sync_markers_periodic,
+             test_read_clock_snapshots_can_be_disabled,
+             test_read_clock_snapshot_default_period,
+             test_read_clock_snapshots_kept_on_drift,
              test_read_drops_invalid_packets_and_flags_next,
              test_producer_id_not_reused_while_a_session_knows_it);
     TCK_CASE(s, "untrusted", test_commit_lies_are_counted_not_fatal);

@@ -303,7 +303,40 @@ typedef struct {
     uint64_t invalid_packets;
     uint64_t chunks_discarded;
     uint64_t abi_violations;
+    /* ClockSnapshot packets: how many, BOOTTIME of the first and last,
+     * and whether their BOOTTIMEs ever went back; sync markers: how many,
+     * and how many were not exactly {trusted_uid, sequence 1, marker}. */
+    int n_clock, n_sync, n_sync_bad;
+    bool clock_went_back;
+    uint64_t clock_first_boot, clock_last_boot;
 } svf_readout;
+
+/* Whether `data` is exactly the sync marker packet of `uid`:
+ * 18 <uid varint> 50 01 A2 02 10 <16 marker bytes>. */
+static inline bool svf_is_exact_sync_marker(const uint8_t *data, size_t size,
+                                            int32_t uid)
+{
+    static const uint8_t marker[16] = {
+        0x82, 0x47, 0x7a, 0x76, 0xb2, 0x8d, 0x42, 0xba,
+        0x81, 0xdc, 0x33, 0x32, 0x6d, 0x57, 0xa0, 0x79,
+    };
+    uint8_t want[32];
+    size_t n = 0;
+    uint64_t v = (uint64_t)(int64_t)uid;
+    want[n++] = 0x18;
+    do {
+        want[n++] = (uint8_t)((v & 0x7F) | (v >= 0x80 ? 0x80 : 0));
+        v >>= 7;
+    } while (v);
+    want[n++] = 0x50;
+    want[n++] = 0x01;
+    want[n++] = 0xA2;
+    want[n++] = 0x02;
+    want[n++] = 0x10;
+    memcpy(want + n, marker, 16);
+    n += 16;
+    return size == n && memcmp(data, want, n) == 0;
+}
 
 /* svc_session_read callback: every packet has the trusted fields. */
 static inline int svf_collect(void *ctx, const uint8_t *data, size_t size)
@@ -327,6 +360,22 @@ static inline int svf_collect(void *ctx, const uint8_t *data, size_t size)
         }
         if (p->trace_config)
             r->n_config++;
+        if (p->clock_snapshot) {
+            uint64_t boot = 0;
+            for (size_t i = 0; i < p->clock_snapshot->n_clocks; i++)
+                if (p->clock_snapshot->clocks[i]->clock_id == 6)
+                    boot = p->clock_snapshot->clocks[i]->timestamp;
+            if (r->n_clock++ == 0)
+                r->clock_first_boot = boot;
+            else if (boot < r->clock_last_boot)
+                r->clock_went_back = true;
+            r->clock_last_boot = boot;
+        }
+        if (p->has_synchronization_marker) {
+            r->n_sync++;
+            r->n_sync_bad += !svf_is_exact_sync_marker(data, size,
+                                                       p->trusted_uid);
+        }
         if (p->trace_uuid)
             r->n_uuid++;
         if (p->system_info) {
