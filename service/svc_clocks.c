@@ -23,8 +23,12 @@
  *   emit     the next read pass emits the pending snapshots in the order
  *            taken, then a sync marker if one is due (one per interval),
  *            before anything else of the pass. A first pass with none
- *            pending (a clone, or a deferred start read before starting)
- *            takes one then, as before.
+ *            pending (a deferred start read before starting) takes one
+ *            then;
+ *   clone    a clone starts with the source's pending snapshots (they
+ *            cover the data it copies, and the source's trace has not
+ *            had them yet) and one taken at the clone, as Perfetto takes
+ *            one at the clone's tracing_disabled.
  * builtin_data_sources.disable_clock_snapshotting: no snapshots at all;
  * sync markers stay (as in Perfetto).
  */
@@ -115,5 +119,13 @@ void svc__clocks_tick(svc_session *s, uint64_t now_ms)
     }
     s->next_snapshot_ms = now_ms + s->snapshot_interval_ms;
     s->sync_marker_due = true;
+    svc__clocks_snapshot(s);
+}
+
+void svc__clocks_clone(svc_session *s, const svc_session *src)
+{
+    for (uint32_t i = 0; i < src->nclock_snaps; i++)
+        s->clock_snaps[i] = src->clock_snaps[i];
+    s->nclock_snaps = src->nclock_snaps;
     svc__clocks_snapshot(s);
 }

@@ -554,6 +554,8 @@ void svc__clocks_snapshot(svc_session *);
 void svc__clocks_start(svc_session *, uint64_t now_ms);
 /* From svc_tick: the periodic snapshot and marker when due. */
 void svc__clocks_tick(svc_session *, uint64_t now_ms);
+/* A new clone: the source's pending snapshots, and one now. */
+void svc__clocks_clone(svc_session *clone, const svc_session *src);
 
 /* svc_trigger.c: config checks, enable-time setup, timers, read pass,
  * clone hand-over, free */

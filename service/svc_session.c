@@ -818,6 +818,7 @@ static svc_session *clone_impl(svc_service *svc, void *consumer, uid_t uid,
     s->state = SVC_SESSION_DISABLED;
     s->notified_disabled = true;
     s->ev_started_ns = src->ev_started_ns;
+    svc__clocks_clone(s, src);
     for (size_t i = 0; i < src->nbufs; i++) {
         tb_buffer *src_buf = svc__buffer(svc, src->buf_ids[i], NULL);
         tb_buffer *b = src_buf ? tb_clone_readonly(src_buf) : NULL;

@@ -908,11 +908,26 @@ SVF_TEST(test_clone_is_a_snapshot, 1)
     ck_assert_ptr_nonnull(cl);
     ck_assert_ptr_null(svc_session_clone(f->svc, NULL, 12345, NULL, err,
                                          sizeof(err)));
+    /* The clone has the source's pending snapshot (taken at its start),
+     * and none of its own: the clocks did not drift since. */
+    ck_assert_uint_eq(cl->nclock_snaps, 1);
+    ck_assert_mem_eq(&cl->clock_snaps[0], &s->clock_snaps[0],
+                     sizeof(svc_clock_snap));
     svf_readout r;
     svf_read_all(f->svc, cl, &r);
     ck_assert_int_eq(r.values, 3);
+    ck_assert_int_eq(r.n_clock, 1);
+    ck_assert_int_eq(r.n_sync, 0);            /* no period in a clone */
     svf_read_all(f->svc, s, &r);                /* original still has them */
     ck_assert_int_eq(r.values, 3);
+    ck_assert_int_eq(r.n_clock, 1);
+    /* A clone of a source whose snapshots were emitted takes its own. */
+    svc_session *cl2 = svc_session_clone(f->svc, NULL, svc_session_id(s),
+                                         NULL, err, sizeof(err));
+    ck_assert_ptr_nonnull(cl2);
+    ck_assert_uint_eq(cl2->nclock_snaps, 1);
+    svf_read_all(f->svc, cl2, &r);
+    ck_assert_int_eq(r.n_clock, 1);
     svf_put(f, f->p[0], 0, 1, 1, 3, 1);        /* tracing goes on */
     svf_read_all(f->svc, s, &r);
     ck_assert_int_eq(r.values, 1);
