@@ -11,6 +11,9 @@
 #                          consumer socket; its PID in service_pid. A
 #                          daemon that does not come up: its log on stderr
 #                          and exit 1, naming $BENCH_NAME.
+#                          $BENCH_SHMTRACED_ARGS: options for shmtraced
+#                          (e.g. --direct-io), $BENCH_OTHER_ARGS for the
+#                          other daemon (word-split, both default empty).
 sockets() {
     PERFETTO_PRODUCER_SOCK_NAME="$DIR/$1-p.sock"
     PERFETTO_CONSUMER_SOCK_NAME="$DIR/$1-c.sock"
@@ -19,9 +22,13 @@ sockets() {
 start_service() {
     sockets "$1"
     if [ "$1" = traced ]; then
-        "${OTHER_DAEMON:-$PERFETTO_BIN/traced}" >"$DIR/$1.log" 2>&1 &
+        # shellcheck disable=SC2086
+        "${OTHER_DAEMON:-$PERFETTO_BIN/traced}" ${BENCH_OTHER_ARGS:-} \
+            >"$DIR/$1.log" 2>&1 &
     else
-        "$top_builddir/service/shmtraced" >"$DIR/$1.log" 2>&1 &
+        # shellcheck disable=SC2086
+        "$top_builddir/service/shmtraced" ${BENCH_SHMTRACED_ARGS:-} \
+            >"$DIR/$1.log" 2>&1 &
     fi
     service_pid=$!
     tries=0
