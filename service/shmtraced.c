@@ -32,7 +32,7 @@ static void usage(FILE *f)
     fprintf(f,
 "Usage: shmtraced [--producer-socket PATH] [--consumer-socket PATH]\n"
 "                 [--allow-abstract-sockets] [--no-root-access]\n"
-"                 [--ring-cache MIB] [--no-writer-thread]\n"
+"                 [--ring-cache MIB] [--no-writer-thread] [--direct-io]\n"
 "                 [--max-sessions-per-uid N] [--max-buffers-per-uid MIB]\n"
 "                 [--max-connections-per-uid N]\n"
 "\n"
@@ -57,6 +57,13 @@ static void usage(FILE *f)
 "                            the main thread (default: a writer thread\n"
 "                            writes it while the main thread keeps taking\n"
 "                            the producers' chunks)\n"
+"  --direct-io               write_into_file sessions write their files with\n"
+"                            O_DIRECT where the file system takes it: no\n"
+"                            copy into the page cache (less service CPU,\n"
+"                            most for large packets), but the disk's\n"
+"                            throughput instead of the page cache's, and\n"
+"                            the file is not cached afterwards (default:\n"
+"                            off; see README, --direct-io)\n"
 "\n"
 "Limits per user, so that one user cannot lock the others out (0 lifts a\n"
 "limit):\n"
@@ -168,6 +175,7 @@ int main(int argc, char **argv)
         {"no-root-access", no_argument, NULL, 'R'},
         {"ring-cache", required_argument, NULL, 'r'},
         {"no-writer-thread", no_argument, NULL, 'W'},
+        {"direct-io", no_argument, NULL, 'D'},
         {"max-sessions-per-uid", required_argument, NULL, 'S'},
         {"max-buffers-per-uid", required_argument, NULL, 'B'},
         {"max-connections-per-uid", required_argument, NULL, 'C'},
@@ -177,6 +185,7 @@ int main(int argc, char **argv)
     };
     const char *pflag = NULL, *cflag = NULL;
     bool allow_abstract = false, root_access = true, writer_thread = true;
+    bool direct_io = false;
     /* A session's buffers are released at its end; the next session of the
      * same size takes them back already faulted in (tb_mem.c), instead of
      * paying a page fault and the kernel's zeroing per page again. */
@@ -194,6 +203,7 @@ int main(int argc, char **argv)
         case 'A': allow_abstract = true; break;
         case 'R': root_access = false; break;
         case 'W': writer_thread = false; break;
+        case 'D': direct_io = true; break;
         case 'r':
             errno = 0;
             ring_cache_mib = strtoul(optarg, &end, 10);
@@ -299,6 +309,7 @@ int main(int argc, char **argv)
         return 1;
     }
     svc_set_root_access(svc_daemon_service(d), root_access);
+    svc_set_file_direct(svc_daemon_service(d), direct_io);
     svc_set_uid_limits(svc_daemon_service(d), (uint32_t)uid_sessions,
                        (uint64_t)uid_buffer_mib * 1024);
     svc_daemon_set_max_conns_per_uid(d, (uint32_t)uid_conns);

@@ -422,7 +422,20 @@ int svc_session_clone_file(svc_service *svc, svc_session *clone, int fd,
         close(fd);
         return rc;
     }
-    rc = copy_file(svc, src, fd, err, errlen);
+    /* A direct source (svc_direct.c) has its last < 4 KiB in memory, and
+     * its descriptor reads aligned buffers only: the tail goes to the
+     * file and O_DIRECT is off while it is read back (batches in flight
+     * first, so the tail lands after them). */
+    if (svc->fw)
+        svc_fw_drain(svc->fw);
+    rc = svc__direct_pause(src);
+    if (rc < 0)
+        svc__set_err(err, errlen, "cannot write the end of the session's "
+                     "trace file (errno %llu)%.0llu",
+                     (unsigned long long)-rc, 0);
+    else
+        rc = copy_file(svc, src, fd, err, errlen);
+    svc__direct_resume(src);
     if (rc < 0) {
         close(fd);
         return rc;

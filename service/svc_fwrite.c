@@ -14,6 +14,7 @@
  * the main thread's next stores into the buffers.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -62,8 +63,40 @@ static int writev_all(int fd, struct iovec *v, int n)
     return 0;
 }
 
+/* A direct batch (svc_direct.c): buf[0, direct_len) at direct_off. A
+ * file system that took O_DIRECT and refuses the write (EINVAL) gets it
+ * through the page cache, and the flag is cleared for what follows. */
+static int write_direct(svc_fw_batch *b)
+{
+    size_t done = 0;
+    bool retried = false;
+    while (done < b->direct_len) {
+        ssize_t k = pwrite(b->fd, b->buf + done, b->direct_len - done,
+                           (off_t)(b->direct_off + (int64_t)done));
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k < 0 && errno == EINVAL && !retried) {
+            int fl = fcntl(b->fd, F_GETFL);
+            if (fl < 0 || !(fl & O_DIRECT) ||
+                fcntl(b->fd, F_SETFL, fl & ~O_DIRECT) != 0)
+                return -EINVAL;
+            retried = true;
+            continue;
+        }
+        if (k <= 0)
+            return k < 0 ? -errno : -EIO;
+        done += (size_t)k;
+    }
+    return 0;
+}
+
 int svc_fw_write_batch(svc_fw_batch *b)
 {
+    if (b->direct) {
+        if (b->pa)
+            svc_prealloc_ahead(b->pa, b->fd, b->direct_len);
+        return write_direct(b);
+    }
     if (b->pa)
         svc_prealloc_ahead(b->pa, b->fd, b->len + b->slice_bytes);
     return writev_all(b->fd, b->iov, b->niov);

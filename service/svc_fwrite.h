@@ -62,6 +62,12 @@ typedef struct svc_fw_batch {
     int nspans;
     size_t slice_bytes;          /* bytes of the slices (not in buf) */
     size_t pf;                   /* buf asked for up to here (svc_read.c) */
+    /* O_DIRECT (svc_direct.c): buf[0, direct_len) is written with one
+     * pwrite() at direct_off, instead of iov with writev(). */
+    bool direct;
+    size_t direct_len;
+    int64_t direct_off;
+    size_t direct_head;          /* the last batch's tail, at buf[0] */
     /* owned by the writer while busy (guarded by its mutex) */
     bool busy;                   /* queued or being written */
     int err;                     /* -errno of the writev, kept until reaped */

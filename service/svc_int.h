@@ -104,6 +104,11 @@
 /* Clock snapshots and sync markers (svc_clocks.c): period (TraceConfig
  * builtin_data_sources.snapshot_interval_ms, 0 = the default), and how
  * many snapshots wait for the next read pass at most. */
+/* write_into_file with O_DIRECT (svc_direct.c, svc_set_file_direct):
+ * the alignment of every direct write, and the batch size. */
+#define SVC_FILE_DIRECT_ALIGN        4096u
+#define SVC_FILE_DIRECT_BATCH        (4u << 20)
+#define SVC_FILE_DIRECT_BATCHES      2
 #define SVC_SNAPSHOT_DEFAULT_MS      10000u
 #define SVC_SNAPSHOT_MIN_MS          100u
 #define SVC_CLOCK_SNAPS              16u
@@ -339,6 +344,13 @@ struct svc_session {
     /* Clock snapshots taken and not emitted yet, oldest first; a sync
      * marker due at the next read pass; the period and next time
      * (svc_clocks.c; 0 = no more). */
+    /* O_DIRECT file writes (svc_direct.c): on; the file offset of the
+     * next direct write (aligned); the bytes past it, which go with the
+     * next batch. */
+    bool direct;
+    int64_t direct_off;
+    uint32_t direct_tail_len;
+    uint8_t direct_tail[SVC_FILE_DIRECT_ALIGN];
     svc_clock_snap clock_snaps[SVC_CLOCK_SNAPS];
     uint32_t nclock_snaps;
     bool sync_marker_due;
@@ -366,6 +378,8 @@ struct svc_session {
     size_t scratch_cap;
     svc_fw_batch fwb[SVC_FILE_BATCHES];
     int fwb_cur;
+    size_t fwb_slot;             /* bytes per batch in fwb_arena (a
+                                    direct session's are larger) */
     uint8_t *fwb_arena;          /* their memory, on 2 MiB pages; NULL
                                     until first used or if unmappable */
     /* what its batches held so far: slices of large packets, staged bytes
@@ -425,6 +439,7 @@ struct svc_service {
     uint64_t reserved_buffer_kb;     /* of it, for root and svc->uid only */
     size_t file_step_bytes;      /* per step of a file pass (svc_flush.c) */
     size_t file_in_place_min;    /* packets written in place (svc_read.c) */
+    bool file_direct;            /* new sessions' files with O_DIRECT */
     svc_file_copied_mode file_copied_mode;      /* ibid., copied_out */
     uint8_t *fwb_spare;          /* a gone session's batch arena (ibid.) */
     /* The clocks AUTO's windows read (svc_read.c, copied_out_window):
@@ -543,6 +558,20 @@ void svc__session_drop_ds(svc_service *, svc_producer *, const char *name);
 void svc__session_rematch(svc_service *, svc_session *);
 void svc__session_instance_stopped(svc_service *, svc_producer *,
                                    uint64_t instance_id);
+
+/* svc_direct.c: O_DIRECT session files. open: at session creation,
+ * sets s->direct if the file takes it; cut: a batch handed out is cut to
+ * whole blocks, the rest kept as the tail; start: a new batch begins with
+ * the tail (returns its length); pause / resume: the tail written through
+ * the page cache and O_DIRECT off, until resume (the file read back);
+ * finish: the tail written, O_DIRECT off for good, the position at the
+ * end (< 0: the tail's write failed). */
+void svc__direct_open(svc_session *);
+void svc__direct_cut(svc_session *, svc_fw_batch *);
+size_t svc__direct_start(const svc_session *, svc_fw_batch *);
+int svc__direct_pause(svc_session *);
+void svc__direct_resume(svc_session *);
+int svc__direct_finish(svc_session *);
 
 /* svc_clocks.c: clock snapshots and sync markers for the read pass. */
 extern const uint32_t svc__clock_ids[SVC_CLOCK_IDS];

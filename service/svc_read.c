@@ -43,6 +43,12 @@
  * the packet's own (svc_packet_check reads it during the validation):
  * GetTraceStats reports them (svc_stats_add_file), so that the consumer
  * need not read the file back to count it.
+ * With shmtraced --direct-io (svc_direct.c) no packet is written in
+ * place: every one is copied into fewer, larger batches
+ * (SVC_FILE_DIRECT_BATCHES of SVC_FILE_DIRECT_BATCH), each written with
+ * one O_DIRECT pwrite() of whole 4 KiB blocks, its last < 4 KiB carried
+ * to the start of the next one (batch_start), and always by the writer
+ * thread when there is one.
  * What the kernel's side costs (2026-12-05, ext4, CPU per KiB written by
  * a micro outside the tree, 256 MB per round): pieces as a 1 KiB packet
  * makes them (1024 bytes from the buffer, 20 staged: trailer and next
@@ -724,7 +730,7 @@ static int session_read(svc_service *svc, svc_session *s, size_t max_bytes,
             }
             bool own_flag;   /* the packet's own previous_packet_dropped */
             bool checked = false;        /* validated already */
-            if (fw && pkt.size >= svc->file_in_place_min) {
+            if (fw && !s->direct && pkt.size >= svc->file_in_place_min) {
                 /* Large packet: validated where it lies in the buffer and
                  * written from there (writev), no copy of ours. */
                 if (!svc_packet_check_slices(pkt.slices, pkt.nslices,
@@ -864,9 +870,29 @@ struct svc_filew {
 #define SVC_FILE_HUGE (2u << 20)
 #define SVC_FILE_ARENA ((size_t)SVC_FILE_BATCHES * SVC_FILE_BATCH)
 
-static uint8_t *batch_arena_map(void)
+/* A direct session (svc_direct.c) fills SVC_FILE_DIRECT_BATCHES larger
+ * batches (a direct write costs less per KiB the larger it is) in the
+ * same arena: the same 8 MiB of memory in turn. Fixed by the first
+ * batch's allocation (fwb_slot), as the arena's layout. */
+static size_t batch_slot(const svc_session *s)
 {
-    size_t span = SVC_FILE_ARENA + SVC_FILE_HUGE;
+    return s->fwb_slot ? s->fwb_slot
+                       : s->direct ? SVC_FILE_DIRECT_BATCH : SVC_FILE_BATCH;
+}
+
+static int nbatches(const svc_session *s)
+{
+    return batch_slot(s) == SVC_FILE_DIRECT_BATCH ? SVC_FILE_DIRECT_BATCHES
+                                                  : SVC_FILE_BATCHES;
+}
+_Static_assert(SVC_FILE_DIRECT_BATCHES * (size_t)SVC_FILE_DIRECT_BATCH <=
+               (size_t)SVC_FILE_BATCHES * SVC_FILE_BATCH &&
+               SVC_FILE_DIRECT_BATCHES >= 2,
+               "a direct session's batches fit in the arena, two at least");
+
+static uint8_t *batch_arena_map(size_t arena)
+{
+    size_t span = arena + SVC_FILE_HUGE;
     uint8_t *m = mmap(NULL, span, PROT_READ | PROT_WRITE,
                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (m == MAP_FAILED)
@@ -875,10 +901,10 @@ static uint8_t *batch_arena_map(void)
                              ~(uintptr_t)(SVC_FILE_HUGE - 1));
     if (a > m)
         munmap(m, (size_t)(a - m));
-    if (m + span > a + SVC_FILE_ARENA)
-        munmap(a + SVC_FILE_ARENA, (size_t)(m + span - (a + SVC_FILE_ARENA)));
+    if (m + span > a + arena)
+        munmap(a + arena, (size_t)(m + span - (a + arena)));
 #ifdef MADV_HUGEPAGE
-    (void)madvise(a, SVC_FILE_ARENA, MADV_HUGEPAGE);
+    (void)madvise(a, arena, MADV_HUGEPAGE);
 #endif
     return a;
 }
@@ -889,17 +915,21 @@ static int batch_alloc(svc_service *svc, svc_session *s, svc_fw_batch *b)
 {
     if (b->buf)
         return 0;
+    s->fwb_slot = batch_slot(s);
     if (!s->fwb_arena) {
-        s->fwb_arena = svc->fwb_spare ? svc->fwb_spare : batch_arena_map();
+        s->fwb_arena = svc->fwb_spare ? svc->fwb_spare
+                                      : batch_arena_map(SVC_FILE_ARENA);
         svc->fwb_spare = NULL;
     }
     b->iov = malloc(SVC_FILE_IOV * sizeof(*b->iov));
     if (s->fwb_arena) {
-        b->buf = s->fwb_arena + (size_t)(b - s->fwb) * SVC_FILE_BATCH;
+        b->buf = s->fwb_arena + (size_t)(b - s->fwb) * s->fwb_slot;
         b->buf_heap = false;
+    } else if (posix_memalign((void **)&b->buf, SVC_FILE_DIRECT_ALIGN,
+                              s->fwb_slot) == 0) {
+        b->buf_heap = true;          /* aligned: a direct session's too */
     } else {
-        b->buf = malloc(SVC_FILE_BATCH);
-        b->buf_heap = true;
+        b->buf = NULL;
     }
     if (!b->buf || !b->iov) {
         if (b->buf_heap)
@@ -909,7 +939,7 @@ static int batch_alloc(svc_service *svc, svc_session *s, svc_fw_batch *b)
         b->iov = NULL;
         return -ENOMEM;
     }
-    b->cap = SVC_FILE_BATCH;
+    b->cap = s->fwb_slot;
     return 0;
 }
 
@@ -921,6 +951,16 @@ static void batch_reset(svc_fw_batch *b)
     b->nspans = 0;
     b->slice_bytes = 0;
     b->pf = 0;
+    b->direct = false;
+    b->direct_head = 0;
+}
+
+/* The batch the session fills next: empty, or with a direct session's
+ * tail at its start (svc_direct.c). */
+static void batch_start(svc_session *s, svc_fw_batch *b)
+{
+    batch_reset(b);
+    b->direct_head = svc__direct_start(s, b);
 }
 
 /* Must the session wait before it fills batch fwb[cur], counting `extra`
@@ -935,8 +975,9 @@ static bool batches_full(svc_service *svc, svc_session *s, int cur,
     uint32_t mask = svc_fw_in_flight(svc->fw, s->fwb, SVC_FILE_BATCHES,
                                      &bytes);
     *oldest = -1;
-    for (int i = 0; i < SVC_FILE_BATCHES && *oldest < 0; i++) {
-        int k = (cur + i) % SVC_FILE_BATCHES;
+    int nb = nbatches(s);
+    for (int i = 0; i < nb && *oldest < 0; i++) {
+        int k = (cur + i) % nb;
         if (mask >> k & 1u)
             *oldest = k;
     }
@@ -1046,16 +1087,19 @@ static int filew_flush(svc_filew *w)
     if (b->niov > 0) {
         b->fd = s->out_fd;
         b->pa = &s->prealloc;
+        if (s->direct)
+            svc__direct_cut(s, b);
         s->file_slice_bytes += b->slice_bytes;
-        s->file_staged_bytes += b->len;
+        s->file_staged_bytes += b->len - b->direct_head;
         /* Slices of large packets go to the thread; batches of packets
          * copied here go while copied_out says so, else are written
-         * here. */
+         * here; direct ones always go (a direct write waits for the
+         * disk). */
         bool copied = b->slice_bytes < b->len;
-        if (w->svc->fw && (!copied || copied_out(w)) &&
+        if (w->svc->fw && (b->direct || !copied || copied_out(w)) &&
             svc_fw_submit(w->svc->fw, b) == 0) {
             s->file_copied_out_batches += copied;
-            s->fwb_cur = (s->fwb_cur + 1) % SVC_FILE_BATCHES;
+            s->fwb_cur = (s->fwb_cur + 1) % nbatches(s);
             b = w->b = &s->fwb[s->fwb_cur];
             if (w->nowait) {  /* the next step waits, or comes back */
                 w->seg_open = false;
@@ -1073,7 +1117,7 @@ static int filew_flush(svc_filew *w)
                 rc = e;
         }
     }
-    batch_reset(b);
+    batch_start(s, b);
     w->seg_open = false;
     return rc;
 }
@@ -1084,14 +1128,14 @@ static int filew_flush(svc_filew *w)
 static bool filew_would_wait(svc_filew *w)
 {
     svc_fw_batch *b = w->b;
-    if (!w->svc->fw ||
-        (b->slice_bytes < b->len && !copied_out_now(w->svc, w->s)))
+    if (!w->svc->fw || (!w->s->direct && b->slice_bytes < b->len &&
+                        !copied_out_now(w->svc, w->s)))
         return false;     /* not for the thread (filew_flush) */
     if (b->niov + SVC_FILE_IOV / 16 < SVC_FILE_IOV &&
         b->len + b->cap / 8 < b->cap)
         return false;
     int oldest;
-    return batches_full(w->svc, w->s, (w->s->fwb_cur + 1) % SVC_FILE_BATCHES,
+    return batches_full(w->svc, w->s, (w->s->fwb_cur + 1) % nbatches(w->s),
                         b->len + b->slice_bytes, &oldest);
 }
 
@@ -1105,13 +1149,26 @@ static int filew_room(svc_filew *w, size_t need, int niov)
     if (rc < 0)
         return w->err = rc;
     svc_fw_batch *b = w->b;
-    if (need > b->cap) {      /* empty now: nothing to carry over */
-        uint8_t *g = b->buf_heap ? realloc(b->buf, need) : malloc(need);
+    if (b->len + need > b->cap) {
+        /* A packet larger than a batch. Empty now, but for a direct
+         * session's tail, which moves with it to aligned memory. */
+        size_t cap = b->len + need;
+        uint8_t *g = NULL;
+        if (b->len == 0 && !w->s->direct) {
+            g = b->buf_heap ? realloc(b->buf, cap) : malloc(cap);
+        } else if (posix_memalign((void **)&g, SVC_FILE_DIRECT_ALIGN,
+                                  cap) == 0) {
+            memcpy(g, b->buf, b->len);
+            if (b->buf_heap)
+                free(b->buf);
+        } else {
+            g = NULL;
+        }
         if (!g)
             return w->err = -ENOMEM;
         b->buf = g;
         b->buf_heap = true;
-        b->cap = need;
+        b->cap = cap;
     }
     return 0;
 }
@@ -1290,7 +1347,7 @@ int svc_session_write_file_step(svc_service *svc, svc_session *s,
         svc__file_fail(s, -ENOMEM);
         return -ENOMEM;
     }
-    batch_reset(b);
+    batch_start(s, b);
     svc_filew w = { .svc = svc, .s = s, .b = b };
     int rc = session_read(svc, s, max_bytes, filew_emit, &w, more, &w);
     /* Handed out (or written) before we return to the loop: the next
@@ -1366,6 +1423,7 @@ void svc__file_batches_free(svc_service *svc, svc_session *s)
         munmap(s->fwb_arena, SVC_FILE_ARENA);
     }
     s->fwb_arena = NULL;
+    s->fwb_slot = 0;
 }
 
 void svc__file_spare_free(svc_service *svc)
@@ -1385,5 +1443,12 @@ int svc_session_write_file(svc_service *svc, svc_session *s)
     s->file_pass_open = false;
     /* whole: every batch of it written (or failed) when we return */
     int wrc = svc__file_wait(svc, s);
+    /* the last one: a direct session's tail, O_DIRECT off */
+    int drc = svc__direct_finish(s);
+    if (drc < 0) {
+        svc__file_fail(s, drc);
+        if (wrc == 0)
+            wrc = drc;
+    }
     return rc < 0 ? rc : wrc;
 }

@@ -61,6 +61,11 @@ void svc_set_file_in_place_min(svc_service *svc, size_t bytes)
     svc->file_in_place_min = bytes ? bytes : SVC_FILE_IN_PLACE_MIN;
 }
 
+void svc_set_file_direct(svc_service *svc, bool on)
+{
+    svc->file_direct = on;
+}
+
 void svc_set_file_copied_mode(svc_service *svc, svc_file_copied_mode mode)
 {
     svc->file_copied_mode = mode;

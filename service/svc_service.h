@@ -119,6 +119,10 @@ void svc_set_file_step_bytes(svc_service *, size_t bytes);
  * batch (svc_read.c); 0 restores the default
  * SVC_FILE_IN_PLACE_MIN (8 KiB). */
 void svc_set_file_in_place_min(svc_service *, size_t bytes);
+/* write_into_file sessions created from now on write their files with
+ * O_DIRECT where the file takes it (svc_direct.c: less CPU, no page
+ * cache, the disk's throughput); off by default. */
+void svc_set_file_direct(svc_service *, bool on);
 /* write_into_file through a writer thread (svc_fwrite.h): the page cache
  * copy of a file pass runs beside the main loop. Set before the first
  * session; off by default (svc_create), on in shmtraced. 0 or -ENOMEM. */

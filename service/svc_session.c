@@ -594,6 +594,8 @@ svc_session *svc_session_enable_uid(svc_service *svc, void *consumer,
         svc_prealloc_init(&s->prealloc, s->out_base,
                           cfg->has_max_file_size_bytes ?
                           cfg->max_file_size_bytes : 0);
+        if (svc->file_direct)
+            svc__direct_open(s);
     }
     for (size_t i = 0; i < cfg->n_buffers; i++) {
         const Perfetto__Protos__TraceConfig__BufferConfig *b = cfg->buffers[i];

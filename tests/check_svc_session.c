@@ -1189,14 +1189,17 @@ SVF_TEST(test_file_mode_copied_packets_checked_split, 1)
  * the session's batch arena to the heap) and the file gets the packet
  * intact, between its neighbours, in order. The batches of the arena
  * start on 2 MiB boundaries, side by side. */
-SVF_TEST(test_file_mode_copies_a_packet_larger_than_a_batch, 1)
+static void packet_larger_than_a_batch(svf_fx *f, bool direct)
 {
-    enum { PIECES = 1100, PIECE = 3000 };
+    /* over a batch: 3.3 MB against 1 MiB, 4.5 MB against a direct 4 MiB */
+    const size_t PIECES = direct ? 1500 : 1100, PIECE = 3000;
     int mine;
     int fd = svf_temp_file(&mine);
     svf_cfg_init(&f->c, 8192, 0);
     svf_cfg_file(&f->c);
+    svc_set_file_direct(f->svc, direct);
     svc_session *s = svf_enable_fd(f, fd);
+    bool was_direct = s->direct;
     static uint8_t pk[8192];
     uint32_t id = commit_packet(f, 0, pk, big_packet(pk, 0, 700, false),
                                 false);
@@ -1262,8 +1265,190 @@ SVF_TEST(test_file_mode_copies_a_packet_larger_than_a_batch, 1)
     ck_assert_uint_eq((uintptr_t)s->fwb_arena % (2u << 20), 0);
     ck_assert(s->fwb[s->fwb_cur].buf_heap);           /* grown: heap */
     ck_assert_uint_ge(s->fwb[s->fwb_cur].cap, total);
+    if (was_direct) {   /* aligned, the tail before it moved with it */
+        ck_assert_uint_eq((uintptr_t)s->fwb[s->fwb_cur].buf %
+                          SVC_FILE_DIRECT_ALIGN, 0);
+        ck_assert_int_eq(s->direct_off, size);
+    }
     free(buf);
     free(huge);
+    close(mine);
+}
+
+SVF_TEST(test_file_mode_copies_a_packet_larger_than_a_batch, 1)
+{
+    packet_larger_than_a_batch(f, false);
+}
+
+/* ------------------------------------------------------- O_DIRECT files */
+
+static uint32_t put_big_range(svf_fx *f, uint32_t id, uint32_t from,
+                              uint32_t to);
+
+/* Does /tmp take O_DIRECT writes? If not, says so for `who`, whose
+ * direct-only checks are then skipped (the service writes such files
+ * through the page cache, which the rest of its checks still see). */
+static bool direct_ok(const char *who)
+{
+    int mine;
+    int fd = svf_temp_file(&mine);
+    int fl = fcntl(fd, F_GETFL);
+    bool ok = fl >= 0 && fcntl(fd, F_SETFL, fl | O_DIRECT) == 0;
+    void *p = NULL;
+    if (ok && posix_memalign(&p, 4096, 4096) == 0) {
+        memset(p, 0, 4096);
+        ok = pwrite(fd, p, 4096, 0) == 4096;
+    } else {
+        ok = false;
+    }
+    free(p);
+    close(fd);
+    close(mine);
+    if (!ok)
+        fprintf(stderr, "%s: /tmp takes no O_DIRECT writes: direct I/O "
+                "not checked\n", who);
+    return ok;
+}
+
+/* 1300 packets of 500-3500 bytes in passes of `step` bytes (each pass
+ * ends its batch: tails of every length carried), with or without the
+ * writer thread, through --direct-io: the file has them all, intact, in
+ * order, exactly as long as what was framed (the tail written at the
+ * end), its descriptor without O_DIRECT again and positioned at its end;
+ * after each pass the file holds whole blocks, and what it does not hold
+ * yet is the tail. */
+static void direct_file(svf_fx *f, bool thread, size_t step)
+{
+    bool ok = direct_ok("direct_file");
+    if (thread)
+        ck_assert_int_eq(svc_set_file_writer_thread(f->svc, true), 0);
+    svc_set_file_direct(f->svc, true);
+    int mine;
+    int fd = svf_temp_file(&mine);
+    svf_cfg_init(&f->c, 4096, 0);
+    svf_cfg_file(&f->c);
+    svc_session *s = svf_enable_fd(f, fd);
+    ck_assert(s->direct == ok);
+    if (ok)
+        ck_assert(fcntl(mine, F_GETFL) & O_DIRECT);
+    uint32_t id = 0;
+    for (uint32_t v = 0; v < 1300; v += 100) {
+        id = put_big_range(f, id, v, v + 100);
+        bool more = true;
+        while (more)
+            ck_assert_int_eq(svc_session_write_file_step(f->svc, s, step,
+                                                         &more), 0);
+        if (ok) {   /* the file so far: whole blocks, the rest held */
+            ck_assert_int_eq(s->direct_off % SVC_FILE_DIRECT_ALIGN, 0);
+            ck_assert_int_eq(s->direct_off + s->direct_tail_len,
+                             (long)s->bytes_written_to_file);
+            ck_assert_int_le(svf_file_size(mine), s->direct_off);
+        }
+    }
+    ck_assert_int_eq(svc_session_write_file(f->svc, s), 0);
+    ck_assert(!s->direct);
+    uint32_t flag = 0;
+    ck_assert_int_eq(check_big_file(mine, 1300, UINT32_MAX, &flag), 1300);
+    long size = svf_file_size(mine);
+    ck_assert_int_eq((long)s->bytes_written_to_file, size);
+    ck_assert(!(fcntl(mine, F_GETFL) & O_DIRECT));
+    if (ok) {
+        ck_assert_uint_eq(s->file_slice_bytes, 0);     /* all copied */
+        ck_assert_int_eq(s->direct_off, size);
+    }
+    ck_assert_int_eq(lseek(mine, 0, SEEK_CUR), size);
+    close(mine);
+}
+
+SVF_TEST(test_file_direct_through_the_thread, 1)
+{
+    direct_file(f, true, 20000);
+}
+
+SVF_TEST(test_file_direct_inline_in_small_steps, 1)
+{
+    direct_file(f, false, 3000);
+}
+
+SVF_TEST(test_file_direct_whole_passes, 1)
+{
+    direct_file(f, true, 0);
+}
+
+/* A packet larger than a direct batch (4 MiB) moves to aligned memory
+ * with the tail before it, and is written whole. */
+SVF_TEST(test_file_direct_packet_larger_than_a_batch, 1)
+{
+    if (!direct_ok("test_file_direct_packet_larger_than_a_batch"))
+        return;
+    packet_larger_than_a_batch(f, true);
+}
+
+/* Not aligned where the session's first byte goes (the file held 100
+ * bytes): written through the page cache, after those bytes. */
+SVF_TEST(test_file_direct_refused_at_an_unaligned_start, 1)
+{
+    svc_set_file_direct(f->svc, true);
+    int mine;
+    int fd = svf_temp_file(&mine);
+    uint8_t junk[100];
+    memset(junk, 'j', sizeof junk);
+    ck_assert_int_eq(write(fd, junk, sizeof junk), 100);
+    svf_cfg_init(&f->c, 4096, 0);
+    svf_cfg_file(&f->c);
+    svc_session *s = svf_enable_fd(f, fd);
+    ck_assert(!s->direct);
+    ck_assert(!(fcntl(mine, F_GETFL) & O_DIRECT));
+    put_big_range(f, 0, 0, 50);
+    ck_assert_int_eq(svc_session_write_file(f->svc, s), 0);
+    ck_assert_int_eq(svf_file_size(mine),
+                     100 + (long)s->bytes_written_to_file);
+    ck_assert_int_eq(s->direct_off, 0);
+    close(mine);
+}
+
+/* Cloned into a file mid-session, a direct session's tail (< 4 KiB, not
+ * in the file yet) goes to its file first, so the clone's copy of that
+ * file is whole; O_DIRECT is back on afterwards and the source's own
+ * file still ends whole and exact. */
+SVF_TEST(test_file_direct_clone_into_a_file_has_the_tail, 1)
+{
+    bool ok = direct_ok("test_file_direct_clone_into_a_file_has_the_tail");
+    ck_assert_int_eq(svc_set_file_writer_thread(f->svc, true), 0);
+    svc_set_file_direct(f->svc, true);
+    int mine;
+    int fd = svf_temp_file(&mine);
+    svf_cfg_init(&f->c, 4096, 0);
+    svf_cfg_file(&f->c);
+    svc_session *s = svf_enable_fd(f, fd);
+    uint32_t id = put_big_range(f, 0, 0, 300);
+    bool more = true;
+    while (more)
+        ck_assert_int_eq(svc_session_write_file_step(f->svc, s, 0, &more),
+                         0);
+    if (ok)
+        ck_assert_uint_gt(s->direct_tail_len, 0);
+    uint64_t src_bytes = s->bytes_written_to_file;
+    id = put_big_range(f, id, 300, 400);  /* in the buffer, not the file */
+    char err[200] = "";
+    svc_session *k = svc_session_clone(f->svc, NULL, svc_session_id(s),
+                                       NULL, err, sizeof err);
+    ck_assert_msg(k != NULL, "%s", err);
+    int kmine;
+    int kfd = svf_temp_file(&kmine);
+    ck_assert_int_eq(svc_session_clone_file(f->svc, k, kfd, err, sizeof err),
+                     1);
+    uint32_t flag = 0;
+    ck_assert_int_eq(check_big_file(kmine, 400, UINT32_MAX, &flag), 400);
+    ck_assert_int_eq(svf_file_size(kmine),
+                     (long)(src_bytes + k->bytes_written_to_file));
+    if (ok)
+        ck_assert(fcntl(mine, F_GETFL) & O_DIRECT);
+    put_big_range(f, id, 400, 500);
+    ck_assert_int_eq(svc_session_write_file(f->svc, s), 0);
+    ck_assert_int_eq(check_big_file(mine, 500, UINT32_MAX, &flag), 500);
+    ck_assert_int_eq(svf_file_size(mine), (long)s->bytes_written_to_file);
+    close(kmine);
     close(mine);
 }
 
@@ -2681,6 +2866,12 @@ static Suite *svc_session_suite(void)
              test_file_mode_copied_packets_checked_whole,
              test_file_mode_copied_packets_checked_split,
              test_file_mode_copies_a_packet_larger_than_a_batch,
+             test_file_direct_through_the_thread,
+             test_file_direct_inline_in_small_steps,
+             test_file_direct_whole_passes,
+             test_file_direct_packet_larger_than_a_batch,
+             test_file_direct_refused_at_an_unaligned_start,
+             test_file_direct_clone_into_a_file_has_the_tail,
              test_file_counts_what_it_writes,
              test_file_counts_not_complete_after_a_failed_write,
              test_file_writer_thread_keeps_slices_until_written,

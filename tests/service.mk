@@ -54,7 +54,7 @@ svc_e2e_tests = tests/e2e_daemon.sh tests/e2e_basic.sh tests/e2e_ring.sh \
 	tests/e2e_kill.sh tests/e2e_garbage.sh tests/e2e_clone.sh \
 	tests/e2e_sigterm.sh tests/e2e_sessions.sh tests/e2e_bigpackets.sh \
 	tests/e2e_smb_full.sh tests/e2e_kill_midpacket.sh tests/e2e_loss_tp.sh \
-	tests/e2e_file_errors.sh
+	tests/e2e_file_errors.sh tests/e2e_direct_io.sh
 dist_check_SCRIPTS += $(svc_e2e_tests)
 EXTRA_DIST += tests/e2e_lib.sh
 TESTS += $(svc_e2e_tests)
