@@ -411,7 +411,7 @@ static int emit_sync_marker(const svc_service *svc, svc_scratch *sc,
 
 /* The clock snapshots taken since the last pass, then the sync marker if
  * one is due (svc_clocks.c). A first pass with no snapshot pending takes
- * one now (a clone; a session read before it started). */
+ * one now (a session read before it started). */
 static int emit_clocks(svc_service *svc, svc_session *s, svc_scratch *sc,
                        bool first_pass, svc_emit_fn emit, void *ctx)
 {
@@ -890,9 +890,9 @@ _Static_assert(SVC_FILE_DIRECT_BATCHES * (size_t)SVC_FILE_DIRECT_BATCH <=
                SVC_FILE_DIRECT_BATCHES >= 2,
                "a direct session's batches fit in the arena, two at least");
 
-static uint8_t *batch_arena_map(size_t arena)
+static uint8_t *batch_arena_map(void)
 {
-    size_t span = arena + SVC_FILE_HUGE;
+    size_t span = SVC_FILE_ARENA + SVC_FILE_HUGE;
     uint8_t *m = mmap(NULL, span, PROT_READ | PROT_WRITE,
                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (m == MAP_FAILED)
@@ -901,10 +901,10 @@ static uint8_t *batch_arena_map(size_t arena)
                              ~(uintptr_t)(SVC_FILE_HUGE - 1));
     if (a > m)
         munmap(m, (size_t)(a - m));
-    if (m + span > a + arena)
-        munmap(a + arena, (size_t)(m + span - (a + arena)));
+    if (m + span > a + SVC_FILE_ARENA)
+        munmap(a + SVC_FILE_ARENA, (size_t)(m + span - (a + SVC_FILE_ARENA)));
 #ifdef MADV_HUGEPAGE
-    (void)madvise(a, arena, MADV_HUGEPAGE);
+    (void)madvise(a, SVC_FILE_ARENA, MADV_HUGEPAGE);
 #endif
     return a;
 }
@@ -917,8 +917,7 @@ static int batch_alloc(svc_service *svc, svc_session *s, svc_fw_batch *b)
         return 0;
     s->fwb_slot = batch_slot(s);
     if (!s->fwb_arena) {
-        s->fwb_arena = svc->fwb_spare ? svc->fwb_spare
-                                      : batch_arena_map(SVC_FILE_ARENA);
+        s->fwb_arena = svc->fwb_spare ? svc->fwb_spare : batch_arena_map();
         svc->fwb_spare = NULL;
     }
     b->iov = malloc(SVC_FILE_IOV * sizeof(*b->iov));

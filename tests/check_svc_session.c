@@ -1317,17 +1317,24 @@ static bool direct_ok(const char *who)
  * end), its descriptor without O_DIRECT again and positioned at its end;
  * after each pass the file holds whole blocks, and what it does not hold
  * yet is the tail. */
-static void direct_file(svf_fx *f, bool thread, size_t step)
+/* A file session of a 4 MiB ring through --direct-io, with the writer
+ * thread if `thread`; *mine: the test's own descriptor of its file. */
+static svc_session *direct_session(svf_fx *f, bool thread, int *mine)
 {
-    bool ok = direct_ok("direct_file");
     if (thread)
         ck_assert_int_eq(svc_set_file_writer_thread(f->svc, true), 0);
     svc_set_file_direct(f->svc, true);
-    int mine;
-    int fd = svf_temp_file(&mine);
+    int fd = svf_temp_file(mine);
     svf_cfg_init(&f->c, 4096, 0);
     svf_cfg_file(&f->c);
-    svc_session *s = svf_enable_fd(f, fd);
+    return svf_enable_fd(f, fd);
+}
+
+static void direct_file(svf_fx *f, bool thread, size_t step)
+{
+    bool ok = direct_ok("direct_file");
+    int mine;
+    svc_session *s = direct_session(f, thread, &mine);
     ck_assert(s->direct == ok);
     if (ok)
         ck_assert(fcntl(mine, F_GETFL) & O_DIRECT);
@@ -1414,13 +1421,8 @@ SVF_TEST(test_file_direct_refused_at_an_unaligned_start, 1)
 SVF_TEST(test_file_direct_clone_into_a_file_has_the_tail, 1)
 {
     bool ok = direct_ok("test_file_direct_clone_into_a_file_has_the_tail");
-    ck_assert_int_eq(svc_set_file_writer_thread(f->svc, true), 0);
-    svc_set_file_direct(f->svc, true);
     int mine;
-    int fd = svf_temp_file(&mine);
-    svf_cfg_init(&f->c, 4096, 0);
-    svf_cfg_file(&f->c);
-    svc_session *s = svf_enable_fd(f, fd);
+    svc_session *s = direct_session(f, true, &mine);
     uint32_t id = put_big_range(f, 0, 0, 300);
     bool more = true;
     while (more)
