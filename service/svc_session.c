@@ -442,6 +442,10 @@ static void session_destroy(svc_service *svc, svc_session *s)
     svc__loss_free(s);
     free(s->scratch);
     svc__file_wait(svc, s);      /* nothing in flight to its file */
+    /* a direct session freed before its end (its consumer gone, or its
+     * enable failed): its tail too, and O_DIRECT off the descriptor the
+     * consumer shares (svc_direct.c) */
+    svc__direct_finish(s);
     svc__file_batches_free(svc, s);
     if (s->out_fd >= 0) {
         svc_prealloc_trim(&s->prealloc, s->out_fd);

@@ -1382,6 +1382,30 @@ SVF_TEST(test_file_direct_whole_passes, 1)
     direct_file(f, true, 0);
 }
 
+/* A direct session freed before its end (its consumer gone): the file
+ * holds every byte framed so far, the tail too, and the descriptor the
+ * consumer shares is without O_DIRECT again. */
+SVF_TEST(test_file_direct_freed_midway_keeps_its_tail, 1)
+{
+    bool ok = direct_ok("test_file_direct_freed_midway_keeps_its_tail");
+    int mine;
+    svc_session *s = direct_session(f, true, &mine);
+    put_big_range(f, 0, 0, 300);
+    bool more = true;
+    while (more)
+        ck_assert_int_eq(svc_session_write_file_step(f->svc, s, 0, &more),
+                         0);
+    if (ok)
+        ck_assert_uint_gt(s->direct_tail_len, 0);
+    long framed = (long)s->bytes_written_to_file;
+    svc_session_free(f->svc, s);
+    ck_assert_int_eq(svf_file_size(mine), framed);
+    ck_assert(!(fcntl(mine, F_GETFL) & O_DIRECT));
+    uint32_t flag = 0;
+    ck_assert_int_eq(check_big_file(mine, 300, UINT32_MAX, &flag), 300);
+    close(mine);
+}
+
 /* A packet larger than a direct batch (4 MiB) moves to aligned memory
  * with the tail before it, and is written whole. */
 SVF_TEST(test_file_direct_packet_larger_than_a_batch, 1)
@@ -2874,6 +2898,7 @@ static Suite *svc_session_suite(void)
              test_file_direct_packet_larger_than_a_batch,
              test_file_direct_refused_at_an_unaligned_start,
              test_file_direct_clone_into_a_file_has_the_tail,
+             test_file_direct_freed_midway_keeps_its_tail,
              test_file_counts_what_it_writes,
              test_file_counts_not_complete_after_a_failed_write,
              test_file_writer_thread_keeps_slices_until_written,
