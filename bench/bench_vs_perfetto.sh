@@ -81,7 +81,8 @@
 # "64:1 64:4 1024:1 1024:4 65536:1 65536:4"), BENCH_VS_CONSUMERS (default
 # "perfetto shmtrace"), BENCH_VS_REFGEN_MS (default 2000, 0 skips refgen),
 # BENCH_VS_WARM (default 1), BENCH_DIR (where the files go; default the
-# build tree).
+# build tree), BENCH_SHMTRACED_ARGS (options for shmtraced, e.g.
+# --direct-io; BENCH_OTHER_ARGS for the other daemon: bench_services.sh).
 #
 # A/B of two builds of shmtraced (bench/ab_service.sh, `make bench-ab`):
 # BENCH_VS_BASELINE=DAEMON runs DAEMON (another build's shmtraced) in
@@ -398,6 +399,10 @@ else
 fi
 echo "$what, one run, $RUNS recordings per cell," \
     "alternating; load: $(uptime | sed 's/.*load/load/')"
+[ -n "${BENCH_SHMTRACED_ARGS:-}" ] &&
+    echo "shmtraced started as: shmtraced $BENCH_SHMTRACED_ARGS"
+[ -n "${BENCH_OTHER_ARGS:-}" ] &&
+    echo "$OTHER started with: $BENCH_OTHER_ARGS"
 echo "ratio > 1: shmtraced better (MB/s ours/$OTHER; CPU $OTHER/ours)." \
     "Wall clock: hyperfine (CLOCK_MONOTONIC);"
 # The mount's own type (stat -f names ext4 "ext2/ext3": one magic number).
