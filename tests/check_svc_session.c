@@ -25,6 +25,7 @@
 #include <sys/utsname.h>
 
 #include "svc_fixture.h"
+#include "svc_fwrite.h"
 #include "svc_packet.h"
 #include "tck_main.h"
 
@@ -1403,6 +1404,43 @@ SVF_TEST(test_file_direct_freed_midway_keeps_its_tail, 1)
     ck_assert(!(fcntl(mine, F_GETFL) & O_DIRECT));
     uint32_t flag = 0;
     ck_assert_int_eq(check_big_file(mine, 300, UINT32_MAX, &flag), 300);
+    close(mine);
+}
+
+/* A direct write the file system refuses (EINVAL: here a buffer that is
+ * not aligned, on an O_DIRECT descriptor) goes through the page cache
+ * instead, with O_DIRECT taken off for what follows: the bytes land at
+ * their offset all the same. */
+SVF_TEST(test_file_direct_write_refused_goes_through_the_page_cache, 1)
+{
+    (void)f;
+    if (!direct_ok("test_file_direct_write_refused_goes_through_the_page_"
+                   "cache"))
+        return;
+    int mine;
+    int fd = svf_temp_file(&mine);
+    int fl = fcntl(fd, F_GETFL);
+    ck_assert_int_eq(fcntl(fd, F_SETFL, fl | O_DIRECT), 0);
+    uint8_t *mem = NULL;
+    ck_assert_int_eq(posix_memalign((void **)&mem, 4096, 3 * 4096), 0);
+    for (size_t i = 0; i < 3 * 4096; i++)
+        mem[i] = (uint8_t)(i * 7);
+    svc_fw_batch b;
+    memset(&b, 0, sizeof b);
+    b.fd = fd;
+    b.direct = true;
+    b.buf = mem + 1;                  /* misaligned: O_DIRECT says EINVAL */
+    b.direct_len = 2 * 4096;
+    b.direct_off = 4096;
+    ck_assert_int_eq(svc_fw_write_batch(&b), 0);
+    ck_assert(!(fcntl(mine, F_GETFL) & O_DIRECT));
+    ck_assert_int_eq(svf_file_size(mine), 3 * 4096);
+    uint8_t back[2 * 4096];
+    ck_assert_int_eq(pread(mine, back, sizeof back, 4096),
+                     (ssize_t)sizeof back);
+    ck_assert_mem_eq(back, mem + 1, sizeof back);
+    free(mem);
+    close(fd);
     close(mine);
 }
 
@@ -2899,6 +2937,7 @@ static Suite *svc_session_suite(void)
              test_file_direct_refused_at_an_unaligned_start,
              test_file_direct_clone_into_a_file_has_the_tail,
              test_file_direct_freed_midway_keeps_its_tail,
+             test_file_direct_write_refused_goes_through_the_page_cache,
              test_file_counts_what_it_writes,
              test_file_counts_not_complete_after_a_failed_write,
              test_file_writer_thread_keeps_slices_until_written,
