@@ -45,7 +45,9 @@
  *
  * When it is not used (the session writes as every other one does):
  * the option is off; the session is a clone; the descriptor is not a
- * regular file or its first byte would not be aligned; the file system
+ * regular file, is open with O_APPEND (pwrite() would append, and the
+ * tail's block could not be written again), or its first byte would not
+ * be aligned; the file system
  * refuses O_DIRECT (fcntl fails) or reports an alignment above 4 KiB.
  * The daemon's log says which, once per session.
  * A direct write that fails with EINVAL (a file system that accepted the
@@ -113,6 +115,12 @@ void svc__direct_open(svc_session *s)
         return;
     }
     int fl = fcntl(s->out_fd, F_GETFL);
+    if (fl >= 0 && (fl & O_APPEND)) {
+        /* Linux's pwrite() appends there whatever the offset: the block
+         * that held the tail could not be written again in place */
+        refused(s, "the file is open for appending (O_APPEND)", 0);
+        return;
+    }
     if (fl < 0 || fcntl(s->out_fd, F_SETFL, fl | O_DIRECT) != 0) {
         refused(s, "the file system takes no O_DIRECT", errno);
         return;

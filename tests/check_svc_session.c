@@ -1476,6 +1476,32 @@ SVF_TEST(test_file_direct_refused_at_an_unaligned_start, 1)
     close(mine);
 }
 
+/* A descriptor open with O_APPEND (pwrite() appends there whatever the
+ * offset, so the block holding the tail could not be written again):
+ * refused, written through the page cache, the file exact. */
+SVF_TEST(test_file_direct_refused_with_o_append, 1)
+{
+    svc_set_file_direct(f->svc, true);
+    int mine;
+    int fd = svf_temp_file(&mine);
+    ck_assert_int_eq(fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_APPEND), 0);
+    svf_cfg_init(&f->c, 4096, 0);
+    svf_cfg_file(&f->c);
+    svc_session *s = svf_enable_fd(f, fd);
+    ck_assert(!s->direct);
+    ck_assert(!(fcntl(mine, F_GETFL) & O_DIRECT));
+    put_big_range(f, 0, 0, 300);
+    bool more = true;
+    while (more)
+        ck_assert_int_eq(svc_session_write_file_step(f->svc, s, 3000, &more),
+                         0);
+    ck_assert_int_eq(svc_session_write_file(f->svc, s), 0);
+    uint32_t flag = 0;
+    ck_assert_int_eq(check_big_file(mine, 300, UINT32_MAX, &flag), 300);
+    ck_assert_int_eq(svf_file_size(mine), (long)s->bytes_written_to_file);
+    close(mine);
+}
+
 /* Cloned into a file mid-session, a direct session's tail (< 4 KiB, not
  * in the file yet) goes to its file first, so the clone's copy of that
  * file is whole; O_DIRECT is back on afterwards and the source's own
@@ -2935,6 +2961,7 @@ static Suite *svc_session_suite(void)
              test_file_direct_whole_passes,
              test_file_direct_packet_larger_than_a_batch,
              test_file_direct_refused_at_an_unaligned_start,
+             test_file_direct_refused_with_o_append,
              test_file_direct_clone_into_a_file_has_the_tail,
              test_file_direct_freed_midway_keeps_its_tail,
              test_file_direct_write_refused_goes_through_the_page_cache,
