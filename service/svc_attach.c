@@ -333,13 +333,12 @@ static svc_session *session_by_id(svc_service *svc, uint64_t id)
  * never by opening the file again: the daemon, often root, reopening it
  * (/proc/self/fd) could read a file the consumer may only write, and an
  * fd positioned after someone's data would have handed that data to the
- * clone. A file passed write-only cannot be cloned: the error says so. */
-static int copy_file(svc_service *svc, const svc_session *src, int fd,
-                     char *err, size_t errlen)
+ * clone. A file passed write-only cannot be cloned: the error says so.
+ * The caller has the batches in flight and a direct source's tail
+ * written first. */
+static int copy_file(const svc_session *src, int fd, char *err,
+                     size_t errlen)
 {
-    /* batches in flight reach the file first (their errors stay theirs) */
-    if (svc->fw)
-        svc_fw_drain(svc->fw);
     int fl = fcntl(src->out_fd, F_GETFL);
     if (fl < 0 || (fl & O_ACCMODE) == O_WRONLY) {
         if (err && errlen)
@@ -422,10 +421,10 @@ int svc_session_clone_file(svc_service *svc, svc_session *clone, int fd,
         close(fd);
         return rc;
     }
-    /* A direct source (svc_direct.c) has its last < 4 KiB in memory, and
-     * its descriptor reads aligned buffers only: the tail goes to the
-     * file and O_DIRECT is off while it is read back (batches in flight
-     * first, so the tail lands after them). */
+    /* Batches in flight reach the file first (their errors stay theirs).
+     * Then a direct source (svc_direct.c), which has its last < 4 KiB in
+     * memory and whose descriptor reads aligned buffers only, writes that
+     * tail after them, and O_DIRECT is off while the file is read back. */
     if (svc->fw)
         svc_fw_drain(svc->fw);
     rc = svc__direct_pause(src);
@@ -434,7 +433,7 @@ int svc_session_clone_file(svc_service *svc, svc_session *clone, int fd,
                      "trace file (errno %llu)%.0llu",
                      (unsigned long long)-rc, 0);
     else
-        rc = copy_file(svc, src, fd, err, errlen);
+        rc = copy_file(src, fd, err, errlen);
     svc__direct_resume(src);
     if (rc < 0) {
         close(fd);
