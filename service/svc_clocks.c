@@ -31,6 +31,9 @@
  *            one at the clone's tracing_disabled.
  * builtin_data_sources.disable_clock_snapshotting: no snapshots at all;
  * sync markers stay (as in Perfetto).
+ * The same period makes a TraceStats packet due (stats_due: at the start,
+ * at every period, in a clone; svc_flush.c adds tracing_disabled), which
+ * the next read pass that drains the buffers emits (svc_read.c).
  */
 #include <time.h>
 
@@ -106,6 +109,7 @@ void svc__clocks_start(svc_session *s, uint64_t now_ms)
     s->snapshot_interval_ms = per;
     s->next_snapshot_ms = now_ms + per;
     s->sync_marker_due = true;
+    s->stats_due = true;
     svc__clocks_snapshot(s);
 }
 
@@ -119,6 +123,7 @@ void svc__clocks_tick(svc_session *s, uint64_t now_ms)
     }
     s->next_snapshot_ms = now_ms + s->snapshot_interval_ms;
     s->sync_marker_due = true;
+    s->stats_due = true;
     svc__clocks_snapshot(s);
 }
 
@@ -127,5 +132,6 @@ void svc__clocks_clone(svc_session *s, const svc_session *src)
     for (uint32_t i = 0; i < src->nclock_snaps; i++)
         s->clock_snaps[i] = src->clock_snaps[i];
     s->nclock_snaps = src->nclock_snaps;
+    s->stats_due = true;
     svc__clocks_snapshot(s);
 }

@@ -278,6 +278,7 @@ static void finalize_disable(svc_service *svc, svc_session *s)
     svc__scrape_session(svc, s);
     s->state = SVC_SESSION_DISABLED;
     svc__clocks_snapshot(s);
+    s->stats_due = true;
     s->ev_disabled_ns = svc__boottime_ns();
     if (!s->ev_flushed_ns)
         s->ev_flushed_ns = s->ev_disabled_ns;

@@ -354,6 +354,10 @@ struct svc_session {
     svc_clock_snap clock_snaps[SVC_CLOCK_SNAPS];
     uint32_t nclock_snaps;
     bool sync_marker_due;
+    /* A TraceStats packet is due at the next pass that drains every
+     * buffer: set once per snapshot period, at disable and in a clone
+     * (svc_clocks.c, svc_flush.c), as Perfetto's should_emit_stats. */
+    bool stats_due;
     uint32_t snapshot_interval_ms;
     uint64_t next_snapshot_ms;
     /* Its consumer's uid (SO_PEERCRED): only that uid (and root, see

@@ -13,7 +13,16 @@
  *      invalid_packets++, and its sequence's next packet is flagged), then
  *      followed by the trusted trailer (uid, sequence id, pid,
  *      previous_packet_dropped);
- *   4. when the pass drained everything: a TraceStats packet.
+ *   4. when the pass drained everything and a TraceStats packet is due:
+ *      one, as Perfetto's service (ReadBuffers, should_emit_stats): due
+ *      once per snapshot period (svc_clocks.c: the first at the start,
+ *      then every snapshot_interval_ms, 10 s by default), at
+ *      tracing_disabled and in a clone. Before, every pass that drained
+ *      the buffers wrote one: 164 in a 256 MB recording of 1 KiB packets
+ *      (a pass per ~1.6 MB), each up to ~56 KiB with many writers
+ *      (svc_stats.c), where Perfetto's trace has two. Counters are never
+ *      lost by it: the last one, at tracing_disabled, holds them all, and
+ *      GetTraceStats answers at any time.
  * Service packets use sequence 1, trusted_uid = the service's uid,
  * timestamp_clock_id = 6 (BOOTTIME) and a BOOTTIME timestamp: the time of
  * reading, except service events, stamped with the time they happened
@@ -813,7 +822,8 @@ static int session_read(svc_service *svc, svc_session *s, size_t max_bytes,
                 goto out;
         }
     }
-    rc = emit_stats(svc, s, &sc, emit, ctx);
+    if (s->stats_due && (rc = emit_stats(svc, s, &sc, emit, ctx)) >= 0)
+        s->stats_due = false;
 out:
     s->scratch = sc.buf;
     s->scratch_cap = sc.cap;

@@ -300,11 +300,19 @@ SVF_TEST(test_read_adds_trusted_fields_and_sequences, 2)
     ck_assert_int_eq(r.pid_of_value[0], 11);
     ck_assert_int_eq(r.pid_of_value[10], 12);
     ck_assert_uint_eq(r.dropped_of_value[0], 0);
-    /* A second pass: no config again, nothing left but the stats. */
+    /* A second pass: no config again, and no stats: the start's went
+     * out with the first; the next is due at the period or the stop. */
     svf_read_all(f->svc, s, &r);
     ck_assert_int_eq(r.values, 0);
     ck_assert_int_eq(r.n_config, 0);
+    ck_assert_int_eq(r.n_stats, 0);
+    ck_assert_int_eq(svc_session_disable(f->svc, s), 0);
+    svc_tick(f->svc, svc_now_ms() + 60000);
+    ck_assert(svc_session_is_disabled(s));
+    svf_read_all(f->svc, s, &r);
     ck_assert_int_eq(r.n_stats, 1);
+    svf_read_all(f->svc, s, &r);
+    ck_assert_int_eq(r.n_stats, 0);
 }
 
 /* A producer id is not handed out again while a session that gave its
@@ -426,6 +434,7 @@ SVF_TEST(test_read_clock_snapshots_and_sync_markers_periodic, 1)
     ck_assert_int_eq(r.n_clock, 1);
     ck_assert_int_eq(r.n_sync, 1);
     ck_assert_int_eq(r.n_sync_bad, 0);
+    ck_assert_int_eq(r.n_stats, 1);     /* TraceStats: the same period */
     ck_assert_int_eq(r.values, 2);
     uint64_t boot0 = r.clock_first_boot;
     ck_assert_uint_gt(boot0, 0);
@@ -433,19 +442,34 @@ SVF_TEST(test_read_clock_snapshots_and_sync_markers_periodic, 1)
     svf_read_all(f->svc, s, &r);           /* nothing new is due */
     ck_assert_int_eq(r.n_clock, 0);
     ck_assert_int_eq(r.n_sync, 0);
+    ck_assert_int_eq(r.n_stats, 0);
 
     uint64_t next = s->next_snapshot_ms;
     ck_assert_uint_gt(next, 0);
     ck_assert_uint_le(svc_next_deadline_ms(f->svc), next);
     svc_tick(f->svc, next - 1);            /* not yet */
     svf_read_all(f->svc, s, &r);
-    ck_assert_int_eq(r.n_clock + r.n_sync, 0);
+    ck_assert_int_eq(r.n_clock + r.n_sync + r.n_stats, 0);
     svc_tick(f->svc, next);                /* one period */
     ck_assert_uint_eq(s->next_snapshot_ms, next + 200);
-    svf_read_all(f->svc, s, &r);
+    /* A pass that stops short of the end (a budget of one byte, two
+     * packets waiting) emits the snapshot and the marker, and no stats:
+     * they wait for the pass that drains. */
+    svf_put(f, f->p[0], 0, 1, 1, 2, 2);
+    bool more = false;
+    memset(&r, 0, sizeof(r));
+    ck_assert_int_eq(svc_session_read(f->svc, s, 1, svf_collect, &r,
+                                      &more), 0);
+    ck_assert(more);
     ck_assert_int_eq(r.n_clock, 1);
     ck_assert_int_eq(r.n_sync, 1);
+    ck_assert_int_eq(r.values, 1);
+    ck_assert_int_eq(r.n_stats, 0);
     ck_assert_uint_ge(r.clock_first_boot, boot0);
+    svf_read_all(f->svc, s, &r);
+    ck_assert_int_eq(r.values, 1);
+    ck_assert_int_eq(r.n_clock + r.n_sync, 0);
+    ck_assert_int_eq(r.n_stats, 1);
 
     /* Two periods before a read: the clocks did not drift, so the first
      * snapshot stays and the second is not kept; one marker is due. */
@@ -454,6 +478,7 @@ SVF_TEST(test_read_clock_snapshots_and_sync_markers_periodic, 1)
     svf_read_all(f->svc, s, &r);
     ck_assert_int_eq(r.n_clock, 1);
     ck_assert_int_eq(r.n_sync, 1);
+    ck_assert_int_eq(r.n_stats, 1);        /* one for both periods */
 
     /* The stop takes one more, and ends the period. */
     ck_assert_int_eq(svc_session_disable(f->svc, s), 0);
@@ -463,9 +488,10 @@ SVF_TEST(test_read_clock_snapshots_and_sync_markers_periodic, 1)
     svf_read_all(f->svc, s, &r);
     ck_assert_int_eq(r.n_clock, 1);
     ck_assert_int_eq(r.n_sync, 0);
+    ck_assert_int_eq(r.n_stats, 1);        /* tracing_disabled's */
     svc_tick(f->svc, next + 100000);
     svf_read_all(f->svc, s, &r);
-    ck_assert_int_eq(r.n_clock + r.n_sync, 0);
+    ck_assert_int_eq(r.n_clock + r.n_sync + r.n_stats, 0);
 }
 
 /* The default period is Perfetto's 10 s; a tiny one is raised to 100 ms;
@@ -919,9 +945,13 @@ SVF_TEST(test_clone_is_a_snapshot, 1)
     ck_assert_int_eq(r.values, 3);
     ck_assert_int_eq(r.n_clock, 1);
     ck_assert_int_eq(r.n_sync, 0);            /* no period in a clone */
+    ck_assert_int_eq(r.n_stats, 1);           /* a clone's trace has them */
+    svf_read_all(f->svc, cl, &r);
+    ck_assert_int_eq(r.n_stats, 0);           /* once */
     svf_read_all(f->svc, s, &r);                /* original still has them */
     ck_assert_int_eq(r.values, 3);
     ck_assert_int_eq(r.n_clock, 1);
+    ck_assert_int_eq(r.n_stats, 1);           /* the start's: still due */
     /* A clone of a source whose snapshots were emitted takes its own. */
     svc_session *cl2 = svc_session_clone(f->svc, NULL, svc_session_id(s),
                                          NULL, err, sizeof(err));
@@ -929,9 +959,11 @@ SVF_TEST(test_clone_is_a_snapshot, 1)
     ck_assert_uint_eq(cl2->nclock_snaps, 1);
     svf_read_all(f->svc, cl2, &r);
     ck_assert_int_eq(r.n_clock, 1);
+    ck_assert_int_eq(r.n_stats, 1);
     svf_put(f, f->p[0], 0, 1, 1, 3, 1);        /* tracing goes on */
     svf_read_all(f->svc, s, &r);
     ck_assert_int_eq(r.values, 1);
+    ck_assert_int_eq(r.n_stats, 0);           /* the source's, not yet */
 }
 
 /* ------------------------------------------------------------ file */
@@ -2418,7 +2450,7 @@ SVF_TEST(test_file_pass_runs_in_steps, 1)
     tick_until_written(f, t + 101);
     svf_read_file_records(mine, &r);
     ck_assert_int_eq(r.values, 420);
-    ck_assert_int_eq(r.n_stats, 2);
+    ck_assert_int_eq(r.n_stats, 1);     /* the next is due in 10 s */
     close(mine);
 }
 
@@ -2475,7 +2507,7 @@ SVF_TEST(test_file_pass_writes_the_tail_of_a_burst, 1)
     svf_readout r;
     svf_read_file_records(mine, &r);
     ck_assert_int_eq(r.values, id * 10);
-    ck_assert_int_eq(r.n_stats, 2);
+    ck_assert_int_eq(r.n_stats, 1);     /* the start's, in the first pass */
     size = svf_file_size(mine);
     svf_put(f, f->p[0], id % 8, 1, id, id * 10, 10);
     svc_tick(f->svc, f->svc->last_commit_ms + 1000);
@@ -2528,7 +2560,7 @@ SVF_TEST(test_file_pass_starts_eagerly_with_the_writer_thread, 1)
                 svf_readout r;
                 svf_read_file_records(mine, &r);
                 ck_assert_int_eq(r.values, id * 10);
-                ck_assert_int_eq(r.n_stats, round);
+                ck_assert_int_eq(r.n_stats, 1);    /* the start's */
             } else {
                 ck_assert_int_eq(svf_file_size(mine), 0);
             }
@@ -2640,7 +2672,7 @@ SVF_TEST(test_file_pass_of_large_packets_waits_for_more, 1)
     uint32_t flag = 0;
     ck_assert_int_eq(check_big_file(mine, v, UINT32_MAX, &flag), (int)v);
     svf_read_file_records(mine, &r);
-    ck_assert_int_eq(r.n_stats, 2);
+    ck_assert_int_eq(r.n_stats, 1);     /* the next is due in 10 s */
     close(mine);
 }
 
