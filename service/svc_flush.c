@@ -95,6 +95,12 @@ static void flush_complete(svc_service *svc, svc_session *s, size_t i,
         s->flushes_succeeded++;
     else
         s->flushes_failed++;
+    /* all_data_sources_flushed, with a clock snapshot, as Perfetto's
+     * CompleteFlush (the stop's: stop_phase) */
+    if (f.kind != SVC_FLUSH_DISABLE) {
+        svc__clocks_snapshot(s);
+        svc__ev_note(&s->ev_flushed, svc__boottime_ns());
+    }
     switch (f.kind) {
     case SVC_FLUSH_CONSUMER:
         if (svc->ops.flush_done)
@@ -137,6 +143,7 @@ static int flush_start(svc_service *svc, svc_session *s, int kind,
     }
     s->nflushes++;
     s->flushes_requested++;
+    svc__ev_note(&s->ev_flush_started, svc__boottime_ns());
     for (size_t pi = 0; pi < svc->nproducers; pi++) {
         svc_producer *p = svc->producers[pi];
         size_t n = 0;
@@ -209,6 +216,7 @@ static void stop_phase(svc_service *svc, svc_session *s)
     if (!s->ev_flushed_ns) {
         svc__clocks_snapshot(s);
         s->ev_flushed_ns = svc__boottime_ns();  /* the final flush ended */
+        svc__ev_note(&s->ev_flushed, s->ev_flushed_ns);
     }
     for (size_t k = 0; k < s->ninst; k++) {
         svc_instance *in = &s->inst[k];
@@ -280,8 +288,10 @@ static void finalize_disable(svc_service *svc, svc_session *s)
     svc__clocks_snapshot(s);
     s->stats_due = true;
     s->ev_disabled_ns = svc__boottime_ns();
-    if (!s->ev_flushed_ns)
+    if (!s->ev_flushed_ns) {
         s->ev_flushed_ns = s->ev_disabled_ns;
+        svc__ev_note(&s->ev_flushed, s->ev_flushed_ns);
+    }
     s->duration_deadline_ms = 0;
     s->next_periodic_flush_ms = 0;
     s->next_snapshot_ms = 0;

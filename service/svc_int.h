@@ -33,6 +33,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 #include <time.h>
 #include <sys/types.h>
 
@@ -101,18 +102,21 @@
 #define SVC_DEFAULT_STOP_TIMEOUT_MS  5000u
 #define SVC_DEFAULT_FILE_PERIOD_MS   5000u
 #define SVC_MIN_FILE_PERIOD_MS       100u
-/* Clock snapshots and sync markers (svc_clocks.c): period (TraceConfig
- * builtin_data_sources.snapshot_interval_ms, 0 = the default), and how
- * many snapshots wait for the next read pass at most. */
 /* write_into_file with O_DIRECT (svc_direct.c, svc_set_file_direct):
  * the alignment of every direct write, and the batch size. */
 #define SVC_FILE_DIRECT_ALIGN        4096u
 #define SVC_FILE_DIRECT_BATCH        (4u << 20)
 #define SVC_FILE_DIRECT_BATCHES      2
+/* Clock snapshots and sync markers (svc_clocks.c): period (TraceConfig
+ * builtin_data_sources.snapshot_interval_ms, 0 = the default), and how
+ * many snapshots wait for the next read pass at most. */
 #define SVC_SNAPSHOT_DEFAULT_MS      10000u
 #define SVC_SNAPSHOT_MIN_MS          100u
 #define SVC_CLOCK_SNAPS              16u
 #define SVC_CLOCK_IDS                6u
+/* flush_started / all_data_sources_flushed events kept for the next read
+ * pass at most (the latest ones; Perfetto keeps 64 too). */
+#define SVC_EV_FLUSH_MAX             64u
 #define SVC_FILE_STEP_BYTES          (4u << 20) /* per step of a file pass */
 /* The idle pass (svc_flush.c): no commit for this long, and at least this
  * much (or 1/16 of the smallest buffer) written since the last pass ended;
@@ -259,6 +263,13 @@ typedef struct {
     uint64_t ts[SVC_CLOCK_IDS];
 } svc_clock_snap;
 
+/* BOOTTIME (ns) of lifecycle events of one kind waiting for the next
+ * read pass, oldest first (svc__ev_note). */
+typedef struct {
+    uint64_t ns[SVC_EV_FLUSH_MAX];
+    uint32_t n;
+} svc_ev_ring;
+
 enum { SVC_TRIG_NONE = 0, SVC_TRIG_START = 1, SVC_TRIG_STOP = 2,
        SVC_TRIG_CLONE = 4 };
 
@@ -289,6 +300,12 @@ struct svc_session {
      * (trace processor drops ftrace data older than tracing_started);
      * 0 = not yet. A clone keeps its source's. */
     uint64_t ev_started_ns, ev_flushed_ns, ev_disabled_ns;
+    /* Lifecycle events noted and not emitted yet (svc_read.c,
+     * emit_lifecycle): the start and end of every flush (the stop's end
+     * is ev_flushed_ns, noted here too), and the end of the last read
+     * pass that drained the buffers (0: none). */
+    svc_ev_ring ev_flush_started, ev_flushed;
+    uint64_t ev_read_done_ns;
     bool notified_disabled;      /* session_disabled op already called */
     /* flush bookkeeping */
     svc_flush *flushes;
@@ -484,6 +501,17 @@ static inline uint64_t svc__boottime_ns(void)
     struct timespec ts;
     clock_gettime(CLOCK_BOOTTIME, &ts);
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* Notes a lifecycle event at `ns` for the next read pass; when
+ * SVC_EV_FLUSH_MAX wait already, the oldest goes. */
+static inline void svc__ev_note(svc_ev_ring *r, uint64_t ns)
+{
+    if (r->n == SVC_EV_FLUSH_MAX) {
+        memmove(r->ns, r->ns + 1, (SVC_EV_FLUSH_MAX - 1) * sizeof(r->ns[0]));
+        r->n--;
+    }
+    r->ns[r->n++] = ns;
 }
 
 /* svc_service.c: access rule (see root_access), buffer table, errors */

@@ -7,13 +7,16 @@
  *   1. first pass only: trace_config echo, trace_uuid,
  *      system_info (svc_sysinfo.c),
  *      tracing_started and all_data_sources_started service events;
- *   2. once disabled: tracing_disabled / all_data_sources_flushed events;
+ *   2. the lifecycle events noted since the last pass (emit_lifecycle):
+ *      flush_started and all_data_sources_flushed of every flush,
+ *      tracing_disabled once disabled;
  *   3. the packets of every buffer, in config order: each copied out of the
  *      buffer into a scratch area, validated (svc_packet.c: invalid ->
  *      invalid_packets++, and its sequence's next packet is flagged), then
  *      followed by the trusted trailer (uid, sequence id, pid,
  *      previous_packet_dropped);
- *   4. when the pass drained everything and a TraceStats packet is due:
+ *   4. when the pass drained everything: read_tracing_buffers_completed
+ *      (as Perfetto's ReadBuffers), and if one is due a TraceStats packet:
  *      one, as Perfetto's service (ReadBuffers, should_emit_stats): due
  *      once per snapshot period (svc_clocks.c: the first at the start,
  *      then every snapshot_interval_ms, 10 s by default), at
@@ -327,30 +330,43 @@ static int emit_service_packet(svc_scratch *sc,
     return emit(ctx, sc->buf, n);
 }
 
-/* A service event, stamped when it happened (ev_*_ns), not when read. */
-static int emit_event(const svc_service *svc, const svc_session *s,
-                      svc_scratch *sc, int which, svc_emit_fn emit, void *ctx)
+/* Lifecycle events: TracingServiceEvent's field numbers. */
+enum {
+    EV_ALL_DS_STARTED = 1, EV_TRACING_STARTED = 2, EV_ALL_DS_FLUSHED = 3,
+    EV_READ_DONE = 4, EV_TRACING_DISABLED = 5, EV_FLUSH_STARTED = 9,
+};
+
+/* A service event of kind `ev` (EV_*), stamped `at` (BOOTTIME ns), when it
+ * happened, not when read. */
+static int emit_event(const svc_service *svc, svc_scratch *sc, int ev_kind,
+                      uint64_t at, svc_emit_fn emit, void *ctx)
 {
     Perfetto__Protos__TracePacket pk = PERFETTO__PROTOS__TRACE_PACKET__INIT;
     Perfetto__Protos__TracingServiceEvent ev =
         PERFETTO__PROTOS__TRACING_SERVICE_EVENT__INIT;
     service_header(svc, &pk, true);
-    uint64_t at = which <= 2 ? s->ev_started_ns
-                : which == 3 ? s->ev_flushed_ns : s->ev_disabled_ns;
     if (at)
         pk.timestamp = at;
-    switch (which) {
-    case 1:
+    switch (ev_kind) {
+    case EV_TRACING_STARTED:
         ev.event_type_case = SVC_EV(TRACING_STARTED);
         ev.tracing_started = true;
         break;
-    case 2:
+    case EV_ALL_DS_STARTED:
         ev.event_type_case = SVC_EV(ALL_DATA_SOURCES_STARTED);
         ev.all_data_sources_started = true;
         break;
-    case 3:
+    case EV_ALL_DS_FLUSHED:
         ev.event_type_case = SVC_EV(ALL_DATA_SOURCES_FLUSHED);
         ev.all_data_sources_flushed = true;
+        break;
+    case EV_READ_DONE:
+        ev.event_type_case = SVC_EV(READ_TRACING_BUFFERS_COMPLETED);
+        ev.read_tracing_buffers_completed = true;
+        break;
+    case EV_FLUSH_STARTED:
+        ev.event_type_case = SVC_EV(FLUSH_STARTED);
+        ev.flush_started = true;
         break;
     default:
         ev.event_type_case = SVC_EV(TRACING_DISABLED);
@@ -359,6 +375,55 @@ static int emit_event(const svc_service *svc, const svc_session *s,
     }
     pk.service_event = &ev;
     return emit_service_packet(sc, &pk, emit, ctx);
+}
+
+/* The lifecycle events noted since the last pass, in timestamp order (a
+ * tie keeps this order: flush starts, flush ends, the stop, the read), as
+ * Perfetto's EmitLifecycleEvents: flush_started and
+ * all_data_sources_flushed of every flush (the periodic ones, a
+ * consumer's, a clone's, the stop's: svc_flush.c), tracing_disabled once,
+ * and read_tracing_buffers_completed, noted at the end of each pass that
+ * drained the buffers. Trace processor's sorter takes two flushes and a
+ * read as the point up to which it may sort and hand on what it holds
+ * (instead of keeping the whole trace until its end). All are dropped
+ * unemitted under builtin_data_sources.disable_service_events. Taken off
+ * the session before they are emitted: an emit error ends the session's
+ * reading anyway. */
+static int emit_lifecycle(const svc_service *svc, svc_session *s,
+                          svc_scratch *sc, bool events, svc_emit_fn emit,
+                          void *ctx)
+{
+    struct { uint64_t at; int kind; } v[2 * SVC_EV_FLUSH_MAX + 2];
+    size_t n = 0;
+    for (uint32_t i = 0; i < s->ev_flush_started.n; i++)
+        v[n].at = s->ev_flush_started.ns[i], v[n++].kind = EV_FLUSH_STARTED;
+    for (uint32_t i = 0; i < s->ev_flushed.n; i++)
+        v[n].at = s->ev_flushed.ns[i], v[n++].kind = EV_ALL_DS_FLUSHED;
+    if (s->state == SVC_SESSION_DISABLED && !s->emitted_disabled &&
+        !s->is_clone) {
+        s->emitted_disabled = true;
+        v[n].at = s->ev_disabled_ns, v[n++].kind = EV_TRACING_DISABLED;
+    }
+    if (s->ev_read_done_ns)
+        v[n].at = s->ev_read_done_ns, v[n++].kind = EV_READ_DONE;
+    s->ev_flush_started.n = s->ev_flushed.n = 0;
+    s->ev_read_done_ns = 0;
+    if (!events)
+        return 0;
+    for (size_t i = 1; i < n; i++) {         /* insertion sort: stable */
+        for (size_t k = i; k > 0 && v[k - 1].at > v[k].at; k--) {
+            uint64_t at = v[k].at;
+            int kind = v[k].kind;
+            v[k] = v[k - 1];
+            v[k - 1].at = at, v[k - 1].kind = kind;
+        }
+    }
+    for (size_t i = 0; i < n; i++) {
+        int rc = emit_event(svc, sc, v[i].kind, v[i].at, emit, ctx);
+        if (rc < 0)
+            return rc;
+    }
+    return 0;
 }
 
 /* One ClockSnapshot packet of `snap` (svc_clocks.c), BOOTTIME primary. */
@@ -480,8 +545,10 @@ static int emit_first_pass(svc_service *svc, svc_session *s, svc_scratch *sc,
             return rc;
     }
     if (!(b && b->has_disable_service_events && b->disable_service_events)) {
-        if ((rc = emit_event(svc, s, sc, 1, emit, ctx)) < 0 ||
-            (rc = emit_event(svc, s, sc, 2, emit, ctx)) < 0)
+        if ((rc = emit_event(svc, sc, EV_TRACING_STARTED, s->ev_started_ns,
+                             emit, ctx)) < 0 ||
+            (rc = emit_event(svc, sc, EV_ALL_DS_STARTED, s->ev_started_ns,
+                             emit, ctx)) < 0)
             return rc;
     }
     return 0;
@@ -672,13 +739,8 @@ static int session_read(svc_service *svc, svc_session *s, size_t max_bytes,
     if (first_pass && s->is_clone && events &&
         (rc = emit_clone_events(svc, s, &sc, emit, ctx)) < 0)
         goto out;
-    if (s->state == SVC_SESSION_DISABLED && !s->emitted_disabled &&
-        !s->is_clone) {
-        s->emitted_disabled = true;
-        if (events && ((rc = emit_event(svc, s, &sc, 3, emit, ctx)) < 0 ||
-                       (rc = emit_event(svc, s, &sc, 4, emit, ctx)) < 0))
-            goto out;
-    }
+    if ((rc = emit_lifecycle(svc, s, &sc, events, emit, ctx)) < 0)
+        goto out;
     if (s->seqs.next_id == 0)
         s->seqs.next_id = 2;
     for (size_t bi = 0; bi < s->nbufs; bi++) {
@@ -822,6 +884,10 @@ static int session_read(svc_service *svc, svc_session *s, size_t max_bytes,
                 goto out;
         }
     }
+    /* Drained: read_tracing_buffers_completed, then the stats if due. */
+    s->ev_read_done_ns = svc__boottime_ns();
+    if ((rc = emit_lifecycle(svc, s, &sc, events, emit, ctx)) < 0)
+        goto out;
     if (s->stats_due && (rc = emit_stats(svc, s, &sc, emit, ctx)) >= 0)
         s->stats_due = false;
 out:

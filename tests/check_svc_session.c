@@ -558,6 +558,107 @@ SVF_TEST(test_read_clock_snapshots_kept_on_drift, 1)
     ck_assert_uint_eq(s->nclock_snaps, 0);
 }
 
+/* r's service events were exactly want[0..n), in that order. */
+static void expect_events(const svf_readout *r, const int *want, int n)
+{
+    ck_assert_int_eq(r->n_ev_seq, n);
+    for (int i = 0; i < n; i++)
+        ck_assert_msg(r->ev_seq[i] == want[i], "event %d: %d, want %d", i,
+                      r->ev_seq[i], want[i]);
+    ck_assert(!r->ev_went_back);
+}
+
+/* Acks the last flush with a commit of chunk `chunk_id` (one packet). */
+static void ack_flush(svf_fx *f, uint32_t chunk_id)
+{
+    svf_write_chunk(f->p[0], 0, 1, chunk_id, chunk_id, 1, 3);
+    svf_commit(f->svc, f->p[0], 0, 0, f->buf, svf_rec.last_flush_id);
+}
+
+/* The lifecycle events, as Perfetto's service writes them (its
+ * SnapshotLifecycleEvent / EmitLifecycleEvents): flush_started (9) and
+ * all_data_sources_flushed (3) for every flush, the latest 64 of each
+ * kept; tracing_disabled (5) once; read_tracing_buffers_completed (4) at
+ * the end of every pass that drained the buffers, none for a pass cut
+ * short; all in timestamp order. (Trace processor sorts and hands on
+ * what it holds at a read event after two flushes; without them it keeps
+ * the whole trace until its end.) */
+SVF_TEST(test_read_lifecycle_events_as_perfetto, 1)
+{
+    svc_session *s = svf_enable(f);
+    svf_put(f, f->p[0], 0, 1, 0, 0, 2);
+    svf_readout r;
+    svf_read_all(f->svc, s, &r);
+    ck_assert_int_eq(r.values, 2);
+    expect_events(&r, (const int[]){2, 1, 4}, 3);
+    svf_read_all(f->svc, s, &r);           /* empty, but a read all the same */
+    expect_events(&r, (const int[]){4}, 1);
+
+    for (uint32_t k = 1; k <= 2; k++) {
+        ck_assert_int_eq(svc_session_flush(f->svc, s, 1000, 0, k), 0);
+        ack_flush(f, k);
+    }
+    ck_assert_uint_eq(s->flushes_succeeded, 2);
+    svf_read_all(f->svc, s, &r);
+    ck_assert_int_eq(r.values, 2);
+    expect_events(&r, (const int[]){9, 3, 9, 3, 4}, 5);
+
+    /* A pass cut short by its budget: no read event until one drains. */
+    svf_put(f, f->p[0], 0, 1, 3, 3, 2);
+    bool more = false;
+    memset(&r, 0, sizeof(r));
+    ck_assert_int_eq(svc_session_read(f->svc, s, 1, svf_collect, &r, &more),
+                     0);
+    ck_assert(more);
+    ck_assert_int_eq(r.n_ev_seq, 0);
+    svf_read_all(f->svc, s, &r);
+    expect_events(&r, (const int[]){4}, 1);
+
+    /* Flushes that time out end too; of 70, the latest 64 of each kind. */
+    for (uint32_t k = 0; k < 70; k++)
+        ck_assert_int_eq(svc_session_flush(f->svc, s, 100, 0, 10 + k), 0);
+    svc_tick(f->svc, svc_now_ms() + 1000);
+    ck_assert_uint_eq(s->flushes_failed, 70);
+    svf_read_all(f->svc, s, &r);
+    ck_assert_int_eq(r.n_ev[9], (int)SVC_EV_FLUSH_MAX);
+    ck_assert_int_eq(r.n_ev[3], (int)SVC_EV_FLUSH_MAX);
+    ck_assert_int_eq(r.n_ev[4], 1);
+    ck_assert_int_eq(r.ev_seq[r.n_ev_seq - 1], 4);
+    ck_assert(!r.ev_went_back);
+
+    /* The stop: its flush, its end, tracing_disabled, then the read. */
+    ck_assert_int_eq(svc_session_disable(f->svc, s), 0);
+    svc_tick(f->svc, svc_now_ms() + 60000);
+    ck_assert(svc_session_is_disabled(s));
+    svf_read_all(f->svc, s, &r);
+    expect_events(&r, (const int[]){9, 3, 5, 4}, 4);
+    svf_read_all(f->svc, s, &r);
+    expect_events(&r, (const int[]){4}, 1);
+}
+
+/* builtin_data_sources.disable_service_events: none of them, ever. */
+SVF_TEST(test_read_lifecycle_events_can_be_disabled, 1)
+{
+    Perfetto__Protos__TraceConfig__BuiltinDataSource b =
+        PERFETTO__PROTOS__TRACE_CONFIG__BUILTIN_DATA_SOURCE__INIT;
+    b.has_disable_service_events = true;
+    b.disable_service_events = true;
+    f->c.cfg.builtin_data_sources = &b;
+    svc_session *s = svf_enable(f);
+    svf_put(f, f->p[0], 0, 1, 0, 0, 2);
+    ck_assert_int_eq(svc_session_flush(f->svc, s, 1000, 0, 1), 0);
+    ack_flush(f, 1);
+    svf_readout r;
+    svf_read_all(f->svc, s, &r);
+    ck_assert_int_eq(r.values, 3);
+    ck_assert_int_eq(r.n_ev_seq, 0);
+    ck_assert_int_eq(svc_session_disable(f->svc, s), 0);
+    svc_tick(f->svc, svc_now_ms() + 60000);
+    svf_read_all(f->svc, s, &r);
+    ck_assert_int_eq(r.n_ev_seq, 0);
+    ck_assert_uint_eq(s->ev_flush_started.n + s->ev_flushed.n, 0);
+}
+
 SVF_TEST(test_read_in_bounded_batches, 1)
 {
     svc_session *s = svf_enable(f);
@@ -2965,6 +3066,8 @@ static Suite *svc_session_suite(void)
              test_read_system_info_can_be_disabled,
              test_read_clock_snapshots_and_sync_markers_periodic,
              test_read_clock_snapshots_can_be_disabled,
+             test_read_lifecycle_events_as_perfetto,
+             test_read_lifecycle_events_can_be_disabled,
              test_read_clock_snapshot_default_period,
              test_read_clock_snapshots_kept_on_drift,
              test_read_drops_invalid_packets_and_flags_next,

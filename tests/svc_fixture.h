@@ -309,6 +309,14 @@ typedef struct {
     int n_clock, n_sync, n_sync_bad;
     bool clock_went_back;
     uint64_t clock_first_boot, clock_last_boot;
+    /* TracingServiceEvents: how many of each field number (larger ones
+     * in [15]), the first SVF_EV_SEQ in order, and whether a timestamp
+     * ever went back. */
+#define SVF_EV_SEQ 256
+    int n_ev[16];
+    int ev_seq[SVF_EV_SEQ], n_ev_seq;
+    bool ev_went_back;
+    uint64_t ev_last_ts;
 } svf_readout;
 
 /* Whether `data` is exactly the sync marker packet of `uid`:
@@ -370,6 +378,15 @@ static inline int svf_collect(void *ctx, const uint8_t *data, size_t size)
             else if (boot < r->clock_last_boot)
                 r->clock_went_back = true;
             r->clock_last_boot = boot;
+        }
+        if (p->service_event) {
+            int k = (int)p->service_event->event_type_case;
+            r->n_ev[k >= 0 && k < 15 ? k : 15]++;
+            if (r->n_ev_seq < SVF_EV_SEQ)
+                r->ev_seq[r->n_ev_seq++] = k;
+            if (p->timestamp < r->ev_last_ts)
+                r->ev_went_back = true;
+            r->ev_last_ts = p->timestamp;
         }
         if (p->has_synchronization_marker) {
             r->n_sync++;
