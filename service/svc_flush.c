@@ -83,12 +83,59 @@ void svc__scrape_session(svc_service *svc, svc_session *s)
 static void finalize_disable(svc_service *svc, svc_session *s);
 static void stop_phase(svc_service *svc, svc_session *s);
 
+/* A stop's or a clone's flush f ended without the acks of f->pending:
+ * notes last_flush_slow_data_sources for the next read pass (as
+ * Perfetto's service does, which names them in its trace and its log):
+ * the session's data sources on those producers, at most
+ * SVC_SLOW_DS_MAX; the oldest of SVC_EV_FLUSH_MAX such events goes.
+ * Nothing is noted when memory runs out: the flush's outcome is counted
+ * anyway (flushes_failed, final_flush_outcome). */
+static void note_slow_flush(svc_service *svc, svc_session *s,
+                            const svc_flush *f)
+{
+    if (s->nslow_flushes == SVC_EV_FLUSH_MAX) {
+        svc__slow_flush_free(&s->slow_flushes[0]);
+        memmove(s->slow_flushes, s->slow_flushes + 1,
+                (SVC_EV_FLUSH_MAX - 1) * sizeof(*s->slow_flushes));
+        s->nslow_flushes--;
+    }
+    svc_slow_flush *g = realloc(s->slow_flushes, (s->nslow_flushes + 1) *
+                                                 sizeof(*g));
+    if (!g)
+        return;
+    s->slow_flushes = g;
+    svc_slow_flush *e = &g[s->nslow_flushes];
+    memset(e, 0, sizeof(*e));
+    e->at = svc__boottime_ns();
+    for (size_t k = 0; k < f->npending && e->n < SVC_SLOW_DS_MAX; k++) {
+        svc_producer *p = svc__producer_by_id(svc, f->pending[k]);
+        if (!p)
+            continue;
+        for (size_t j = 0; j < s->ninst && e->n < SVC_SLOW_DS_MAX; j++) {
+            if (s->inst[j].producer_id != p->id)
+                continue;
+            char *pn = strdup(p->name ? p->name : "");
+            char *dn = strdup(s->inst[j].name ? s->inst[j].name : "");
+            if (!pn || !dn) {
+                free(pn);
+                free(dn);
+                break;
+            }
+            e->producer[e->n] = pn;
+            e->ds[e->n++] = dn;
+        }
+    }
+    s->nslow_flushes++;
+}
+
 /* Removes flush i from s and acts on its outcome. */
 static void flush_complete(svc_service *svc, svc_session *s, size_t i,
                            bool ok)
 {
     svc_flush f = s->flushes[i];
     s->flushes[i] = s->flushes[--s->nflushes];
+    if (!ok && (f.kind == SVC_FLUSH_DISABLE || f.kind == SVC_FLUSH_CLONE))
+        note_slow_flush(svc, s, &f);
     free(f.pending);
     svc__scrape_session(svc, s);
     if (ok)

@@ -33,6 +33,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <sys/types.h>
@@ -270,6 +271,17 @@ typedef struct {
     uint32_t n;
 } svc_ev_ring;
 
+/* A last_flush_slow_data_sources event (svc_flush.c): when a stop's or a
+ * clone's flush ended without every producer's ack, and the data sources
+ * of the session on those producers, as (producer name, data source
+ * name) pairs, at most SVC_SLOW_DS_MAX (Perfetto lists 32). */
+#define SVC_SLOW_DS_MAX 32u
+typedef struct {
+    uint64_t at;
+    uint32_t n;
+    char *producer[SVC_SLOW_DS_MAX], *ds[SVC_SLOW_DS_MAX];  /* owned */
+} svc_slow_flush;
+
 enum { SVC_TRIG_NONE = 0, SVC_TRIG_START = 1, SVC_TRIG_STOP = 2,
        SVC_TRIG_CLONE = 4 };
 
@@ -306,6 +318,8 @@ struct svc_session {
      * pass that drained the buffers (0: none). */
     svc_ev_ring ev_flush_started, ev_flushed;
     uint64_t ev_read_done_ns;
+    svc_slow_flush *slow_flushes;   /* at most SVC_EV_FLUSH_MAX */
+    uint32_t nslow_flushes;
     bool notified_disabled;      /* session_disabled op already called */
     /* flush bookkeeping */
     svc_flush *flushes;
@@ -501,6 +515,16 @@ static inline uint64_t svc__boottime_ns(void)
     struct timespec ts;
     clock_gettime(CLOCK_BOOTTIME, &ts);
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* Frees the pairs of e. */
+static inline void svc__slow_flush_free(svc_slow_flush *e)
+{
+    for (uint32_t i = 0; i < e->n; i++) {
+        free(e->producer[i]);
+        free(e->ds[i]);
+    }
+    e->n = 0;
 }
 
 /* Notes a lifecycle event at `ns` for the next read pass; when

@@ -333,8 +333,40 @@ static int emit_service_packet(svc_scratch *sc,
 /* Lifecycle events: TracingServiceEvent's field numbers. */
 enum {
     EV_ALL_DS_STARTED = 1, EV_TRACING_STARTED = 2, EV_ALL_DS_FLUSHED = 3,
-    EV_READ_DONE = 4, EV_TRACING_DISABLED = 5, EV_FLUSH_STARTED = 9,
+    EV_READ_DONE = 4, EV_TRACING_DISABLED = 5, EV_LAST_FLUSH_SLOW = 8,
+    EV_FLUSH_STARTED = 9,
 };
+
+/* last_flush_slow_data_sources of e (svc_flush.c, note_slow_flush). */
+static int emit_slow_flush(const svc_service *svc, svc_scratch *sc,
+                           const svc_slow_flush *e, svc_emit_fn emit,
+                           void *ctx)
+{
+    Perfetto__Protos__TracingServiceEvent__DataSources__DataSource
+        d[SVC_SLOW_DS_MAX];
+    Perfetto__Protos__TracingServiceEvent__DataSources__DataSource
+        *dp[SVC_SLOW_DS_MAX];
+    for (uint32_t i = 0; i < e->n; i++) {
+        perfetto__protos__tracing_service_event__data_sources__data_source__init(
+            &d[i]);
+        d[i].producer_name = e->producer[i];
+        d[i].data_source_name = e->ds[i];
+        dp[i] = &d[i];
+    }
+    Perfetto__Protos__TracingServiceEvent__DataSources dss =
+        PERFETTO__PROTOS__TRACING_SERVICE_EVENT__DATA_SOURCES__INIT;
+    dss.n_data_source = e->n;
+    dss.data_source = dp;
+    Perfetto__Protos__TracingServiceEvent ev =
+        PERFETTO__PROTOS__TRACING_SERVICE_EVENT__INIT;
+    ev.event_type_case = SVC_EV(LAST_FLUSH_SLOW_DATA_SOURCES);
+    ev.last_flush_slow_data_sources = &dss;
+    Perfetto__Protos__TracePacket pk = PERFETTO__PROTOS__TRACE_PACKET__INIT;
+    service_header(svc, &pk, true);
+    pk.timestamp = e->at;
+    pk.service_event = &ev;
+    return emit_service_packet(sc, &pk, emit, ctx);
+}
 
 /* A service event of kind `ev` (EV_*), stamped `at` (BOOTTIME ns), when it
  * happened, not when read. */
@@ -378,11 +410,13 @@ static int emit_event(const svc_service *svc, svc_scratch *sc, int ev_kind,
 }
 
 /* The lifecycle events noted since the last pass, in timestamp order (a
- * tie keeps this order: flush starts, flush ends, the stop, the read), as
- * Perfetto's EmitLifecycleEvents: flush_started and
+ * tie keeps this order: flush starts, slow flushes, flush ends, the stop,
+ * the read), as Perfetto's EmitLifecycleEvents: flush_started and
  * all_data_sources_flushed of every flush (the periodic ones, a
- * consumer's, a clone's, the stop's: svc_flush.c), tracing_disabled once,
- * and read_tracing_buffers_completed, noted at the end of each pass that
+ * consumer's, a clone's, the stop's: svc_flush.c), with
+ * last_flush_slow_data_sources before the end of a stop's or clone's
+ * flush that some producer did not ack, tracing_disabled once, and
+ * read_tracing_buffers_completed, noted at the end of each pass that
  * drained the buffers. Trace processor's sorter takes two flushes and a
  * read as the point up to which it may sort and hand on what it holds
  * (instead of keeping the whole trace until its end). All are dropped
@@ -393,37 +427,41 @@ static int emit_lifecycle(const svc_service *svc, svc_session *s,
                           svc_scratch *sc, bool events, svc_emit_fn emit,
                           void *ctx)
 {
-    struct { uint64_t at; int kind; } v[2 * SVC_EV_FLUSH_MAX + 2];
+    struct lc_ev { uint64_t at; int kind; uint32_t idx; };
+    struct lc_ev v[3 * SVC_EV_FLUSH_MAX + 2];
     size_t n = 0;
+    int rc = 0;
     for (uint32_t i = 0; i < s->ev_flush_started.n; i++)
-        v[n].at = s->ev_flush_started.ns[i], v[n++].kind = EV_FLUSH_STARTED;
+        v[n++] = (struct lc_ev){s->ev_flush_started.ns[i], EV_FLUSH_STARTED,
+                                0};
+    for (uint32_t i = 0; i < s->nslow_flushes; i++)
+        v[n++] = (struct lc_ev){s->slow_flushes[i].at, EV_LAST_FLUSH_SLOW, i};
     for (uint32_t i = 0; i < s->ev_flushed.n; i++)
-        v[n].at = s->ev_flushed.ns[i], v[n++].kind = EV_ALL_DS_FLUSHED;
+        v[n++] = (struct lc_ev){s->ev_flushed.ns[i], EV_ALL_DS_FLUSHED, 0};
     if (s->state == SVC_SESSION_DISABLED && !s->emitted_disabled &&
         !s->is_clone) {
         s->emitted_disabled = true;
-        v[n].at = s->ev_disabled_ns, v[n++].kind = EV_TRACING_DISABLED;
+        v[n++] = (struct lc_ev){s->ev_disabled_ns, EV_TRACING_DISABLED, 0};
     }
     if (s->ev_read_done_ns)
-        v[n].at = s->ev_read_done_ns, v[n++].kind = EV_READ_DONE;
+        v[n++] = (struct lc_ev){s->ev_read_done_ns, EV_READ_DONE, 0};
     s->ev_flush_started.n = s->ev_flushed.n = 0;
     s->ev_read_done_ns = 0;
-    if (!events)
-        return 0;
-    for (size_t i = 1; i < n; i++) {         /* insertion sort: stable */
+    for (size_t i = 1; events && i < n; i++) {  /* insertion sort: stable */
         for (size_t k = i; k > 0 && v[k - 1].at > v[k].at; k--) {
-            uint64_t at = v[k].at;
-            int kind = v[k].kind;
+            struct lc_ev t = v[k];
             v[k] = v[k - 1];
-            v[k - 1].at = at, v[k - 1].kind = kind;
+            v[k - 1] = t;
         }
     }
-    for (size_t i = 0; i < n; i++) {
-        int rc = emit_event(svc, sc, v[i].kind, v[i].at, emit, ctx);
-        if (rc < 0)
-            return rc;
-    }
-    return 0;
+    for (size_t i = 0; events && i < n && rc >= 0; i++)
+        rc = v[i].kind == EV_LAST_FLUSH_SLOW
+             ? emit_slow_flush(svc, sc, &s->slow_flushes[v[i].idx], emit, ctx)
+             : emit_event(svc, sc, v[i].kind, v[i].at, emit, ctx);
+    for (uint32_t i = 0; i < s->nslow_flushes; i++)
+        svc__slow_flush_free(&s->slow_flushes[i]);
+    s->nslow_flushes = 0;
+    return rc;
 }
 
 /* One ClockSnapshot packet of `snap` (svc_clocks.c), BOOTTIME primary. */

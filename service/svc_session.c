@@ -435,6 +435,9 @@ static void session_destroy(svc_service *svc, svc_session *s)
     for (size_t i = 0; i < s->nflushes; i++)
         free(s->flushes[i].pending);
     free(s->flushes);
+    for (uint32_t i = 0; i < s->nslow_flushes; i++)
+        svc__slow_flush_free(&s->slow_flushes[i]);
+    free(s->slow_flushes);
     free(s->inst);
     free(s->buf_ids);
     free(s->producers_used);

@@ -626,14 +626,42 @@ SVF_TEST(test_read_lifecycle_events_as_perfetto, 1)
     ck_assert_int_eq(r.ev_seq[r.n_ev_seq - 1], 4);
     ck_assert(!r.ev_went_back);
 
-    /* The stop: its flush, its end, tracing_disabled, then the read. */
+    /* A clone's flush that producer "one" does not ack names its data
+     * source (last_flush_slow_data_sources, 8) in the source's trace. */
+    ck_assert_int_eq(svc_session_flush_for_clone(f->svc, getuid(), s->id,
+                                                 NULL, 77), 1);
+    svc_tick(f->svc, svc_now_ms() + 60000);
+    svf_read_all(f->svc, s, &r);
+    expect_events(&r, (const int[]){9, 8, 3, 4}, 4);
+    ck_assert_int_eq(r.slow_ds, 1);
+    ck_assert_str_eq(r.slow_first, "one/test.ds");
+
+    /* The stop: its flush (not acked either: slow), its end,
+     * tracing_disabled, then the read. */
     ck_assert_int_eq(svc_session_disable(f->svc, s), 0);
     svc_tick(f->svc, svc_now_ms() + 60000);
     ck_assert(svc_session_is_disabled(s));
     svf_read_all(f->svc, s, &r);
-    expect_events(&r, (const int[]){9, 3, 5, 4}, 4);
+    expect_events(&r, (const int[]){9, 8, 3, 5, 4}, 5);
+    ck_assert_str_eq(r.slow_first, "one/test.ds");
     svf_read_all(f->svc, s, &r);
     expect_events(&r, (const int[]){4}, 1);
+}
+
+/* A stop whose flush every producer acks has no slow data sources. */
+SVF_TEST(test_read_lifecycle_stop_acked_is_not_slow, 1)
+{
+    svc_session *s = svf_enable(f);
+    ck_assert_int_eq(svc_session_disable(f->svc, s), 0);
+    ack_flush(f, 0);
+    svc_tick(f->svc, svc_now_ms() + 60000);
+    ck_assert(svc_session_is_disabled(s));
+    ck_assert_uint_eq(s->final_flush_outcome, 1);
+    svf_readout r;
+    svf_read_all(f->svc, s, &r);
+    ck_assert_int_eq(r.n_ev[8], 0);
+    ck_assert_int_eq(r.n_ev[3], 1);
+    ck_assert_int_eq(r.n_ev[5], 1);
 }
 
 /* builtin_data_sources.disable_service_events: none of them, ever. */
@@ -3068,6 +3096,7 @@ static Suite *svc_session_suite(void)
              test_read_clock_snapshots_can_be_disabled,
              test_read_lifecycle_events_as_perfetto,
              test_read_lifecycle_events_can_be_disabled,
+             test_read_lifecycle_stop_acked_is_not_slow,
              test_read_clock_snapshot_default_period,
              test_read_clock_snapshots_kept_on_drift,
              test_read_drops_invalid_packets_and_flags_next,

@@ -315,6 +315,10 @@ typedef struct {
 #define SVF_EV_SEQ 256
     int n_ev[16];
     int ev_seq[SVF_EV_SEQ], n_ev_seq;
+    /* last_flush_slow_data_sources: entries of the last one, and its
+     * first entry as "producer/data source" */
+    int slow_ds;
+    char slow_first[96];
     bool ev_went_back;
     uint64_t ev_last_ts;
 } svf_readout;
@@ -384,6 +388,17 @@ static inline int svf_collect(void *ctx, const uint8_t *data, size_t size)
             r->n_ev[k >= 0 && k < 15 ? k : 15]++;
             if (r->n_ev_seq < SVF_EV_SEQ)
                 r->ev_seq[r->n_ev_seq++] = k;
+            /* a oneof: the pointer only for its own case */
+            const Perfetto__Protos__TracingServiceEvent__DataSources *sl =
+                k == 8 ? p->service_event->last_flush_slow_data_sources
+                       : NULL;
+            if (sl) {
+                r->slow_ds = (int)sl->n_data_source;
+                if (sl->n_data_source)
+                    snprintf(r->slow_first, sizeof(r->slow_first), "%s/%s",
+                             sl->data_source[0]->producer_name,
+                             sl->data_source[0]->data_source_name);
+            }
             if (p->timestamp < r->ev_last_ts)
                 r->ev_went_back = true;
             r->ev_last_ts = p->timestamp;
