@@ -62,7 +62,15 @@ struct ins_tracker {
     size_t n_overwritten;
     ins_ftrace *ftrace;         /* ftrace_* stats (ins_ftrace.h) */
     ins_fevents *fevents;       /* stats from the events (ins_fevents.h) */
+    /* The latest TracingServiceEvent naming data sources, of kind
+     * INS_SLOW_FLUSH (last_flush_slow_data_sources) and INS_SLOW_START
+     * (slow_starting_data_sources): their list as text (ds_list), NULL
+     * if none came, and its timestamp. */
+    char *slow[2];
+    int64_t slow_ts[2];
 };
+
+enum { INS_SLOW_FLUSH = 0, INS_SLOW_START = 1 };
 
 int ins_tracker_create(ins_db *db, bool packet_rows, ins_tracker **out)
 {
@@ -95,6 +103,8 @@ void ins_tracker_destroy(ins_tracker *t)
     ins_ftrace_destroy(t->ftrace);
     ins_fevents_destroy(t->fevents);
     free(t->loss_blob);
+    free(t->slow[0]);
+    free(t->slow[1]);
     free(t);
 }
 
@@ -327,8 +337,78 @@ static void check_trace_clock(ins_tracker *t, const ins_packet *p)
                                 "primary trace clock other than boottime");
 }
 
+/* At most this much of a data source list goes into trace_info (it comes
+ * from the trace; the services list at most 32 entries). */
+#define INS_DS_LIST_MAX 2048
+
+/* TracingServiceEvent.DataSources [q, q + len) as text: "producer/data
+ * source" entries joined by ", ", printable ASCII only (others as '?'),
+ * cut at INS_DS_LIST_MAX bytes (then ending in "..."); "(none named)" if
+ * it names none (or cannot be read). NULL: no memory. */
+static char *ds_list(const uint8_t *q, size_t len)
+{
+    char *out = malloc(INS_DS_LIST_MAX + 4);
+    size_t o = 0;
+    bool cut = false;
+    const uint8_t *end = q + len, *d;
+    uint32_t num;
+    unsigned wt;
+    uint64_t v;
+    size_t n;
+    if (out == NULL)
+        return NULL;
+    while (!cut && ins_pb_next(&q, end, &num, &wt, &v, &d, &n)) {
+        if (num != 1 || wt != 2)
+            continue;
+        const uint8_t *names[2] = {NULL, NULL}, *e = d + n, *f;
+        size_t lens[2] = {0, 0}, m;
+        while (ins_pb_next(&d, e, &num, &wt, &v, &f, &m))
+            if ((num == 1 || num == 2) && wt == 2)
+                names[num - 1] = f, lens[num - 1] = m;
+        if (o > 0 && o + 2 <= INS_DS_LIST_MAX) {
+            out[o++] = ',';
+            out[o++] = ' ';
+        }
+        for (int k = 0; k < 2 && !cut; k++) {
+            if (k == 1 && o < INS_DS_LIST_MAX)
+                out[o++] = '/';
+            for (size_t i = 0; i < lens[k]; i++) {
+                if (o >= INS_DS_LIST_MAX) {
+                    cut = true;
+                    break;
+                }
+                uint8_t c = names[k][i];
+                out[o++] = c >= 0x20 && c < 0x7f ? (char)c : '?';
+            }
+        }
+    }
+    if (cut)
+        memcpy(out + o, "...", 3), o += 3;
+    out[o] = 0;
+    if (o == 0)                  /* empty, or not readable */
+        snprintf(out, INS_DS_LIST_MAX, "(none named)");
+    return out;
+}
+
+/* Keeps the list of a DataSources event of kind `which` if it is the
+ * latest so far. */
+static void note_ds_list(ins_tracker *t, int which, const uint8_t *q,
+                         size_t len, int64_t ts)
+{
+    if (t->slow[which] != NULL && ts < t->slow_ts[which])
+        return;
+    char *text = ds_list(q, len);
+    if (text == NULL)
+        return;
+    free(t->slow[which]);
+    t->slow[which] = text;
+    t->slow_ts[which] = ts;
+}
+
 /* TracingServiceEvent: tracing_started (2, for the ftrace analysis),
- * clone_started (10) and buffer_cloned (11). */
+ * clone_started (10) and buffer_cloned (11); the data sources of
+ * slow_starting_data_sources (7) and last_flush_slow_data_sources (8),
+ * the latest of each, into trace_info at the end (ins_tracker_finish). */
 static int apply_service_event(ins_tracker *t, const ins_packet *p,
                                int64_t ts)
 {
@@ -364,6 +444,10 @@ static int apply_service_event(ins_tracker *t, const ins_packet *p,
         } else if (wt == 2) {
             if (ins_varint(&q, end, &v) != 0 || v > (uint64_t)(end - q))
                 return 0;
+            if (tag >> 3 == 7 || tag >> 3 == 8)
+                note_ds_list(t, tag >> 3 == 8 ? INS_SLOW_FLUSH
+                                              : INS_SLOW_START,
+                             q, (size_t)v, ts);
             q += v;
         } else if (wt == 1 || wt == 5) {
             size_t n = wt == 1 ? 8 : 4;
@@ -736,6 +820,12 @@ int ins_tracker_finish(ins_tracker *t)
         ins_fevents_inexact(t->fevents, "preserve_ftrace_buffer was set");
     if (rc == 0 && ins_ftrace_refusal(t->ftrace))
         ins_fevents_refused(t->fevents, ins_ftrace_refusal(t->ftrace));
+    if (rc == 0 && t->slow[INS_SLOW_FLUSH] != NULL)
+        rc = ins_db_info_text(t->db, "last_flush_slow_data_sources",
+                              t->slow[INS_SLOW_FLUSH]);
+    if (rc == 0 && t->slow[INS_SLOW_START] != NULL)
+        rc = ins_db_info_text(t->db, "slow_starting_data_sources",
+                              t->slow[INS_SLOW_START]);
     return rc ? rc : ins_fevents_finish(t->fevents);
 }
 

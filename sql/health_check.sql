@@ -20,4 +20,8 @@ SELECT CASE WHEN EXISTS (
        COALESCE((SELECT value FROM trace_info
                  WHERE key = 'tracing_service_version'),
                 'unknown (no SystemInfo)') AS service,
-       (SELECT value FROM trace_info WHERE key = 'system_machine') AS machine;
+       (SELECT value FROM trace_info WHERE key = 'system_machine') AS machine,
+       -- Data sources that did not ack the last flush: the end of their
+       -- data may be missing (NULL: every one did).
+       (SELECT value FROM trace_info
+        WHERE key = 'last_flush_slow_data_sources') AS slow_at_last_flush;

@@ -196,6 +196,13 @@ CREATE TABLE buffer_config (
 --   producers keep reconnecting with new writers), and the packets they
 --   held; those packets are in packet_loss as their writers' 'discard';
 --   absent when none was.
+--   last_flush_slow_data_sources: the data sources whose producers did not
+--   ack the stop's (or a clone's) flush, as "producer/data source, ..."
+--   (the service's last such TracingServiceEvent; both services write it):
+--   what they had not committed by then may be missing from the end of the
+--   trace. slow_starting_data_sources: the same for data sources that had
+--   not started 20 s after the session did (traced). Printable ASCII, at
+--   most 2048 bytes (then ending in "..."); absent when none was.
 --   ftrace_analysis (traces with ftrace bundles): 'exact' when the stats
 --   that come from the ftrace events (compact_sched_*_skipped,
 --   mismatched_sched_switch_tids, ftrace_packet_before_tracing_start, ...)

@@ -378,6 +378,124 @@ START_TEST(test_stats_clone_events)
 }
 END_TEST
 
+/* A service event naming data sources (which = 7 slow start, 8 slow
+ * last flush) at ts: n entries of prod[i] / ds[i]. */
+static void put_ds_event(FILE *f, int which, int64_t ts, size_t n,
+                         char **prod, char **ds)
+{
+    Perfetto__Protos__TracingServiceEvent__DataSources__DataSource e[64];
+    Perfetto__Protos__TracingServiceEvent__DataSources__DataSource *ep[64];
+    ck_assert_uint_le(n, 64);
+    for (size_t i = 0; i < n; i++) {
+        perfetto__protos__tracing_service_event__data_sources__data_source__init(
+            &e[i]);
+        e[i].producer_name = prod[i];
+        e[i].data_source_name = ds[i];
+        ep[i] = &e[i];
+    }
+    Perfetto__Protos__TracingServiceEvent__DataSources dss =
+        PERFETTO__PROTOS__TRACING_SERVICE_EVENT__DATA_SOURCES__INIT;
+    dss.n_data_source = n;
+    dss.data_source = ep;
+    Perfetto__Protos__TracingServiceEvent ev =
+        PERFETTO__PROTOS__TRACING_SERVICE_EVENT__INIT;
+    if (which == 8) {
+        ev.event_type_case = PERFETTO__PROTOS__TRACING_SERVICE_EVENT__EVENT_TYPE_LAST_FLUSH_SLOW_DATA_SOURCES;
+        ev.last_flush_slow_data_sources = &dss;
+    } else {
+        ev.event_type_case = PERFETTO__PROTOS__TRACING_SERVICE_EVENT__EVENT_TYPE_SLOW_STARTING_DATA_SOURCES;
+        ev.slow_starting_data_sources = &dss;
+    }
+    tpkt p = PERFETTO__PROTOS__TRACE_PACKET__INIT;
+    p.has_trusted_packet_sequence_id = 1;
+    p.trusted_packet_sequence_id = 1;
+    p.has_timestamp = 1;
+    p.timestamp = (uint64_t)ts;
+    p.service_event = &ev;
+    ck_write_packet(f, &p);
+}
+
+/* last_flush_slow_data_sources / slow_starting_data_sources: the latest
+ * of each into trace_info as "producer/data source, ..." (trace
+ * processor keeps the slow start ones as metadata, the slow flush ones
+ * nowhere); what the trace says is printable ASCII there, at most 2048
+ * bytes; a malformed event costs nothing else. */
+START_TEST(test_stats_slow_data_sources)
+{
+    session s;
+    ck_session_open(&s);
+    char *p1[] = {"one", "t\x01wo"}, *d1[] = {"test.ds", "b\xff" "ad"};
+    put_ds_event(s.f, 8, 100, 2, p1, d1);
+    char *p2[] = {"late"}, *d2[] = {"ds.z"};
+    put_ds_event(s.f, 8, 300, 1, p2, d2);
+    char *p3[] = {"early"}, *d3[] = {"old"};
+    put_ds_event(s.f, 8, 200, 1, p3, d3);       /* older: not kept */
+    char *p4[] = {"s"}, *d4[] = {"start.ds"};
+    put_ds_event(s.f, 7, 50, 1, p4, d4);
+    /* service_event { last_flush_slow_data_sources { data_source (16
+     * bytes claimed, 3 there) } }, raw */
+    tpkt t = PERFETTO__PROTOS__TRACE_PACKET__INIT;
+    t.has_trusted_packet_sequence_id = 1;
+    t.trusted_packet_sequence_id = 1;
+    t.has_timestamp = 1;
+    t.timestamp = 250;
+    const uint8_t bad[] = {0xaa, 0x04, 0x07, 0x42, 0x05, 0x0a, 0x10, 0x0a,
+                           0x01, 0x41};
+    ck_write_packet_extra(s.f, &t, bad, sizeof(bad));  /* older: skipped */
+    ck_session_inspect(&s);
+    char v[4096];
+    ck_q_text(s.conn, v, sizeof(v), "select value from trace_info where "
+              "key = 'last_flush_slow_data_sources'");
+    ck_assert_str_eq(v, "late/ds.z");
+    ck_q_text(s.conn, v, sizeof(v), "select value from trace_info where "
+              "key = 'slow_starting_data_sources'");
+    ck_assert_str_eq(v, "s/start.ds");
+    ck_session_close(&s);
+
+    /* Both entries, made printable; then a list too long, cut. */
+    ck_session_open(&s);
+    put_ds_event(s.f, 8, 100, 2, p1, d1);
+    ck_session_inspect(&s);
+    ck_q_text(s.conn, v, sizeof(v), "select value from trace_info where "
+              "key = 'last_flush_slow_data_sources'");
+    ck_assert_str_eq(v, "one/test.ds, t?wo/b?ad");
+    ck_assert_int_eq(ck_q_int(s.conn, -1, NULL, "select count(*) from "
+                              "trace_info where key = "
+                              "'slow_starting_data_sources'"), 0);
+    ck_session_close(&s);
+
+    ck_session_open(&s);
+    static char name[64][60];
+    char *pl[64], *dl[64];
+    for (int i = 0; i < 64; i++) {
+        snprintf(name[i], sizeof(name[i]), "producer-%02d-%045d", i, 0);
+        pl[i] = name[i];
+        dl[i] = "ds";
+    }
+    put_ds_event(s.f, 8, 100, 64, pl, dl);
+    ck_session_inspect(&s);
+    ck_q_text(s.conn, v, sizeof(v), "select value from trace_info where "
+              "key = 'last_flush_slow_data_sources'");
+    ck_assert_uint_eq(strlen(v), 2048 + 3);
+    ck_assert_str_eq(v + 2048, "...");
+    ck_assert(strncmp(v, "producer-00-", 12) == 0);
+    ck_session_close(&s);
+
+    /* The latest one cannot be read: it says so, nothing else breaks. */
+    ck_session_open(&s);
+    put_ds_event(s.f, 8, 100, 2, p1, d1);
+    t.timestamp = 400;
+    ck_write_packet_extra(s.f, &t, bad, sizeof(bad));
+    ck_session_inspect(&s);
+    ck_q_text(s.conn, v, sizeof(v), "select value from trace_info where "
+              "key = 'last_flush_slow_data_sources'");
+    ck_assert_str_eq(v, "(none named)");
+    ck_assert_int_eq(ck_q_int(s.conn, -1, NULL, "select count(*) from "
+                              "packet"), 2);
+    ck_session_close(&s);
+}
+END_TEST
+
 /* Trace processor returns before looking at trace_stats in a packet that
  * has a clock_snapshot; so do we. */
 START_TEST(test_stats_clock_snapshot_packet_skips_stats)
@@ -1051,7 +1169,8 @@ static Suite *stats_suite(void)
     TCK_CASE(s, "derived_loss", test_stats_derived_loss,
              test_stats_incremental_sequences_dropped,
              test_stats_reason_names);
-    TCK_CASE(s, "service_events", test_stats_clone_events);
+    TCK_CASE(s, "service_events", test_stats_clone_events,
+             test_stats_slow_data_sources);
     TCK_CASE(s, "ftrace_hostile", test_stats_ftrace_hostile_stats);
     TCK_CASE(s, "tables", test_stats_buffer_config_and_view,
              test_stats_ftrace, test_stats_system_info,

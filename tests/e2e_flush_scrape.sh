@@ -1,7 +1,8 @@
 #!/bin/sh
 # e2e_flush_scrape.sh - a producer that never answers a flush (SIGSTOPped):
 # the flush fails after flush_timeout_ms, the service scrapes its SMB and
-# recovers the packets still sitting in its uncommitted chunk.
+# recovers the packets still sitting in its uncommitted chunk; the trace
+# names its data source as slow (last_flush_slow_data_sources).
 . "${top_srcdir:-.}/tests/e2e_lib.sh"
 e2e_need_tools
 
@@ -22,5 +23,13 @@ kill -CONT "$PROD"
 e2e_check "$E2E_DIR/trace" --require-stats --expect-sequences 1 \
     --min-total $((COUNT - 1))
 [ "$(e2e_value stats_flushes_failed)" -ge 1 ] || e2e_fail "flush did not fail"
+# The trace names the data source that did not ack the stop's flush
+# (last_flush_slow_data_sources), and the inspector says so.
+"$top_builddir/inspector/shmtrace-inspect" -q "$E2E_DIR/trace" \
+    -o "$E2E_DIR/t.db" || e2e_fail "shmtrace-inspect: rc=$?"
+slow=$(sqlite3 "$E2E_DIR/t.db" "select value from trace_info where key =
+    'last_flush_slow_data_sources'")
+[ "$slow" = "shmtrace-producer/shmtrace.synthetic" ] ||
+    e2e_fail "last_flush_slow_data_sources: '$slow'"
 e2e_stop_daemon
 echo "ok"
