@@ -337,6 +337,13 @@ static void check_trace_clock(ins_tracker *t, const ins_packet *p)
                                 "primary trace clock other than boottime");
 }
 
+/* c if printable ASCII, else '?': text from the trace goes into trace_info,
+ * which sqlite3 shows on terminals. */
+static inline char printable(uint8_t c)
+{
+    return c >= 0x20 && c < 0x7f ? (char)c : '?';
+}
+
 /* At most this much of a data source list goes into trace_info (it comes
  * from the trace; the services list at most 32 entries). */
 #define INS_DS_LIST_MAX 2048
@@ -377,8 +384,7 @@ static char *ds_list(const uint8_t *q, size_t len)
                     cut = true;
                     break;
                 }
-                uint8_t c = names[k][i];
-                out[o++] = c >= 0x20 && c < 0x7f ? (char)c : '?';
+                out[o++] = printable(names[k][i]);
             }
         }
     }
@@ -684,7 +690,7 @@ static int put_sysinfo_text(ins_tracker *t, const char *key,
     if (n > INS_SYSINFO_MAX)
         n = INS_SYSINFO_MAX;
     for (size_t i = 0; i < n; i++)
-        v[i] = q[i] >= 0x20 && q[i] < 0x7f ? (char)q[i] : '?';
+        v[i] = printable(q[i]);
     v[n] = 0;
     return ins_db_info_text(t->db, key, v);
 }

@@ -337,6 +337,19 @@ enum {
     EV_FLUSH_STARTED = 9,
 };
 
+/* A service packet holding ev, stamped `at` (when it happened; 0: now). */
+static int emit_service_event(const svc_service *svc, svc_scratch *sc,
+                              Perfetto__Protos__TracingServiceEvent *ev,
+                              uint64_t at, svc_emit_fn emit, void *ctx)
+{
+    Perfetto__Protos__TracePacket pk = PERFETTO__PROTOS__TRACE_PACKET__INIT;
+    service_header(svc, &pk, true);
+    if (at)
+        pk.timestamp = at;
+    pk.service_event = ev;
+    return emit_service_packet(sc, &pk, emit, ctx);
+}
+
 /* last_flush_slow_data_sources of e (svc_flush.c, note_slow_flush). */
 static int emit_slow_flush(const svc_service *svc, svc_scratch *sc,
                            const svc_slow_flush *e, svc_emit_fn emit,
@@ -361,11 +374,7 @@ static int emit_slow_flush(const svc_service *svc, svc_scratch *sc,
         PERFETTO__PROTOS__TRACING_SERVICE_EVENT__INIT;
     ev.event_type_case = SVC_EV(LAST_FLUSH_SLOW_DATA_SOURCES);
     ev.last_flush_slow_data_sources = &dss;
-    Perfetto__Protos__TracePacket pk = PERFETTO__PROTOS__TRACE_PACKET__INIT;
-    service_header(svc, &pk, true);
-    pk.timestamp = e->at;
-    pk.service_event = &ev;
-    return emit_service_packet(sc, &pk, emit, ctx);
+    return emit_service_event(svc, sc, &ev, e->at, emit, ctx);
 }
 
 /* A service event of kind `ev` (EV_*), stamped `at` (BOOTTIME ns), when it
@@ -373,12 +382,8 @@ static int emit_slow_flush(const svc_service *svc, svc_scratch *sc,
 static int emit_event(const svc_service *svc, svc_scratch *sc, int ev_kind,
                       uint64_t at, svc_emit_fn emit, void *ctx)
 {
-    Perfetto__Protos__TracePacket pk = PERFETTO__PROTOS__TRACE_PACKET__INIT;
     Perfetto__Protos__TracingServiceEvent ev =
         PERFETTO__PROTOS__TRACING_SERVICE_EVENT__INIT;
-    service_header(svc, &pk, true);
-    if (at)
-        pk.timestamp = at;
     switch (ev_kind) {
     case EV_TRACING_STARTED:
         ev.event_type_case = SVC_EV(TRACING_STARTED);
@@ -405,8 +410,7 @@ static int emit_event(const svc_service *svc, svc_scratch *sc, int ev_kind,
         ev.tracing_disabled = true;
         break;
     }
-    pk.service_event = &ev;
-    return emit_service_packet(sc, &pk, emit, ctx);
+    return emit_service_event(svc, sc, &ev, at, emit, ctx);
 }
 
 /* The lifecycle events noted since the last pass, in timestamp order (a
@@ -631,12 +635,8 @@ static int emit_clone_events(const svc_service *svc, const svc_session *s,
                       s->buf_cloned_ns ? s->buf_cloned_ns[i - 1] : 0;
         if (!ts)
             continue;
-        Perfetto__Protos__TracePacket pk = PERFETTO__PROTOS__TRACE_PACKET__INIT;
         Perfetto__Protos__TracingServiceEvent ev =
             PERFETTO__PROTOS__TRACING_SERVICE_EVENT__INIT;
-        service_header(svc, &pk, false);
-        pk.has_timestamp = true;
-        pk.timestamp = ts;
         if (i == 0) {
             ev.event_type_case = SVC_EV(CLONE_STARTED);
             ev.clone_started = true;
@@ -644,8 +644,7 @@ static int emit_clone_events(const svc_service *svc, const svc_session *s,
             ev.event_type_case = SVC_EV(BUFFER_CLONED);
             ev.buffer_cloned = (uint32_t)(i - 1);
         }
-        pk.service_event = &ev;
-        int rc = emit_service_packet(sc, &pk, emit, ctx);
+        int rc = emit_service_event(svc, sc, &ev, ts, emit, ctx);
         if (rc < 0)
             return rc;
     }

@@ -415,6 +415,13 @@ static void put_ds_event(FILE *f, int which, int64_t ts, size_t n,
     ck_write_packet(f, &p);
 }
 
+/* trace_info's value of key into v ("" if none). */
+static void info_text(sqlite3 *db, const char *key, char *v, size_t n)
+{
+    ck_q_text(db, v, n, "select value from trace_info where key = %Q",
+              key);
+}
+
 /* last_flush_slow_data_sources / slow_starting_data_sources: the latest
  * of each into trace_info as "producer/data source, ..." (trace
  * processor keeps the slow start ones as metadata, the slow flush ones
@@ -444,11 +451,9 @@ START_TEST(test_stats_slow_data_sources)
     ck_write_packet_extra(s.f, &t, bad, sizeof(bad));  /* older: skipped */
     ck_session_inspect(&s);
     char v[4096];
-    ck_q_text(s.conn, v, sizeof(v), "select value from trace_info where "
-              "key = 'last_flush_slow_data_sources'");
+    info_text(s.conn, "last_flush_slow_data_sources", v, sizeof(v));
     ck_assert_str_eq(v, "late/ds.z");
-    ck_q_text(s.conn, v, sizeof(v), "select value from trace_info where "
-              "key = 'slow_starting_data_sources'");
+    info_text(s.conn, "slow_starting_data_sources", v, sizeof(v));
     ck_assert_str_eq(v, "s/start.ds");
     ck_session_close(&s);
 
@@ -456,8 +461,7 @@ START_TEST(test_stats_slow_data_sources)
     ck_session_open(&s);
     put_ds_event(s.f, 8, 100, 2, p1, d1);
     ck_session_inspect(&s);
-    ck_q_text(s.conn, v, sizeof(v), "select value from trace_info where "
-              "key = 'last_flush_slow_data_sources'");
+    info_text(s.conn, "last_flush_slow_data_sources", v, sizeof(v));
     ck_assert_str_eq(v, "one/test.ds, t?wo/b?ad");
     ck_assert_int_eq(ck_q_int(s.conn, -1, NULL, "select count(*) from "
                               "trace_info where key = "
@@ -474,8 +478,7 @@ START_TEST(test_stats_slow_data_sources)
     }
     put_ds_event(s.f, 8, 100, 64, pl, dl);
     ck_session_inspect(&s);
-    ck_q_text(s.conn, v, sizeof(v), "select value from trace_info where "
-              "key = 'last_flush_slow_data_sources'");
+    info_text(s.conn, "last_flush_slow_data_sources", v, sizeof(v));
     ck_assert_uint_eq(strlen(v), 2048 + 3);
     ck_assert_str_eq(v + 2048, "...");
     ck_assert(strncmp(v, "producer-00-", 12) == 0);
@@ -487,8 +490,7 @@ START_TEST(test_stats_slow_data_sources)
     t.timestamp = 400;
     ck_write_packet_extra(s.f, &t, bad, sizeof(bad));
     ck_session_inspect(&s);
-    ck_q_text(s.conn, v, sizeof(v), "select value from trace_info where "
-              "key = 'last_flush_slow_data_sources'");
+    info_text(s.conn, "last_flush_slow_data_sources", v, sizeof(v));
     ck_assert_str_eq(v, "(none named)");
     ck_assert_int_eq(ck_q_int(s.conn, -1, NULL, "select count(*) from "
                               "packet"), 2);
