@@ -427,6 +427,7 @@ size_t svc__producer_gone(svc_service *svc, svc_producer *p)
                 k++;
             }
         }
+        svc__start_check(svc, s);   /* its unacked starts no longer count */
     }
     /* Acks every pending flush on its behalf: its data was just scraped. */
     svc__flush_ack(svc, p, UINT64_MAX);
@@ -457,6 +458,7 @@ uint64_t svc_next_deadline_ms(const svc_service *svc)
         for (size_t i = 0; i < s->nflushes; i++)
             d = svc__min_deadline(d, s->flushes[i].deadline_ms);
         d = svc__min_deadline(d, svc__trigger_deadline(s));
+        d = svc__min_deadline(d, svc__start_deadline(s));
     }
     return d;
 }
@@ -650,6 +652,7 @@ void svc_tick(svc_service *svc, uint64_t now)
         if (due(s->stop_deadline_ms, now))
             finalize_disable(svc, s);
         svc__trigger_tick(svc, s, now);
+        svc__start_tick(svc, s, now);
         if (due(s->duration_deadline_ms, now))
             svc_session_disable(svc, s);
         svc__clocks_tick(s, now);

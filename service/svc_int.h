@@ -190,6 +190,9 @@ typedef struct {
     uint32_t buffer_index;       /* index in the session config */
     char *name;                  /* owned copy of the data source name */
     bool notify_on_stop, no_flush;
+    /* Registered will_notify_on_start and no NotifyDataSourceStarted for
+     * this instance yet (svc_start.c). */
+    bool start_pending;
     svc_inst_state state;
 } svc_instance;
 
@@ -271,10 +274,13 @@ typedef struct {
     uint32_t n;
 } svc_ev_ring;
 
-/* A last_flush_slow_data_sources event (svc_flush.c): when a stop's or a
- * clone's flush ended without every producer's ack, and the data sources
- * of the session on those producers, as (producer name, data source
- * name) pairs, at most SVC_SLOW_DS_MAX (Perfetto lists 32). */
+/* A service event naming data sources: last_flush_slow_data_sources
+ * (svc_flush.c: when a stop's or a clone's flush ended without every
+ * producer's ack, and the data sources of the session on those
+ * producers) or slow_starting_data_sources (svc_start.c: the instances
+ * not started SVC_START_ACK_TIMEOUT_MS after the session's start), as
+ * (producer name, data source name) pairs, at most SVC_SLOW_DS_MAX
+ * (Perfetto lists 32). */
 #define SVC_SLOW_DS_MAX 32u
 typedef struct {
     uint64_t at;
@@ -320,6 +326,15 @@ struct svc_session {
     uint64_t ev_read_done_ns;
     svc_slow_flush *slow_flushes;   /* at most SVC_EV_FLUSH_MAX */
     uint32_t nslow_flushes;
+    /* Data source start acks (svc_start.c): BOOTTIME when every instance
+     * had started (0: not yet; a clone keeps its source's) and whether
+     * the trace has that event; the deadline for the acks (monotonic ms,
+     * 0: none) and, once it passed, the instances still starting, until
+     * the next read pass emits them (NULL: none). */
+    uint64_t ev_all_started_ns;
+    bool emitted_all_started;
+    uint64_t start_ack_deadline_ms;
+    svc_slow_flush *slow_start;
     bool notified_disabled;      /* session_disabled op already called */
     /* flush bookkeeping */
     svc_flush *flushes;
@@ -651,6 +666,17 @@ int svc__trigger_check_config(const Perfetto__Protos__TraceConfig *,
 bool svc__trigger_setup(svc_service *, svc_session *);
 uint64_t svc__trigger_deadline(const svc_session *);
 void svc__trigger_tick(svc_service *, svc_session *, uint64_t now);
+
+/* svc_start.c: data source start acks. Perfetto's service waits this long
+ * for NotifyDataSourceStarted before naming the data sources still
+ * starting in the trace (kAllDataSourceStartedTimeout). */
+#define SVC_START_ACK_TIMEOUT_MS 20000u
+/* Every instance of a started session has started (none start_pending,
+ * or none at all): notes the time and tells the consumer, once. Called at
+ * the start and whenever an instance acks or goes away. */
+void svc__start_check(svc_service *, svc_session *);
+uint64_t svc__start_deadline(const svc_session *);
+void svc__start_tick(svc_service *, svc_session *, uint64_t now);
 /* The session returns no data yet (waiting for a trigger / snapshots only). */
 bool svc__trigger_withholds(const svc_session *);
 /* Appends the trigger packets not emitted yet (service header filled by

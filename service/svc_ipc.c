@@ -92,7 +92,7 @@ svc_daemon *svc_daemon_create(ipc_loop *loop, const char *producer_path,
         .session_disabled = svc__op_session_disabled,
         .clone_trigger_hit = svc__op_clone_trigger_hit,
         .clear_incremental_state = svc__op_clear_incremental,
-        .session_started = svc__op_session_started,
+        .all_ds_started = svc__op_all_ds_started,
         .clone_flush_done = svc__op_clone_flush_done,
     };
     int e = 0;

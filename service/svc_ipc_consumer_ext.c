@@ -153,15 +153,16 @@ void svc__c_observe(ipc_call *call, const ProtobufCMessage *args, void *vd)
             mask |= 1u << req->events_to_observe[i];
     cc->observe_call = call;        /* kept open: a stream of events */
     cc->observe_mask = mask;
-    if (cc->s && svc_session_running(cc->s))
-        svc__op_session_started(d, cc, cc->s);
+    if (cc->s && svc_session_running(cc->s) &&
+        svc_session_all_started(cc->s))
+        svc__op_all_ds_started(d, cc, cc->s);
 }
 
-/* all_data_sources_started: our instances are set up and started in one
- * go (StartDataSource is sent with SetupDataSource; we do not wait for
- * NotifyDataSourceStarted), so a started session has them all started.
- * `perfetto --background-wait` / --notify-fd wait for this. */
-void svc__op_session_started(void *ctx, void *consumer, svc_session *s)
+/* all_data_sources_started: every instance of the session has started,
+ * those that asked to ack their start included (svc_start.c); at once
+ * for an observer that subscribes later. `perfetto --background-wait` /
+ * --notify-fd wait for this. */
+void svc__op_all_ds_started(void *ctx, void *consumer, svc_session *s)
 {
     svc_cconn *cc = consumer;
     if (!cc || !cc->observe_call ||

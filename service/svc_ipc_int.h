@@ -143,7 +143,7 @@ int svc__op_clear_incremental(void *ctx, void *conn, const uint64_t *ids,
                               size_t n);
 void svc__op_clone_trigger_hit(void *ctx, void *consumer, uint64_t tsid,
                                const svc_trigger_hit *hit);
-void svc__op_session_started(void *ctx, void *consumer, svc_session *s);
+void svc__op_all_ds_started(void *ctx, void *consumer, svc_session *s);
 void svc__op_clone_flush_done(void *ctx, uint64_t token, bool source_gone);
 
 /* svc_ipc_consumer.c helpers shared with svc_ipc_consumer_ext.c */

@@ -1,9 +1,9 @@
 /*
  * svc_ipc_producer.c - shmtraced's ProducerPort: InitializeConnection
  * (identity from SO_PEERCRED, SMB hints), data source registration,
- * CommitData, trace writers, stop acks, and the GetAsyncCommand stream
- * that carries SetupTracing (+ SMB fd), Setup/Start/StopDataSource and
- * Flush to the producer.
+ * CommitData, trace writers, start and stop acks, and the GetAsyncCommand
+ * stream that carries SetupTracing (+ SMB fd), Setup/Start/StopDataSource
+ * and Flush to the producer.
  *
  * Commands the service issues before the producer opened GetAsyncCommand
  * are queued (packed, fd dup'ed) and sent when it does. Perfetto's service
@@ -446,6 +446,17 @@ static void p_ds_stopped(ipc_call *call, const ProtobufCMessage *args,
     svc__reply_empty(call);
 }
 
+static void p_ds_started(ipc_call *call, const ProtobufCMessage *args,
+                         void *vd)
+{
+    NEED_PRODUCER(call, pc);
+    const Perfetto__Protos__NotifyDataSourceStartedRequest *req =
+        (const void *)args;
+    if (req->has_data_source_id)
+        svc_producer_ds_started(pc->d->svc, pc->p, req->data_source_id);
+    svc__reply_empty(call);
+}
+
 /* ActivateTriggers (what `trigger_perfetto NAME` sends): the names are
  * untrusted strings; the core bounds what it keeps per session. */
 static void p_triggers(ipc_call *call, const ProtobufCMessage *args, void *vd)
@@ -505,7 +516,7 @@ static const ipc_method producer_methods[] = {
      p_unregister_writer},
     {"NotifyDataSourceStarted",
      &perfetto__protos__notify_data_source_started_request__descriptor,
-     p_ack_only},
+     p_ds_started},
     {"NotifyDataSourceStopped",
      &perfetto__protos__notify_data_source_stopped_request__descriptor,
      p_ds_stopped},

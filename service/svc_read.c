@@ -6,9 +6,12 @@
  *      when one is due (svc_clocks.c says when they are taken);
  *   1. first pass only: trace_config echo, trace_uuid,
  *      system_info (svc_sysinfo.c),
- *      tracing_started and all_data_sources_started service events;
+ *      tracing_started and, if every data source has started by then,
+ *      all_data_sources_started service events;
  *   2. the lifecycle events noted since the last pass (emit_lifecycle):
- *      flush_started and all_data_sources_flushed of every flush,
+ *      all_data_sources_started once the data sources that ack their start
+ *      did (svc_start.c), slow_starting_data_sources if some did not in
+ *      time, flush_started and all_data_sources_flushed of every flush,
  *      tracing_disabled once disabled;
  *   3. the packets of every buffer, in config order: each copied out of the
  *      buffer into a scratch area, validated (svc_packet.c: invalid ->
@@ -333,8 +336,8 @@ static int emit_service_packet(svc_scratch *sc,
 /* Lifecycle events: TracingServiceEvent's field numbers. */
 enum {
     EV_ALL_DS_STARTED = 1, EV_TRACING_STARTED = 2, EV_ALL_DS_FLUSHED = 3,
-    EV_READ_DONE = 4, EV_TRACING_DISABLED = 5, EV_LAST_FLUSH_SLOW = 8,
-    EV_FLUSH_STARTED = 9,
+    EV_READ_DONE = 4, EV_TRACING_DISABLED = 5, EV_SLOW_START = 7,
+    EV_LAST_FLUSH_SLOW = 8, EV_FLUSH_STARTED = 9,
 };
 
 /* A service packet holding ev, stamped `at` (when it happened; 0: now). */
@@ -350,10 +353,12 @@ static int emit_service_event(const svc_service *svc, svc_scratch *sc,
     return emit_service_packet(sc, &pk, emit, ctx);
 }
 
-/* last_flush_slow_data_sources of e (svc_flush.c, note_slow_flush). */
-static int emit_slow_flush(const svc_service *svc, svc_scratch *sc,
-                           const svc_slow_flush *e, svc_emit_fn emit,
-                           void *ctx)
+/* The data sources of e as last_flush_slow_data_sources (kind
+ * EV_LAST_FLUSH_SLOW: svc_flush.c, note_slow_flush) or
+ * slow_starting_data_sources (EV_SLOW_START: svc_start.c). */
+static int emit_ds_list(const svc_service *svc, svc_scratch *sc,
+                        const svc_slow_flush *e, int kind, svc_emit_fn emit,
+                        void *ctx)
 {
     Perfetto__Protos__TracingServiceEvent__DataSources__DataSource
         d[SVC_SLOW_DS_MAX];
@@ -372,8 +377,13 @@ static int emit_slow_flush(const svc_service *svc, svc_scratch *sc,
     dss.data_source = dp;
     Perfetto__Protos__TracingServiceEvent ev =
         PERFETTO__PROTOS__TRACING_SERVICE_EVENT__INIT;
-    ev.event_type_case = SVC_EV(LAST_FLUSH_SLOW_DATA_SOURCES);
-    ev.last_flush_slow_data_sources = &dss;
+    if (kind == EV_SLOW_START) {
+        ev.event_type_case = SVC_EV(SLOW_STARTING_DATA_SOURCES);
+        ev.slow_starting_data_sources = &dss;
+    } else {
+        ev.event_type_case = SVC_EV(LAST_FLUSH_SLOW_DATA_SOURCES);
+        ev.last_flush_slow_data_sources = &dss;
+    }
     return emit_service_event(svc, sc, &ev, e->at, emit, ctx);
 }
 
@@ -414,8 +424,11 @@ static int emit_event(const svc_service *svc, svc_scratch *sc, int ev_kind,
 }
 
 /* The lifecycle events noted since the last pass, in timestamp order (a
- * tie keeps this order: flush starts, slow flushes, flush ends, the stop,
- * the read), as Perfetto's EmitLifecycleEvents: flush_started and
+ * tie keeps this order: all started, slow starts, flush starts, slow
+ * flushes, flush ends, the stop, the read), as Perfetto's
+ * EmitLifecycleEvents: all_data_sources_started when it came after the
+ * first pass (the data sources that ack their start acked later:
+ * svc_start.c), slow_starting_data_sources, flush_started and
  * all_data_sources_flushed of every flush (the periodic ones, a
  * consumer's, a clone's, the stop's: svc_flush.c), with
  * last_flush_slow_data_sources before the end of a stop's or clone's
@@ -432,9 +445,15 @@ static int emit_lifecycle(const svc_service *svc, svc_session *s,
                           void *ctx)
 {
     struct lc_ev { uint64_t at; int kind; uint32_t idx; };
-    struct lc_ev v[3 * SVC_EV_FLUSH_MAX + 2];
+    struct lc_ev v[3 * SVC_EV_FLUSH_MAX + 4];
     size_t n = 0;
     int rc = 0;
+    if (s->ev_all_started_ns && !s->emitted_all_started) {
+        s->emitted_all_started = true;
+        v[n++] = (struct lc_ev){s->ev_all_started_ns, EV_ALL_DS_STARTED, 0};
+    }
+    if (s->slow_start)
+        v[n++] = (struct lc_ev){s->slow_start->at, EV_SLOW_START, 0};
     for (uint32_t i = 0; i < s->ev_flush_started.n; i++)
         v[n++] = (struct lc_ev){s->ev_flush_started.ns[i], EV_FLUSH_STARTED,
                                 0};
@@ -460,11 +479,19 @@ static int emit_lifecycle(const svc_service *svc, svc_session *s,
     }
     for (size_t i = 0; events && i < n && rc >= 0; i++)
         rc = v[i].kind == EV_LAST_FLUSH_SLOW
-             ? emit_slow_flush(svc, sc, &s->slow_flushes[v[i].idx], emit, ctx)
+             ? emit_ds_list(svc, sc, &s->slow_flushes[v[i].idx], v[i].kind,
+                            emit, ctx)
+             : v[i].kind == EV_SLOW_START
+             ? emit_ds_list(svc, sc, s->slow_start, v[i].kind, emit, ctx)
              : emit_event(svc, sc, v[i].kind, v[i].at, emit, ctx);
     for (uint32_t i = 0; i < s->nslow_flushes; i++)
         svc__slow_flush_free(&s->slow_flushes[i]);
     s->nslow_flushes = 0;
+    if (s->slow_start) {
+        svc__slow_flush_free(s->slow_start);
+        free(s->slow_start);
+        s->slow_start = NULL;
+    }
     return rc;
 }
 
@@ -588,10 +615,15 @@ static int emit_first_pass(svc_service *svc, svc_session *s, svc_scratch *sc,
     }
     if (!(b && b->has_disable_service_events && b->disable_service_events)) {
         if ((rc = emit_event(svc, sc, EV_TRACING_STARTED, s->ev_started_ns,
-                             emit, ctx)) < 0 ||
-            (rc = emit_event(svc, sc, EV_ALL_DS_STARTED, s->ev_started_ns,
                              emit, ctx)) < 0)
             return rc;
+        /* else in a later pass, when the last ack comes (emit_lifecycle) */
+        if (s->ev_all_started_ns) {
+            s->emitted_all_started = true;
+            if ((rc = emit_event(svc, sc, EV_ALL_DS_STARTED,
+                                 s->ev_all_started_ns, emit, ctx)) < 0)
+                return rc;
+        }
     }
     return 0;
 }

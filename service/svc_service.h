@@ -63,9 +63,12 @@ typedef struct {
      * State for these instances of the producer. May be NULL. */
     int (*clear_incremental_state)(void *ctx, void *conn,
                                    const uint64_t *instance_ids, size_t n);
-    /* The session started its data sources (at EnableTracing, or later on
-     * StartTracing / a START_TRACING trigger). May be NULL. */
-    void (*session_started)(void *ctx, void *consumer, svc_session *);
+    /* Every data source instance of the session has started (ObservableEvents
+     * all_data_sources_started): at its start (EnableTracing, StartTracing
+     * or a START_TRACING trigger) if none registered will_notify_on_start,
+     * else when the last of those sent NotifyDataSourceStarted or went
+     * away. Once per session. May be NULL. */
+    void (*all_ds_started)(void *ctx, void *consumer, svc_session *);
     /* The flush that svc_session_flush_for_clone started for `token` is
      * over (acked by every producer, or timed out: the clone takes what
      * is there either way); source_gone: the session is being freed (from
@@ -176,6 +179,10 @@ int svc_producer_commit(svc_service *, svc_producer *,
                         const Perfetto__Protos__CommitDataRequest *);
 void svc_producer_ds_stopped(svc_service *, svc_producer *,
                              uint64_t instance_id);
+/* NotifyDataSourceStarted: only p's own instances count; an id that is
+ * not one of them (or not waiting for its ack) changes nothing. */
+void svc_producer_ds_started(svc_service *, svc_producer *,
+                             uint64_t instance_id);
 /* The SMB (for tests): base and size, NULL before SetupTracing. */
 uint8_t *svc_producer_smb(const svc_producer *, size_t *size,
                           size_t *page_size);
@@ -227,6 +234,8 @@ void svc_session_uuid(const svc_session *, int64_t *msb, int64_t *lsb);
 bool svc_session_is_disabled(const svc_session *);
 /* STARTED (data sources started, not stopping yet, not a clone). */
 bool svc_session_running(const svc_session *);
+/* Every data source instance of the session has started (svc_start.c). */
+bool svc_session_all_started(const svc_session *);
 bool svc_session_writes_file(const svc_session *);
 svc_session *svc_session_by_consumer(svc_service *, void *consumer);
 size_t svc_session_count(const svc_service *);

@@ -327,6 +327,7 @@ static int start_instance(svc_service *svc, svc_session *s, svc_producer *p,
     in->buffer_index = bi;
     in->notify_on_stop = r->will_notify_on_stop;
     in->no_flush = r->no_flush;
+    in->start_pending = r->will_notify_on_start;   /* svc_start.c */
     in->state = SVC_INST_STARTED;
     s->ninst++;
     /* A shallow copy is enough to re-encode with the two fields changed. */
@@ -438,6 +439,9 @@ static void session_destroy(svc_service *svc, svc_session *s)
     for (uint32_t i = 0; i < s->nslow_flushes; i++)
         svc__slow_flush_free(&s->slow_flushes[i]);
     free(s->slow_flushes);
+    if (s->slow_start)
+        svc__slow_flush_free(s->slow_start);
+    free(s->slow_start);
     free(s->inst);
     free(s->buf_ids);
     free(s->producers_used);
@@ -674,11 +678,11 @@ static void session_start(svc_service *svc, svc_session *s)
                            (uint64_t)rt.tv_nsec;
     s->state = SVC_SESSION_STARTED;
     s->ev_started_ns = svc__boottime_ns();
+    s->start_ack_deadline_ms = now + SVC_START_ACK_TIMEOUT_MS;
     svc__clocks_start(s, now);
     for (size_t i = 0; i < svc->nproducers; i++)
         match_producer(svc, s, svc->producers[i], NULL);
-    if (svc->ops.session_started)
-        svc->ops.session_started(svc->ops_ctx, s->consumer, s);
+    svc__start_check(svc, s);
 }
 
 int svc_session_start(svc_service *svc, svc_session *s)
@@ -706,6 +710,7 @@ void svc__session_drop_ds(svc_service *svc, svc_producer *p, const char *name)
                 k++;
             }
         }
+        svc__start_check(svc, s);   /* it may have been the last unacked */
     }
 }
 
@@ -827,6 +832,7 @@ static svc_session *clone_impl(svc_service *svc, void *consumer, uid_t uid,
     s->state = SVC_SESSION_DISABLED;
     s->notified_disabled = true;
     s->ev_started_ns = src->ev_started_ns;
+    s->ev_all_started_ns = src->ev_all_started_ns;
     svc__clocks_clone(s, src);
     for (size_t i = 0; i < src->nbufs; i++) {
         tb_buffer *src_buf = svc__buffer(svc, src->buf_ids[i], NULL);

@@ -586,6 +586,7 @@ static void ack_flush(svf_fx *f, uint32_t chunk_id)
 SVF_TEST(test_read_lifecycle_events_as_perfetto, 1)
 {
     svc_session *s = svf_enable(f);
+    ck_assert_int_eq(svf_rec.all_started, 1);   /* no data source acks */
     svf_put(f, f->p[0], 0, 1, 0, 0, 2);
     svf_readout r;
     svf_read_all(f->svc, s, &r);
@@ -685,6 +686,121 @@ SVF_TEST(test_read_lifecycle_events_can_be_disabled, 1)
     svf_read_all(f->svc, s, &r);
     ck_assert_int_eq(r.n_ev_seq, 0);
     ck_assert_uint_eq(s->ev_flush_started.n + s->ev_flushed.n, 0);
+}
+
+/* Connects producer `name` (uid 1000) whose "test.ds" acks its start
+ * (will_notify_on_start, as traced_probes' ftrace and every data source
+ * of Perfetto's SDK). */
+static svc_producer *acking_producer(svc_service *svc, const char *name,
+                                     pid_t pid)
+{
+    svc_producer_params pp = { .name = name };
+    svc_producer *p = svc_producer_connect(svc, NULL, 1000, pid, &pp);
+    ck_assert_ptr_nonnull(p);
+    Perfetto__Protos__DataSourceDescriptor d =
+        PERFETTO__PROTOS__DATA_SOURCE_DESCRIPTOR__INIT;
+    d.name = "test.ds";
+    d.has_will_notify_on_start = true;
+    d.will_notify_on_start = true;
+    ck_assert_int_eq(svc_producer_register_ds(svc, p, &d, NULL, 0), 0);
+    return p;
+}
+
+/* The id of producer p's instance in s. */
+static uint64_t instance_of(const svc_session *s, const svc_producer *p)
+{
+    for (size_t k = 0; k < s->ninst; k++)
+        if (s->inst[k].producer_id == p->id)
+            return s->inst[k].instance_id;
+    ck_abort_msg("producer %u has no instance", (unsigned)p->id);
+    return 0;
+}
+
+/* all_data_sources_started waits for the data sources that ack their
+ * start: the consumer hears it (ObservableEvents) and the trace has it
+ * (1) when the last one acked, once; an ack from another producer, for an
+ * id that is no instance, or for an instance that does not ack, is
+ * nothing; an instance started later does not repeat it. */
+SVF_TEST(test_start_acks_all_started_after_the_last_ack, 1)
+{
+    svc_producer *a = acking_producer(f->svc, "acker", 21);
+    svc_session *s = svf_enable(f);
+    ck_assert_uint_eq(s->ninst, 2);
+    ck_assert_int_eq(svf_rec.all_started, 0);
+    svf_readout r;
+    svf_read_all(f->svc, s, &r);
+    expect_events(&r, (const int[]){2, 4}, 2);
+    uint64_t id = instance_of(s, a);
+    svc_producer_ds_started(f->svc, f->p[0], id);   /* not its instance */
+    svc_producer_ds_started(f->svc, a, id + 1000);   /* no instance */
+    svc_producer_ds_started(f->svc, a, instance_of(s, f->p[0]));
+    svc_producer_ds_started(f->svc, f->p[0], instance_of(s, f->p[0]));
+    ck_assert_int_eq(svf_rec.all_started, 0);
+    svf_read_all(f->svc, s, &r);
+    ck_assert_int_eq(r.n_ev[1], 0);
+    svc_producer_ds_started(f->svc, a, id);
+    ck_assert_int_eq(svf_rec.all_started, 1);
+    svc_producer_ds_started(f->svc, a, id);           /* again: nothing */
+    ck_assert_int_eq(svf_rec.all_started, 1);
+    svf_read_all(f->svc, s, &r);
+    expect_events(&r, (const int[]){1, 4}, 2);
+    acking_producer(f->svc, "late", 22);             /* joins, never acks */
+    ck_assert_uint_eq(s->ninst, 3);
+    svc_tick(f->svc, svc_now_ms() + SVC_START_ACK_TIMEOUT_MS + 1000);
+    ck_assert_int_eq(svf_rec.all_started, 1);
+    svf_read_all(f->svc, s, &r);
+    ck_assert_int_eq(r.n_ev[1], 0);
+    ck_assert_int_eq(r.n_ev[7], 0);                  /* all started */
+}
+
+/* SVC_START_ACK_TIMEOUT_MS after the start, the data sources still not
+ * started are named in the trace (slow_starting_data_sources, 7), once;
+ * a late ack still makes the session all started. */
+SVF_TEST(test_start_acks_slow_starting_named, 1)
+{
+    svc_producer *a = acking_producer(f->svc, "acker", 21);
+    svc_session *s = svf_enable(f);
+    uint64_t deadline = svc_next_deadline_ms(f->svc);
+    ck_assert_uint_gt(deadline, 0);
+    ck_assert_uint_le(deadline, svc_now_ms() + SVC_START_ACK_TIMEOUT_MS);
+    svc_tick(f->svc, svc_now_ms() + SVC_START_ACK_TIMEOUT_MS - 1000);
+    svf_readout r;
+    svf_read_all(f->svc, s, &r);
+    ck_assert_int_eq(r.n_ev[7], 0);                  /* not yet */
+    svc_tick(f->svc, svc_now_ms() + SVC_START_ACK_TIMEOUT_MS + 1000);
+    svf_read_all(f->svc, s, &r);
+    ck_assert_int_eq(r.n_ev[7], 1);
+    ck_assert_int_eq(r.slow_start_ds, 1);
+    ck_assert_str_eq(r.slow_start_first, "acker/test.ds");
+    ck_assert_int_eq(r.n_ev[1], 0);
+    ck_assert(!r.ev_went_back);
+    svc_tick(f->svc, svc_now_ms() + 3 * SVC_START_ACK_TIMEOUT_MS);
+    svf_read_all(f->svc, s, &r);
+    ck_assert_int_eq(r.n_ev[7], 0);                  /* once */
+    svc_producer_ds_started(f->svc, a, instance_of(s, a));
+    ck_assert_int_eq(svf_rec.all_started, 1);
+    svf_read_all(f->svc, s, &r);
+    expect_events(&r, (const int[]){1, 4}, 2);
+}
+
+/* An instance that goes away unacked (its data source unregistered, its
+ * producer gone) no longer holds the others back. */
+SVF_TEST(test_start_acks_gone_instances_do_not_count, 1)
+{
+    svc_producer *a = acking_producer(f->svc, "acker", 21);
+    svc_producer *b = acking_producer(f->svc, "other", 22);
+    svc_session *s = svf_enable(f);
+    ck_assert_uint_eq(s->ninst, 3);
+    ck_assert_int_eq(svc_producer_unregister_ds(f->svc, a, "test.ds"), 0);
+    ck_assert_int_eq(svf_rec.all_started, 0);
+    svc_producer_disconnect(f->svc, b);
+    ck_assert_int_eq(svf_rec.all_started, 1);
+    svf_readout r;
+    svf_read_all(f->svc, s, &r);
+    ck_assert_int_eq(r.n_ev[1], 1);
+    svc_tick(f->svc, svc_now_ms() + SVC_START_ACK_TIMEOUT_MS + 1000);
+    svf_read_all(f->svc, s, &r);
+    ck_assert_int_eq(r.n_ev[7], 0);
 }
 
 SVF_TEST(test_read_in_bounded_batches, 1)
@@ -3097,6 +3213,9 @@ static Suite *svc_session_suite(void)
              test_read_lifecycle_events_as_perfetto,
              test_read_lifecycle_events_can_be_disabled,
              test_read_lifecycle_stop_acked_is_not_slow,
+             test_start_acks_all_started_after_the_last_ack,
+             test_start_acks_slow_starting_named,
+             test_start_acks_gone_instances_do_not_count,
              test_read_clock_snapshot_default_period,
              test_read_clock_snapshots_kept_on_drift,
              test_read_drops_invalid_packets_and_flags_next,

@@ -38,7 +38,8 @@
 /* What the service asked of producers and consumers, by callback. */
 typedef struct {
     int setup_tracing, setup_ds, start_ds, stop_ds, flush, flush_done_ok,
-        flush_done_fail, disabled, clone_flush_done, clone_flush_gone;
+        flush_done_fail, disabled, clone_flush_done, clone_flush_gone,
+        all_started;
     int smb_fd;
     uint32_t last_target_buffer;
     uint64_t last_session_id, last_instance, last_flush_id,
@@ -102,6 +103,12 @@ static inline void svf_r_disabled(void *c, void *consumer, svc_session *s,
     svf_rec.disabled++;
 }
 
+static inline void svf_r_all_started(void *c, void *consumer,
+                                     svc_session *s)
+{
+    svf_rec.all_started++;
+}
+
 static const svc_ops svf_ops = {
     .setup_tracing = svf_r_setup_tracing,
     .setup_data_source = svf_r_setup_ds,
@@ -111,6 +118,7 @@ static const svc_ops svf_ops = {
     .flush_done = svf_r_flush_done,
     .session_disabled = svf_r_disabled,
     .clone_flush_done = svf_r_clone_flush_done,
+    .all_ds_started = svf_r_all_started,
 };
 
 /* A service with a zeroed recorder. */
@@ -319,6 +327,9 @@ typedef struct {
      * first entry as "producer/data source" */
     int slow_ds;
     char slow_first[96];
+    /* slow_starting_data_sources: the same of the last one */
+    int slow_start_ds;
+    char slow_start_first[96];
     bool ev_went_back;
     uint64_t ev_last_ts;
 } svf_readout;
@@ -398,6 +409,16 @@ static inline int svf_collect(void *ctx, const uint8_t *data, size_t size)
                     snprintf(r->slow_first, sizeof(r->slow_first), "%s/%s",
                              sl->data_source[0]->producer_name,
                              sl->data_source[0]->data_source_name);
+            }
+            const Perfetto__Protos__TracingServiceEvent__DataSources *ss =
+                k == 7 ? p->service_event->slow_starting_data_sources : NULL;
+            if (ss) {
+                r->slow_start_ds = (int)ss->n_data_source;
+                if (ss->n_data_source)
+                    snprintf(r->slow_start_first,
+                             sizeof(r->slow_start_first), "%s/%s",
+                             ss->data_source[0]->producer_name,
+                             ss->data_source[0]->data_source_name);
             }
             if (p->timestamp < r->ev_last_ts)
                 r->ev_went_back = true;

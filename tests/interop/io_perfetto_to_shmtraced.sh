@@ -50,12 +50,19 @@ io_no_error_stats "$E2E_DIR/refgen.pftrace"
 io_no_loss "$E2E_DIR/refgen.pftrace"
 # The service events are stamped when they happened: tracing started
 # before the first slice, was disabled after the last (trace processor
-# drops ftrace data older than tracing_started_ns).
+# drops ftrace data older than tracing_started_ns); all data sources
+# started (refgen's ack their start: NotifyDataSourceStarted) at or after
+# tracing started, and none was slow to.
 if io_have_tp; then
     ok=$("$P_TP" -Q "select (select int_value from metadata where name =
         'tracing_started_ns') <= (select min(ts) from slice) and
         (select int_value from metadata where name = 'tracing_disabled_ns')
-        >= (select max(ts) from slice)" "$E2E_DIR/refgen.pftrace" \
+        >= (select max(ts) from slice) and
+        (select int_value from metadata where name =
+        'all_data_source_started_ns') >= (select int_value from metadata
+        where name = 'tracing_started_ns') and
+        (select count(*) from metadata where name =
+        'slow_start_data_source') = 0" "$E2E_DIR/refgen.pftrace" \
         2>/dev/null | tail -n 1)
     [ "$ok" = 1 ] || e2e_fail "service events not stamped when they happened"
 fi
