@@ -6,8 +6,8 @@
  *      when one is due (svc_clocks.c says when they are taken);
  *   1. first pass only: trace_config echo, trace_uuid,
  *      system_info (svc_sysinfo.c),
- *      tracing_started and, if every data source has started by then,
- *      all_data_sources_started service events;
+ *      tracing_started service event (and a clone's source's
+ *      all_data_sources_started);
  *   2. the lifecycle events noted since the last pass (emit_lifecycle):
  *      all_data_sources_started once the data sources that ack their start
  *      did (svc_start.c), slow_starting_data_sources if some did not in
@@ -617,8 +617,10 @@ static int emit_first_pass(svc_service *svc, svc_session *s, svc_scratch *sc,
         if ((rc = emit_event(svc, sc, EV_TRACING_STARTED, s->ev_started_ns,
                              emit, ctx)) < 0)
             return rc;
-        /* else in a later pass, when the last ack comes (emit_lifecycle) */
-        if (s->ev_all_started_ns) {
+        /* A clone's is its source's, before the clone's own events; a
+         * session's own goes with the lifecycle events, in timestamp
+         * order (a flush may come before the last start ack). */
+        if (s->is_clone && s->ev_all_started_ns) {
             s->emitted_all_started = true;
             if ((rc = emit_event(svc, sc, EV_ALL_DS_STARTED,
                                  s->ev_all_started_ns, emit, ctx)) < 0)

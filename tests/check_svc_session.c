@@ -783,6 +783,40 @@ SVF_TEST(test_start_acks_slow_starting_named, 1)
     expect_events(&r, (const int[]){1, 4}, 2);
 }
 
+/* all_data_sources_started goes with the lifecycle events, in timestamp
+ * order: after a flush that came before the last ack (2, the flush's 9 and
+ * 3, then 1). A clone has its source's, right after tracing_started, or
+ * none if its source had not all started. */
+SVF_TEST(test_start_acks_event_order_and_clones, 1)
+{
+    svc_producer *a = acking_producer(f->svc, "acker", 21);
+    svc_session *s = svf_enable(f);
+    char err[256];
+    svc_session *early = svc_session_clone(f->svc, NULL, svc_session_id(s),
+                                           NULL, err, sizeof err);
+    ck_assert_ptr_nonnull(early);
+    ck_assert_int_eq(svc_session_flush(f->svc, s, 100, 0, 1), 0);
+    svc_tick(f->svc, svc_now_ms() + 1000);      /* times out: no acks */
+    svc_producer_ds_started(f->svc, a, instance_of(s, a));
+    svf_readout r;
+    svf_read_all(f->svc, s, &r);
+    expect_events(&r, (const int[]){2, 9, 3, 1, 4}, 5);
+
+    svc_session *cl = svc_session_clone(f->svc, NULL, svc_session_id(s),
+                                        NULL, err, sizeof err);
+    ck_assert_ptr_nonnull(cl);
+    svf_read_all(f->svc, cl, &r);
+    ck_assert_int_ge(r.n_ev_seq, 2);
+    ck_assert_int_eq(r.ev_seq[0], 2);
+    ck_assert_int_eq(r.ev_seq[1], 1);
+    ck_assert_int_eq(r.n_ev[1], 1);
+    svf_read_all(f->svc, early, &r);
+    ck_assert_int_eq(r.n_ev[2], 1);
+    ck_assert_int_eq(r.n_ev[1], 0);
+    svc_session_free(f->svc, cl);
+    svc_session_free(f->svc, early);
+}
+
 /* An instance that goes away unacked (its data source unregistered, its
  * producer gone) no longer holds the others back. */
 SVF_TEST(test_start_acks_gone_instances_do_not_count, 1)
@@ -3216,6 +3250,7 @@ static Suite *svc_session_suite(void)
              test_start_acks_all_started_after_the_last_ack,
              test_start_acks_slow_starting_named,
              test_start_acks_gone_instances_do_not_count,
+             test_start_acks_event_order_and_clones,
              test_read_clock_snapshot_default_period,
              test_read_clock_snapshots_kept_on_drift,
              test_read_drops_invalid_packets_and_flags_next,
