@@ -426,9 +426,9 @@ static int emit_event(const svc_service *svc, svc_scratch *sc, int ev_kind,
 /* The lifecycle events noted since the last pass, in timestamp order (a
  * tie keeps this order: all started, slow starts, flush starts, slow
  * flushes, flush ends, the stop, the read), as Perfetto's
- * EmitLifecycleEvents: all_data_sources_started when it came after the
- * first pass (the data sources that ack their start acked later:
- * svc_start.c), slow_starting_data_sources, flush_started and
+ * EmitLifecycleEvents: all_data_sources_started once every data source
+ * started (its start acked, if it acks: svc_start.c; a clone's is in its
+ * first pass), slow_starting_data_sources, flush_started and
  * all_data_sources_flushed of every flush (the periodic ones, a
  * consumer's, a clone's, the stop's: svc_flush.c), with
  * last_flush_slow_data_sources before the end of a stop's or clone's
