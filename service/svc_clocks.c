@@ -15,7 +15,8 @@
  *   when     at session start (the periodic task's immediate first run),
  *            every builtin_data_sources.snapshot_interval_ms (default
  *            10 s, at least SVC_SNAPSHOT_MIN_MS here) while the session
- *            runs, and at all_data_sources_flushed and tracing_disabled;
+ *            runs, and at all_data_sources_started (svc_start.c),
+ *            all_data_sources_flushed and tracing_disabled;
  *   keep     a snapshot is kept if none is pending, or if some clock moved
  *            by 10 ms or more against BOOTTIME since the last pending one
  *            (else the older one, valid for more of the buffered data,

@@ -18,10 +18,12 @@
  *   noted, the consumer is told (ObservableEvents.all_data_sources_started,
  *   which `perfetto --background-wait` and --notify-fd wait for), and the
  *   next read pass writes TracingServiceEvent.all_data_sources_started
- *   stamped with that time. Once per session: an instance started later
- *   (a producer that connects mid-session) does not repeat it. An instance
- *   that goes away unacked (its producer disconnects or unregisters the
- *   data source) no longer holds the others back.
+ *   stamped with that time; a clock snapshot is taken then, kept if the
+ *   clocks drifted since the pending one (svc_clocks.c). Once per
+ *   session: an instance started later (a producer that connects
+ *   mid-session) does not repeat it. An instance that goes away unacked
+ *   (its producer disconnects or unregisters the data source) no longer
+ *   holds the others back.
  * - SVC_START_ACK_TIMEOUT_MS (20 s) after the start, if the session is
  *   still running and not all started, the instances still waiting are
  *   named (producer, data source; at most SVC_SLOW_DS_MAX) in a
@@ -48,6 +50,7 @@ void svc__start_check(svc_service *svc, svc_session *s)
             return;
     s->ev_all_started_ns = svc__boottime_ns();
     s->start_ack_deadline_ms = 0;
+    svc__clocks_snapshot(s);      /* as Perfetto's, kept if clocks drifted */
     if (svc->ops.all_ds_started)
         svc->ops.all_ds_started(svc->ops_ctx, s->consumer, s);
 }
