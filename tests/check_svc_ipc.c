@@ -6,7 +6,8 @@
  * ConsumerPort) share the same ipc_loop. Also: malformed frames and
  * protocol misuse never bring the daemon down; a second daemon on the
  * same sockets is refused; consumer disconnect frees its session;
- * GetTraceStats is always answered, with thousands of writers too.
+ * GetTraceStats is always answered, with thousands of writers too;
+ * all_data_sources_started waits for a start ack over the socket.
  */
 #include <check.h>
 #include <errno.h>
@@ -38,6 +39,7 @@ typedef struct {
     uint32_t target_buffer;
     uint64_t instance_id, flush_request_id;
     int starts, stops, flushes;
+    bool notify_on_start;        /* registers will_notify_on_start */
     /* consumer */
     ipc_client *cc;
     bool c_bound, enabled_done, flush_replied, read_done;
@@ -49,6 +51,7 @@ typedef struct {
     uint32_t seq_of[256];
     int32_t pid_of[256];
     uint64_t stats_sessions;
+    int all_started;             /* ObservableEvents received */
 } fx_t;
 
 static fx_t F;
@@ -164,6 +167,8 @@ static void connect_producer(void)
     Perfetto__Protos__DataSourceDescriptor dd =
         PERFETTO__PROTOS__DATA_SOURCE_DESCRIPTOR__INIT;
     dd.name = "test.ds";
+    dd.has_will_notify_on_start = F.notify_on_start;
+    dd.will_notify_on_start = F.notify_on_start;
     rr.data_source_descriptor = &dd;
     ck_assert_int_gt(ipc_client_invoke(F.pc, "RegisterDataSource", &rr.base,
             -1, &perfetto__protos__register_data_source_response__descriptor,
@@ -311,6 +316,38 @@ static void disable_and_wait(void)
     run_until(&F.enabled_done, 2000);
 }
 
+static void on_events(ipc_client *c, int st, const ProtobufCMessage *msg,
+                      bool more, void *ctx)
+{
+    const Perfetto__Protos__ObserveEventsResponse *r = (const void *)msg;
+    if (st == 0 && r && r->events && r->events->all_data_sources_started)
+        F.all_started++;
+}
+
+static void observe_all_started(void)
+{
+    Perfetto__Protos__ObserveEventsRequest req =
+        PERFETTO__PROTOS__OBSERVE_EVENTS_REQUEST__INIT;
+    Perfetto__Protos__ObservableEvents__Type t =
+        PERFETTO__PROTOS__OBSERVABLE_EVENTS__TYPE__TYPE_ALL_DATA_SOURCES_STARTED;
+    req.n_events_to_observe = 1;
+    req.events_to_observe = &t;
+    ck_assert_int_gt(ipc_client_invoke(F.cc, "ObserveEvents", &req.base, -1,
+            &perfetto__protos__observe_events_response__descriptor,
+            on_events, NULL), 0);
+}
+
+/* NotifyDataSourceStarted for instance `id`. */
+static void notify_started(uint64_t id)
+{
+    Perfetto__Protos__NotifyDataSourceStartedRequest r =
+        PERFETTO__PROTOS__NOTIFY_DATA_SOURCE_STARTED_REQUEST__INIT;
+    r.has_data_source_id = true;
+    r.data_source_id = id;
+    ck_assert_int_gt(ipc_client_invoke(F.pc, "NotifyDataSourceStarted",
+                                       &r.base, -1, NULL, NULL, NULL), 0);
+}
+
 /* ------------------------------------------------------------ tests */
 
 START_TEST(test_ipc_full_session)
@@ -344,6 +381,38 @@ START_TEST(test_ipc_full_session)
     ck_assert_int_eq(F.pid_of[5], getpid());   /* from SO_PEERCRED */
     ck_assert_int_eq(F.stats_packets, 1);
     ck_assert_int_ge(F.service_packets, 3);
+}
+END_TEST
+
+/* ObservableEvents.all_data_sources_started (what `perfetto
+ * --background-wait` waits for) comes when the producer's data source,
+ * registered will_notify_on_start, acks its start over the socket with
+ * its own instance id; an ack for another id does nothing. */
+START_TEST(test_ipc_all_started_waits_for_the_start_ack)
+{
+    F.notify_on_start = true;
+    connect_producer();
+    connect_consumer();
+    enable(256, 0);
+    run_for(20);
+    ck_assert_int_eq(F.starts, 1);
+    observe_all_started();
+    run_for(20);
+    ck_assert_int_eq(F.all_started, 0);
+    notify_started(F.instance_id + 1);
+    run_for(20);
+    ck_assert_int_eq(F.all_started, 0);
+    notify_started(F.instance_id);
+    bool got = false;
+    for (int i = 0; i < 500 && !got; i++) {
+        ipc_loop_run_once(F.sv.loop, 5);
+        got = F.all_started > 0;
+    }
+    ck_assert_int_eq(F.all_started, 1);
+    notify_started(F.instance_id);             /* again: once */
+    run_for(20);
+    ck_assert_int_eq(F.all_started, 1);
+    disable_and_wait();
 }
 END_TEST
 
@@ -1079,6 +1148,7 @@ static Suite *svc_ipc_suite(void)
 {
     Suite *s = suite_create("svc_ipc");
     TCase *tc = TCK_CASE(s, "session", test_ipc_full_session,
+                         test_ipc_all_started_waits_for_the_start_ack,
                          test_ipc_bad_config_reports_error);
     tcase_add_checked_fixture(tc, setup, teardown);
     tc = TCK_CASE(s, "faults", test_ipc_flush_unanswered_scrapes,
