@@ -92,7 +92,11 @@ typedef struct prod_callbacks {
     void (*on_setup)(prod_producer *p, const prod_ds_config *cfg,
                      void *ctx);
     /* Start writing (create writers for cfg->target_buffer). If the
-     * descriptor set will_notify_on_start, call prod_notify_started. */
+     * descriptor set will_notify_on_start, call prod_notify_started once
+     * it really writes: until then the service does not count the session
+     * as started (consumers waiting for that, e.g. `perfetto
+     * --background-wait`, keep waiting; after 20 s the trace names the
+     * data source in slow_starting_data_sources). */
     void (*on_start)(prod_producer *p, const prod_ds_config *cfg,
                      void *ctx);
     /* Stop: flush and destroy the instance's writers, then call
