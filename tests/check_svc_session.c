@@ -688,22 +688,12 @@ SVF_TEST(test_read_lifecycle_events_can_be_disabled, 1)
     ck_assert_uint_eq(s->ev_flush_started.n + s->ev_flushed.n, 0);
 }
 
-/* Connects producer `name` (uid 1000) whose "test.ds" acks its start
- * (will_notify_on_start, as traced_probes' ftrace and every data source
- * of Perfetto's SDK). */
+/* Producer `name` whose "test.ds" acks its start (will_notify_on_start,
+ * as traced_probes' ftrace and every data source of Perfetto's SDK). */
 static svc_producer *acking_producer(svc_service *svc, const char *name,
                                      pid_t pid)
 {
-    svc_producer_params pp = { .name = name };
-    svc_producer *p = svc_producer_connect(svc, NULL, 1000, pid, &pp);
-    ck_assert_ptr_nonnull(p);
-    Perfetto__Protos__DataSourceDescriptor d =
-        PERFETTO__PROTOS__DATA_SOURCE_DESCRIPTOR__INIT;
-    d.name = "test.ds";
-    d.has_will_notify_on_start = true;
-    d.will_notify_on_start = true;
-    ck_assert_int_eq(svc_producer_register_ds(svc, p, &d, NULL, 0), 0);
-    return p;
+    return svf_connect_producer(svc, name, pid, true);
 }
 
 /* The id of producer p's instance in s. */

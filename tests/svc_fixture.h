@@ -172,9 +172,10 @@ static inline void svf_cfg_file(svf_cfg *c)
     c->cfg.write_into_file = true;
 }
 
-/* Connects producer `name` (uid 1000) and registers "test.ds". */
-static inline svc_producer *svf_add_producer(svc_service *svc,
-                                             const char *name, pid_t pid)
+/* Connects producer `name` (uid 1000) and registers "test.ds", which acks
+ * its start (will_notify_on_start) if `acks_start`. */
+static inline svc_producer *svf_connect_producer(svc_service *svc,
+        const char *name, pid_t pid, bool acks_start)
 {
     svc_producer_params pp = { .name = name };
     svc_producer *p = svc_producer_connect(svc, NULL, 1000, pid, &pp);
@@ -182,8 +183,16 @@ static inline svc_producer *svf_add_producer(svc_service *svc,
     Perfetto__Protos__DataSourceDescriptor d =
         PERFETTO__PROTOS__DATA_SOURCE_DESCRIPTOR__INIT;
     d.name = "test.ds";
+    d.has_will_notify_on_start = acks_start;
+    d.will_notify_on_start = acks_start;
     ck_assert_int_eq(svc_producer_register_ds(svc, p, &d, NULL, 0), 0);
     return p;
+}
+
+static inline svc_producer *svf_add_producer(svc_service *svc,
+                                             const char *name, pid_t pid)
+{
+    return svf_connect_producer(svc, name, pid, false);
 }
 
 /* A check made once per packet or chunk: Check records the place of every
