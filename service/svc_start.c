@@ -84,18 +84,26 @@ uint64_t svc__start_deadline(const svc_session *s)
     return s->state == SVC_SESSION_STARTED ? s->start_ack_deadline_ms : 0;
 }
 
-/* The instances of s still start_pending, as a slow_starting event now;
- * each one in the log. Nothing is noted when memory runs out (the log
- * still names them). */
+/* The instances of s still start_pending, as a slow_starting event now,
+ * and in the log: the first SVC_SLOW_DS_MAX of them each (a producer
+ * chooses how many data sources it has: the log stays bounded), then how
+ * many more. Nothing is noted when memory runs out (the log still names
+ * them). */
 static void note_slow_start(svc_service *svc, svc_session *s)
 {
     svc_slow_flush *e = calloc(1, sizeof(*e));
+    size_t named = 0, more = 0;
     if (e)
         e->at = svc__boottime_ns();
     for (size_t k = 0; k < s->ninst; k++) {
         const svc_instance *in = &s->inst[k];
         if (!in->start_pending)
             continue;
+        if (named == SVC_SLOW_DS_MAX) {
+            more++;
+            continue;
+        }
+        named++;
         svc_producer *p = svc__producer_by_id(svc, in->producer_id);
         const char *pname = p && p->name ? p->name : "";
         char dsn[SVC_LOG_NAME_BYTES], pn[SVC_LOG_NAME_BYTES];
@@ -105,7 +113,7 @@ static void note_slow_start(svc_service *svc, svc_session *s)
                 svc_log_str(dsn, sizeof dsn, in->name, SVC_LOG_NAME_MAX),
                 svc_log_str(pn, sizeof pn, pname, SVC_LOG_NAME_MAX),
                 SVC_START_ACK_TIMEOUT_MS / 1000u);
-        if (!e || e->n == SVC_SLOW_DS_MAX)
+        if (!e)
             continue;
         char *pd = strdup(pname), *dd = strdup(in->name ? in->name : "");
         if (!pd || !dd) {
@@ -116,6 +124,10 @@ static void note_slow_start(svc_service *svc, svc_session *s)
         e->producer[e->n] = pd;
         e->ds[e->n++] = dd;
     }
+    if (more)
+        fprintf(stderr, "shmtraced: session %llu: %zu more data sources "
+                "did not start within %u s\n", (unsigned long long)s->id,
+                more, SVC_START_ACK_TIMEOUT_MS / 1000u);
     if (s->slow_start) {          /* one deadline per session: not reached */
         svc__slow_flush_free(s->slow_start);
         free(s->slow_start);

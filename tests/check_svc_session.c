@@ -773,6 +773,25 @@ SVF_TEST(test_start_acks_slow_starting_named, 1)
     expect_events(&r, (const int[]){1, 4}, 2);
 }
 
+/* Of 40 data sources slow to start, the trace names 32, as Perfetto's
+ * (and the log names 32, then counts the rest). */
+SVF_TEST(test_start_acks_slow_list_bounded, 0)
+{
+    for (int i = 0; i < 40; i++) {
+        char name[16];
+        snprintf(name, sizeof name, "p%d", i);
+        acking_producer(f->svc, name, 100 + i);
+    }
+    svc_session *s = svf_enable(f);
+    ck_assert_uint_eq(s->ninst, 40);
+    svc_tick(f->svc, svc_now_ms() + SVC_START_ACK_TIMEOUT_MS + 1000);
+    svf_readout r;
+    svf_read_all(f->svc, s, &r);
+    ck_assert_int_eq(r.n_ev[7], 1);
+    ck_assert_int_eq(r.slow_start_ds, (int)SVC_SLOW_DS_MAX);
+    ck_assert_int_eq(svf_rec.all_started, 0);
+}
+
 /* all_data_sources_started goes with the lifecycle events, in timestamp
  * order: after a flush that came before the last ack (2, the flush's 9 and
  * 3, then 1). A clone has its source's, right after tracing_started, or
@@ -3241,6 +3260,7 @@ static Suite *svc_session_suite(void)
              test_start_acks_slow_starting_named,
              test_start_acks_gone_instances_do_not_count,
              test_start_acks_event_order_and_clones,
+             test_start_acks_slow_list_bounded,
              test_read_clock_snapshot_default_period,
              test_read_clock_snapshots_kept_on_drift,
              test_read_drops_invalid_packets_and_flags_next,
