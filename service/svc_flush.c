@@ -112,17 +112,9 @@ static void note_slow_flush(svc_service *svc, svc_session *s,
         if (!p)
             continue;
         for (size_t j = 0; j < s->ninst && e->n < SVC_SLOW_DS_MAX; j++) {
-            if (s->inst[j].producer_id != p->id)
-                continue;
-            char *pn = strdup(p->name ? p->name : "");
-            char *dn = strdup(s->inst[j].name ? s->inst[j].name : "");
-            if (!pn || !dn) {
-                free(pn);
-                free(dn);
+            if (s->inst[j].producer_id == p->id &&
+                !svc__slow_add(e, p->name, s->inst[j].name))
                 break;
-            }
-            e->producer[e->n] = pn;
-            e->ds[e->n++] = dn;
         }
     }
     s->nslow_flushes++;

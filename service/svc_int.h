@@ -542,6 +542,33 @@ static inline void svc__slow_flush_free(svc_slow_flush *e)
     e->n = 0;
 }
 
+/* Frees *ep (a session's slow_start) and its pairs; *ep = NULL. */
+static inline void svc__slow_list_drop(svc_slow_flush **ep)
+{
+    if (*ep)
+        svc__slow_flush_free(*ep);
+    free(*ep);
+    *ep = NULL;
+}
+
+/* Appends (producer, data source) to e (caller keeps e->n below
+ * SVC_SLOW_DS_MAX), copying both names (NULL: ""); false when memory
+ * runs out (nothing appended). */
+static inline bool svc__slow_add(svc_slow_flush *e, const char *producer,
+                                 const char *ds)
+{
+    char *pn = strdup(producer ? producer : "");
+    char *dn = strdup(ds ? ds : "");
+    if (!pn || !dn) {
+        free(pn);
+        free(dn);
+        return false;
+    }
+    e->producer[e->n] = pn;
+    e->ds[e->n++] = dn;
+    return true;
+}
+
 /* Notes a lifecycle event at `ns` for the next read pass; when
  * SVC_EV_FLUSH_MAX wait already, the oldest goes. */
 static inline void svc__ev_note(svc_ev_ring *r, uint64_t ns)

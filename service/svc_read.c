@@ -487,11 +487,7 @@ static int emit_lifecycle(const svc_service *svc, svc_session *s,
     for (uint32_t i = 0; i < s->nslow_flushes; i++)
         svc__slow_flush_free(&s->slow_flushes[i]);
     s->nslow_flushes = 0;
-    if (s->slow_start) {
-        svc__slow_flush_free(s->slow_start);
-        free(s->slow_start);
-        s->slow_start = NULL;
-    }
+    svc__slow_list_drop(&s->slow_start);
     return rc;
 }
 

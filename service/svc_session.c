@@ -439,9 +439,7 @@ static void session_destroy(svc_service *svc, svc_session *s)
     for (uint32_t i = 0; i < s->nslow_flushes; i++)
         svc__slow_flush_free(&s->slow_flushes[i]);
     free(s->slow_flushes);
-    if (s->slow_start)
-        svc__slow_flush_free(s->slow_start);
-    free(s->slow_start);
+    svc__slow_list_drop(&s->slow_start);
     free(s->inst);
     free(s->buf_ids);
     free(s->producers_used);

@@ -113,25 +113,14 @@ static void note_slow_start(svc_service *svc, svc_session *s)
                 svc_log_str(dsn, sizeof dsn, in->name, SVC_LOG_NAME_MAX),
                 svc_log_str(pn, sizeof pn, pname, SVC_LOG_NAME_MAX),
                 SVC_START_ACK_TIMEOUT_MS / 1000u);
-        if (!e)
-            continue;
-        char *pd = strdup(pname), *dd = strdup(in->name ? in->name : "");
-        if (!pd || !dd) {
-            free(pd);
-            free(dd);
-            continue;
-        }
-        e->producer[e->n] = pd;
-        e->ds[e->n++] = dd;
+        if (e)
+            (void)svc__slow_add(e, pname, in->name);
     }
     if (more)
         fprintf(stderr, "shmtraced: session %llu: %zu more data sources "
                 "did not start within %u s\n", (unsigned long long)s->id,
                 more, SVC_START_ACK_TIMEOUT_MS / 1000u);
-    if (s->slow_start) {          /* one deadline per session: not reached */
-        svc__slow_flush_free(s->slow_start);
-        free(s->slow_start);
-    }
+    svc__slow_list_drop(&s->slow_start);  /* one deadline: none there */
     s->slow_start = e;
 }
 
