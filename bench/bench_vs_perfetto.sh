@@ -140,6 +140,20 @@ fi
 export OTHER_DAEMON
 REPORTED=/sys/module/page_reporting/parameters/reported_kib
 reported0=$(cat "$REPORTED" 2>/dev/null || echo -)
+# The host's speed now and at the end (bench_hostspeed.c: the memory's
+# speed moves from one boot of these VMs to the next, and every figure
+# with it), and the CPU time the host took away during the run (steal,
+# /proc/stat): printed with the table, so that runs can be compared.
+hostspeed() {
+    "$top_builddir/bench/bench_hostspeed" 2>/dev/null ||
+        echo "(bench_hostspeed failed)"
+}
+cpu_times() { # "steal total" of all CPUs, in ticks (/proc/stat)
+    awk '$1 == "cpu" { t = 0; for (i = 2; i <= 9; i++) t += $i
+        print $9, t; exit }' /proc/stat 2>/dev/null
+}
+hostspeed0=$(hostspeed)
+cpu0=$(cpu_times)
 DIR=$(mktemp -d "${BENCH_DIR:-$top_builddir}/bench-vs.XXXXXX")
 DIR=$(cd "$DIR" && pwd)
 pid_shmtraced=""
@@ -523,6 +537,12 @@ if [ "$RUNS" -gt 1 ]; then
                 $3, $4, ratio($3, $4), $5, $6, ratio($6, $5) }'
         done
     done
+fi
+echo "host at the start: $hostspeed0 (bench_hostspeed, per CPU-second)"
+echo "host at the end:   $(hostspeed)"
+cpu1=$(cpu_times)
+if [ -n "$cpu0" ] && [ -n "$cpu1" ]; then
+    echo "$cpu0 $cpu1" | awk '$4 > $2 { printf "steal: %.1f%% of the CPUs'"'"' time during this run (the host ran something else on them)\n", 100 * ($3 - $1) / ($4 - $2) }'
 fi
 if [ "$reported0" != - ]; then
     reported1=$(cat "$REPORTED")
