@@ -1,6 +1,7 @@
 /*
  * fuzz_tb.c - libFuzzer target: libbuf's untrusted entry points
- * (tb_copy_chunk_untrusted, tb_try_patch_chunk) and its read side
+ * (tb_copy_chunk_untrusted, tb_copy_chunk_shared with a byte rewritten
+ * during the copy, tb_try_patch_chunk) and its read side
  * (tb_read_next_packet, tb_clone_readonly, the eviction callback).
  *
  * The input is a tape of operations on one small buffer (4 KiB..256 KiB,
@@ -58,7 +59,19 @@ static void honest_chunk(fz_tb *z, uint8_t shape)
                                 nfrag, flags, true, chunk, n);
 }
 
-static void hostile_chunk(fz_tb *z, fz_in *in)
+/* A shared source (tb_copy_chunk_shared): the hostile producer's bytes in
+ * memory it may rewrite while libbuf copies them; race() rewrites one byte
+ * between libbuf's tokenizing and its copy, as a racing producer can. */
+static uint8_t shared_src[65536];
+static size_t race_pos;
+static uint8_t race_val;
+
+static void race(void)
+{
+    shared_src[race_pos] = race_val;
+}
+
+static void hostile_chunk(fz_tb *z, fz_in *in, bool shared)
 {
     uint8_t sel = fz_u8(in);
     uint16_t wid = (sel & 0x80) ? fz_u16(in) : (uint16_t)(sel & 3);
@@ -80,6 +93,16 @@ static void hostile_chunk(fz_tb *z, fz_in *in)
         for (size_t i = 0; i < got && i < 64; i++)
             fprintf(stderr, " %02x", src[i]);
         fputc('\n', stderr);
+    }
+    if (shared && got > 0) {
+        race_pos = fz_u16(in) % got;
+        race_val = fz_u8(in);
+        memcpy(shared_src, src, got);
+        tb__shared_race_hook = race;
+        tb_copy_chunk_shared(z->b, HOSTILE, 1001, 1, wid, cid, nfrag, flags,
+                             complete, shared_src, got);
+        tb__shared_race_hook = NULL;
+        return;
     }
     tb_copy_chunk_untrusted(z->b, HOSTILE, 1001, 1, wid, cid, nfrag, flags,
                             complete, got ? src : NULL, got);
@@ -137,7 +160,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (getenv("FUZZ_DEBUG"))
             fprintf(stderr, "op %u (%u)\n", op % 8u, op);
         switch (op % 8) {
-        case 0: case 1: hostile_chunk(&z, &in); break;
+        case 0: hostile_chunk(&z, &in, false); break;
+        case 1: hostile_chunk(&z, &in, true); break;
         case 2: hostile_patch(&z, &in); break;
         case 3: case 4: honest_chunk(&z, op >> 3); break;
         case 5: fzh_read(&z.h, z.b, 1u + (op >> 3)); break;

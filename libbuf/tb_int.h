@@ -102,6 +102,12 @@ typedef struct {
 } tb__rec;
 _Static_assert(sizeof(tb__rec) == TB__REC_HDR_BYTES, "record header size");
 
+/* Tests only (tests/check_tb_malicious.c): when set, tb_copy_chunk_shared
+ * calls it after tokenizing the source and before copying it, where a
+ * producer racing the service could rewrite its shared memory. NULL in
+ * the service; not exported (-fvisibility=hidden). */
+extern void (*tb__shared_race_hook)(void);
+
 /* Fragment roles (smb-abi.md §6). */
 enum { TB__WHOLE = 0, TB__BEGIN, TB__CONT, TB__END };
 

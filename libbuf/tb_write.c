@@ -363,7 +363,11 @@ static bool recommit(tb_buffer *b, tb__seq *s, uint32_t idx, uint8_t flags,
     e->payload_size = (uint16_t)frags_size;
     e->payload_avail = (uint16_t)(frags_size - consumed);
     tb__fence(b, (size_t)off + TB__REC_HDR_BYTES, frags_size);
-    memcpy(tb__payload(b, off), src, frags_size);
+    /* The bytes already read stay as they are (they matched above): a
+     * shared source may have changed them since (tb_copy_chunk_shared);
+     * everything below is computed from what is stored. */
+    memcpy(tb__payload(b, off) + consumed, src + consumed,
+           frags_size - consumed);
     e->flags |= flags;
     e->facts = tb__compute_facts(tb__payload(b, off), e->payload_size,
                                  e->flags);
@@ -570,10 +574,67 @@ SHMTRACE_API const tb_writer_stats *tb_get_writer_stats(const tb_buffer *b,
     return (b && b->nhist) ? b->hist : NULL;
 }
 
-SHMTRACE_API void tb_copy_chunk_untrusted(tb_buffer *b, uint16_t producer_id,
-        uint32_t uid, int32_t pid, uint16_t writer_id, uint32_t chunk_id,
-        uint16_t num_fragments, uint8_t chunk_flags, bool chunk_complete,
-        const uint8_t *src, size_t size)
+void (*tb__shared_race_hook)(void);
+
+/* What tokenizing a payload found: its valid prefix (frags_size) of
+ * nfound fragments, what the facts and the packet starts are computed
+ * from, and why it stopped early (bad: the fragments left after a corrupt
+ * one; writer_abort: the drop sentinel). */
+typedef struct {
+    uint32_t frags_size, nfound, first_size, last_size, nonempty, bad;
+    uint32_t last_body;
+    bool writer_abort;
+} tok_summary;
+
+static inline void tokenize(const uint8_t *p, uint32_t tok_size,
+                            uint32_t num_fragments, uint8_t flags,
+                            tok_summary *t)
+{
+    *t = (tok_summary){.last_body = TB__LAST_BODY_UNKNOWN};
+    for (uint32_t i = 0; i < num_fragments; i++) {
+        tb__frag f;
+        int r = tb__next_frag(p, tok_size, &t->frags_size, flags, &f);
+        if (r == TB__FRAG_OK) {
+            if (t->nfound++ == 0)
+                t->first_size = f.size;
+            t->last_size = f.size;
+            t->last_body = f.pos + f.hdr;
+            t->nonempty += f.size > 0;
+            continue;
+        }
+        if (r == TB__FRAG_DROP)
+            t->writer_abort = true;
+        else
+            t->bad = num_fragments - i;
+        break;
+    }
+}
+
+/* A shared source (tb_copy_chunk_shared): do the n bytes copied into the
+ * buffer at p tokenize into the fragments `before` found in the source,
+ * and does the re-admitted part start at a fragment boundary (skip > 0)?
+ * Everything the record keeps (facts, packet starts, where its last
+ * fragment's body starts) is computed from such a summary, so a yes makes
+ * it exact for the bytes stored, whatever the source holds now. */
+static bool copy_matches(const uint8_t *p, const tok_summary *before,
+                         uint8_t flags, uint32_t skip)
+{
+    tok_summary t;
+    tokenize(p, before->frags_size, before->nfound, flags, &t);
+    return t.nfound == before->nfound &&
+           t.frags_size == before->frags_size &&
+           t.first_size == before->first_size &&
+           t.last_size == before->last_size &&
+           t.nonempty == before->nonempty &&
+           t.last_body == before->last_body &&
+           (skip == 0 || frag_boundary(p, t.frags_size, flags, skip));
+}
+
+static void copy_chunk(tb_buffer *b, uint16_t producer_id, uint32_t uid,
+                       int32_t pid, uint16_t writer_id, uint32_t chunk_id,
+                       uint16_t num_fragments, uint8_t chunk_flags,
+                       bool chunk_complete, const uint8_t *src, size_t size,
+                       bool shared)
 {
     if (!b)
         return;
@@ -590,8 +651,9 @@ SHMTRACE_API void tb_copy_chunk_untrusted(tb_buffer *b, uint16_t producer_id,
         size = 0;
     /* Tokenizing is a chase through fragment headers; fetch all the source
      * lines at once instead of one miss per fragment (the memcpy below
-     * reads them anyway). */
-    for (size_t a = 0; a < size && a < 4096; a += 64)
+     * reads them anyway). A shared source is still in the caches of the
+     * producer's core: all of it. */
+    for (size_t a = 0; a < size && (shared || a < 4096); a += 64)
         __builtin_prefetch(src + a, 0);
     /* The metadata this copy will touch, while the tokenizer runs: the
      * writer's sequence, and the ring head and loss entry of the sequence
@@ -618,28 +680,15 @@ SHMTRACE_API void tb_copy_chunk_untrusted(tb_buffer *b, uint16_t producer_id,
      * later against F; keep what the facts need (first/last sizes). */
     uint32_t tok_size = size > TB__MAX_PAYLOAD ? TB__MAX_PAYLOAD + 1u
                                                : (uint32_t)size;
-    uint32_t frags_size = 0, nfound = 0, first_size = 0, last_size = 0;
-    uint32_t nonempty = 0, bad = 0, last_body = TB__LAST_BODY_UNKNOWN;
-    bool writer_abort = false;
-    for (uint32_t i = 0; i < num_fragments; i++) {
-        tb__frag f;
-        int t = tb__next_frag(src, tok_size, &frags_size, flags, &f);
-        if (t == TB__FRAG_OK) {
-            if (nfound++ == 0)
-                first_size = f.size;
-            last_size = f.size;
-            last_body = f.pos + f.hdr;
-            nonempty += f.size > 0;
-            continue;
-        }
-        if (t == TB__FRAG_DROP) {
-            writer_abort = true;
-        } else {
-            b->stats.abi_violations++;
-            bad = num_fragments - i;
-        }
-        break;
-    }
+    tok_summary tok;
+    tokenize(src, tok_size, num_fragments, flags, &tok);
+    uint32_t frags_size = tok.frags_size, nfound = tok.nfound;
+    uint32_t first_size = tok.first_size, last_size = tok.last_size;
+    uint32_t nonempty = tok.nonempty, bad = tok.bad;
+    uint32_t last_body = tok.last_body;
+    bool writer_abort = tok.writer_abort;
+    if (bad)
+        b->stats.abi_violations++;
     size_t reserved = chunk_complete ? frags_size : size;
     size_t outer = tb__outer(reserved);
     uint32_t key = ((uint32_t)producer_id << 16) | writer_id;
@@ -648,7 +697,8 @@ SHMTRACE_API void tb_copy_chunk_untrusted(tb_buffer *b, uint16_t producer_id,
     if (bad)
         refuse(b, NULL, key, uid, TB_CAUSE_ABI_VIOLATION, 0, bad,
                size - frags_size);
-    if (reserved > TB__MAX_PAYLOAD || outer > b->size || key == 0) {
+    if (reserved > TB__MAX_PAYLOAD || outer > b->size || key == 0 ||
+        frags_size > size) {
         b->stats.abi_violations++;
         refuse(b, NULL, key, uid, TB_CAUSE_ABI_VIOLATION, npk, 0, size);
         return;
@@ -732,16 +782,35 @@ SHMTRACE_API void tb_copy_chunk_untrusted(tb_buffer *b, uint16_t producer_id,
     r->payload_size = (uint16_t)frags_size;
     r->payload_avail = (uint16_t)(frags_size - skip);
     r->flags = flags;
+    if (shared && __builtin_expect(tb__shared_race_hook != NULL, 0))
+        tb__shared_race_hook();
     if (frags_size > 0)
         memcpy(tb__payload(b, off), src, frags_size);
-    /* Facts from the tokenization above. A producer racing the copy can
-     * make them disagree with the stored bytes; that only changes which
-     * loss bits its own sequence gets on eviction (reads re-tokenize with
-     * bounds checks regardless). */
-    r->facts = tb__facts_from_summary(nfound, first_size, last_size,
-                                      nonempty, flags);
     if (b->wr + outer > b->used_size)
         b->used_size = b->wr + outer;
+    if (shared && frags_size > 0 &&
+        !copy_matches(tb__payload(b, off), &tok, flags, skip)) {
+        /* The producer changed the bytes while we read them: what was
+         * tokenized is not what was stored. Nothing of it is read; its
+         * packets are lost, counted as an ABI violation, and the writer's
+         * next packet read says so. */
+        memset(r, 0, sizeof(*r));
+        r->size = (uint16_t)reserved;
+        b->stats.abi_violations++;
+        s->loss |= TB_LOSS_PRESENT | TB_LOSS_CHUNK_CORRUPTED;
+        refuse(b, s, key, s->uid, TB_CAUSE_ABI_VIOLATION, npk, 0,
+               frags_size - skip);
+        b->wr += outer;
+        return;
+    }
+    if (shared && skip) /* the starts after skip, in the bytes stored */
+        npk = tb__count_starts(tb__payload(b, off), frags_size, UINT32_MAX,
+                               flags, skip, NULL);
+    /* Facts from the tokenization above: of the bytes stored, since the
+     * source was private to the caller (tb_copy_chunk_untrusted) or the
+     * copy was checked against it (tb_copy_chunk_shared). */
+    r->facts = tb__facts_from_summary(nfound, first_size, last_size,
+                                      nonempty, flags);
 
     uint32_t pos = s->count;
     if (pos > 0 &&
@@ -782,6 +851,24 @@ SHMTRACE_API void tb_copy_chunk_untrusted(tb_buffer *b, uint16_t producer_id,
     b->stats.chunks_written++;
     b->stats.bytes_written += outer;
     tb__seq_gc(b);
+}
+
+SHMTRACE_API void tb_copy_chunk_untrusted(tb_buffer *b, uint16_t producer_id,
+        uint32_t uid, int32_t pid, uint16_t writer_id, uint32_t chunk_id,
+        uint16_t num_fragments, uint8_t chunk_flags, bool chunk_complete,
+        const uint8_t *src, size_t size)
+{
+    copy_chunk(b, producer_id, uid, pid, writer_id, chunk_id, num_fragments,
+               chunk_flags, chunk_complete, src, size, false);
+}
+
+SHMTRACE_API void tb_copy_chunk_shared(tb_buffer *b, uint16_t producer_id,
+        uint32_t uid, int32_t pid, uint16_t writer_id, uint32_t chunk_id,
+        uint16_t num_fragments, uint8_t chunk_flags, bool chunk_complete,
+        const uint8_t *src, size_t size)
+{
+    copy_chunk(b, producer_id, uid, pid, writer_id, chunk_id, num_fragments,
+               chunk_flags, chunk_complete, src, size, true);
 }
 
 SHMTRACE_API bool tb_try_patch_chunk(tb_buffer *b, uint16_t producer_id,

@@ -3,8 +3,12 @@
  * lies in turn (fragment count, fragment sizes, varints, flags, completeness,
  * payload size, ChunkID, identity); the buffer must keep the valid prefix,
  * count the violation, never crash, and never cost another sequence data.
+ * Also a producer that rewrites its shared memory while the service copies
+ * from it (tb_copy_chunk_shared; the race is staged by libbuf's test hook
+ * between tokenizing the source and copying it).
  */
 #include "tb_testutil.h"
+#include "tb_int.h"
 
 static tbt_chunk c;
 
@@ -290,6 +294,159 @@ START_TEST(test_bad_flood_does_not_cost_others)
 }
 END_TEST
 
+/* ---- a source rewritten during the copy (tb_copy_chunk_shared) ------ */
+
+static size_t race_at;     /* byte of c.data the producer rewrites ... */
+static uint8_t race_value; /* ... to this, after libbuf tokenized c */
+static int race_calls;
+
+static void race(void)
+{
+    c.data[race_at] = race_value;
+    race_calls++;
+}
+
+static void shared(tb_buffer *b, uint16_t w, uint32_t id, uint8_t flags,
+                   bool complete)
+{
+    tb_copy_chunk_shared(b, 1, 1, 1, w, id, c.nfrags, flags, complete,
+                         c.data, c.size);
+}
+
+/* Producer 1's loss entry for writer w (ck fails if none). */
+static const tb_seq_loss *loss_of(tb_buffer *b, uint16_t w)
+{
+    size_t n = 0;
+    const tb_seq_loss *l = tb_get_seq_loss(b, &n);
+    for (size_t i = 0; i < n; i++)
+        if (l[i].producer_id == 1 && l[i].writer_id == w)
+            return &l[i];
+    ck_abort_msg("no loss entry for writer %u", w);
+    return NULL;
+}
+
+/* Left alone, a shared source gives what a private copy gives: the same
+ * packets, the same counters. */
+START_TEST(test_shared_untouched_as_private)
+{
+    static const uint32_t sizes[] = {10, 300, 0, 5};
+    tb_buffer *a = tb_create(4096, TB_RING_BUFFER);
+    tb_buffer *b = tb_create(4096, TB_RING_BUFFER);
+    ck_assert_ptr_nonnull(a);
+    ck_assert_ptr_nonnull(b);
+    for (uint32_t id = 0; id < 3; id++) {
+        tbt_build(&c, sizes, "wxyz");
+        raw(a, 1, 1, id, c.nfrags, TB_CHUNK_LAST_PACKET_CONTINUES_ON_NEXT,
+            true, c.data, c.size);
+        shared(b, 1, id, TB_CHUNK_LAST_PACKET_CONTINUES_ON_NEXT, true);
+    }
+    tbt_pkts pa = tbt_read_all(a), pb = tbt_read_all(b);
+    ck_assert_uint_gt(pa.n, 0);
+    ck_assert_uint_eq(pa.n, pb.n);
+    for (size_t i = 0; i < pa.n; i++) {
+        ck_assert_uint_eq(pa.p[i].size, pb.p[i].size);
+        ck_assert_mem_eq(pa.p[i].data, pb.p[i].data, pa.p[i].size);
+        ck_assert_uint_eq(pa.p[i].loss, pb.p[i].loss);
+    }
+    ck_assert_mem_eq(tb_get_stats(a), tb_get_stats(b), sizeof(tb_stats));
+    tbt_free(&pa);
+    tbt_free(&pb);
+    tb_destroy(a);
+    tb_destroy(b);
+}
+END_TEST
+
+/* A fragment header rewritten after libbuf read it: the stored bytes no
+ * longer tile as tokenized. The chunk is refused whole and counted; the
+ * writer's next packet says something was lost; the neighbour is
+ * untouched. */
+TBT_RING_TEST(test_shared_header_rewritten_refused)
+{
+    static const uint32_t sizes[] = {20, 20};
+    good(b, 0);
+    tbt_build(&c, sizes, "ab");
+    race_at = 21;              /* 'b''s size varint (after 1 + 20) */
+    race_value = 5;            /* 20 -> 5 */
+    race_calls = 0;
+    tb__shared_race_hook = race;
+    shared(b, 1, 0, 0, true);
+    tb__shared_race_hook = NULL;
+    ck_assert_int_eq(race_calls, 1);
+    ck_assert_uint_eq(TBT_STAT(b, abi_violations), 1);
+    tbt_build(&c, sizes, "cd");
+    shared(b, 1, 1, 0, true);  /* the writer's next chunk, left alone */
+    good(b, 1);
+    tbt_pkts ps = read_check_neighbour(b, 2);
+    const char *heads = tbt_heads(&ps);
+    size_t got = 0;
+    for (size_t i = 0; i < ps.n; i++) {
+        if (ps.p[i].props.producer_id != 1)
+            continue;
+        /* only 'c' and 'd'; 'c' carries the loss of 'a' and 'b' */
+        ck_assert(tbt_pkt_is1(&ps.p[i], 20, (uint8_t)("cd"[got])));
+        if (got == 0)
+            ck_assert_uint_eq(ps.p[i].loss & (TB_LOSS_PRESENT |
+                                              TB_LOSS_CHUNK_CORRUPTED),
+                              TB_LOSS_PRESENT | TB_LOSS_CHUNK_CORRUPTED);
+        else
+            ck_assert_uint_eq(ps.p[i].loss, 0);
+        got++;
+    }
+    ck_assert_msg(got == 2, "heads %s", heads);
+    const tb_seq_loss *l = loss_of(b, 1);
+    ck_assert_uint_eq(l->lost_packets[TB_CAUSE_ABI_VIOLATION], 2);
+    tbt_free(&ps);
+}
+
+/* Bytes inside a fragment rewritten: nothing moves, the chunk is kept
+ * with what was copied (packet contents are the producer's to choose). */
+TBT_RING_TEST(test_shared_body_rewritten_kept)
+{
+    static const uint32_t sizes[] = {20};
+    tbt_build(&c, sizes, "a");
+    race_at = 1 + 7;           /* after the 1-byte size varint */
+    race_value = 'Z';
+    race_calls = 0;
+    tb__shared_race_hook = race;
+    shared(b, 1, 0, 0, true);
+    tb__shared_race_hook = NULL;
+    ck_assert_int_eq(race_calls, 1);
+    ck_assert_uint_eq(TBT_STAT(b, abi_violations), 0);
+    tbt_pkts ps = tbt_read_all(b);
+    ck_assert_uint_eq(ps.n, 1);
+    ck_assert_uint_eq(ps.p[0].size, 20);
+    ck_assert_uint_eq(ps.p[0].data[7], 'Z');
+    ck_assert_uint_eq(ps.p[0].loss, 0);
+    tbt_free(&ps);
+}
+
+/* A scraped (incomplete) chunk, read in part, then committed complete from
+ * shared memory whose bytes move a fragment boundary under the part
+ * already read: refused, counted, and the rest of the packets lost. */
+TBT_RING_TEST(test_shared_readmit_boundary_moved_refused)
+{
+    static const uint32_t sizes[] = {10, 10, 10};
+    tbt_build(&c, sizes, "abc");
+    /* scraped with its last fragment unfinished: 'a' and 'b' readable */
+    raw(b, 1, 1, 0, 3, 0, false, c.data, c.size);
+    tbt_pkts ps = tbt_read_all(b);
+    ck_assert_str_eq(tbt_heads(&ps), "ab");
+    tbt_free(&ps);
+    /* committed: 'b''s header says 11 bytes once libbuf tokenized, so
+     * that the part read (22 bytes) no longer ends at a fragment */
+    race_at = 11;
+    race_value = 11;
+    race_calls = 0;
+    tb__shared_race_hook = race;
+    shared(b, 1, 0, 0, true);
+    tb__shared_race_hook = NULL;
+    ck_assert_int_eq(race_calls, 1);
+    ck_assert_uint_eq(TBT_STAT(b, abi_violations), 1);
+    ck_assert_uint_eq(tbt_read_count(b), 0);
+    ck_assert_uint_eq(loss_of(b, 1)->lost_packets[TB_CAUSE_ABI_VIOLATION],
+                      1);
+}
+
 static Suite *tb_malicious_suite(void)
 {
     Suite *s = suite_create("tb_malicious");
@@ -305,6 +462,10 @@ static Suite *tb_malicious_suite(void)
              test_bad_chunk_too_big_for_buffer,
              test_bad_chunk_id_replayed_or_old, test_bad_identity_zero);
     TCK_CASE(s, "flood", test_bad_flood_does_not_cost_others);
+    TCK_CASE(s, "shared", test_shared_untouched_as_private,
+             test_shared_header_rewritten_refused,
+             test_shared_body_rewritten_kept,
+             test_shared_readmit_boundary_moved_refused);
     return s;
 }
 

@@ -155,6 +155,19 @@ SHMTRACE_API void tb_copy_chunk_untrusted(tb_buffer *, uint16_t producer_id,
         uint16_t num_fragments, uint8_t chunk_flags, bool chunk_complete,
         const uint8_t *src, size_t size);
 
+/* The same for a payload still in memory that its writer may change during
+ * the call (a producer's shared memory buffer), so that the caller need not
+ * copy it out first: the bytes are copied into the buffer once and checked
+ * again there. If they no longer tokenize as they did in the source (the
+ * writer changed them meanwhile), the chunk is refused as an ABI violation:
+ * its packets count as lost and its writer's next packet read is flagged;
+ * nothing of it is read. Every read of src stays within size bytes. Costs a
+ * second tokenization of the stored bytes, saves the caller's copy. */
+SHMTRACE_API void tb_copy_chunk_shared(tb_buffer *, uint16_t producer_id,
+        uint32_t uid, int32_t pid, uint16_t writer_id, uint32_t chunk_id,
+        uint16_t num_fragments, uint8_t chunk_flags, bool chunk_complete,
+        const uint8_t *src, size_t size);
+
 /* Applies 4-byte patches at offsets from the chunk's payload start; false
  * (patches_failed counted) if the chunk is not in the buffer or a patch
  * does not fit in its valid bytes. A patch wholly past the valid bytes
