@@ -10,8 +10,10 @@
  * (3) reads the header fields once into locals, (4) copies the payload
  * into scratch so that libbuf tokenizes bytes the producer can no longer
  * change (of a complete chunk only its fragments when they end in the
- * first system page, copy_into), (5) frees the chunk (BeingRead -> Free,
- * smb_reader_release_as_free).
+ * first system page), or, for a complete chunk of few large fragments,
+ * has libbuf copy it into the trace buffer and check that copy
+ * (tb_copy_chunk_shared; copy_into says which and why), (5) frees the
+ * chunk (BeingRead -> Free, smb_reader_release_as_free).
  * A scrape does (1), (3), (4) without touching states.
  *
  * A scrape visits only the pages whose header lies in data of the object
@@ -48,6 +50,10 @@ _Static_assert(offsetof(smb_patch, data) == offsetof(tb_patch, data),
 #define MAX_PATCHES_PER_GROUP 1024u
 #define SMB_READER_SYS_PAGE 4096u   /* the smallest page the kernel maps */
 #define SMB_READER_PROBE_MIN 256u   /* a first copy at least this long */
+/* A complete chunk whose fragments average at least this many bytes goes
+ * to libbuf straight from the shared memory; others through scratch
+ * (copy_into says why). */
+#define SMB_READER_SHARED_FRAG 4096u
 
 struct smb_reader {
     uint8_t *base;            /* borrowed mapping (untrusted contents) */
@@ -139,9 +145,12 @@ static int read_header(smb_chunk_header *c, memory_order packets_order,
     return 0;
 }
 
-/* The only place the reader reads chunk payload out of the producer's
- * shared memory, into private scratch. The copy races by design, in two
- * ways no reader can avoid: a scrape (smb-abi.md section 7) copies the
+/* Where the reader copies chunk payload out of the producer's shared
+ * memory into private scratch: scraped chunks, and complete chunks of
+ * many small fragments (complete chunks of few, large ones go to libbuf
+ * straight from the shared memory, which checks its own copy: copy_into).
+ * The copy races by design, in two ways no reader can avoid: a scrape
+ * (smb-abi.md section 7) copies the
  * whole payload of a chunk whose last fragment the writer may still be
  * writing (the acquire load of `packets` orders the count-1 finished
  * fragments that libbuf will use; the bytes after them are copied but
@@ -153,12 +162,7 @@ static int read_header(smb_chunk_header *c, memory_order packets_order,
  * Tried (2026-12-05): copying in 2 KiB pieces, each with the next 2 KiB
  * prefetched, since these lines come from the producer's core: 420 against
  * 434 ns of service CPU per 1 KiB packet (medians of 20 recordings,
- * builds alternating), within the noise; not kept. Nor is the copy itself
- * a cost to remove: a build that handed libbuf the SMB's bytes directly
- * (unsafe, measured only) took 445.5 against 364 ns per 1 KiB packet
- * (12 recordings each, 2026-12-05): libbuf's tokenizer then chases
- * fragment headers through lines still on the producer's core, where
- * this copy pulls them in one stream. */
+ * builds alternating), within the noise; not kept. */
 __attribute__((noinline)) static void
 smb_reader_copy_from_producer(uint8_t *dst, const void *src, size_t n)
 {
@@ -189,28 +193,59 @@ static size_t frags_end_within(const uint8_t *p, size_t avail, uint32_t count)
     return pos;
 }
 
-/* Copy the payload out of shared memory and hand it to libbuf. A complete
- * chunk larger than the rest of the system page its payload starts in
- * (pages of 8 KiB and more) is copied that far first: if its fragments
- * end there (a chunk a flush committed part-full), libbuf gets just them.
- * For a complete chunk it reads nothing past its fragments, so this
- * changes nothing for it, but the pages behind are neither read nor, if
- * the producer never wrote them, allocated by the kernel for our read.
- * Otherwise, and for incomplete (scraped) chunks, whose reserved size is
- * the whole payload, the whole payload is copied.
- * This copy reads lines still in the producer's caches (8% of shmtraced's
- * samples with 1 KiB packets, 2026-12-05). Tried and not kept: asking for
- * the next chunk of the CommitData's list (its first 4 KiB, or its whole
- * 32 KiB page, into L2) before committing this one. 1 KiB x1, medians of
- * 24-32 recordings, builds alternating: 381 (4 KiB) and 354 against 397.5
- * ns of service CPU per packet, then 355.5 against 346 (whole page); x4
- * 387.5 against 412.5 (20 each): inside this host's noise. */
+/* Hand a chunk's payload to libbuf. A complete chunk whose fragments
+ * average SMB_READER_SHARED_FRAG bytes or more goes from the shared
+ * memory straight into the trace buffer (tb_copy_chunk_shared): libbuf
+ * tokenizes it where it lies, copies its fragments into the ring and
+ * checks the copy, so the producer cannot make what is stored differ from
+ * what was checked, and a chunk rewritten meanwhile is refused as an ABI
+ * violation. libbuf reads nothing past its fragments, so the pages behind
+ * a part-full chunk (one a flush committed) are neither read nor, if the
+ * producer never wrote them, allocated by the kernel for our read.
+ * Other chunks are copied into scratch first (smb_reader_copy_from_producer)
+ * and libbuf reads the copy: many small fragments (below), and incomplete
+ * (scraped) chunks, whose writer may be writing the last fragment right
+ * now, an honest race that the check would take for a rewrite, and whose
+ * reserved size is the whole payload, copied whole. Of a complete chunk
+ * larger than the rest of the system page its payload starts in (pages
+ * of 8 KiB and more) that much is copied first: if its fragments end
+ * there (a chunk a flush committed part-full), libbuf gets just them, and
+ * the pages behind are not touched either.
+ * Until 2026-12-07 complete chunks were copied into scratch too, then
+ * from there into the ring: two copies of every byte. Measured when that
+ * went (2026-12-07, shmtraced, 256 MB recordings through `shmtrace
+ * record`, builds alternating, medians; an AMD EPYC VM whose memory ran
+ * at 7-8 GB/s that day, bench_hostspeed): service CPU per 64 KiB packet
+ * 42.3 against 48.7 us with one producer, 49.4 against 50.0 with four
+ * (12 recordings each). Sent this way whatever their fragments, chunks
+ * of 64 B packets cost 183.5 against 169.5 ns per packet (8 each):
+ * libbuf then tokenizes ~350 fragment headers in lines still arriving
+ * from the producer's core, and again in the ring; 1 KiB packets were
+ * level (948.5 against 982.5 ns at x1, 1086.5 against 1082.5 at x4).
+ * Hence SMB_READER_SHARED_FRAG: only chunks of few, large fragments.
+ * An unsafe build of 2026-12-05 that handed libbuf the SMB's bytes (no
+ * check of the copy; libbuf then fetched only the first 4 KiB of a source
+ * ahead of tokenizing it) was slower on that day's host: 445.5 against
+ * 364 ns per 1 KiB packet; the tokenizer chased fragment headers through
+ * lines still on the producer's core.
+ * Also tried and not kept (2026-12-05): asking for the next chunk of the
+ * CommitData's list (its first 4 KiB, or its whole 32 KiB page, into L2)
+ * before committing this one. 1 KiB x1, medians of 24-32 recordings,
+ * builds alternating: 381 (4 KiB) and 354 against 397.5 ns of service CPU
+ * per packet, then 355.5 against 346 (whole page); x4 387.5 against 412.5
+ * (20 each): inside that host's noise. */
 static void copy_into(smb_reader *r, tb_buffer *buf, smb_chunk_header *c,
                       uint32_t chunk_size, const header_copy *h,
                       bool complete)
 {
     size_t payload = chunk_size - SMB_CHUNK_HEADER_SIZE, len = payload;
     const uint8_t *src = smb_chunk_payload(c);
+    if (complete && (size_t)h->count * SMB_READER_SHARED_FRAG <= payload) {
+        tb_copy_chunk_shared(buf, r->producer_id, r->uid, r->pid,
+                             h->writer_id, h->chunk_id, h->count, h->flags,
+                             true, src, payload);
+        return;
+    }
     size_t probe = SMB_READER_SYS_PAGE -
                    ((uintptr_t)src & (SMB_READER_SYS_PAGE - 1));
     if (probe < SMB_READER_PROBE_MIN)

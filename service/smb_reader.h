@@ -11,7 +11,10 @@
  * socket). Everything read through base is UNTRUSTED and may change under
  * our feet: page words and chunk headers are read once into locals, the
  * chunk payload is copied into a private scratch buffer before libbuf sees
- * it, and every index is bounded against the trusted geometry.
+ * it, or (complete chunks of few large fragments) copied by libbuf into
+ * the trace buffer and checked there against what it tokenized
+ * (tb_copy_chunk_shared), and every index is bounded against the trusted
+ * geometry.
  *
  * Commit (smb_reader_commit_chunk), per smb-abi.md §8:
  *   page < num_pages, chunk < num_chunks(live layout), state Complete
@@ -20,8 +23,10 @@
  *   tb_buffer (or NULL: discarded); the payload (chunk_size - 8 bytes, or
  *   just its fragments when they end in the system page it starts in:
  *   smb_reader.c) is copied out and handed to
- *   tb_copy_chunk_untrusted(..., count, flags, complete=true, ...); the
- *   chunk is then released BeingRead -> Free (the service frees chunks).
+ *   tb_copy_chunk_untrusted(..., count, flags, complete=true, ...), or
+ *   handed where it lies to tb_copy_chunk_shared when its fragments
+ *   average 4 KiB or more; the chunk is then released BeingRead -> Free
+ *   (the service frees chunks).
  * Emulation (smb_reader_commit_data): the chunk came inside the IPC
  *   message; only its length and header are checked, then libbuf.
  * Patches (smb_reader_apply_patches): writer_id 1..32767, 1..1024 patches,
