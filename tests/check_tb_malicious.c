@@ -313,6 +313,21 @@ static void shared(tb_buffer *b, uint16_t w, uint32_t id, uint8_t flags,
                          c.data, c.size);
 }
 
+/* Chunk `id` of writer w (complete, no flags) from c, shared, with byte
+ * `at` of c rewritten to `value` between libbuf's tokenizing and its
+ * copy. */
+static void shared_raced(tb_buffer *b, uint16_t w, uint32_t id, size_t at,
+                         uint8_t value)
+{
+    race_at = at;
+    race_value = value;
+    race_calls = 0;
+    tb__shared_race_hook = race;
+    shared(b, w, id, 0, true);
+    tb__shared_race_hook = NULL;
+    ck_assert_int_eq(race_calls, 1);
+}
+
 /* Producer 1's loss entry for writer w (ck fails if none). */
 static const tb_seq_loss *loss_of(tb_buffer *b, uint16_t w)
 {
@@ -365,13 +380,8 @@ TBT_RING_TEST(test_shared_header_rewritten_refused)
     static const uint32_t sizes[] = {20, 20};
     good(b, 0);
     tbt_build(&c, sizes, "ab");
-    race_at = 21;              /* 'b''s size varint (after 1 + 20) */
-    race_value = 5;            /* 20 -> 5 */
-    race_calls = 0;
-    tb__shared_race_hook = race;
-    shared(b, 1, 0, 0, true);
-    tb__shared_race_hook = NULL;
-    ck_assert_int_eq(race_calls, 1);
+    shared_raced(b, 1, 0, 21, 5); /* 'b''s size varint (after 1 + 20):
+                                     20 -> 5 */
     ck_assert_uint_eq(TBT_STAT(b, abi_violations), 1);
     tbt_build(&c, sizes, "cd");
     shared(b, 1, 1, 0, true);  /* the writer's next chunk, left alone */
@@ -404,13 +414,7 @@ TBT_RING_TEST(test_shared_body_rewritten_kept)
 {
     static const uint32_t sizes[] = {20};
     tbt_build(&c, sizes, "a");
-    race_at = 1 + 7;           /* after the 1-byte size varint */
-    race_value = 'Z';
-    race_calls = 0;
-    tb__shared_race_hook = race;
-    shared(b, 1, 0, 0, true);
-    tb__shared_race_hook = NULL;
-    ck_assert_int_eq(race_calls, 1);
+    shared_raced(b, 1, 0, 1 + 7, 'Z'); /* after the 1-byte size varint */
     ck_assert_uint_eq(TBT_STAT(b, abi_violations), 0);
     tbt_pkts ps = tbt_read_all(b);
     ck_assert_uint_eq(ps.n, 1);
@@ -434,13 +438,7 @@ TBT_RING_TEST(test_shared_readmit_boundary_moved_refused)
     tbt_free(&ps);
     /* committed: 'b''s header says 11 bytes once libbuf tokenized, so
      * that the part read (22 bytes) no longer ends at a fragment */
-    race_at = 11;
-    race_value = 11;
-    race_calls = 0;
-    tb__shared_race_hook = race;
-    shared(b, 1, 0, 0, true);
-    tb__shared_race_hook = NULL;
-    ck_assert_int_eq(race_calls, 1);
+    shared_raced(b, 1, 0, 11, 11);
     ck_assert_uint_eq(TBT_STAT(b, abi_violations), 1);
     ck_assert_uint_eq(tbt_read_count(b), 0);
     ck_assert_uint_eq(loss_of(b, 1)->lost_packets[TB_CAUSE_ABI_VIOLATION],
