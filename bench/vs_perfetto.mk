@@ -3,11 +3,9 @@
 # bench/bench_vs_perfetto.sh (BENCH_VS_MB, BENCH_VS_RUNS, BENCH_VS_CASES,
 # PERFETTO_BIN, ...).
 
-noinst_PROGRAMS += bench/bench_waitsize bench/bench_cputime bench/bench_fwrite \
-	bench/bench_hostspeed
+noinst_PROGRAMS += bench/bench_waitsize bench/bench_cputime bench/bench_fwrite
 bench_bench_waitsize_SOURCES = bench/bench_waitsize.c
 bench_bench_cputime_SOURCES = bench/bench_cputime.c
-bench_bench_hostspeed_SOURCES = bench/bench_hostspeed.c
 bench_bench_fwrite_SOURCES = bench/bench_fwrite.c service/svc_prealloc.c
 bench_bench_fwrite_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/service
 EXTRA_DIST += bench/bench_vs_perfetto.sh bench/bench_vs_run.sh \

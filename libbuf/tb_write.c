@@ -697,8 +697,7 @@ static void copy_chunk(tb_buffer *b, uint16_t producer_id, uint32_t uid,
     if (bad)
         refuse(b, NULL, key, uid, TB_CAUSE_ABI_VIOLATION, 0, bad,
                size - frags_size);
-    if (reserved > TB__MAX_PAYLOAD || outer > b->size || key == 0 ||
-        frags_size > size) {
+    if (reserved > TB__MAX_PAYLOAD || outer > b->size || key == 0) {
         b->stats.abi_violations++;
         refuse(b, NULL, key, uid, TB_CAUSE_ABI_VIOLATION, npk, 0, size);
         return;

@@ -215,7 +215,7 @@ static size_t frags_end_within(const uint8_t *p, size_t avail, uint32_t count)
  * from there into the ring: two copies of every byte. Measured when that
  * went (2026-12-07, shmtraced, 256 MB recordings through `shmtrace
  * record`, builds alternating, medians; an AMD EPYC VM whose memory ran
- * at 7-8 GB/s that day, bench_hostspeed): service CPU per 64 KiB packet
+ * at 7-8 GB/s that day, bench_tb's baseline): service CPU per 64 KiB packet
  * 42.3 against 48.7 us with one producer, 49.4 against 50.0 with four
  * (12 recordings each). Sent this way whatever their fragments, chunks
  * of 64 B packets cost 183.5 against 169.5 ns per packet (8 each):
