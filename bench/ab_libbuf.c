@@ -19,7 +19,9 @@
  * read (bench_tb's: fresh 128 MiB buffers), read_cached (a 1 MiB buffer
  * filled and read again and again: the reader's CPU cost), read64 (a
  * 64 MiB buffer filled and read 40 times), svc1k (reading the service's
- * 1 KiB packets out of 32 KiB chunks, 4 MiB behind the writer), memcpy.
+ * 1 KiB packets out of 32 KiB chunks, 4 MiB behind the writer), svc64
+ * (the service's 64 B packets: ~94-byte records out of 32 KiB chunks, 1 MiB
+ * behind, each copied out as the file pass does), memcpy.
  */
 #include <shmtrace/trace_buffer.h>
 
@@ -143,6 +145,52 @@ static double read_svc1k(void)
     return bytes / busy;
 }
 
+/* The service's shape for 64 B packets (shmtrace-producer -S 64: 92-byte
+ * TracePackets, 1-byte fragment headers) in 32 KiB chunks, 1 MiB at a
+ * time (SVC_FILE_EAGER_SMALL_BYTES), each packet copied out as the file
+ * pass copies it (one memcpy into a 1 MiB batch). Packet bytes read per
+ * CPU-second of reading. */
+static double read_svc64(void)
+{
+    static uint8_t chunk[32752], batch[1 << 20];
+    size_t n = 0, npk = 0, bl = 0;
+    while (n + 93 <= sizeof(chunk)) {
+        chunk[n++] = 92;
+        memset(chunk + n, 'a' + (int)(npk % 26), 92);
+        n += 92;
+        npk++;
+    }
+    tb_buffer *b = tb_create(128 * MIB, TB_RING_BUFFER);
+    if (!b) {
+        perror("tb_create");
+        exit(1);
+    }
+    uint32_t id = 0, dropped;
+    double busy = 0, bytes = 0;
+    tb_packet pkt;
+    tb_seq_props props;
+    for (int step = 0; step < 256; step++) {
+        for (size_t w = 0; w < MIB; w += n)
+            tb_copy_chunk_untrusted(b, 1, 1000, 100, 1, id++,
+                                    (uint16_t)npk, 0, true, chunk, n);
+        double t0 = now_s();
+        tb_begin_read(b);
+        while (tb_read_next_packet(b, &pkt, &props, &dropped)) {
+            if (bl + pkt.size > sizeof(batch))
+                bl = 0;
+            for (size_t i = 0; i < pkt.nslices; i++) {
+                memcpy(batch + bl, pkt.slices[i].data, pkt.slices[i].size);
+                bl += pkt.slices[i].size;
+            }
+            bytes += (double)pkt.size;
+        }
+        busy += now_s() - t0;
+    }
+    sink = batch[bl / 2];
+    tb_destroy(b);
+    return bytes / busy;
+}
+
 static double run(const char *w)
 {
     double unused;
@@ -158,6 +206,8 @@ static double run(const char *w)
         return read_again(64 * MIB, 40);
     if (!strcmp(w, "svc1k"))
         return read_svc1k();
+    if (!strcmp(w, "svc64"))
+        return read_svc64();
     if (!strcmp(w, "memcpy"))
         return bench_memcpy(0.25);
     fprintf(stderr, "ab_libbuf: unknown workload '%s'\n", w);
@@ -187,7 +237,7 @@ int main(int argc, char **argv)
         fprintf(argc == 2 ? stdout : stderr,
                 "usage: ab_libbuf WORKLOAD ROUNDS (built by "
                 "bench/ab_libbuf.sh)\nWORKLOAD: write1 write1000 read "
-                "read_cached read64 svc1k memcpy\n");
+                "read_cached read64 svc1k svc64 memcpy\n");
         return argc == 2 ? 0 : 2;
     }
     int rounds = atoi(argv[2]);

@@ -17,7 +17,7 @@
 #   e.g.  bench/ab_libbuf.sh -w read_cached HEAD .
 #
 # WORKLOAD: write1, write1000 (default), read, read_cached, read64, svc1k,
-# memcpy.
+# svc64, memcpy.
 set -eu
 
 usage() {

@@ -636,6 +636,10 @@ void tb__set_rewind_at(tb_buffer *b, size_t bytes);
 void tb__walk_start(tb_buffer *b, tb__walk *w, uint32_t seq_idx,
                     uint32_t target_off);
 bool tb__walk_next(tb_buffer *b, tb__walk *w, int mode, tb_packet *out);
+/* tb__walk_next in read mode, for the common case only: the next fragment
+ * of the walk's current record is a non-empty whole packet. false (and
+ * nothing changed) in every other case, which tb__walk_next then takes. */
+bool tb__walk_next_whole(tb_buffer *b, tb__walk *w, tb_packet *out);
 void tb__erase_target(tb_buffer *b, uint32_t off);
 
 #endif /* LIBBUF_TB_INT_H */

@@ -297,6 +297,36 @@ bool tb__walk_next(tb_buffer *b, tb__walk *w, int mode, tb_packet *out)
     }
 }
 
+/* The WHOLE case of tb__walk_next's first iteration, with the same
+ * effects, for tb_read_next_packet to try first: most packets read are
+ * small whole fragments in the middle of a record, and the general path
+ * (its loop, the outer walk's bookkeeping, the out-parameters cleared
+ * first) cost about as much as the packet itself. */
+bool tb__walk_next_whole(tb_buffer *b, tb__walk *w, tb_packet *out)
+{
+    tb__seq *s = &b->seqs[w->seq];
+    tb__rec *r = tb__rec_at(b, w->cur_off);
+    uint8_t *payload = tb__payload(b, w->cur_off);
+    uint32_t pos = w->frag_off;
+    tb__frag f;
+    if (s->skip_gen == b->generation || b->slices_cap == 0 ||
+        tb__next_frag(payload, r->payload_size, &pos, r->flags, &f) !=
+            TB__FRAG_OK ||
+        f.role != TB__WHOLE || f.size == 0)
+        return false;
+    w->frag_off = pos;
+    consume(b, w->cur_off, &f, TB__READ);
+    took_start(b, s, -1, 0);
+    if (pos < r->payload_size)
+        __builtin_prefetch(payload + pos, 0);  /* as tb__walk_next */
+    b->slices[0].data = payload + f.pos + f.hdr;
+    b->slices[0].size = f.size;
+    out->slices = b->slices;
+    out->nslices = 1;
+    out->size = f.size;
+    return true;
+}
+
 /* Evicts the record at off (a chunk record in the eviction range): every
  * record of its sequence up to and including it is consumed in erase mode. */
 void tb__erase_target(tb_buffer *b, uint32_t off)
