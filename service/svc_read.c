@@ -108,6 +108,14 @@
  * Cost per packet (no allocation in steady state): the scratch area and the
  * file batch live in the session and are reused; the sequence map sits
  * behind a one-entry cache (consecutive packets mostly share a sequence).
+ * The file batch's per-packet steps (room, header, take, would-wait) are
+ * inline, their rare branches not. Instructions the daemon ran for a
+ * recording of 200,000 packets of 64 B (callgrind, memcpy left out: it
+ * counts rep movsb per byte), 2026-12-08: 674 per packet before, 596
+ * with libbuf's whole-packet fast path (tb_read_next_packet), 572 with
+ * these inline; service CPU per packet (1 producer, 2 M packets, daemon
+ * builds alternating, 6 recordings each) 116.5 against 131.5 ns with the
+ * first, 98.5 against 128.5 with both.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -1267,26 +1275,26 @@ static int filew_flush(svc_filew *w)
 /* A step (a pass with a byte budget) ends before its batch fills up
  * when handing it out would leave the session waiting for the writer
  * thread: the main loop goes back to the producers' commits instead. */
-static bool filew_would_wait(svc_filew *w)
+static inline bool filew_would_wait(svc_filew *w)
 {
     svc_fw_batch *b = w->b;
+    if (b->niov + SVC_FILE_IOV / 16 < SVC_FILE_IOV &&
+        b->len + b->cap / 8 < b->cap)
+        return false;     /* far from full (asked per packet: first) */
     if (!w->svc->fw || (!w->s->direct && b->slice_bytes < b->len &&
                         !copied_out_now(w->svc, w->s)))
         return false;     /* not for the thread (filew_flush) */
-    if (b->niov + SVC_FILE_IOV / 16 < SVC_FILE_IOV &&
-        b->len + b->cap / 8 < b->cap)
-        return false;
     int oldest;
     return batches_full(w->svc, w->s, (w->s->fwb_cur + 1) % nbatches(w->s),
                         b->len + b->slice_bytes, &oldest);
 }
 
 /* Room for `need` bytes at the end of buf and `niov` more pieces (flushed
- * first if either is short); need > cap grows buf. */
-static int filew_room(svc_filew *w, size_t need, int niov)
+ * first if either is short); need > cap grows buf. The test is inline
+ * (it runs per packet), the rest is not. */
+static __attribute__((noinline)) int filew_room_slow(svc_filew *w,
+                                                     size_t need)
 {
-    if (w->b->len + need <= w->b->cap && w->b->niov + niov <= SVC_FILE_IOV)
-        return 0;
     int rc = filew_flush(w);
     if (rc < 0)
         return w->err = rc;
@@ -1315,9 +1323,16 @@ static int filew_room(svc_filew *w, size_t need, int niov)
     return 0;
 }
 
+static inline int filew_room(svc_filew *w, size_t need, int niov)
+{
+    if (w->b->len + need <= w->b->cap && w->b->niov + niov <= SVC_FILE_IOV)
+        return 0;
+    return filew_room_slow(w, need);
+}
+
 /* The n bytes at buf + len (already there) join the file: extend the open
  * piece of buf or start one. The caller made room for one piece. */
-static void filew_take(svc_filew *w, size_t n)
+static inline void filew_take(svc_filew *w, size_t n)
 {
     svc_fw_batch *b = w->b;
     if (w->seg_open) {
@@ -1331,9 +1346,13 @@ static void filew_take(svc_filew *w, size_t n)
     b->len += n;
 }
 
-static size_t packet_header(uint8_t *hdr, size_t size)
+static inline size_t packet_header(uint8_t *hdr, size_t size)
 {
     hdr[0] = 0x0A;                                /* Trace.packet = 1 */
+    if (size < 0x80) {                            /* most packets: inline */
+        hdr[1] = (uint8_t)size;
+        return 2;
+    }
     return 1 + svc_varint(hdr + 1, size);
 }
 
@@ -1386,8 +1405,8 @@ static int filew_emit(void *ctx, const uint8_t *p, size_t size)
  * `slack` bytes of room past it that filew_commit does not take: *dst is
  * where its bytes go, NULL when the file is (or would become) full, which
  * filew_emit then handles as for any packet. */
-static int filew_reserve(svc_filew *w, size_t size, size_t slack,
-                         uint8_t **dst)
+static inline int filew_reserve(svc_filew *w, size_t size, size_t slack,
+                                uint8_t **dst)
 {
     svc_session *s = w->s;
     *dst = NULL;
@@ -1414,7 +1433,7 @@ static int filew_reserve(svc_filew *w, size_t size, size_t slack,
     return 0;
 }
 
-static void filew_commit(svc_filew *w, size_t size, bool flagged)
+static inline void filew_commit(svc_filew *w, size_t size, bool flagged)
 {
     filew_take(w, w->hdr + size);
     file_counted(w->s, w->hdr + size, flagged);
