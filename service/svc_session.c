@@ -330,12 +330,38 @@ static int start_instance(svc_service *svc, svc_session *s, svc_producer *p,
     in->start_pending = r->will_notify_on_start;   /* svc_start.c */
     in->state = SVC_INST_STARTED;
     s->ninst++;
-    /* A shallow copy is enough to re-encode with the two fields changed. */
+    /* A shallow copy is enough to re-encode with the fields the service
+     * owns set as Perfetto's service sets them (SetupDataSource in
+     * tracing_service_impl.cc): the buffer, the session, its duration,
+     * the stop timeout and guardrails, the suspend-aware duration when the
+     * session asks for it (else the consumer's), and session_initiator
+     * reset: a consumer must not tell producers that a trusted system
+     * component started the session (a producer may grant such a session
+     * more), and no consumer of shmtraced is one. */
+    const Perfetto__Protos__TraceConfig *tc = s->cfg;
     Perfetto__Protos__DataSourceConfig c = *d->config;
     c.has_target_buffer = true;
     c.target_buffer = gid;
     c.has_tracing_session_id = true;
     c.tracing_session_id = s->id;
+    c.has_trace_duration_ms = true;
+    c.trace_duration_ms = tc->has_duration_ms ? tc->duration_ms : 0;
+    if (tc->has_prefer_suspend_clock_for_duration &&
+        tc->prefer_suspend_clock_for_duration) {
+        c.has_prefer_suspend_clock_for_duration = true;
+        c.prefer_suspend_clock_for_duration = true;
+    }
+    c.has_stop_timeout_ms = true;
+    c.stop_timeout_ms = tc->has_data_source_stop_timeout_ms &&
+                        tc->data_source_stop_timeout_ms ?
+                        tc->data_source_stop_timeout_ms :
+                        SVC_DEFAULT_STOP_TIMEOUT_MS;
+    c.has_enable_extra_guardrails = true;
+    c.enable_extra_guardrails = tc->has_enable_extra_guardrails &&
+                                tc->enable_extra_guardrails;
+    c.has_session_initiator = true;
+    c.session_initiator =
+        PERFETTO__PROTOS__DATA_SOURCE_CONFIG__SESSION_INITIATOR__SESSION_INITIATOR_UNSPECIFIED;
     if (svc->ops.setup_data_source)
         svc->ops.setup_data_source(svc->ops_ctx, p->conn, in->instance_id, &c);
     if (svc->ops.start_data_source)

@@ -114,6 +114,70 @@ SVF_TEST(test_match_all_producers_and_late_registration, 2)
     ck_assert_int_eq(svf_rec.start_ds, 6);
 }
 
+/* The fields of the DataSourceConfig the service owns are set as Perfetto's
+ * service sets them, whatever the consumer wrote there; above all a
+ * consumer cannot tell producers that a trusted system component started
+ * its session (session_initiator), which a producer may grant more. */
+SVF_TEST(test_ds_config_service_fields, 2)
+{
+    f->c.dsc.has_session_initiator = true;
+    f->c.dsc.session_initiator =
+        PERFETTO__PROTOS__DATA_SOURCE_CONFIG__SESSION_INITIATOR__SESSION_INITIATOR_TRUSTED_SYSTEM;
+    f->c.dsc.has_trace_duration_ms = true;
+    f->c.dsc.trace_duration_ms = 99;
+    f->c.dsc.has_stop_timeout_ms = true;
+    f->c.dsc.stop_timeout_ms = 98;
+    f->c.dsc.has_enable_extra_guardrails = true;
+    f->c.dsc.enable_extra_guardrails = true;
+    f->c.dsc.has_target_buffer = true;     /* the config's buffer 0 */
+    f->c.dsc.target_buffer = 0;
+    f->c.dsc.has_tracing_session_id = true;
+    f->c.dsc.tracing_session_id = 4343;
+    f->c.cfg.has_duration_ms = true;
+    f->c.cfg.duration_ms = 60000;
+    f->c.cfg.has_data_source_stop_timeout_ms = true;
+    f->c.cfg.data_source_stop_timeout_ms = 777;
+    f->c.cfg.has_prefer_suspend_clock_for_duration = true;
+    f->c.cfg.prefer_suspend_clock_for_duration = true;
+    svc_session *s = svf_enable(f);
+    ck_assert_int_eq(svf_rec.start_ds, 2);
+    const Perfetto__Protos__DataSourceConfig *c = &svf_rec.last_ds;
+    ck_assert_str_eq(c->name, "test.ds");
+    ck_assert(c->has_session_initiator);
+    ck_assert_int_eq(c->session_initiator,
+        PERFETTO__PROTOS__DATA_SOURCE_CONFIG__SESSION_INITIATOR__SESSION_INITIATOR_UNSPECIFIED);
+    ck_assert(c->has_trace_duration_ms);
+    ck_assert_uint_eq(c->trace_duration_ms, 60000);
+    ck_assert(c->has_stop_timeout_ms);
+    ck_assert_uint_eq(c->stop_timeout_ms, 777);
+    ck_assert(c->has_enable_extra_guardrails);
+    ck_assert(!c->enable_extra_guardrails);
+    ck_assert(c->has_prefer_suspend_clock_for_duration);
+    ck_assert(c->prefer_suspend_clock_for_duration);
+    ck_assert_uint_eq(c->target_buffer, f->buf);
+    ck_assert_uint_eq(c->tracing_session_id, svc_session_id(s));
+    /* The consumer's own config is left as it was (it is echoed into the
+     * trace as sent). */
+    ck_assert_int_eq(f->c.dsc.session_initiator,
+        PERFETTO__PROTOS__DATA_SOURCE_CONFIG__SESSION_INITIATOR__SESSION_INITIATOR_TRUSTED_SYSTEM);
+    ck_assert_uint_eq(f->c.dsc.trace_duration_ms, 99);
+    /* Defaults: no duration, the default stop timeout; a session that
+     * does not ask for the suspend-aware duration passes the consumer's
+     * flag on unchanged, as Perfetto's does. */
+    f->c.cfg.has_duration_ms = false;
+    f->c.cfg.has_data_source_stop_timeout_ms = false;
+    f->c.cfg.has_prefer_suspend_clock_for_duration = false;
+    f->c.dsc.has_prefer_suspend_clock_for_duration = false;
+    ck_assert_ptr_nonnull(
+        svc_session_enable(f->svc, NULL, &f->c.cfg, -1, NULL, 0));
+    ck_assert_int_eq(svf_rec.start_ds, 4);
+    ck_assert_uint_eq(c->trace_duration_ms, 0);
+    ck_assert_uint_eq(c->stop_timeout_ms, SVC_DEFAULT_STOP_TIMEOUT_MS);
+    ck_assert(!c->has_prefer_suspend_clock_for_duration);
+    ck_assert_int_eq(c->session_initiator,
+        PERFETTO__PROTOS__DATA_SOURCE_CONFIG__SESSION_INITIATOR__SESSION_INITIATOR_UNSPECIFIED);
+}
+
 SVF_TEST(test_deferred_start_waits_for_start_tracing, 1)
 {
     f->c.cfg.has_deferred_start = true;
@@ -3242,6 +3306,7 @@ static Suite *svc_session_suite(void)
              test_smb_bytes_per_uid, test_ds_bytes_per_producer_and_uid, test_smb_sizes_follow_buffers);
     TCK_CASE(s, "matching", test_match_all_producers_and_late_registration,
              test_deferred_start_waits_for_start_tracing,
+             test_ds_config_service_fields,
              test_match_producer_name_filter,
              test_match_producer_name_regex_filter,
              test_regex_filters_refused_before_they_run,

@@ -44,6 +44,8 @@ typedef struct {
     uint32_t last_target_buffer;
     uint64_t last_session_id, last_instance, last_flush_id,
         last_flush_flags, last_clone_token;
+    /* the last StartDataSource's config, as the service set it */
+    Perfetto__Protos__DataSourceConfig last_ds;
 } svf_rec_t;
 
 static svf_rec_t svf_rec;
@@ -68,6 +70,7 @@ static inline int svf_r_start_ds(void *c, void *conn, uint64_t id,
     svf_rec.last_target_buffer = cfg->target_buffer;
     svf_rec.last_session_id = cfg->tracing_session_id;
     svf_rec.last_instance = id;
+    svf_rec.last_ds = *cfg;        /* shallow: scalar fields only read */
     return 0;
 }
 static inline int svf_r_stop_ds(void *c, void *conn, uint64_t id)
