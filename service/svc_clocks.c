@@ -35,6 +35,21 @@
  * The same period makes a TraceStats packet due (stats_due: at the start,
  * at every period, in a clone; svc_flush.c adds tracing_disabled), which
  * the next read pass that drains the buffers emits (svc_read.c).
+ *
+ * Suspend-aware timers. Perfetto's duration_ms counts system activity
+ * (CLOCK_MONOTONIC: a suspend stops it) unless the config asks for
+ * prefer_suspend_clock_for_duration (then CLOCK_BOOTTIME, so a 24 h trace
+ * does not last for weeks of suspends; it moves TriggerConfig.stop_delay_ms
+ * to that clock too), and builtin_data_sources.prefer_suspend_clock_for_
+ * snapshot does the same for the periodic snapshots (one that fell due
+ * during a suspend is taken right after it). The service's timers are
+ * MONOTONIC ms; such a session keeps those two on a timeline of MONOTONIC
+ * plus the time suspended since it started (BOOTTIME - MONOTONIC, against
+ * its value then: svc__timer_now), and svc_next_deadline_ms converts them
+ * back. A poll() timeout does not count a suspend either, so while one of
+ * them is armed the main loop wakes at least every SVC_SUSPEND_CHECK_MS:
+ * such a timer fires within that time after a resume (Perfetto uses a
+ * timerfd on CLOCK_BOOTTIME, which fires at once).
  */
 #include <time.h>
 
@@ -135,4 +150,64 @@ void svc__clocks_clone(svc_session *s, const svc_session *src)
     s->nclock_snaps = src->nclock_snaps;
     s->stats_due = true;
     svc__clocks_snapshot(s);
+}
+
+/* ---------------------------------------------------- suspend-aware timers */
+
+int64_t svc__suspend_offset_ns(const svc_service *svc)
+{
+    if (svc->suspend_clock)
+        return svc->suspend_clock(svc->suspend_clock_ctx);
+    struct timespec b, m;
+    clock_gettime(CLOCK_MONOTONIC, &m);
+    clock_gettime(CLOCK_BOOTTIME, &b);
+    return ((int64_t)b.tv_sec - (int64_t)m.tv_sec) * 1000000000 +
+           ((int64_t)b.tv_nsec - (int64_t)m.tv_nsec);
+}
+
+void svc__set_suspend_clock(svc_service *svc, int64_t (*fn)(void *ctx),
+                            void *ctx)
+{
+    svc->suspend_clock = fn;
+    svc->suspend_clock_ctx = ctx;
+}
+
+void svc__suspend_start(const svc_service *svc, svc_session *s)
+{
+    const Perfetto__Protos__TraceConfig *cfg = s->cfg;
+    const Perfetto__Protos__TraceConfig__BuiltinDataSource *b =
+        cfg ? cfg->builtin_data_sources : NULL;
+    s->duration_suspend_aware = cfg &&
+        cfg->has_prefer_suspend_clock_for_duration &&
+        cfg->prefer_suspend_clock_for_duration;
+    s->snapshot_suspend_aware = b &&
+        b->has_prefer_suspend_clock_for_snapshot &&
+        b->prefer_suspend_clock_for_snapshot;
+    if (s->duration_suspend_aware || s->snapshot_suspend_aware)
+        s->suspend_base_ns = svc__suspend_offset_ns(svc);
+}
+
+/* ms suspended since the session started (never negative: the two clocks
+ * are read one after the other, a few ns apart). */
+static uint64_t suspended_ms(const svc_service *svc, const svc_session *s)
+{
+    int64_t d = svc__suspend_offset_ns(svc) - s->suspend_base_ns;
+    return d > 0 ? (uint64_t)d / 1000000u : 0;
+}
+
+uint64_t svc__timer_now(const svc_service *svc, const svc_session *s,
+                        uint64_t now, bool aware)
+{
+    return aware ? now + suspended_ms(svc, s) : now;
+}
+
+uint64_t svc__timer_deadline(const svc_service *svc, const svc_session *s,
+                             uint64_t d, bool aware, uint64_t now)
+{
+    if (!d || !aware)
+        return d;
+    uint64_t slept = suspended_ms(svc, s);
+    uint64_t mono = d > slept ? d - slept : 1;   /* due: at once */
+    uint64_t check = now + SVC_SUSPEND_CHECK_MS;
+    return mono < check ? mono : check;
 }

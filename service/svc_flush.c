@@ -439,14 +439,19 @@ size_t svc__producer_gone(svc_service *svc, svc_producer *p)
 
 uint64_t svc_next_deadline_ms(const svc_service *svc)
 {
-    uint64_t d = 0;
+    uint64_t d = 0, now = 0;
     for (size_t si = 0; si < svc->nsessions; si++) {
         const svc_session *s = svc->sessions[si];
-        d = svc__min_deadline(d, s->duration_deadline_ms);
+        if ((s->duration_suspend_aware || s->snapshot_suspend_aware) &&
+            !now)
+            now = svc_now_ms();
+        d = svc__min_deadline(d, svc__timer_deadline(svc, s,
+                s->duration_deadline_ms, s->duration_suspend_aware, now));
         d = svc__min_deadline(d, s->stop_deadline_ms);
         d = svc__min_deadline(d, s->next_file_write_ms);
         d = svc__min_deadline(d, s->next_periodic_flush_ms);
-        d = svc__min_deadline(d, s->next_snapshot_ms);
+        d = svc__min_deadline(d, svc__timer_deadline(svc, s,
+                s->next_snapshot_ms, s->snapshot_suspend_aware, now));
         for (size_t i = 0; i < s->nflushes; i++)
             d = svc__min_deadline(d, s->flushes[i].deadline_ms);
         d = svc__min_deadline(d, svc__trigger_deadline(s));
@@ -645,9 +650,11 @@ void svc_tick(svc_service *svc, uint64_t now)
             finalize_disable(svc, s);
         svc__trigger_tick(svc, s, now);
         svc__start_tick(svc, s, now);
-        if (due(s->duration_deadline_ms, now))
+        if (due(s->duration_deadline_ms, svc__timer_now(svc, s, now,
+                    s->duration_suspend_aware)))
             svc_session_disable(svc, s);
-        svc__clocks_tick(s, now);
+        svc__clocks_tick(s, svc__timer_now(svc, s, now,
+                                           s->snapshot_suspend_aware));
         if (due(s->next_periodic_flush_ms, now)) {
             s->next_periodic_flush_ms = now + s->flush_period_ms;
             flush_start(svc, s, SVC_FLUSH_PERIODIC, 0,

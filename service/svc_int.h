@@ -113,6 +113,7 @@
  * many snapshots wait for the next read pass at most. */
 #define SVC_SNAPSHOT_DEFAULT_MS      10000u
 #define SVC_SNAPSHOT_MIN_MS          100u
+#define SVC_SUSPEND_CHECK_MS         1000u /* suspend-aware timers (svc_clocks.c) */
 #define SVC_CLOCK_SNAPS              16u
 #define SVC_CLOCK_IDS                6u
 /* flush_started / all_data_sources_flushed events kept for the next read
@@ -406,6 +407,12 @@ struct svc_session {
     bool stats_due;
     uint32_t snapshot_interval_ms;
     uint64_t next_snapshot_ms;
+    /* prefer_suspend_clock_for_duration / _for_snapshot (svc_clocks.c):
+     * duration_deadline_ms / next_snapshot_ms count time suspended, on a
+     * timeline that is MONOTONIC ms plus the time suspended since the
+     * session started (suspend_base_ns: BOOTTIME - MONOTONIC then). */
+    bool duration_suspend_aware, snapshot_suspend_aware;
+    int64_t suspend_base_ns;
     /* Its consumer's uid (SO_PEERCRED): only that uid (and root, see
      * root_access) may clone it, query it or see it in stats.
      * Detach/Attach (svc_attach.c): detached sessions have no consumer
@@ -498,6 +505,10 @@ struct svc_service {
      * the load it describes, not from the machine's speed. */
     svc_load_clock_fn load_clock;
     void *load_clock_ctx;
+    /* BOOTTIME - MONOTONIC in ns (svc__suspend_offset_ns); a test sets
+     * its own (svc__set_suspend_clock) to play a suspend. */
+    int64_t (*suspend_clock)(void *ctx);
+    void *suspend_clock_ctx;
     uint64_t file_passes_hurried; /* passes finished in one go (ibid.) */
     uint64_t last_commit_ms;     /* when the last CommitData came in */
     svc_producer **producers;
@@ -679,6 +690,22 @@ void svc__clocks_capture(svc_clock_snap *out);
 void svc__clocks_snapshot(svc_session *);
 /* At session start: the period, a snapshot and a sync marker now. */
 void svc__clocks_start(svc_session *, uint64_t now_ms);
+/* Suspend-aware timers (svc_clocks.c). The time the machine has spent
+ * suspended so far, as BOOTTIME - MONOTONIC in ns. */
+int64_t svc__suspend_offset_ns(const svc_service *);
+/* Tests: fn returns that offset instead of the clocks (NULL: the clocks). */
+void svc__set_suspend_clock(svc_service *, int64_t (*fn)(void *ctx),
+                            void *ctx);
+/* Arms the session's suspend-aware timers from its config (at start). */
+void svc__suspend_start(const svc_service *, svc_session *);
+/* `now` (MONOTONIC ms) on the timeline of a timer of s that counts time
+ * suspended when `aware`, else now itself. */
+uint64_t svc__timer_now(const svc_service *, const svc_session *,
+                        uint64_t now, bool aware);
+/* A deadline d of that timeline as a MONOTONIC deadline, for the poll
+ * timeout (0 stays 0). */
+uint64_t svc__timer_deadline(const svc_service *, const svc_session *,
+                             uint64_t d, bool aware, uint64_t now);
 /* From svc_tick: the periodic snapshot and marker when due. */
 void svc__clocks_tick(svc_session *, uint64_t now_ms);
 /* A new clone: the source's pending snapshots, and one now. */

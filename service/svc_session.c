@@ -667,8 +667,10 @@ static void session_start(svc_service *svc, svc_session *s)
     const Perfetto__Protos__TraceConfig *cfg = s->cfg;
     bool to_file = s->out_fd >= 0;
     uint64_t now = svc_now_ms();
+    svc__suspend_start(svc, s);
     if (cfg->has_duration_ms && cfg->duration_ms)
-        s->duration_deadline_ms = now + cfg->duration_ms;
+        s->duration_deadline_ms = svc__timer_now(svc, s, now,
+                s->duration_suspend_aware) + cfg->duration_ms;
     if (to_file) {
         uint32_t per = cfg->has_file_write_period_ms ?
                        cfg->file_write_period_ms : 0;
@@ -703,7 +705,8 @@ static void session_start(svc_service *svc, svc_session *s)
     s->state = SVC_SESSION_STARTED;
     s->ev_started_ns = svc__boottime_ns();
     s->start_ack_deadline_ms = now + SVC_START_ACK_TIMEOUT_MS;
-    svc__clocks_start(s, now);
+    svc__clocks_start(s, svc__timer_now(svc, s, now,
+                                        s->snapshot_suspend_aware));
     for (size_t i = 0; i < svc->nproducers; i++)
         match_producer(svc, s, svc->producers[i], NULL);
     svc__start_check(svc, s);

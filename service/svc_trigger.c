@@ -386,7 +386,8 @@ size_t svc_activate_triggers(svc_service *svc, const char *producer_name,
                 /* Only the first trigger stops; the stop delay replaces
                  * the trigger timeout. */
                 if (first) {
-                    s->duration_deadline_ms = now_ms + delay;
+                    s->duration_deadline_ms = svc__timer_now(svc, s,
+                            now_ms, s->duration_suspend_aware) + delay;
                     what = "stops";
                 }
                 break;

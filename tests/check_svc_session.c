@@ -178,6 +178,93 @@ SVF_TEST(test_ds_config_service_fields, 2)
         PERFETTO__PROTOS__DATA_SOURCE_CONFIG__SESSION_INITIATOR__SESSION_INITIATOR_UNSPECIFIED);
 }
 
+/* A played suspend: BOOTTIME - MONOTONIC as the service reads it. */
+static int64_t fake_suspend_ns = 7000000000;   /* any start */
+static int64_t fake_suspend_clock(void *ctx)
+{
+    (void)ctx;
+    return fake_suspend_ns;
+}
+
+/* duration_ms counts system activity (MONOTONIC), unless the config
+ * prefers the suspend clock: then time suspended counts too, and while
+ * such a deadline is armed the main loop wakes at least every
+ * SVC_SUSPEND_CHECK_MS (a poll timeout does not count a suspend). */
+static void duration_with_suspend(svf_fx *f, bool prefer)
+{
+    svc__set_suspend_clock(f->svc, fake_suspend_clock, NULL);
+    f->c.cfg.has_duration_ms = true;
+    f->c.cfg.duration_ms = 10000;
+    f->c.cfg.has_prefer_suspend_clock_for_duration = prefer;
+    f->c.cfg.prefer_suspend_clock_for_duration = prefer;
+    uint64_t t0 = svc_now_ms();
+    svc_session *s = svf_enable(f);
+    uint64_t t1 = svc_now_ms();
+    uint64_t next = svc_next_deadline_ms(f->svc);
+    if (prefer)
+        ck_assert_uint_le(next, svc_now_ms() + SVC_SUSPEND_CHECK_MS);
+    svc_tick(f->svc, t1 + 2000);
+    ck_assert_int_eq(s->state, SVC_SESSION_STARTED);
+    fake_suspend_ns += 9500 * 1000000ll;          /* 9.5 s suspended */
+    if (prefer) {
+        /* now due 9.5 s earlier, on the monotonic clock */
+        next = svc_next_deadline_ms(f->svc);
+        ck_assert_uint_ge(next, t0 + 500);
+        ck_assert_uint_le(next, t1 + 500);
+    }
+    svc_tick(f->svc, t1 + 2000);               /* stopping, or not yet */
+    ck_assert((s->state != SVC_SESSION_STARTED) == prefer);
+    svc_tick(f->svc, t1 + 10000);
+    ck_assert_int_ne(s->state, SVC_SESSION_STARTED);
+}
+
+SVF_TEST(test_duration_counts_suspend_when_preferred, 1)
+{
+    duration_with_suspend(f, true);
+}
+
+SVF_TEST(test_duration_ignores_suspend_by_default, 1)
+{
+    duration_with_suspend(f, false);
+}
+
+/* builtin_data_sources.prefer_suspend_clock_for_snapshot: a periodic
+ * snapshot (with its sync marker) that fell due during a suspend is taken
+ * right after it; without it, the suspend does not count. */
+static void snapshot_with_suspend(svf_fx *f, bool prefer)
+{
+    Perfetto__Protos__TraceConfig__BuiltinDataSource b =
+        PERFETTO__PROTOS__TRACE_CONFIG__BUILTIN_DATA_SOURCE__INIT;
+    b.has_snapshot_interval_ms = true;
+    b.snapshot_interval_ms = 10000;
+    b.has_prefer_suspend_clock_for_snapshot = prefer;
+    b.prefer_suspend_clock_for_snapshot = prefer;
+    f->c.cfg.builtin_data_sources = &b;
+    svc__set_suspend_clock(f->svc, fake_suspend_clock, NULL);
+    svc_session *s = svf_enable(f);
+    uint64_t t1 = svc_now_ms();
+    s->sync_marker_due = false;             /* the one of the start */
+    svc_tick(f->svc, t1 + 2000);
+    ck_assert(!s->sync_marker_due);
+    fake_suspend_ns += 9000 * 1000000ll;
+    svc_tick(f->svc, t1 + 2000);
+    ck_assert(s->sync_marker_due == prefer);
+    s->sync_marker_due = false;
+    svc_tick(f->svc, t1 + 10001);
+    ck_assert(s->sync_marker_due != prefer);  /* the next period */
+    f->c.cfg.builtin_data_sources = NULL;
+}
+
+SVF_TEST(test_snapshot_counts_suspend_when_preferred, 1)
+{
+    snapshot_with_suspend(f, true);
+}
+
+SVF_TEST(test_snapshot_ignores_suspend_by_default, 1)
+{
+    snapshot_with_suspend(f, false);
+}
+
 SVF_TEST(test_deferred_start_waits_for_start_tracing, 1)
 {
     f->c.cfg.has_deferred_start = true;
@@ -3307,6 +3394,10 @@ static Suite *svc_session_suite(void)
     TCK_CASE(s, "matching", test_match_all_producers_and_late_registration,
              test_deferred_start_waits_for_start_tracing,
              test_ds_config_service_fields,
+             test_duration_counts_suspend_when_preferred,
+             test_duration_ignores_suspend_by_default,
+             test_snapshot_counts_suspend_when_preferred,
+             test_snapshot_ignores_suspend_by_default,
              test_match_producer_name_filter,
              test_match_producer_name_regex_filter,
              test_regex_filters_refused_before_they_run,

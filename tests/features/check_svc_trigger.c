@@ -126,6 +126,50 @@ START_TEST(test_stop_tracing_trigger_ends_session_after_delay)
 }
 END_TEST
 
+/* prefer_suspend_clock_for_duration moves the stop delay to the suspend
+ * clock too (as Perfetto's TriggerConfig.stop_delay_ms says): a suspend
+ * after the trigger counts; without it, it does not. */
+static int64_t suspend_ns = 3000000000;
+static int64_t suspend_clock(void *ctx)
+{
+    (void)ctx;
+    return suspend_ns;
+}
+
+static void stop_delay_with_suspend(bool prefer)
+{
+    svc_service *svc = fh_service();
+    svc__set_suspend_clock(svc, suspend_clock, NULL);
+    svc_producer *p = fh_producer(svc, "trigger-app", "test.ds", 1000);
+    fh_cfg c;
+    fh_cfg_init(&c);
+    fh_cfg_triggers(&c, STOP, 60000);
+    fh_cfg_add_trigger(&c, "t1", 1000);
+    c.cfg.has_prefer_suspend_clock_for_duration = prefer;
+    c.cfg.prefer_suspend_clock_for_duration = prefer;
+    svc_session *s = svc_session_enable(svc, NULL, &c.cfg, -1, NULL, 0);
+    ck_assert_ptr_nonnull(s);
+    suspend_ns += 5000 * 1000000ll;        /* before the trigger: no matter */
+    ck_assert_uint_eq(svc_producer_activate_triggers(svc, p, T1, 1), 1);
+    uint64_t t0 = svc_now_ms();
+    svc_tick(svc, t0 + 100);
+    ck_assert_int_eq(s->state, SVC_SESSION_STARTED);
+    suspend_ns += 950 * 1000000ll;         /* 0.95 s suspended after it */
+    svc_tick(svc, t0 + 100);
+    ck_assert((s->state != SVC_SESSION_STARTED) == prefer);
+    fh_settle(svc, t0 + 1001);
+    ck_assert(svc_session_is_disabled(s));
+    svc_session_free(svc, s);
+    svc_destroy(svc);
+}
+
+START_TEST(test_stop_delay_counts_suspend_when_preferred)
+{
+    stop_delay_with_suspend(true);
+    stop_delay_with_suspend(false);
+}
+END_TEST
+
 START_TEST(test_stop_tracing_without_trigger_returns_nothing)
 {
     svc_service *svc = fh_service();
@@ -368,6 +412,7 @@ static Suite *suite(void)
     tcase_add_test(tc, test_config_checks);
     tcase_add_test(tc, test_stop_tracing_trigger_ends_session_after_delay);
     tcase_add_test(tc, test_stop_tracing_without_trigger_returns_nothing);
+    tcase_add_test(tc, test_stop_delay_counts_suspend_when_preferred);
     tcase_add_test(tc, test_start_tracing_waits_for_trigger);
     tcase_add_test(tc, test_start_tracing_timeout_disables_unstarted);
     tcase_add_test(tc, test_clone_snapshot_notifies_and_clone_carries_triggers);
