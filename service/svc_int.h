@@ -113,7 +113,9 @@
  * many snapshots wait for the next read pass at most. */
 #define SVC_SNAPSHOT_DEFAULT_MS      10000u
 #define SVC_SNAPSHOT_MIN_MS          100u
-#define SVC_SUSPEND_CHECK_MS         1000u /* suspend-aware timers (svc_clocks.c) */
+/* While a suspend-aware timer is armed, the main loop wakes at least this
+ * often (svc_clocks.c). */
+#define SVC_SUSPEND_CHECK_MS         1000u
 #define SVC_CLOCK_SNAPS              16u
 #define SVC_CLOCK_IDS                6u
 /* flush_started / all_data_sources_flushed events kept for the next read

@@ -277,6 +277,10 @@ static bool name_filter_ok(const Perfetto__Protos__TraceConfig__DataSource *d,
     return false;
 }
 
+/* A DataSourceConfig.SessionInitiator value, by its short name. */
+#define SVC_DS_INITIATOR(x) \
+    PERFETTO__PROTOS__DATA_SOURCE_CONFIG__SESSION_INITIATOR__SESSION_INITIATOR_##x
+
 /* Sets up and starts one instance of config entry `di` in producer p. */
 static int start_instance(svc_service *svc, svc_session *s, svc_producer *p,
                           const svc_dsreg *r, size_t di)
@@ -360,8 +364,7 @@ static int start_instance(svc_service *svc, svc_session *s, svc_producer *p,
     c.enable_extra_guardrails = tc->has_enable_extra_guardrails &&
                                 tc->enable_extra_guardrails;
     c.has_session_initiator = true;
-    c.session_initiator =
-        PERFETTO__PROTOS__DATA_SOURCE_CONFIG__SESSION_INITIATOR__SESSION_INITIATOR_UNSPECIFIED;
+    c.session_initiator = SVC_DS_INITIATOR(UNSPECIFIED);
     if (svc->ops.setup_data_source)
         svc->ops.setup_data_source(svc->ops_ctx, p->conn, in->instance_id, &c);
     if (svc->ops.start_data_source)

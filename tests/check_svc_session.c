@@ -118,11 +118,13 @@ SVF_TEST(test_match_all_producers_and_late_registration, 2)
  * service sets them, whatever the consumer wrote there; above all a
  * consumer cannot tell producers that a trusted system component started
  * its session (session_initiator), which a producer may grant more. */
+#define INITIATOR(x) \
+    PERFETTO__PROTOS__DATA_SOURCE_CONFIG__SESSION_INITIATOR__SESSION_INITIATOR_##x
+
 SVF_TEST(test_ds_config_service_fields, 2)
 {
     f->c.dsc.has_session_initiator = true;
-    f->c.dsc.session_initiator =
-        PERFETTO__PROTOS__DATA_SOURCE_CONFIG__SESSION_INITIATOR__SESSION_INITIATOR_TRUSTED_SYSTEM;
+    f->c.dsc.session_initiator = INITIATOR(TRUSTED_SYSTEM);
     f->c.dsc.has_trace_duration_ms = true;
     f->c.dsc.trace_duration_ms = 99;
     f->c.dsc.has_stop_timeout_ms = true;
@@ -144,8 +146,7 @@ SVF_TEST(test_ds_config_service_fields, 2)
     const Perfetto__Protos__DataSourceConfig *c = &svf_rec.last_ds;
     ck_assert_str_eq(c->name, "test.ds");
     ck_assert(c->has_session_initiator);
-    ck_assert_int_eq(c->session_initiator,
-        PERFETTO__PROTOS__DATA_SOURCE_CONFIG__SESSION_INITIATOR__SESSION_INITIATOR_UNSPECIFIED);
+    ck_assert_int_eq(c->session_initiator, INITIATOR(UNSPECIFIED));
     ck_assert(c->has_trace_duration_ms);
     ck_assert_uint_eq(c->trace_duration_ms, 60000);
     ck_assert(c->has_stop_timeout_ms);
@@ -158,8 +159,7 @@ SVF_TEST(test_ds_config_service_fields, 2)
     ck_assert_uint_eq(c->tracing_session_id, svc_session_id(s));
     /* The consumer's own config is left as it was (it is echoed into the
      * trace as sent). */
-    ck_assert_int_eq(f->c.dsc.session_initiator,
-        PERFETTO__PROTOS__DATA_SOURCE_CONFIG__SESSION_INITIATOR__SESSION_INITIATOR_TRUSTED_SYSTEM);
+    ck_assert_int_eq(f->c.dsc.session_initiator, INITIATOR(TRUSTED_SYSTEM));
     ck_assert_uint_eq(f->c.dsc.trace_duration_ms, 99);
     /* Defaults: no duration, the default stop timeout; a session that
      * does not ask for the suspend-aware duration passes the consumer's
@@ -174,8 +174,7 @@ SVF_TEST(test_ds_config_service_fields, 2)
     ck_assert_uint_eq(c->trace_duration_ms, 0);
     ck_assert_uint_eq(c->stop_timeout_ms, SVC_DEFAULT_STOP_TIMEOUT_MS);
     ck_assert(!c->has_prefer_suspend_clock_for_duration);
-    ck_assert_int_eq(c->session_initiator,
-        PERFETTO__PROTOS__DATA_SOURCE_CONFIG__SESSION_INITIATOR__SESSION_INITIATOR_UNSPECIFIED);
+    ck_assert_int_eq(c->session_initiator, INITIATOR(UNSPECIFIED));
 }
 
 /* A played suspend: BOOTTIME - MONOTONIC as the service reads it. */
