@@ -204,6 +204,18 @@ done:
     return res;
 }
 
+/* *out: the whole fragment f of payload, in one slice (b->slices has room
+ * for one). */
+static inline void out_whole(tb_buffer *b, tb_packet *out,
+                             const uint8_t *payload, const tb__frag *f)
+{
+    b->slices[0].data = payload + f->pos + f->hdr;
+    b->slices[0].size = f->size;
+    out->slices = b->slices;
+    out->nslices = 1;
+    out->size = f->size;
+}
+
 /* Next packet of the walk's sequence, up to its target. Returns false when
  * the target was reached, the sequence ran out, or (read mode) it stalled. */
 bool tb__walk_next(tb_buffer *b, tb__walk *w, int mode, tb_packet *out)
@@ -249,11 +261,7 @@ bool tb__walk_next(tb_buffer *b, tb__walk *w, int mode, tb_packet *out)
             if (out) {
                 if (!ensure_slices(b, 1))
                     continue; /* cannot happen after the first packet */
-                b->slices[0].data = payload + f.pos + f.hdr;
-                b->slices[0].size = f.size;
-                out->slices = b->slices;
-                out->nslices = 1;
-                out->size = f.size;
+                out_whole(b, out, payload, &f);
             }
             return true;
         case TB__CONT:
@@ -319,11 +327,7 @@ bool tb__walk_next_whole(tb_buffer *b, tb__walk *w, tb_packet *out)
     took_start(b, s, -1, 0);
     if (pos < r->payload_size)
         __builtin_prefetch(payload + pos, 0);  /* as tb__walk_next */
-    b->slices[0].data = payload + f.pos + f.hdr;
-    b->slices[0].size = f.size;
-    out->slices = b->slices;
-    out->nslices = 1;
-    out->size = f.size;
+    out_whole(b, out, payload, &f);
     return true;
 }
 
