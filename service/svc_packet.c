@@ -27,12 +27,18 @@ static inline bool is_reserved_field(uint64_t field)
 }
 
 /* Reads a varint of at most 10 bytes; false if longer or truncated. Most
- * tags and many values take one byte: that case first. */
+ * tags and many values take one byte: that case first; then two (tags of
+ * fields 16-2047, such as for_testing's 900, and lengths under 16 KiB). */
 static inline bool read_varint(const uint8_t *p, size_t size, size_t *pos,
                                uint64_t *out)
 {
     if (*pos < size && p[*pos] < 0x80) {
         *out = p[(*pos)++];
+        return true;
+    }
+    if (*pos < size && size - *pos >= 2 && p[*pos + 1] < 0x80) {
+        *out = (uint64_t)(p[*pos] & 0x7f) | (uint64_t)p[*pos + 1] << 7;
+        *pos += 2;
         return true;
     }
     uint64_t v = 0;

@@ -263,6 +263,65 @@ START_TEST(test_validate_varint_lengths_at_every_cut)
 }
 END_TEST
 
+/* Tags and lengths (read_varint, with its 1- and 2-byte fast paths) of
+ * every length from 1 to 11 bytes (redundant encodings; 11: invalid), cut
+ * at every length: the contiguous check gives the answer of the byte-by-
+ * byte slices walk, and the whole packet is valid exactly when both
+ * varints are at most 10 bytes. The tag is field 900 (for_testing, a
+ * 2-byte tag) or 9, the length 3 or 200 (2 bytes), padded with 0x80
+ * continuation bytes. */
+static size_t padded_varint(uint8_t *p, uint64_t v, size_t len)
+{
+    size_t n = 0;
+    while (n + 1 < len) {
+        p[n++] = (uint8_t)((v & 0x7f) | 0x80);
+        v >>= 7;
+    }
+    p[n++] = (uint8_t)v;
+    return n;
+}
+
+START_TEST(test_validate_tag_and_length_varints_at_every_cut)
+{
+    static const uint64_t fields[] = {9, 900};
+    static const uint64_t lens[] = {3, 200};
+    uint8_t p[512];
+    tb_slice sl[512];
+    unsigned ok = 0, bad = 0;
+    for (size_t fi = 0; fi < 2; fi++) {
+        for (size_t li = 0; li < 2; li++) {
+            uint64_t tag = fields[fi] << 3 | 2;
+            size_t min_tag = tag < 0x80 ? 1 : 2;
+            size_t min_len = lens[li] < 0x80 ? 1 : 2;
+            for (size_t tl = min_tag; tl <= 11; tl++) {
+                for (size_t ll = min_len; ll <= 11; ll++) {
+                    size_t n = padded_varint(p, tag, tl);
+                    n += padded_varint(p + n, lens[li], ll);
+                    memset(p + n, 0x61, lens[li]);
+                    n += lens[li];
+                    for (size_t cut = 0; cut <= n; cut++) {
+                        for (size_t i = 0; i < cut; i++) {
+                            sl[i].data = p + i;
+                            sl[i].size = 1;
+                        }
+                        bool want = svc_packet_validate_slices(sl, cut);
+                        ck_assert_msg(
+                            svc_packet_validate_untrusted(p, cut) == want,
+                            "tag of %zu bytes, length of %zu, %zu of %zu "
+                            "bytes", tl, ll, cut, n);
+                        want ? ok++ : bad++;
+                    }
+                    ck_assert(svc_packet_validate_untrusted(p, n) ==
+                              (tl <= 10 && ll <= 10));
+                }
+            }
+        }
+    }
+    ck_assert_uint_gt(ok, 100);
+    ck_assert_uint_gt(bad, 1000);
+}
+END_TEST
+
 static Suite *svc_packet_suite(void)
 {
     Suite *s = suite_create("svc_packet");
@@ -271,6 +330,7 @@ static Suite *svc_packet_suite(void)
              test_validate_rejects_malformed,
              test_validate_slices_matches_contiguous,
              test_validate_varint_lengths_at_every_cut,
+             test_validate_tag_and_length_varints_at_every_cut,
              test_check_reads_previous_packet_dropped);
     TCK_CASE(s, "trailer", test_trailer_decodes_as_trusted_fields,
              test_trailer_omits_zero_loss_and_encodes_negative);
