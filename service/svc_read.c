@@ -110,13 +110,13 @@
  * behind a one-entry cache (consecutive packets mostly share a sequence).
  * The file batch's per-packet steps (room, header, take, would-wait) are
  * inline (the header of a packet under 16 KiB too), their rare branches
- * not. Instructions the daemon ran for a
- * recording of 200,000 packets of 64 B (callgrind, memcpy left out: it
- * counts rep movsb per byte), 2026-12-08: 674 per packet before, 596
- * with libbuf's whole-packet fast path (tb_read_next_packet), 572 with
- * these inline; service CPU per packet (1 producer, 2 M packets, daemon
- * builds alternating, 6 recordings each) 116.5 against 131.5 ns with the
- * first, 98.5 against 128.5 with both.
+ * not. Instructions the daemon ran for a recording of 200,000 packets of
+ * 64 B (callgrind, memcpy left out: it counts rep movsb per byte),
+ * 2026-12-08: 674 per packet before, 596 with libbuf's whole-packet fast
+ * path (tb_read_next_packet), 572 with these inline; service CPU per
+ * packet (1 producer, 2 M packets, daemon builds alternating, 6
+ * recordings each) 116.5 against 131.5 ns with the first, 98.5 against
+ * 128.5 with both.
  */
 #include <errno.h>
 #include <fcntl.h>
