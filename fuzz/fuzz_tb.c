@@ -60,15 +60,18 @@ static void honest_chunk(fz_tb *z, uint8_t shape)
 }
 
 /* A shared source (tb_copy_chunk_shared): the hostile producer's bytes in
- * memory it may rewrite while libbuf copies them; race() rewrites one byte
- * between libbuf's tokenizing and its copy, as a racing producer can. */
+ * memory it may rewrite while libbuf copies them; libbuf's test hook (this
+ * definition replaces its empty one: tb_int.h) rewrites one byte between
+ * libbuf's tokenizing and its copy, as a racing producer can. */
 static uint8_t shared_src[65536];
 static size_t race_pos;
 static uint8_t race_val;
+static bool race_armed;
 
-static void race(void)
+void tb__shared_race_hook(void)
 {
-    shared_src[race_pos] = race_val;
+    if (race_armed)
+        shared_src[race_pos] = race_val;
 }
 
 static void hostile_chunk(fz_tb *z, fz_in *in, bool shared)
@@ -98,10 +101,10 @@ static void hostile_chunk(fz_tb *z, fz_in *in, bool shared)
         race_pos = fz_u16(in) % got;
         race_val = fz_u8(in);
         memcpy(shared_src, src, got);
-        tb__shared_race_hook = race;
+        race_armed = true;
         tb_copy_chunk_shared(z->b, HOSTILE, 1001, 1, wid, cid, nfrag, flags,
                              complete, shared_src, got);
-        tb__shared_race_hook = NULL;
+        race_armed = false;
         return;
     }
     tb_copy_chunk_untrusted(z->b, HOSTILE, 1001, 1, wid, cid, nfrag, flags,

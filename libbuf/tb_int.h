@@ -102,11 +102,14 @@ typedef struct {
 } tb__rec;
 _Static_assert(sizeof(tb__rec) == TB__REC_HDR_BYTES, "record header size");
 
-/* Tests only (tests/check_tb_malicious.c): when set, tb_copy_chunk_shared
- * calls it after tokenizing the source and before copying it, where a
- * producer racing the service could rewrite its shared memory. NULL in
- * the service; not exported (-fvisibility=hidden). */
-extern void (*tb__shared_race_hook)(void);
+/* Tests only (tests/check_tb_malicious.c, fuzz/fuzz_tb.c):
+ * tb_copy_chunk_shared calls it after tokenizing the source and before
+ * copying it, where a producer racing the service could rewrite its shared
+ * memory. libbuf's own definition is weak and does nothing; those tests
+ * define theirs, which their static link of libtb_core.la takes instead.
+ * Hidden (-fvisibility=hidden): no program can replace it in libbuf.so,
+ * and the service holds no function pointer for it. */
+void tb__shared_race_hook(void);
 
 /* Fragment roles (smb-abi.md §6). */
 enum { TB__WHOLE = 0, TB__BEGIN, TB__CONT, TB__END };

@@ -574,7 +574,9 @@ SHMTRACE_API const tb_writer_stats *tb_get_writer_stats(const tb_buffer *b,
     return (b && b->nhist) ? b->hist : NULL;
 }
 
-void (*tb__shared_race_hook)(void);
+__attribute__((weak)) void tb__shared_race_hook(void)
+{
+}
 
 /* What tokenizing a payload found: its valid prefix (frags_size) of
  * nfound fragments, what the facts and the packet starts are computed
@@ -781,8 +783,8 @@ static void copy_chunk(tb_buffer *b, uint16_t producer_id, uint32_t uid,
     r->payload_size = (uint16_t)frags_size;
     r->payload_avail = (uint16_t)(frags_size - skip);
     r->flags = flags;
-    if (shared && __builtin_expect(tb__shared_race_hook != NULL, 0))
-        tb__shared_race_hook();
+    if (shared)
+        tb__shared_race_hook();      /* tests only: see tb_int.h */
     if (frags_size > 0)
         memcpy(tb__payload(b, off), src, frags_size);
     if (b->wr + outer > b->used_size)
