@@ -106,12 +106,55 @@ static double read_again(size_t size, int reps)
     return bytes / busy;
 }
 
+/* One writer's chunk (n bytes, npk whole packets) written into a fresh
+ * 128 MiB ring step_bytes at a time and drained after each step, as a
+ * file pass does, `steps` times; with copy_out each packet is copied into
+ * a 1 MiB batch, as the file pass copies small ones. Packet bytes read
+ * per CPU-second of reading (props and loss flags asked for, as the
+ * service does). */
+static double drain_in_steps(const uint8_t *chunk, size_t n, uint16_t npk,
+                             int steps, size_t step_bytes, bool copy_out)
+{
+    static uint8_t batch[1 << 20];
+    size_t bl = 0;
+    tb_buffer *b = tb_create(128 * MIB, TB_RING_BUFFER);
+    if (!b) {
+        perror("tb_create");
+        exit(1);
+    }
+    uint32_t id = 0, dropped;
+    double busy = 0, bytes = 0;
+    tb_packet pkt;
+    tb_seq_props props;
+    for (int step = 0; step < steps; step++) {
+        for (size_t w = 0; w < step_bytes; w += n)
+            tb_copy_chunk_untrusted(b, 1, 1000, 100, 1, id++, npk, 0, true,
+                                    chunk, n);
+        double t0 = now_s();
+        tb_begin_read(b);
+        while (tb_read_next_packet(b, &pkt, &props, &dropped)) {
+            if (copy_out) {
+                if (bl + pkt.size > sizeof(batch))
+                    bl = 0;
+                for (size_t i = 0; i < pkt.nslices; i++) {
+                    memcpy(batch + bl, pkt.slices[i].data,
+                           pkt.slices[i].size);
+                    bl += pkt.slices[i].size;
+                }
+            }
+            bytes += (double)pkt.size;
+        }
+        busy += now_s() - t0;
+    }
+    sink = batch[bl / 2];
+    tb_destroy(b);
+    return bytes / busy;
+}
+
 /* The service's shape for 1 KiB packets (shmtraced: SMBs of 2 MiB and
  * more have 32 KiB pages): 32752-byte chunk payloads of 31 whole packets
- * of 1024 bytes (2-byte headers), written into a 128 MiB ring 4 MiB at a
- * time and drained after each step, as a file pass does
- * (SVC_FILE_EAGER_BYTES); two laps. Packet bytes read per CPU-second of
- * reading (props and loss flags asked for, as the service does). */
+ * of 1024 bytes (2-byte headers), 4 MiB at a time (SVC_FILE_EAGER_BYTES);
+ * two laps of the ring. */
 static double read_svc1k(void)
 {
     static uint8_t chunk[32752];
@@ -122,73 +165,23 @@ static double read_svc1k(void)
         memset(chunk + n, 'a' + i, 1024);
         n += 1024;
     }
-    tb_buffer *b = tb_create(128 * MIB, TB_RING_BUFFER);
-    if (!b) {
-        perror("tb_create");
-        exit(1);
-    }
-    uint32_t id = 0, dropped;
-    double busy = 0, bytes = 0;
-    tb_packet pkt;
-    tb_seq_props props;
-    for (int step = 0; step < 64; step++) {
-        for (size_t w = 0; w < 4 * MIB; w += n)
-            tb_copy_chunk_untrusted(b, 1, 1000, 100, 1, id++, 31, 0, true,
-                                    chunk, n);
-        double t0 = now_s();
-        tb_begin_read(b);
-        while (tb_read_next_packet(b, &pkt, &props, &dropped))
-            bytes += (double)pkt.size;
-        busy += now_s() - t0;
-    }
-    tb_destroy(b);
-    return bytes / busy;
+    return drain_in_steps(chunk, n, 31, 64, 4 * MIB, false);
 }
 
 /* The service's shape for 64 B packets (shmtrace-producer -S 64: 92-byte
  * TracePackets, 1-byte fragment headers) in 32 KiB chunks, 1 MiB at a
- * time (SVC_FILE_EAGER_SMALL_BYTES), each packet copied out as the file
- * pass copies it (one memcpy into a 1 MiB batch). Packet bytes read per
- * CPU-second of reading. */
+ * time (SVC_FILE_EAGER_SMALL_BYTES), each packet copied out. */
 static double read_svc64(void)
 {
-    static uint8_t chunk[32752], batch[1 << 20];
-    size_t n = 0, npk = 0, bl = 0;
+    static uint8_t chunk[32752];
+    size_t n = 0, npk = 0;
     while (n + 93 <= sizeof(chunk)) {
         chunk[n++] = 92;
         memset(chunk + n, 'a' + (int)(npk % 26), 92);
         n += 92;
         npk++;
     }
-    tb_buffer *b = tb_create(128 * MIB, TB_RING_BUFFER);
-    if (!b) {
-        perror("tb_create");
-        exit(1);
-    }
-    uint32_t id = 0, dropped;
-    double busy = 0, bytes = 0;
-    tb_packet pkt;
-    tb_seq_props props;
-    for (int step = 0; step < 256; step++) {
-        for (size_t w = 0; w < MIB; w += n)
-            tb_copy_chunk_untrusted(b, 1, 1000, 100, 1, id++,
-                                    (uint16_t)npk, 0, true, chunk, n);
-        double t0 = now_s();
-        tb_begin_read(b);
-        while (tb_read_next_packet(b, &pkt, &props, &dropped)) {
-            if (bl + pkt.size > sizeof(batch))
-                bl = 0;
-            for (size_t i = 0; i < pkt.nslices; i++) {
-                memcpy(batch + bl, pkt.slices[i].data, pkt.slices[i].size);
-                bl += pkt.slices[i].size;
-            }
-            bytes += (double)pkt.size;
-        }
-        busy += now_s() - t0;
-    }
-    sink = batch[bl / 2];
-    tb_destroy(b);
-    return bytes / busy;
+    return drain_in_steps(chunk, n, (uint16_t)npk, 256, MIB, true);
 }
 
 static double run(const char *w)
